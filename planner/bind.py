@@ -1,0 +1,386 @@
+"""``bind``: parsed statement (sqlglot AST) + catalog -> typed IR.
+
+The binder resolves every name WaveSQL owns -- streams, signals, views, sinks, signal
+functions, DDL types, formats, paths, rates -- and raises a positioned ``WaveSQLError`` with a
+hint for anything wrong, before any Spark job starts.
+
+Column names and types inside plain Spark SQL are resolved by Spark's analyzer through the
+:class:`Environment` (``analyze``), which runs no job. Why not resolve them here: Spark SQL's
+scoping rules (lateral column aliases, LATERAL VIEW, PIVOT, lambda variables, outer
+references, ``GROUP BY ALL``...) are large and evolving; a second implementation would
+disagree with Spark on real queries and break the promise that a query Spark accepts runs
+unchanged. Spark's analysis errors are translated back into WaveSQL errors at the user's
+position (see ``wavesql.spark_errors``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlglot import exp
+
+from wavesql.catalog import objects as cat
+from wavesql.dialect import Statement as ParsedStatement
+from wavesql.dialect import nodes as wn
+from wavesql.dialect import to_sql, wavesql_nodes
+from wavesql.errors import Span, WaveSQLError, did_you_mean
+from wavesql.udfs import registry
+
+from . import ir
+from .types import SAMPLE_TYPES, interval_us, number, spark_type
+
+STREAM_FORMATS = ("parquet", "csv", "json")
+SIGNAL_FORMATS = ("wav",)
+SINK_FORMATS = ("parquet", "csv", "json")
+
+
+class Environment(Protocol):
+    """What the binder needs from the engine; the session implements it over Spark."""
+
+    def spark_table_schema(self, name: str) -> ir.Schema | None:
+        """Schema of a table/temp view in Spark's catalog, or None if there is none."""
+
+    def spark_table_names(self) -> list[str]:
+        """Names of Spark's tables and temp views (for hints)."""
+
+    def function_names(self) -> frozenset[str]:
+        """Lower-cased names of every function Spark can call (builtin and registered)."""
+
+    def analyze(self, sql: str, inputs: tuple[tuple[str, ir.Relation], ...],
+                source_offset: int | None) -> ir.Schema:
+        """Result schema of ``sql`` over ``inputs``; raises a translated WaveSQLError."""
+
+
+@dataclass
+class BindContext:
+    catalog: object  # wavesql.catalog.Catalog
+    env: Environment
+    base_dir: str = "."  # relative DDL paths resolve against this (a query file's folder)
+    view_stack: tuple[str, ...] = ()
+
+
+def bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str = ".") -> ir.Statement:
+    """Bind one parsed statement against the catalog.
+
+    Parameters
+    ----------
+    stmt : wavesql.dialect.Statement
+        From ``wavesql.dialect.parse_statements``: the AST plus its original text and offsets.
+    catalog : wavesql.catalog.Catalog
+    env : Environment
+        Spark-side facts (tables, functions, analysis). ``wavesql.session`` provides it.
+    base_dir : str
+        Directory against which relative paths in DDL are resolved.
+
+    Returns
+    -------
+    ir.Statement
+    """
+    ctx = BindContext(catalog, env, base_dir)
+    return _bind_statement(stmt.node, stmt, ctx)
+
+
+def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContext) -> ir.Statement:
+    if isinstance(node, wn.Explain):
+        mode = (node.args.get("kind") or "IR").upper()
+        target = node.this
+        inner_text = to_sql(target)
+        if mode == "AST":
+            return ir.Explain(mode, target.__repr__(), None)
+        return ir.Explain(mode, inner_text, _bind_statement(target, stmt, ctx))
+    if isinstance(node, wn.CreateStream):
+        return _bind_create_stream(node, ctx)
+    if isinstance(node, wn.DropObject):
+        return ir.DropObject(node.name, _kind_of(node), bool(node.args.get("exists")))
+    if isinstance(node, wn.ShowObjects):
+        kind = (node.args.get("kind") or "").upper().rstrip("S") or None
+        return ir.ShowObjects(None if kind in (None, "OBJECT", "ALL") else kind)
+    if isinstance(node, exp.Describe):
+        return _bind_describe(node, stmt, ctx)
+    if isinstance(node, exp.Create) and (node.args.get("kind") or "").upper() == "VIEW":
+        if not _is_temporary(node):
+            return _bind_create_view(node, stmt, ctx)
+    if isinstance(node, exp.Drop) and (node.args.get("kind") or "").upper() == "VIEW":
+        name = node.this.name if isinstance(node.this, exp.Table) else None
+        if name and not node.this.args.get("db") and ctx.catalog.get(name) is not None:
+            return ir.DropObject(name, "VIEW", bool(node.args.get("exists")))
+    if isinstance(node, exp.Query):
+        return ir.QueryStatement(_bind_query(node, stmt, ctx, top_level=True))
+    # Anything else -- SET, CACHE TABLE, CREATE TEMP VIEW, CREATE TABLE, INSERT INTO a Spark
+    # table, unmodelled commands -- is Spark's business: run the user's text as is, with the
+    # catalog objects it mentions made visible to Spark.
+    _reject_wavesql_constructs(node)
+    return ir.SparkCommand(stmt.text, _bind_inputs(node, ctx))
+
+
+# ---------------------------------------------------------------------------------------
+# Queries
+# ---------------------------------------------------------------------------------------
+def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindContext,
+                top_level: bool = False) -> ir.Relation:
+    _reject_wavesql_constructs(node)
+    _check_functions(node, ctx)
+    inputs = _bind_inputs(node, ctx)
+    # Plain Spark SQL at the top level: hand Spark the user's exact text, so that Spark sees
+    # what the user typed and its error positions map back one to one.
+    if top_level and stmt is not None:
+        sql, offset = stmt.text, stmt.start
+    else:
+        sql, offset = to_sql(node), None
+    schema = ctx.env.analyze(sql, inputs, offset)
+    bounded = all(r.bounded for _, r in inputs)
+    return ir.SqlQuery(sql, inputs, schema, bounded, offset)
+
+
+def _reject_wavesql_constructs(node: exp.Expression) -> None:
+    for found in wavesql_nodes(node):
+        what = type(found).__name__
+        raise WaveSQLError(
+            "NOT_IMPLEMENTED",
+            f"{_construct_name(found)} parses but is not implemented yet", Span.of(found),
+            hint=f"this build plans plain Spark SQL over catalog streams; `{what}` lands "
+                 "with the signals / time / sync work")
+
+
+def _construct_name(node: exp.Expression) -> str:
+    names = {
+        "StreamWindow": "a stream window `[...]`",
+        "Emit": "EMIT", "LateInto": "LATE INTO", "RelationToStream": "ISTREAM/DSTREAM/RSTREAM",
+        "Resample": "RESAMPLE", "SyncRange": "SYNC JOIN", "SyncJoin": "SYNC JOIN",
+    }
+    return names.get(type(node).__name__, type(node).__name__)
+
+
+def _cte_names(node: exp.Expression) -> set[str]:
+    return {cte.alias_or_name.lower() for cte in node.find_all(exp.CTE)}
+
+
+def _bind_inputs(node: exp.Expression, ctx: BindContext) -> tuple[tuple[str, ir.Relation], ...]:
+    """Resolve every table reference: catalog object, Spark table, or an error."""
+    ctes = _cte_names(node)
+    seen: dict[str, ir.Relation] = {}
+    for table in node.find_all(exp.Table):
+        ident = table.this
+        if not isinstance(ident, exp.Identifier):
+            continue  # table-valued function call: Spark's to resolve
+        if table.args.get("db") or table.args.get("catalog"):
+            continue  # qualified name: always Spark's
+        name = ident.name
+        key = name.lower()
+        if key in ctes or key in seen:
+            continue
+        seen[key] = _resolve_relation(name, ident, ctx)
+    return tuple((n, r) for n, r in seen.items() if not isinstance(r, ir.SparkTable))
+
+
+def _resolve_relation(name: str, where: exp.Expression, ctx: BindContext) -> ir.Relation:
+    defn = ctx.catalog.get(name)
+    if isinstance(defn, cat.StreamDef):
+        return ir.StreamScan(defn, ir.Schema.of_columns(defn.columns), True)
+    if isinstance(defn, cat.SignalDef):
+        return ir.SignalScan(defn, ir.Schema.of_columns(defn.channels), True)
+    if isinstance(defn, cat.ViewDef):
+        if defn.name.lower() in ctx.view_stack:
+            raise WaveSQLError("INVALID_OPTION", f"view `{defn.name}` refers to itself",
+                               Span.of(where), hint=" -> ".join(ctx.view_stack + (defn.name,)))
+        inner = BindContext(ctx.catalog, ctx.env, ctx.base_dir,
+                            ctx.view_stack + (defn.name.lower(),))
+        from wavesql.dialect import parse_one
+        body = _bind_query(parse_one(defn.sql), None, inner)
+        return ir.ViewRef(defn, body, body.schema, body.bounded)
+    if isinstance(defn, cat.SinkDef):
+        raise WaveSQLError("UNKNOWN_STREAM", f"`{defn.name}` is a sink, not a stream",
+                           Span.of(where),
+                           hint="read its files by registering a stream over its path")
+    schema = ctx.env.spark_table_schema(name)
+    if schema is not None:
+        return ir.SparkTable(name, schema)
+    candidates = list(ctx.catalog.names()) + list(ctx.env.spark_table_names())
+    raise WaveSQLError("UNKNOWN_STREAM", f"unknown stream or table `{name}`", Span.of(where),
+                       hint=did_you_mean(name, candidates, "streams and tables")
+                       or "create it with CREATE STREAM ... FROM 'path' FORMAT parquet")
+
+
+def _check_functions(node: exp.Expression, ctx: BindContext) -> None:
+    """Every function sqlglot does not know must be a Spark function or a signal function."""
+    known: frozenset[str] | None = None
+    for call in node.find_all(exp.Anonymous):
+        if isinstance(call.parent, exp.Table):
+            continue  # table-valued function in FROM: Spark resolves those
+        name = call.name
+        if registry.lookup(name) is not None:
+            continue
+        if known is None:
+            known = ctx.env.function_names()
+        if name.lower() in known:
+            continue
+        raise WaveSQLError(
+            "UNKNOWN_FUNCTION", f"unknown function `{name}`", Span.of(call),
+            hint=did_you_mean(name, list(known) + registry.names(), "functions"))
+
+
+# ---------------------------------------------------------------------------------------
+# DDL
+# ---------------------------------------------------------------------------------------
+def _kind_of(node: exp.Expression) -> str | None:
+    kind = node.args.get("kind")
+    return kind.upper() if isinstance(kind, str) else None
+
+
+def _is_temporary(node: exp.Create) -> bool:
+    props = node.args.get("properties")
+    if props is None:
+        return False
+    return any(isinstance(p, exp.TemporaryProperty) for p in props.expressions)
+
+
+def _bind_columns(node: wn.CreateStream, top_level=None) -> tuple[cat.Column, ...]:
+    columns = []
+    seen: set[str] = set()
+    for coldef in node.args.get("columns") or []:
+        name = coldef.name
+        if name.lower() in seen:
+            raise WaveSQLError("DUPLICATE_COLUMN", f"column `{name}` is declared twice",
+                               Span.of(coldef.this))
+        seen.add(name.lower())
+        dtype = coldef.args.get("kind")
+        if dtype is None:
+            raise WaveSQLError("UNKNOWN_TYPE", f"column `{name}` has no type", Span.of(coldef),
+                               hint=f"write e.g. `{name} DOUBLE`")
+        columns.append(cat.Column(name, spark_type(dtype, coldef, top_level)))
+    return tuple(columns)
+
+
+def _column_ref(node: wn.CreateStream, arg: str, columns) -> str | None:
+    ref = node.args.get(arg)
+    if ref is None:
+        return None
+    name = ref.name
+    names = [c.name for c in columns]
+    if name.lower() not in {n.lower() for n in names}:
+        clause = arg.replace("_", " ").upper()
+        raise WaveSQLError("UNKNOWN_COLUMN", f"{clause} `{name}` is not a declared column",
+                           Span.of(ref), hint=did_you_mean(name, names, "columns"))
+    return next(n for n in names if n.lower() == name.lower())
+
+
+def _format(node: wn.CreateStream, allowed: tuple[str, ...]) -> str:
+    fmt = node.args.get("format")
+    value = (fmt.name if fmt is not None else "").lower()
+    if value not in allowed:
+        raise WaveSQLError("UNKNOWN_FORMAT", f"unsupported format `{value or '?'}`",
+                           Span.of(fmt) or Span.of(node),
+                           hint=f"supported here: {', '.join(allowed)}")
+    return value
+
+
+def _path(node: wn.CreateStream, ctx: BindContext, must_exist: bool = True) -> str:
+    lit = node.args.get("path")
+    raw = lit.name if lit is not None else ""
+    path = os.path.abspath(os.path.join(ctx.base_dir, os.path.expanduser(raw)))
+    if must_exist and not (os.path.exists(path) or glob.glob(path)):
+        raise WaveSQLError("MISSING_PATH", f"path `{raw}` does not exist", Span.of(lit),
+                           hint=f"resolved to {path}; create it first or fix the path")
+    return path
+
+
+def _options(node: wn.CreateStream) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for opt in node.args.get("options") or []:
+        key, value = opt.this, opt.expression
+        pairs.append((key.name, value.name if isinstance(value, exp.Literal) else value.sql()))
+    return tuple(pairs)
+
+
+def _bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement:
+    kind = _kind_of(node)
+    replace, exists = bool(node.args.get("replace")), bool(node.args.get("exists"))
+    name = node.name
+    if kind == "STREAM":
+        columns = _bind_columns(node)
+        watermark = node.args.get("watermark")
+        heartbeat = node.args.get("heartbeat")
+        defn = cat.StreamDef(
+            name=name, columns=columns, path=_path(node, ctx),
+            format=_format(node, STREAM_FORMATS), options=_options(node),
+            event_time=_column_ref(node, "event_time", columns),
+            watermark_us=interval_us(watermark) if watermark is not None else None,
+            progress_column=_column_ref(node, "progress_column", columns),
+            heartbeat_us=interval_us(heartbeat) if heartbeat is not None else None,
+        )
+    elif kind == "SIGNAL":
+        columns = _bind_columns(node, SAMPLE_TYPES)
+        rate_node = node.args.get("rate")
+        if rate_node is None:
+            raise WaveSQLError("INVALID_RATE", f"signal `{name}` needs a RATE", Span.of(node),
+                               hint="e.g. RATE 44100 HZ")
+        rate = number(rate_node)
+        unit = (node.args.get("rate_unit") or "HZ").upper()
+        rate *= {"HZ": 1.0, "KHZ": 1000.0}.get(unit, 1.0)
+        if not rate > 0 or rate == float("inf"):
+            raise WaveSQLError("INVALID_RATE", f"signal rate must be positive, got {rate:g}",
+                               Span.of(rate_node), hint="e.g. RATE 44100 HZ")
+        segment_node = node.args.get("segment")
+        segment = int(number(segment_node)) if segment_node is not None else 4096
+        if segment <= 0:
+            raise WaveSQLError("INVALID_OPTION", f"SEGMENT must be positive, got {segment}",
+                               Span.of(segment_node), hint="e.g. SEGMENT 4096")
+        epoch = node.args.get("epoch")
+        defn = cat.SignalDef(
+            name=name, channels=columns, rate_hz=rate, path=_path(node, ctx),
+            format=_format(node, SIGNAL_FORMATS), options=_options(node), segment=segment,
+            epoch_us=_epoch_us(epoch) if epoch is not None else 0,
+        )
+    elif kind == "SINK":
+        defn = cat.SinkDef(name=name, path=_path(node, ctx, must_exist=False),
+                           format=_format(node, SINK_FORMATS), columns=_bind_columns(node),
+                           options=_options(node))
+    else:  # pragma: no cover - the parser only produces the kinds above
+        raise WaveSQLError("UNSUPPORTED_STATEMENT", f"CREATE {kind} is not supported",
+                           Span.of(node))
+    return ir.CreateObject(defn, replace, exists)
+
+
+def _epoch_us(node: exp.Expression) -> int:
+    import datetime as dt
+
+    text = node.name
+    try:
+        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise WaveSQLError("INVALID_OPTION", f"EPOCH `{text}` is not an ISO timestamp",
+                           Span.of(node), hint="e.g. EPOCH '2024-01-01 00:00:00'") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=dt.timezone.utc)
+    delta = stamp - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _bind_create_view(node: exp.Create, stmt: ParsedStatement, ctx: BindContext) -> ir.Statement:
+    table = node.this
+    name = table.name if isinstance(table, exp.Table) else node.this.this.name
+    query = node.expression
+    body = _bind_query(query, None, ctx)
+    defn = cat.ViewDef(name=name, sql=to_sql(query),
+                       columns=tuple(cat.Column(f.name, f.type) for f in body.schema.fields))
+    replace = bool(node.args.get("replace"))
+    exists = bool(node.args.get("exists"))
+    return ir.CreateObject(defn, replace, exists)
+
+
+def _bind_describe(node: exp.Describe, stmt: ParsedStatement, ctx: BindContext) -> ir.Statement:
+    target = node.this
+    if isinstance(target, exp.Table) and not target.args.get("db"):
+        defn = ctx.catalog.get(target.name)
+        if defn is not None:
+            if isinstance(defn, cat.SignalDef):
+                schema = ir.Schema.of_columns(defn.channels)
+            else:
+                schema = ir.Schema.of_columns(defn.columns)
+            return ir.DescribeObject(defn, schema)
+        if ctx.env.spark_table_schema(target.name) is None:
+            _resolve_relation(target.name, target.this, ctx)  # raises with a hint
+    return ir.SparkCommand(stmt.text, _bind_inputs(node, ctx))

@@ -1,0 +1,299 @@
+"""The typed logical IR that ``bind`` produces and ``lower`` consumes.
+
+Nodes are frozen dataclasses. A *relation* node derives its :class:`Schema` and knows whether
+it is *bounded* (finite: a batch DataFrame) or not (a stream: a streaming query). A
+*statement* node is what one WaveSQL statement does (create, drop, show, describe, explain,
+run a query). Nothing here imports Spark: types are Spark SQL type strings (``bigint``,
+``array<float>``), the lingua franca between the catalog, the binder and Spark.
+
+``explain_ir(node)`` prints the tree, one node per line, with schemas; golden tests and
+``EXPLAIN IR`` use it.
+
+Adding an operator (a window, a sync join) means: a node class here with its schema rule, a
+``bind`` case that builds it, and a ``lower`` rule; ``lower`` raises ``NOT_IMPLEMENTED`` for a
+node without a rule instead of skipping it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterator
+
+from wavesql.catalog import objects as cat
+
+
+# ---------------------------------------------------------------------------------------
+# Schemas
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Field:
+    """One column: name, Spark SQL type string, nullability."""
+
+    name: str
+    type: str
+    nullable: bool = True
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.type}{'' if self.nullable else ' not null'}"
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered tuple of fields; names are matched case-insensitively, as Spark does."""
+
+    fields: tuple[Field, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def find(self, name: str) -> Field | None:
+        lowered = name.lower()
+        for f in self.fields:
+            if f.name.lower() == lowered:
+                return f
+        return None
+
+    def ddl(self) -> str:
+        """Spark DDL schema string (``a INT, b STRING``), identifiers back-quoted."""
+        return ", ".join(f"`{f.name.replace('`', '``')}` {f.type}" for f in self.fields)
+
+    @staticmethod
+    def of_columns(columns) -> "Schema":
+        return Schema(tuple(Field(c.name, c.type) for c in columns))
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(str(f) for f in self.fields) + ")"
+
+
+# ---------------------------------------------------------------------------------------
+# Relations
+# ---------------------------------------------------------------------------------------
+class Relation:
+    """Base of relation nodes. Subclasses are frozen dataclasses with ``schema``/``bounded``."""
+
+    schema: Schema
+    bounded: bool
+
+    def children(self) -> tuple["Relation", ...]:
+        return ()
+
+    def label(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class StreamScan(Relation):
+    """Read a catalog stream's files (Parquet / CSV / JSON) with its declared schema."""
+
+    stream: cat.StreamDef
+    schema: Schema
+    bounded: bool = True
+
+    def label(self) -> str:
+        s = self.stream
+        return f"StreamScan {s.name} v{s.version} [{s.format} {s.path}]"
+
+
+@dataclass(frozen=True)
+class SignalScan(Relation):
+    """Read a catalog signal's recordings as signal segments (issue #3 lowers it)."""
+
+    signal: cat.SignalDef
+    schema: Schema
+    bounded: bool = True
+
+    def label(self) -> str:
+        s = self.signal
+        return f"SignalScan {s.name} v{s.version} [{s.format} {s.path} @ {s.rate_hz:g} Hz]"
+
+
+@dataclass(frozen=True)
+class SparkTable(Relation):
+    """A table or temporary view that lives in Spark's own catalog, not WaveSQL's."""
+
+    name: str
+    schema: Schema
+    bounded: bool = True
+
+    def label(self) -> str:
+        return f"SparkTable {self.name}"
+
+
+@dataclass(frozen=True)
+class ViewRef(Relation):
+    """A catalog view: its stored query, bound, under the view's name."""
+
+    view: cat.ViewDef
+    body: Relation
+    schema: Schema
+    bounded: bool = True
+
+    def children(self):
+        return (self.body,)
+
+    def label(self) -> str:
+        return f"View {self.view.name} v{self.view.version}"
+
+
+@dataclass(frozen=True)
+class SqlQuery(Relation):
+    """A Spark SQL query over named inputs.
+
+    ``sql`` is the text handed to Spark: the user's own text when the statement is plain
+    Spark SQL (so Spark sees exactly what the user typed and its error positions map back
+    one to one), else SQL generated from the rewritten AST. ``inputs`` maps each relation
+    name the query references to the relation that provides it; lowering registers each as
+    a Spark temporary view under that name before running ``sql``.
+    """
+
+    sql: str
+    inputs: tuple[tuple[str, Relation], ...]
+    schema: Schema
+    bounded: bool = True
+    # Offset of ``sql`` inside the user's text when it is the user's own text, else None.
+    source_offset: int | None = None
+
+    def children(self):
+        return tuple(r for _, r in self.inputs)
+
+    def label(self) -> str:
+        text = " ".join(self.sql.split())
+        return f"SqlQuery {text[:70] + ('...' if len(text) > 70 else '')!r}"
+
+
+# ---------------------------------------------------------------------------------------
+# Statements
+# ---------------------------------------------------------------------------------------
+class Statement:
+    """Base of statement nodes."""
+
+    kind: ClassVar[str] = "statement"
+
+    def relations(self) -> tuple[Relation, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class QueryStatement(Statement):
+    """Run a query; the result is its relation as a DataFrame."""
+
+    relation: Relation
+    kind: ClassVar[str] = "query"
+
+    def relations(self):
+        return (self.relation,)
+
+
+@dataclass(frozen=True)
+class CreateObject(Statement):
+    """Register a stream, signal, view or sink in the catalog."""
+
+    definition: Any  # a wavesql.catalog.objects definition
+    replace: bool = False
+    if_not_exists: bool = False
+    kind: ClassVar[str] = "create"
+
+
+@dataclass(frozen=True)
+class DropObject(Statement):
+    name: str
+    object_kind: str | None  # STREAM / SIGNAL / SINK / VIEW, None = any
+    if_exists: bool = False
+    kind: ClassVar[str] = "drop"
+
+
+@dataclass(frozen=True)
+class ShowObjects(Statement):
+    object_kind: str | None  # None = every kind
+    kind: ClassVar[str] = "show"
+
+
+@dataclass(frozen=True)
+class DescribeObject(Statement):
+    definition: Any
+    schema: Schema
+    kind: ClassVar[str] = "describe"
+
+
+@dataclass(frozen=True)
+class SparkCommand(Statement):
+    """A statement that is Spark's business alone (SET, CACHE TABLE, CREATE TEMP VIEW, ...)."""
+
+    sql: str
+    inputs: tuple[tuple[str, Relation], ...] = ()
+    kind: ClassVar[str] = "spark"
+
+    def relations(self):
+        return tuple(r for _, r in self.inputs)
+
+
+@dataclass(frozen=True)
+class Explain(Statement):
+    """``EXPLAIN [AST|IR|SPARK|...] statement``; ``target`` is None for EXPLAIN AST."""
+
+    mode: str  # AST / IR / SPARK / EXTENDED / FORMATTED / CODEGEN / COST
+    ast_text: str
+    target: Statement | None = None
+    kind: ClassVar[str] = "explain"
+
+
+# ---------------------------------------------------------------------------------------
+# Printing
+# ---------------------------------------------------------------------------------------
+def walk(rel: Relation) -> Iterator[Relation]:
+    """Pre-order walk over a relation tree."""
+    yield rel
+    for child in rel.children():
+        yield from walk(child)
+
+
+def explain_ir(node: Statement | Relation) -> str:
+    """Indented tree, one node per line with schema and boundedness."""
+    lines: list[str] = []
+
+    def rel(r: Relation, depth: int, name: str | None = None) -> None:
+        pad = "  " * depth
+        prefix = f"{name} <- " if name else ""
+        bound = "bounded" if r.bounded else "unbounded"
+        lines.append(f"{pad}{prefix}{r.label()}  {r.schema} {bound}")
+        if isinstance(r, (SqlQuery,)):
+            for n, child in r.inputs:
+                rel(child, depth + 1, n)
+        else:
+            for child in r.children():
+                rel(child, depth + 1)
+
+    if isinstance(node, Relation):
+        rel(node, 0)
+    elif isinstance(node, QueryStatement):
+        lines.append("Query")
+        rel(node.relation, 1)
+    elif isinstance(node, SparkCommand):
+        lines.append(f"SparkCommand {' '.join(node.sql.split())!r}")
+        for n, child in node.inputs:
+            rel(child, 1, n)
+    elif isinstance(node, Explain):
+        lines.append(f"Explain {node.mode}")
+        if node.target is not None:
+            lines.extend("  " + line for line in explain_ir(node.target).splitlines())
+    else:
+        fields = {k: v for k, v in vars(node).items() if k != "schema"}
+        args = ", ".join(f"{k}={_short(v)}" for k, v in fields.items())
+        lines.append(f"{type(node).__name__}({args})")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    name = getattr(value, "name", None)
+    kind = getattr(value, "kind", None)
+    if name is not None and isinstance(kind, str):
+        return f"{kind} {name}"
+    return repr(value)
+
+
+__all__ = [
+    "Field", "Schema", "Relation", "StreamScan", "SignalScan", "SparkTable", "ViewRef",
+    "SqlQuery", "Statement", "QueryStatement", "CreateObject", "DropObject", "ShowObjects",
+    "DescribeObject", "SparkCommand", "Explain", "walk", "explain_ir",
+]

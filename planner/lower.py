@@ -1,0 +1,210 @@
+"""``lower``: typed IR -> Spark.
+
+Relations lower to DataFrames (``lower_relation``); statements lower to their effect plus a
+result DataFrame (``lower``): a query's rows, a DDL statement's one-row status, SHOW/DESCRIBE
+tables, EXPLAIN text. A node without a rule raises ``NOT_IMPLEMENTED``, never a silent skip.
+
+Spark's analysis errors raised while lowering are translated into positioned WaveSQL errors
+(``wavesql.spark``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+from wavesql.catalog import objects as cat
+from wavesql.errors import WaveSQLError
+from wavesql.spark import translate_spark_error
+
+from . import ir
+
+#: Reader options WaveSQL sets unless the stream's OPTIONS override them. FAILFAST: a
+#: malformed CSV/JSON row must raise (naming the file), never become a silent row of nulls.
+#: (Quarantining bad rows instead is the reliability issue's work.)
+FORMAT_DEFAULTS = {
+    "csv": {"header": "true", "mode": "FAILFAST"},
+    "json": {"mode": "FAILFAST"},
+    "parquet": {},
+}
+
+
+@dataclass
+class Runtime:
+    """What lowering needs: the Spark session, the catalog, and the user's text for errors."""
+
+    spark: object
+    catalog: object
+    user_text: str = ""
+
+
+def lower_relation(rel: ir.Relation, rt: Runtime):
+    """The DataFrame computing ``rel``."""
+    rule = _RELATION_RULES.get(type(rel))
+    if rule is None:
+        raise WaveSQLError("NOT_IMPLEMENTED", f"no Spark lowering for {type(rel).__name__}")
+    return rule(rel, rt)
+
+
+def _lower_stream_scan(rel: ir.StreamScan, rt: Runtime):
+    s = rel.stream
+    options = dict(FORMAT_DEFAULTS.get(s.format, {}))
+    options.update(dict(s.options))
+    reader = rt.spark.read.format(s.format).schema(rel.schema.ddl()).options(**options)
+    return reader.load(s.path)
+
+
+def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
+    raise WaveSQLError(
+        "NOT_IMPLEMENTED", f"reading signal `{rel.signal.name}` ({rel.signal.format}) is not "
+        "implemented yet", hint="signal segments and the WAV source land with issue #3")
+
+
+def _lower_spark_table(rel: ir.SparkTable, rt: Runtime):
+    return rt.spark.table(rel.name)
+
+
+def _lower_view(rel: ir.ViewRef, rt: Runtime):
+    return lower_relation(rel.body, rt)
+
+
+def register_inputs(inputs, rt: Runtime) -> None:
+    """Make each input visible to Spark SQL as a temporary view under its WaveSQL name."""
+    for name, rel in inputs:
+        lower_relation(rel, rt).createOrReplaceTempView(name)
+
+
+def run_sql(sql: str, inputs, rt: Runtime, offset: int | None):
+    """``spark.sql(sql)`` over ``inputs``, Spark's errors translated to the user's text."""
+    from pyspark.errors import PySparkException
+
+    register_inputs(inputs, rt)
+    try:
+        return rt.spark.sql(sql)
+    except PySparkException as err:
+        raise translate_spark_error(err, sql, rt.user_text or sql, offset) from None
+
+
+def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
+    return run_sql(rel.sql, rel.inputs, rt, rel.source_offset)
+
+
+_RELATION_RULES: dict[type, Callable] = {
+    ir.StreamScan: _lower_stream_scan,
+    ir.SignalScan: _lower_signal_scan,
+    ir.SparkTable: _lower_spark_table,
+    ir.ViewRef: _lower_view,
+    ir.SqlQuery: _lower_sql_query,
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Statements
+# ---------------------------------------------------------------------------------------
+def lower(stmt: ir.Statement, rt: Runtime, source_offset: int | None = None):
+    """Carry out ``stmt`` and return its result as a DataFrame."""
+    rule = _STATEMENT_RULES.get(type(stmt))
+    if rule is None:
+        raise WaveSQLError("NOT_IMPLEMENTED", f"no Spark lowering for {type(stmt).__name__}")
+    return rule(stmt, rt, source_offset)
+
+
+def _status(rt: Runtime, message: str):
+    return rt.spark.createDataFrame([(message,)], "status string")
+
+
+def _lower_query(stmt: ir.QueryStatement, rt: Runtime, offset):
+    return lower_relation(stmt.relation, rt)
+
+
+def _lower_create(stmt: ir.CreateObject, rt: Runtime, offset):
+    defn = stmt.definition
+    existed = rt.catalog.get(defn.name) is not None
+    stored = rt.catalog.create(defn, replace=stmt.replace, if_not_exists=stmt.if_not_exists)
+    kind = defn.kind.lower()
+    if existed and stmt.if_not_exists and not stmt.replace:
+        return _status(rt, f"{kind} {defn.name} already exists (unchanged)")
+    verb = "replaced" if existed else "created"
+    return _status(rt, f"{verb} {kind} {defn.name} (version {stored.version})")
+
+
+def _lower_drop(stmt: ir.DropObject, rt: Runtime, offset):
+    existed = rt.catalog.get(stmt.name) is not None
+    rt.catalog.drop(stmt.name, stmt.object_kind, if_exists=stmt.if_exists)
+    if not existed:
+        return _status(rt, f"{(stmt.object_kind or 'object').lower()} {stmt.name} does not exist "
+                           "(nothing dropped)")
+    try:  # a temp view registered for an earlier query must not outlive the definition
+        rt.spark.catalog.dropTempView(stmt.name)
+    except Exception:  # noqa: BLE001
+        pass
+    return _status(rt, f"dropped {(stmt.object_kind or 'object').lower()} {stmt.name}")
+
+
+def _schema_text(defn) -> str:
+    cols = defn.channels if isinstance(defn, cat.SignalDef) else defn.columns
+    return ", ".join(f"{c.name} {c.type}" for c in cols)
+
+
+def _source_text(defn) -> str:
+    if isinstance(defn, cat.ViewDef):
+        return defn.sql
+    return getattr(defn, "path", "")
+
+
+def _lower_show(stmt: ir.ShowObjects, rt: Runtime, offset):
+    rows = [
+        (d.name, d.kind, getattr(d, "format", None), _source_text(d), _schema_text(d), d.version)
+        for d in rt.catalog.list(stmt.object_kind)
+    ]
+    return rt.spark.createDataFrame(
+        rows, "name string, kind string, format string, source string, schema string, "
+              "version int")
+
+
+def _lower_describe(stmt: ir.DescribeObject, rt: Runtime, offset):
+    defn = stmt.definition
+    rows = [(f.name, f.type, "") for f in stmt.schema.fields]
+    rows.append(("", "", ""))
+    rows.append((f"# {defn.kind.title()} Information", "", ""))
+    for key, value in defn.to_dict().items():
+        if key in ("columns", "channels", "name") or value in (None, (), [], ""):
+            continue
+        text = value if isinstance(value, str) else json.dumps(value)
+        rows.append((key, text, ""))
+    return rt.spark.createDataFrame(rows, "col_name string, data_type string, comment string")
+
+
+def _lower_spark_command(stmt: ir.SparkCommand, rt: Runtime, offset):
+    return run_sql(stmt.sql, stmt.inputs, rt, offset)
+
+
+def _lower_explain(stmt: ir.Explain, rt: Runtime, offset):
+    return rt.spark.createDataFrame([(explain_text(stmt, rt, offset),)], "plan string")
+
+
+def explain_text(stmt: ir.Explain, rt: Runtime, offset=None) -> str:
+    """The text of ``EXPLAIN [AST|IR|SPARK|EXTENDED|FORMATTED|CODEGEN|COST]``."""
+    if stmt.mode == "AST":
+        return stmt.ast_text
+    if stmt.mode == "IR":
+        return ir.explain_ir(stmt.target)
+    if not isinstance(stmt.target, ir.QueryStatement):
+        raise WaveSQLError("UNSUPPORTED_STATEMENT",
+                           f"EXPLAIN {stmt.mode} needs a query, not a {stmt.target.kind} statement",
+                           hint="use EXPLAIN IR to see how WaveSQL binds it")
+    df = lower(stmt.target, rt, offset)
+    mode = {"SPARK": "extended"}.get(stmt.mode, stmt.mode.lower())
+    return df._sc._jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), mode)
+
+
+_STATEMENT_RULES: dict[type, Callable] = {
+    ir.QueryStatement: _lower_query,
+    ir.CreateObject: _lower_create,
+    ir.DropObject: _lower_drop,
+    ir.ShowObjects: _lower_show,
+    ir.DescribeObject: _lower_describe,
+    ir.SparkCommand: _lower_spark_command,
+    ir.Explain: _lower_explain,
+}

@@ -1,0 +1,73 @@
+"""``rewrite``: IR -> IR, the planner's own optimisations.
+
+Rules are plain functions ``Relation -> Relation`` applied bottom-up, in order, until nothing
+changes. This is where WaveSQL-specific rewrites live -- fusing chains of signal functions
+into one Python pass, pushing a chain into the WAV scan, window-id evaluation of CQL windows
+-- as those operators arrive; relational optimisation of plain Spark SQL is left to Spark's
+own optimizer, which does it better than a second copy would.
+
+Before returning, ``rewrite`` checks the invariants ``lower`` relies on, so a broken rule
+fails here with a clear message rather than as a wrong result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from wavesql.errors import WaveSQLError
+
+from . import ir
+
+Rule = Callable[[ir.Relation], ir.Relation]
+
+#: The rewrite rules, in order. (Signal-chain fusion joins here with the signal library.)
+RULES: list[Rule] = []
+
+
+def rewrite(stmt: ir.Statement, rules: list[Rule] | None = None) -> ir.Statement:
+    """Apply ``rules`` (default :data:`RULES`) to every relation in ``stmt``."""
+    rules = RULES if rules is None else rules
+    if isinstance(stmt, ir.QueryStatement):
+        stmt = ir.QueryStatement(_fixpoint(stmt.relation, rules))
+        check(stmt.relation)
+    elif isinstance(stmt, ir.Explain) and stmt.target is not None:
+        stmt = dataclasses.replace(stmt, target=rewrite(stmt.target, rules))
+    return stmt
+
+
+def _fixpoint(rel: ir.Relation, rules: list[Rule], limit: int = 50) -> ir.Relation:
+    for _ in range(limit):
+        new = _apply(rel, rules)
+        if new == rel:
+            return new
+        rel = new
+    raise WaveSQLError("NOT_IMPLEMENTED", "rewrite rules did not reach a fixpoint",
+                       hint="this is a WaveSQL bug: please report the query")
+
+
+def _apply(rel: ir.Relation, rules: list[Rule]) -> ir.Relation:
+    if isinstance(rel, ir.SqlQuery):
+        inputs = tuple((n, _apply(r, rules)) for n, r in rel.inputs)
+        if inputs != rel.inputs:
+            rel = dataclasses.replace(rel, inputs=inputs)
+    elif isinstance(rel, ir.ViewRef):
+        body = _apply(rel.body, rules)
+        if body != rel.body:
+            rel = dataclasses.replace(rel, body=body)
+    for rule in rules:
+        rel = rule(rel)
+    return rel
+
+
+def check(rel: ir.Relation) -> None:
+    """Invariants: boundedness follows the inputs, input names are unique."""
+    for node in ir.walk(rel):
+        kids = node.children()
+        if kids and node.bounded and not all(k.bounded for k in kids):
+            raise WaveSQLError("STREAMING_RULE",
+                               f"{node.label()} claims to be bounded over an unbounded input")
+        if isinstance(node, ir.SqlQuery):
+            names = [n.lower() for n, _ in node.inputs]
+            if len(names) != len(set(names)):
+                raise WaveSQLError("NOT_IMPLEMENTED", f"duplicate input names {names}")

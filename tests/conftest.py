@@ -1,0 +1,45 @@
+"""Shared fixtures: one session-scoped local[2] Spark, a fresh catalog per test."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+# Spark's Python workers must use this interpreter (and so this environment).
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+TEST_SPARK_CONFIG = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "2g",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from wavesql.spark import start_spark
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    config = dict(TEST_SPARK_CONFIG)
+    config["spark.sql.warehouse.dir"] = str(warehouse)
+    session = start_spark("local[2]", config)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def ws(spark, tmp_path):
+    """A WaveSQL session on the shared Spark with its own catalog file."""
+    import wavesql
+
+    session = wavesql.connect(spark=spark, catalog=tmp_path / "catalog.db")
+    yield session
+    session.close()
+    for view in spark.catalog.listTables():
+        if view.isTemporary:
+            spark.catalog.dropTempView(view.name)

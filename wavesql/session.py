@@ -1,0 +1,196 @@
+"""The Python API: ``wavesql.connect()`` and :class:`Session`.
+
+A session owns a catalog (SQLite file) and a SparkSession, and runs WaveSQL text through the
+planner: ``parse -> bind -> rewrite -> lower``. It also implements the binder's
+:class:`~wavesql.planner.Environment` over Spark (which tables and functions exist, and the
+schema of a Spark SQL fragment -- analysis only, no job).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from wavesql.catalog import Catalog
+from wavesql.dialect import Statement, parse_statements
+from wavesql.errors import WaveSQLError
+
+from wavesql import planner
+from wavesql.planner import ir
+from wavesql.planner.lower import Runtime, explain_text, register_inputs
+from wavesql.spark import start_spark, translate_spark_error
+
+
+@dataclass
+class Result:
+    """One executed statement: its text, its bound IR and its result DataFrame."""
+
+    statement: Statement
+    ir: ir.Statement
+    dataframe: object
+
+    @property
+    def kind(self) -> str:
+        return self.ir.kind
+
+
+def connect(master: str | None = None, catalog: str | os.PathLike | None = None, *,
+            spark=None, config: dict[str, str] | None = None) -> "Session":
+    """Open a WaveSQL session.
+
+    Parameters
+    ----------
+    master : str, optional
+        Spark master URL (``local[*]`` by default, or ``$WAVESQL_MASTER``); any master works,
+        e.g. ``spark://host:7077``.
+    catalog : path, optional
+        The catalog's SQLite file; ``./wavesql_catalog.db`` by default (or ``$WAVESQL_CATALOG``).
+    spark : SparkSession, optional
+        Use an existing session instead of starting one (``master``/``config`` are ignored).
+    config : dict, optional
+        Spark settings overriding WaveSQL's local defaults.
+
+    Examples
+    --------
+    >>> import wavesql                                      # doctest: +SKIP
+    >>> ws = wavesql.connect()                              # doctest: +SKIP
+    >>> ws.sql("SELECT 1 AS one").collect()                 # doctest: +SKIP
+    [Row(one=1)]
+    """
+    if catalog is None:
+        catalog = os.environ.get("WAVESQL_CATALOG", "wavesql_catalog.db")
+    cat = Catalog(catalog)
+    if spark is None:
+        spark = start_spark(master, config)
+    return Session(spark, cat)
+
+
+class Session:
+    """A connection: catalog + Spark. Create with :func:`connect`."""
+
+    def __init__(self, spark, catalog: Catalog):
+        self.spark = spark
+        self.catalog = catalog
+        self._functions: frozenset[str] | None = None
+        self._user_text = ""
+
+    # -- public API ---------------------------------------------------------------------
+    def sql(self, text: str, *, base_dir: str | os.PathLike = "."):
+        """Run WaveSQL text (one or more statements) and return the last result's DataFrame.
+
+        Raises
+        ------
+        WaveSQLError
+            For any problem in the text, before Spark runs a job.
+        """
+        results = self.execute(text, base_dir=base_dir)
+        if not results:
+            raise WaveSQLError("EMPTY_QUERY", "no statement to run", hint="the text is empty "
+                               "or only comments")
+        return results[-1].dataframe
+
+    def execute(self, text: str, *, source: str | None = None,
+                base_dir: str | os.PathLike = ".") -> list[Result]:
+        """Run every statement in ``text`` in order; returns one :class:`Result` each."""
+        try:
+            statements = parse_statements(text)
+            results = []
+            for stmt in statements:
+                results.append(self._run(stmt, text, str(base_dir)))
+            return results
+        except WaveSQLError as err:
+            if err.query is None or source:
+                raise err.with_query(err.query or text, source=source) from None
+            raise
+
+    def execute_file(self, path: str | os.PathLike) -> list[Result]:
+        """Run a ``.wsql`` file; relative paths inside it resolve against its folder."""
+        p = Path(path)
+        if not p.is_file():
+            raise WaveSQLError("FILE_NOT_FOUND", f"query file `{path}` does not exist",
+                               hint="check the path (relative to the current directory)")
+        return self.execute(p.read_text(), source=str(path), base_dir=p.resolve().parent)
+
+    def bind(self, text: str, base_dir: str = ".") -> list[ir.Statement]:
+        """Parse, bind and rewrite ``text`` without running it (``wavesql check``)."""
+        out = []
+        for stmt in parse_statements(text):
+            self._user_text = text
+            out.append(planner.rewrite(planner.bind(stmt, self.catalog, self, base_dir)))
+        return out
+
+    def explain(self, text: str, mode: str = "IR") -> str:
+        """``EXPLAIN <mode>`` of one statement, as text (modes: AST, IR, SPARK, ...)."""
+        stmts = parse_statements(text)
+        if len(stmts) != 1:
+            raise WaveSQLError("PARSE_ERROR", f"explain() takes one statement, got {len(stmts)}")
+        stmt = stmts[0]
+        self._user_text = text
+        if mode.upper() == "AST":
+            return repr(stmt.node)
+        bound = planner.rewrite(planner.bind(stmt, self.catalog, self))
+        explain = ir.Explain(mode.upper(), stmt.text, bound)
+        return explain_text(explain, self._runtime(text), stmt.start)
+
+    def close(self) -> None:
+        """Close the catalog (the SparkSession is left to its owner)."""
+        self.catalog.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- planner plumbing ---------------------------------------------------------------
+    def _runtime(self, text: str) -> Runtime:
+        return Runtime(self.spark, self.catalog, text)
+
+    def _run(self, stmt: Statement, text: str, base_dir: str) -> Result:
+        self._user_text = text
+        bound = planner.bind(stmt, self.catalog, self, base_dir)
+        bound = planner.rewrite(bound)
+        df = planner.lower(bound, self._runtime(text), stmt.start)
+        if isinstance(bound, (ir.CreateObject, ir.DropObject)) or (
+                isinstance(bound, ir.SparkCommand)):
+            self._functions = None  # CREATE FUNCTION and friends change what exists
+        return Result(stmt, bound, df)
+
+    # -- Environment (for the binder) ----------------------------------------------------
+    def spark_table_schema(self, name: str) -> ir.Schema | None:
+        try:
+            if not self.spark.catalog.tableExists(name):
+                return None
+            schema = self.spark.table(name).schema
+        except Exception:  # noqa: BLE001 - an unreadable table is "not there" for binding
+            return None
+        return _schema_of(schema)
+
+    def spark_table_names(self) -> list[str]:
+        try:
+            return [t.name for t in self.spark.catalog.listTables()]
+        except Exception:  # noqa: BLE001
+            return []
+
+    def function_names(self) -> frozenset[str]:
+        if self._functions is None:
+            rows = self.spark.sql("SHOW FUNCTIONS").collect()
+            self._functions = frozenset(r[0].lower() for r in rows)
+        return self._functions
+
+    def analyze(self, sql: str, inputs, source_offset: int | None) -> ir.Schema:
+        from pyspark.errors import PySparkException
+
+        rt = self._runtime(self._user_text)
+        register_inputs(inputs, rt)
+        try:
+            schema = self.spark.sql(sql).schema
+        except PySparkException as err:
+            raise translate_spark_error(err, sql, self._user_text or sql, source_offset) from None
+        return _schema_of(schema)
+
+
+def _schema_of(struct) -> ir.Schema:
+    return ir.Schema(tuple(ir.Field(f.name, f.dataType.simpleString(), f.nullable)
+                           for f in struct.fields))

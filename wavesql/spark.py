@@ -1,0 +1,225 @@
+"""Starting Spark for WaveSQL, and translating Spark's errors into WaveSQL's.
+
+``start_spark`` checks for a usable Java first (a missing JVM otherwise surfaces as a Py4J
+stack trace), then builds a session with defaults sized for signal work on one machine:
+Spark's 1 GB driver default fails on real recordings, and 200 shuffle partitions are absurd
+for a laptop. Every default can be overridden with ``config``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from wavesql.errors import Span, WaveSQLError
+
+MIN_JAVA = 17
+
+
+def _default_config(master: str) -> dict[str, str]:
+    cores = os.cpu_count() or 2
+    try:
+        total_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        total_gb = 8
+    driver_gb = int(max(1, min(8, total_gb // 4)))
+    return {
+        "spark.app.name": "WaveSQL",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": f"{driver_gb}g",
+        "spark.sql.shuffle.partitions": str(max(2, 2 * cores) if master.startswith("local") else 200),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+        "spark.ui.showConsoleProgress": "false",
+    }
+
+
+def java_version() -> tuple[str, int] | None:
+    """(path, major version) of the Java Spark would use, or None when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return None
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        return None
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8.0_392" is Java 8
+        major = int(match.group(2))
+    return java, major
+
+
+def check_java() -> None:
+    """Raise ``JAVA_MISSING`` unless a Java >= 17 runtime is available."""
+    found = java_version()
+    hint = ("install a Java 17+ runtime (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`;"
+            " macOS: `brew install openjdk@17`) or point JAVA_HOME at one")
+    if found is None:
+        raise WaveSQLError("JAVA_MISSING", "Spark needs Java, and no `java` was found "
+                           "(JAVA_HOME unset or wrong, nothing on PATH)", hint=hint)
+    path, major = found
+    if major < MIN_JAVA:
+        raise WaveSQLError("JAVA_MISSING", f"Spark 4 needs Java {MIN_JAVA} or newer; "
+                           f"{path} is Java {major}", hint=hint)
+
+
+def start_spark(master: str | None = None, config: dict[str, str] | None = None):
+    """Create (or reuse) the SparkSession WaveSQL runs on.
+
+    Parameters
+    ----------
+    master : str, optional
+        Any Spark master URL; ``local[*]`` by default (or ``$WAVESQL_MASTER``).
+    config : dict, optional
+        Spark settings overriding WaveSQL's defaults.
+    """
+    master = master or os.environ.get("WAVESQL_MASTER") or "local[*]"
+    # Spark's Python workers must run the interpreter WaveSQL runs in, or they will not
+    # find WaveSQL's dependencies (numpy, scipy, pyarrow) installed in this environment.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    check_java()
+    from pyspark.sql import SparkSession
+
+    settings = _default_config(master)
+    settings.update(config or {})
+    builder = SparkSession.builder.master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    _quiet_logs(spark)
+    return spark
+
+
+def _quiet_logs(spark) -> None:
+    # Spark logs every analysis error at ERROR with a full JVM stack trace before raising it;
+    # WaveSQL reports the error itself, so that logger only adds noise.
+    try:
+        jvm = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        configurator.setLevel("SQLQueryContextLogger", level)
+        spark.sparkContext.setLogLevel(os.environ.get("WAVESQL_SPARK_LOG_LEVEL", "ERROR"))
+    except Exception:  # noqa: BLE001 - log tuning must never stop a session from starting
+        pass
+
+
+# ---------------------------------------------------------------------------------------
+# Error translation
+# ---------------------------------------------------------------------------------------
+_CONDITION_CODES = {
+    "UNRESOLVED_COLUMN": "UNKNOWN_COLUMN",
+    "UNRESOLVED_FIELD": "UNKNOWN_COLUMN",
+    "UNRESOLVED_MAP_KEY": "UNKNOWN_COLUMN",
+    "UNRESOLVED_ROUTINE": "UNKNOWN_FUNCTION",
+    "TABLE_OR_VIEW_NOT_FOUND": "UNKNOWN_STREAM",
+    "AMBIGUOUS_REFERENCE": "AMBIGUOUS_COLUMN",
+    "AMBIGUOUS_COLUMN_OR_FIELD": "AMBIGUOUS_COLUMN",
+    "DATATYPE_MISMATCH": "TYPE_ERROR",
+    "CAST_INVALID_INPUT": "TYPE_ERROR",
+    "PARSE_SYNTAX_ERROR": "PARSE_ERROR",
+    "PARSE_EMPTY_STATEMENT": "EMPTY_QUERY",
+}
+
+
+def translate_spark_error(error: Exception, sql: str, user_text: str,
+                          offset: int | None) -> WaveSQLError:
+    """Turn a PySpark exception raised for ``sql`` into a positioned WaveSQLError.
+
+    ``offset`` is where ``sql`` starts inside ``user_text`` when it is the user's own text;
+    otherwise (generated SQL) the error's fragment is searched for in the user's text.
+    """
+    condition = _condition(error)
+    params = _params(error)
+    code = _CONDITION_CODES.get(condition.split(".")[0], "SPARK_ERROR")
+    span = _span(error, sql, user_text, offset)
+    message = _first_line(error)
+    hint = None
+    if code == "UNKNOWN_COLUMN":
+        name = params.get("objectName", "").strip("`") or _fragment(error)
+        message = f"unknown column `{name}`"
+        proposal = params.get("proposal")
+        hint = f"did you mean one of {proposal}?" if proposal else None
+    elif code == "UNKNOWN_FUNCTION":
+        message = f"unknown function `{params.get('routineName', '').strip('`')}`"
+    elif code == "UNKNOWN_STREAM":
+        message = f"unknown stream or table `{params.get('relationName', '').strip('`')}`"
+    if code == "SPARK_ERROR" and condition:
+        hint = f"Spark error condition {condition}"
+    return WaveSQLError(code, message, span, hint, user_text)
+
+
+def _condition(error: Exception) -> str:
+    for getter in ("getCondition", "getErrorClass"):
+        fn = getattr(error, getter, None)
+        if fn is not None:
+            try:
+                value = fn()
+            except Exception:  # noqa: BLE001
+                value = None
+            if value:
+                return value
+    return ""
+
+
+def _params(error: Exception) -> dict:
+    fn = getattr(error, "getMessageParameters", None)
+    try:
+        return dict(fn() or {}) if fn else {}
+    except Exception:  # noqa: BLE001
+        return {}
+
+
+def _contexts(error: Exception) -> list:
+    fn = getattr(error, "getQueryContext", None)
+    try:
+        return list(fn() or []) if fn else []
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def _fragment(error: Exception) -> str:
+    for ctx in _contexts(error):
+        try:
+            return ctx.fragment() or ""
+        except Exception:  # noqa: BLE001
+            continue
+    return ""
+
+
+def _span(error: Exception, sql: str, user_text: str, offset: int | None) -> Span | None:
+    for ctx in _contexts(error):
+        try:
+            start, stop, fragment = ctx.startIndex(), ctx.stopIndex(), ctx.fragment()
+        except Exception:  # noqa: BLE001 - dataframe contexts have no SQL positions
+            continue
+        if start is None or start < 0:
+            continue
+        if offset is not None:
+            return Span(offset + start, offset + stop + 1)
+        if fragment:
+            found = user_text.find(fragment)
+            if found >= 0:
+                return Span(found, found + len(fragment))
+    # Parse errors carry a line/position in the message instead of a context.
+    match = re.search(r"line (\d+), pos (\d+)", str(error))
+    if match and offset is not None:
+        line, pos = int(match.group(1)), int(match.group(2))
+        lines = sql.split("\n")
+        if line - 1 < len(lines):
+            start = offset + sum(len(x) + 1 for x in lines[: line - 1]) + pos
+            return Span(start, start + 1)
+    return None
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    text = re.sub(r"^\[[A-Z_.]+\]\s*", "", text)
+    return re.sub(r"\s*SQLSTATE: \w+.*$", "", text)
