@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -87,14 +88,17 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
     if isinstance(node, wn.Explain):
         mode = (node.args.get("kind") or "IR").upper()
         target = node.this
-        inner_text = to_sql(target)
         if mode == "AST":
-            return ir.Explain(mode, target.__repr__(), None)
-        return ir.Explain(mode, inner_text, _bind_statement(target, stmt, ctx))
+            return ir.Explain(mode, repr(target), None)
+        inner = _explained_statement(stmt, target)
+        return ir.Explain(mode, inner.text, _bind_statement(target, inner, ctx))
     if isinstance(node, wn.CreateStream):
         return _bind_create_stream(node, ctx)
     if isinstance(node, wn.DropObject):
-        return ir.DropObject(node.name, _kind_of(node), bool(node.args.get("exists")))
+        exists = bool(node.args.get("exists"))
+        if not exists or ctx.catalog.get(node.name) is not None:
+            _at(node.this, lambda: ctx.catalog.require(node.name, _kind_of(node)))
+        return ir.DropObject(node.name, _kind_of(node), exists)
     if isinstance(node, wn.ShowObjects):
         kind = (node.args.get("kind") or "").upper().rstrip("S") or None
         return ir.ShowObjects(None if kind in (None, "OBJECT", "ALL") else kind)
@@ -106,6 +110,7 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
     if isinstance(node, exp.Drop) and (node.args.get("kind") or "").upper() == "VIEW":
         name = node.this.name if isinstance(node.this, exp.Table) else None
         if name and not node.this.args.get("db") and ctx.catalog.get(name) is not None:
+            _at(node.this, lambda: ctx.catalog.require(name, "VIEW"))
             return ir.DropObject(name, "VIEW", bool(node.args.get("exists")))
     if isinstance(node, exp.Query):
         return ir.QueryStatement(_bind_query(node, stmt, ctx, top_level=True))
@@ -113,7 +118,18 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
     # table, unmodelled commands -- is Spark's business: run the user's text as is, with the
     # catalog objects it mentions made visible to Spark.
     _reject_wavesql_constructs(node)
-    return ir.SparkCommand(stmt.text, _bind_inputs(node, ctx))
+    return ir.SparkCommand(stmt.text, _bind_inputs(node, ctx, strict=False))
+
+
+_EXPLAIN_PREFIX = re.compile(
+    r"\s*EXPLAIN(\s+(AST|IR|SPARK|EXTENDED|FORMATTED|CODEGEN|COST)\b)?\s+", re.IGNORECASE)
+
+
+def _explained_statement(stmt: ParsedStatement, target: exp.Expression) -> ParsedStatement:
+    """The statement after ``EXPLAIN [mode]``, with its own text and offsets in the user's."""
+    match = _EXPLAIN_PREFIX.match(stmt.text)
+    cut = match.end() if match else 0
+    return ParsedStatement(target, stmt.text[cut:], stmt.start + cut, stmt.end)
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,8 +174,13 @@ def _cte_names(node: exp.Expression) -> set[str]:
     return {cte.alias_or_name.lower() for cte in node.find_all(exp.CTE)}
 
 
-def _bind_inputs(node: exp.Expression, ctx: BindContext) -> tuple[tuple[str, ir.Relation], ...]:
-    """Resolve every table reference: catalog object, Spark table, or an error."""
+def _bind_inputs(node: exp.Expression, ctx: BindContext,
+                 strict: bool = True) -> tuple[tuple[str, ir.Relation], ...]:
+    """Resolve every table reference: catalog object, Spark table, or an error.
+
+    Not ``strict`` (Spark commands): names WaveSQL does not know are left to Spark, since
+    they may be what the command creates (``CREATE TEMPORARY VIEW v``, ``CACHE TABLE t``).
+    """
     ctes = _cte_names(node)
     seen: dict[str, ir.Relation] = {}
     for table in node.find_all(exp.Table):
@@ -171,6 +192,8 @@ def _bind_inputs(node: exp.Expression, ctx: BindContext) -> tuple[tuple[str, ir.
         name = ident.name
         key = name.lower()
         if key in ctes or key in seen:
+            continue
+        if not strict and ctx.catalog.get(name) is None:
             continue
         seen[key] = _resolve_relation(name, ident, ctx)
     return tuple((n, r) for n, r in seen.items() if not isinstance(r, ir.SparkTable))
@@ -225,6 +248,41 @@ def _check_functions(node: exp.Expression, ctx: BindContext) -> None:
 # ---------------------------------------------------------------------------------------
 # DDL
 # ---------------------------------------------------------------------------------------
+def _at(where: exp.Expression, action):
+    """Run a catalog call; an error it raises without a position gets ``where``'s."""
+    try:
+        return action()
+    except WaveSQLError as err:
+        if err.span is not None:
+            raise
+        raise WaveSQLError(err.code, err.message, Span.of(where), err.hint) from None
+
+
+def _check_create(defn, where: exp.Expression, replace: bool, exists: bool,
+                  ctx: BindContext) -> None:
+    """Refuse a CREATE that the catalog would refuse, but with the name's position.
+
+    The catalog re-checks atomically when it writes (another process may race us); this
+    check exists so the common mistake gets a caret under the name.
+    """
+    current = ctx.catalog.get(defn.name)
+    if current is None:
+        return
+    if current.kind != defn.kind:
+        raise WaveSQLError(
+            "DUPLICATE_OBJECT" if not (replace or exists) else "WRONG_OBJECT_KIND",
+            f"`{current.name}` already exists as a {current.kind.lower()}", Span.of(where),
+            hint=f"pick another name, or DROP {current.kind} {current.name} first")
+    if not (replace or exists):
+        kind = defn.kind
+        raise WaveSQLError(
+            "DUPLICATE_OBJECT", f"{kind.lower()} `{current.name}` already exists",
+            Span.of(where),
+            hint=f"use CREATE OR REPLACE {kind} to replace it (version {current.version} is kept "
+                 f"in its history), or CREATE {kind} IF NOT EXISTS to keep it")
+
+
+
 def _kind_of(node: exp.Expression) -> str | None:
     kind = node.args.get("kind")
     return kind.upper() if isinstance(kind, str) else None
@@ -341,6 +399,7 @@ def _bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement
     else:  # pragma: no cover - the parser only produces the kinds above
         raise WaveSQLError("UNSUPPORTED_STATEMENT", f"CREATE {kind} is not supported",
                            Span.of(node))
+    _check_create(defn, node.this, replace, exists, ctx)
     return ir.CreateObject(defn, replace, exists)
 
 
@@ -368,6 +427,7 @@ def _bind_create_view(node: exp.Create, stmt: ParsedStatement, ctx: BindContext)
                        columns=tuple(cat.Column(f.name, f.type) for f in body.schema.fields))
     replace = bool(node.args.get("replace"))
     exists = bool(node.args.get("exists"))
+    _check_create(defn, table, replace, exists, ctx)
     return ir.CreateObject(defn, replace, exists)
 
 
@@ -383,4 +443,4 @@ def _bind_describe(node: exp.Describe, stmt: ParsedStatement, ctx: BindContext) 
             return ir.DescribeObject(defn, schema)
         if ctx.env.spark_table_schema(target.name) is None:
             _resolve_relation(target.name, target.this, ctx)  # raises with a hint
-    return ir.SparkCommand(stmt.text, _bind_inputs(node, ctx))
+    return ir.SparkCommand(stmt.text, _bind_inputs(node, ctx, strict=False))

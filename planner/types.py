@@ -18,8 +18,8 @@ _T = exp.DataType.Type
 #: Parsed type kinds WaveSQL accepts for declared columns (what Spark can read from files).
 SUPPORTED_TYPES: frozenset = frozenset({
     _T.BOOLEAN, _T.TINYINT, _T.SMALLINT, _T.INT, _T.BIGINT, _T.FLOAT, _T.DOUBLE,
-    _T.DECIMAL, _T.TEXT, _T.VARCHAR, _T.CHAR, _T.DATE, _T.TIMESTAMP, _T.TIMESTAMPNTZ,
-    _T.TIMESTAMPLTZ, _T.BINARY, _T.VARBINARY, _T.ARRAY, _T.MAP, _T.STRUCT,
+    _T.DECIMAL, _T.TEXT, _T.VARCHAR, _T.CHAR, _T.DATE, _T.TIMESTAMP, _T.TIMESTAMPTZ,
+    _T.TIMESTAMPNTZ, _T.TIMESTAMPLTZ, _T.BINARY, _T.VARBINARY, _T.ARRAY, _T.MAP, _T.STRUCT,
 })
 
 #: Names a user may write, for "did you mean" hints.
@@ -80,16 +80,15 @@ def interval_us(node: exp.Expression) -> int:
 
     Raises ``INVALID_OPTION`` for a negative, fractional-microsecond or unit-less value.
     """
-    if isinstance(node, exp.Interval):
-        value_node, unit_node = node.this, node.args.get("unit")
-        unit = unit_node.name.upper() if unit_node is not None else ""
-    else:
-        value_node, unit = node, ""
+    unit_node = node.args.get("unit") if isinstance(node, exp.Interval) else None
+    value_node = node.this if isinstance(node, exp.Interval) else node
+    unit = unit_node.name.upper() if unit_node is not None else ""
     unit = unit.rstrip("S") if unit.endswith("S") else unit
     if unit not in _UNIT_US:
-        raise WaveSQLError("INVALID_OPTION", f"`{node.sql()}` is not a time interval",
-                           Span.of(node),
-                           hint="write e.g. `5 SECONDS`, `100 MILLISECONDS`, `1 MINUTE`")
+        what = f"unknown time unit `{unit_node.name}`" if unit else f"`{node.sql()}` has no time unit"
+        raise WaveSQLError("INVALID_OPTION", what, Span.of(unit_node) or Span.of(node),
+                           hint="units: MICROSECONDS, MILLISECONDS, SECONDS, MINUTES, HOURS, DAYS "
+                                "(e.g. `5 SECONDS`)")
     try:
         value = float(value_node.name if isinstance(value_node, exp.Literal)
                       else value_node.sql().strip("'"))

@@ -169,7 +169,8 @@ class Session:
 
     def spark_table_names(self) -> list[str]:
         try:
-            return [t.name for t in self.spark.catalog.listTables()]
+            # SHOW TABLES is a driver-side command; catalog.listTables() would run a job.
+            return [r.tableName for r in self.spark.sql("SHOW TABLES").collect()]
         except Exception:  # noqa: BLE001
             return []
 

@@ -99,13 +99,14 @@ def start_spark(master: str | None = None, config: dict[str, str] | None = None)
 
 
 def _quiet_logs(spark) -> None:
-    # Spark logs every analysis error at ERROR with a full JVM stack trace before raising it;
-    # WaveSQL reports the error itself, so that logger only adds noise.
+    # PySpark logs every SQL analysis error (as JSON, with the JVM stack trace) before
+    # raising it; WaveSQL reports the error itself, positioned, so that log is only noise.
+    # The logger must be created by PySparkLogger (it is called with extra keywords).
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
     try:
-        jvm = spark.sparkContext._jvm
-        level = jvm.org.apache.logging.log4j.Level.OFF
-        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
-        configurator.setLevel("SQLQueryContextLogger", level)
         spark.sparkContext.setLogLevel(os.environ.get("WAVESQL_SPARK_LOG_LEVEL", "ERROR"))
     except Exception:  # noqa: BLE001 - log tuning must never stop a session from starting
         pass
@@ -149,6 +150,11 @@ def translate_spark_error(error: Exception, sql: str, user_text: str,
         hint = f"did you mean one of {proposal}?" if proposal else None
     elif code == "UNKNOWN_FUNCTION":
         message = f"unknown function `{params.get('routineName', '').strip('`')}`"
+    elif code == "AMBIGUOUS_COLUMN":
+        name = params.get("name", "").strip("`") or _fragment(error)
+        message = f"ambiguous column `{name}`"
+        refs = params.get("referenceNames")
+        hint = f"qualify it with its input: one of {refs.strip('[]')}" if refs else None
     elif code == "UNKNOWN_STREAM":
         message = f"unknown stream or table `{params.get('relationName', '').strip('`')}`"
     if code == "SPARK_ERROR" and condition:

@@ -1,0 +1,341 @@
+"""WaveSQL's front end: text -> statements -> sqlglot ASTs, and ASTs -> SQL text.
+
+WaveSQL is Spark SQL plus streams, signals and windows (DESIGN.md §3). This package is
+the only place that knows sqlglot's internals; the planner uses exactly these names:
+
+* :class:`WaveSQL` -- the sqlglot dialect (``read="wavesql"`` once this package is imported).
+* :func:`parse_statements` / :func:`parse_one` -- text to ASTs, raising
+  :class:`~wavesql.errors.WaveSQLError` ``PARSE_ERROR`` with exact offsets.
+* :func:`to_sql` / :func:`to_spark_sql` -- ASTs back to text.
+* :func:`is_wavesql_node` / :func:`wavesql_nodes` -- tell WaveSQL constructs from Spark SQL.
+
+The AST node classes are in :mod:`wavesql.dialect.nodes` (re-exported here).
+
+Examples
+--------
+>>> from wavesql.dialect import parse_statements, to_sql
+>>> [s.text for s in parse_statements("SHOW STREAMS; SELECT 1 -- done")]
+['SHOW STREAMS', 'SELECT 1']
+>>> to_sql(parse_one("SELECT * FROM trades [RANGE 1 MINUTE] t"))
+'SELECT * FROM trades [RANGE 1 MINUTE] AS t'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ErrorLevel, ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from wavesql.dialect.dialect import WaveSQL
+from wavesql.dialect.nodes import (
+    OBJECT_KINDS,
+    RELATION_TO_STREAM_KINDS,
+    CreateStream,
+    DropObject,
+    Emit,
+    Explain,
+    LateInto,
+    RelationToStream,
+    Resample,
+    ShowObjects,
+    StreamWindow,
+    SyncRange,
+    WaveSQLNode,
+)
+from wavesql.errors import Span, WaveSQLError
+
+__all__ = [
+    "WaveSQL",
+    "Statement",
+    "parse_statements",
+    "parse_one",
+    "to_sql",
+    "to_spark_sql",
+    "is_wavesql_node",
+    "wavesql_nodes",
+    "WaveSQLNode",
+    "CreateStream",
+    "DropObject",
+    "ShowObjects",
+    "Explain",
+    "StreamWindow",
+    "SyncRange",
+    "RelationToStream",
+    "Emit",
+    "LateInto",
+    "Resample",
+]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One parsed statement of a (possibly multi-statement) text.
+
+    Attributes
+    ----------
+    node : sqlglot.exp.Expression
+        The statement's AST.
+    text : str
+        ``full_text[start:end]``: the statement's source from its first token to its last,
+        without the separating ``;`` (and without comments before the first token).
+    start, end : int
+        Half-open character offsets of ``text`` in the full text.
+    """
+
+    node: exp.Expression
+    text: str
+    start: int
+    end: int
+
+
+def parse_statements(text: str) -> list[Statement]:
+    """Split ``text`` on ``;`` and parse every statement with the WaveSQL dialect.
+
+    Semicolons inside string literals, quoted identifiers and comments do not split.
+    Empty statements and comment-only text are skipped (``""`` -> ``[]``).
+
+    Parameters
+    ----------
+    text : str
+        One or more WaveSQL / Spark SQL statements.
+
+    Returns
+    -------
+    list of Statement
+        In source order. Spark statements WaveSQL does not model (``SET x=1``,
+        ``SHOW TABLES``) come back as sqlglot's own nodes or as ``exp.Command`` with their
+        full text; WaveSQL statements never do.
+
+    Raises
+    ------
+    WaveSQLError
+        ``PARSE_ERROR`` at the offending token (absolute offsets into ``text``), with a
+        hint where one helps.
+
+    Examples
+    --------
+    >>> [type(s.node).__name__ for s in parse_statements("SHOW STREAMS; DROP SIGNAL mic")]
+    ['ShowObjects', 'DropObject']
+    >>> parse_statements("SELECT FROM")
+    Traceback (most recent call last):
+    ...
+    wavesql.errors.WaveSQLError: error[PARSE_ERROR]: expected a table name, got end of input
+    ...
+    """
+    dialect = WaveSQL()
+    statements = []
+    for chunk, semicolon in _split(_tokenize(dialect, text)):
+        parser = dialect.parser(error_level=ErrorLevel.IMMEDIATE)
+        try:
+            parsed = parser.parse(chunk, text)
+        except ParseError as error:
+            raise _parse_error(error, text) from error
+        node = parsed[0] if parsed else None
+        start, end = chunk[0].start, _chunk_end(chunk, semicolon, text)
+        if node is None or (isinstance(node, exp.Command) and _is_wavesql_statement(chunk)):
+            # Never let a WaveSQL statement degrade into an opaque Command.
+            raise WaveSQLError("PARSE_ERROR", "could not parse this statement",
+                               Span(start, end), query=text)
+        statements.append(Statement(node, text[start:end], start, end))
+    return statements
+
+
+def parse_one(text: str) -> exp.Expression:
+    """Parse text that must hold exactly one statement.
+
+    Parameters
+    ----------
+    text : str
+        One statement; a trailing ``;`` is allowed.
+
+    Returns
+    -------
+    sqlglot.exp.Expression
+
+    Raises
+    ------
+    WaveSQLError
+        ``PARSE_ERROR`` on a syntax error, on empty text, or on more than one statement.
+
+    Examples
+    --------
+    >>> parse_one("DROP STREAM IF EXISTS trades").args["kind"]
+    'STREAM'
+    """
+    statements = parse_statements(text)
+    if len(statements) == 1:
+        return statements[0].node
+    if not statements:
+        raise WaveSQLError("PARSE_ERROR", "no statement to parse", Span(0, len(text)),
+                           hint="write a statement, e.g. SELECT * FROM trades", query=text)
+    extra = statements[1]
+    raise WaveSQLError("PARSE_ERROR", f"expected one statement, found {len(statements)}",
+                       Span(extra.start, extra.end),
+                       hint="run them one at a time, or use parse_statements", query=text)
+
+
+def to_sql(node: exp.Expression, pretty: bool = False) -> str:
+    """Generate WaveSQL text for an AST (WaveSQL constructs included).
+
+    ``parse_one(to_sql(parse_one(q))) == parse_one(q)`` for every accepted ``q``. Function
+    names are written as they were parsed (``seg_std``, not ``SEG_STD``).
+
+    Examples
+    --------
+    >>> to_sql(parse_one("select * from mic [samples 256 slide 128]"))
+    'SELECT * FROM mic [SAMPLES 256 SLIDE 128]'
+    """
+    return WaveSQL().generate(node, pretty=pretty, normalize_functions=False)
+
+
+def to_spark_sql(node: exp.Expression, pretty: bool = False) -> str:
+    """Generate Spark SQL for an AST that contains no WaveSQL constructs.
+
+    Raises
+    ------
+    ValueError
+        If ``node`` contains a WaveSQL construct: Spark's generator would silently drop
+        windows and EMIT clauses, so this is refused (a planner bug, not a user error).
+
+    Examples
+    --------
+    >>> to_spark_sql(parse_one("SELECT transform(arr, x -> x + 1) FROM t"))
+    'SELECT TRANSFORM(arr, x -> x + 1) FROM t'
+    """
+    found = next(wavesql_nodes(node), None)
+    if found is not None:
+        raise ValueError(f"to_spark_sql: the tree still contains a WaveSQL construct "
+                         f"({type(found).__name__}: {to_sql(found)[:80]}); lower it first")
+    return Spark().generate(node, pretty=pretty, normalize_functions=False)
+
+
+def is_wavesql_node(node: exp.Expr) -> bool:
+    """Whether ``node`` is a WaveSQL construct Spark SQL does not have.
+
+    True for every :class:`~wavesql.dialect.nodes.WaveSQLNode` and for ``ASOF`` joins
+    (sqlglot models ``ASOF JOIN`` as ``exp.Join(method="ASOF")``; Spark SQL has no such
+    join, so the planner must lower it).
+    """
+    return isinstance(node, WaveSQLNode) or (
+        isinstance(node, exp.Join) and node.text("method").upper() == "ASOF")
+
+
+def wavesql_nodes(tree: exp.Expr | None) -> Iterator[exp.Expr]:
+    """Yield the WaveSQL constructs in ``tree`` (breadth first); none for pure Spark SQL.
+
+    Examples
+    --------
+    >>> [type(n).__name__ for n in wavesql_nodes(parse_one("SELECT * FROM t [NOW] EMIT FINAL"))]
+    ['Emit', 'StreamWindow']
+    """
+    if tree is None:
+        return
+    for node in tree.walk():
+        if is_wavesql_node(node):
+            yield node
+
+
+# --------------------------------------------------------------------------- internals
+def _tokenize(dialect: WaveSQL, text: str) -> list[Token]:
+    tokenizer = dialect.tokenizer()
+    try:
+        return tokenizer.tokenize(text)
+    except TokenError as error:
+        # The tokenizer's wrapped message quotes ~100 chars of context but not the
+        # position; its scanner state still holds where the failing token started.
+        start = getattr(getattr(tokenizer, "_core", None), "_start", None)
+        if not isinstance(start, int) or not 0 <= start < len(text):
+            start = 0
+        line_end = text.find("\n", start)
+        span = Span(start, len(text) if line_end < 0 else line_end)
+        opener = text[start:start + 2]
+        if opener.startswith("/*"):
+            message, hint = "unterminated /* comment", "close it with */"
+        elif opener[:1] in ("'", '"') or (opener[:1] in "rRxXbBnN" and opener[1:] in ("'", '"')):
+            message, hint = "unterminated string literal", "close it with a matching quote"
+        elif opener[:1] == "`":
+            message, hint = "unterminated quoted identifier", "close it with a backtick (`)"
+        else:
+            message, hint = f"cannot read the query here ({error.__cause__ or error})", None
+        raise WaveSQLError("PARSE_ERROR", message, span, hint=hint, query=text) from error
+
+
+def _split(tokens: list[Token]) -> Iterator[tuple[list[Token], Token | None]]:
+    """Yield ``(tokens of one statement, its terminating ; or None)``, skipping empty ones."""
+    chunk: list[Token] = []
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            if chunk:
+                yield chunk, token
+            chunk = []
+        else:
+            chunk.append(token)
+    if chunk:
+        yield chunk, None
+
+
+def _chunk_end(chunk: list[Token], semicolon: Token | None, text: str) -> int:
+    last = chunk[-1]
+    if last.end >= last.start:
+        return last.end + 1
+    # sqlglot folds the rest of a command (CALL ...) into one string token whose offsets
+    # are not reliable; end the statement at its semicolon instead.
+    end = semicolon.start if semicolon is not None else len(text)
+    return len(text[:end].rstrip())
+
+
+def _is_wavesql_statement(chunk: list[Token]) -> bool:
+    words = [tok.text.upper() for tok in chunk[:4]]
+    if words[0] in ("EXPLAIN", *RELATION_TO_STREAM_KINDS):
+        return True
+    if words[0] == "SHOW":
+        return len(words) > 1 and words[1] in ("STREAMS", "SIGNALS", "SINKS")
+    return words[0] in ("CREATE", "DROP") and any(w in OBJECT_KINDS for w in words[1:])
+
+
+_TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: [^>]*>")
+_MISSING_ARG = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
+
+
+def _parse_error(error: ParseError, text: str) -> WaveSQLError:
+    span = getattr(error, "wavesql_span", None)
+    message = getattr(error, "wavesql_message", None)
+    if span is None:  # not raised through the parser's raise_error: use line/col
+        info = error.errors[0] if error.errors else {}
+        span = _span_from_line_col(text, info)
+        message = info.get("description") or str(error)
+    return WaveSQLError("PARSE_ERROR", _clean_message(message or "syntax error", text, span),
+                        Span(*span), hint=getattr(error, "wavesql_hint", None), query=text)
+
+
+def _span_from_line_col(text: str, info: dict) -> tuple[int, int]:
+    line, col = info.get("line"), info.get("col")
+    if not line or not col:
+        return 0, len(text)
+    line_start = 0
+    for _ in range(line - 1):
+        line_start = text.find("\n", line_start) + 1
+    # sqlglot's col is the 1-based column of the token's last character.
+    end = min(line_start + col, len(text))
+    return max(end - len(info.get("highlight") or " "), line_start), end
+
+
+def _clean_message(message: str, text: str, span: tuple[int, int]) -> str:
+    """Turn sqlglot's internal wording (token reprs, class paths) into user wording."""
+    found = text[span[0]:span[1]]
+    if message == "Invalid expression / Unexpected token":
+        return f"unexpected `{found}`" if found else "unexpected end of input"
+    message = _TOKEN_REPR.sub(
+        lambda m: "end of input" if m.group(1) == "SENTINEL" else f"`{m.group(2)}`", message)
+    message = _MISSING_ARG.sub(lambda m: f"incomplete {m.group(2).upper()} (missing its "
+                                         f"{'operand' if m.group(1) == 'this' else m.group(1)})",
+                               message)
+    message = message.replace("Expected table name but got", "expected a table name, got")
+    message = re.sub(r"^Expecting ", "expected ", message)
+    message = re.sub(r"^Expected ", "expected ", message)
+    return message
