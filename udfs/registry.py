@@ -1,16 +1,123 @@
 """The signal-function registry: one entry per function, the only place one is defined.
 
 An entry declares what the planner needs to know without running anything: the kernel
-(a plain numpy/scipy function over segment arrays, no Spark), the type rule (argument types
--> result type), and its semantics -- stateful (carries filter state across segments and
-batches), causal, look-back in samples, output width -- which streaming, fusion and parallel
-chunking depend on (cf. datafusion-python's volatility and window-function flags).
+(a plain numpy/scipy function over segment arrays, no Spark), the parameters (logical type,
+default, literal-only), the type rule (argument types -> result type), and its semantics --
+stateful (carries filter state across segments and batches), causal, look-back in samples,
+output kind -- which streaming, fusion and parallel chunking depend on (cf.
+datafusion-python's volatility and window-function flags).
+
+Kernel calling conventions (the executor goes through :func:`call`, which applies them):
+
+- stateless: ``kernel(value, *args) -> result``
+- stateful: ``kernel(value, *args, state) -> (result, new_state)``; the first state comes
+  from ``entry.init_state(*args)`` (all arguments after the first, which are literals), and
+  ``entry.flush(state)`` returns output still pending at end of stream (or None).
+
+States are plain picklable values (dicts of ints, floats, strings, tuples and numpy arrays)
+because Spark carries them across micro-batches. Kernels never mutate a state they are
+given, so re-running a batch from a saved state reproduces the same output.
+
+Values kernels see: :class:`~wavesql.udfs.sigseg.SigSeg`,
+:class:`~wavesql.udfs.kernels.values.Spectrum`, :class:`~wavesql.udfs.kernels.values.Ranges`,
+Python ``float``/``int``/``bool``/``str`` and 1-D numpy arrays. The families register
+themselves when :mod:`wavesql.udfs.kernels` is imported; every public function here loads
+them on first use.
+
+Examples
+--------
+>>> from wavesql.udfs import registry
+>>> registry.lookup("SEG_AVG").result_type(["sigseg"])
+'double'
+>>> registry.lookup("lowpass").signature()
+'lowpass(seg sigseg, cutoff_hz double literal, order int literal = 4) -> sigseg'
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Sequence
+
+from .sigseg import SignalError
+
+#: The logical types a type rule speaks (the lead engineer maps them onto Spark types).
+LOGICAL_TYPES = ("sigseg", "spectrum", "double", "bigint", "int", "boolean", "string",
+                 "array<double>", "ranges")
+
+#: What one call returns, for the planner (one value per row in every case).
+OUTPUT_KINDS = ("scalar", "segment", "spectrum", "ranges", "array")
+
+# Error codes kernels raise (EMPTY_SEGMENT, INVALID_ARGUMENT, ...) are registered, with their
+# meaning, in wavesql/errors.py like every other code; the kernel tests check that.
+
+
+class _Required:
+    """Marker for a parameter without a default."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+# Argument types a parameter of a given logical type accepts: Spark types a literal or a
+# column may arrive as, widened implicitly the way Spark would cast them.
+_INTEGRAL = frozenset({"int", "bigint", "smallint", "tinyint"})
+_ACCEPTS: dict[str, frozenset[str]] = {
+    "double": _INTEGRAL | {"double", "float"},
+    "bigint": _INTEGRAL,
+    "int": _INTEGRAL,
+    "array<double>": frozenset({"array<double>", "array<float>", "array<int>",
+                                "array<bigint>"}),
+}
+
+
+def accepts(param_type: str, arg_type: str) -> bool:
+    """Whether an argument of ``arg_type`` may be passed where ``param_type`` is declared.
+
+    Examples
+    --------
+    >>> accepts("double", "int"), accepts("int", "double"), accepts("double", "decimal(3,2)")
+    (True, False, True)
+    """
+    arg = arg_type.strip().lower().replace(" ", "")
+    if arg == param_type:
+        return True
+    if param_type == "double" and arg.startswith("decimal"):
+        return True  # Spark types the literal 0.05 as decimal(2,2)
+    return arg in _ACCEPTS.get(param_type, ())
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a signal function.
+
+    Parameters
+    ----------
+    name : str
+        Name used in documentation and error messages.
+    type : str
+        Logical type (one of :data:`LOGICAL_TYPES`).
+    default : object
+        Default for an optional trailing parameter; :data:`REQUIRED` if it must be given.
+    literal : bool
+        The argument must be a constant in the query (filter designs, policies, thresholds
+        of stateful functions: their state is built from it once per stream).
+    """
+
+    name: str
+    type: str
+    default: Any = REQUIRED
+    literal: bool = False
+
+    @property
+    def optional(self) -> bool:
+        return self.default is not REQUIRED
+
+    def describe(self) -> str:
+        text = f"{self.name} {self.type}" + (" literal" if self.literal else "")
+        return text + (f" = {self.default!r}" if self.optional else "")
 
 
 @dataclass(frozen=True)
@@ -20,32 +127,148 @@ class SignalFunction:
     Parameters
     ----------
     name : str
-        SQL name, lower case.
+        SQL name, lower case (lookups are case-insensitive).
     kernel : callable
-        numpy/scipy implementation over one segment's samples (no Spark import).
-    result_type : callable
-        Maps the argument type strings to the Spark SQL result type, or raises
-        ``WaveSQLError("TYPE_ERROR", ...)``.
-    stateful : bool
-        Carries state (filter memory) from one segment to the next.
-    causal : bool
-        Output at sample n depends only on samples <= n.
-    lookback : int
-        Samples of history each output needs (0 for per-segment functions).
+        numpy/scipy implementation (no Spark import); calling convention in the module doc.
+    params : tuple of Param
+        The documented signature; optional parameters trail the required ones.
+    returns : str
+        Logical result type.
+    output : str
+        One of :data:`OUTPUT_KINDS`.
     doc : str
-        One-paragraph description with a SQL example.
+        One paragraph and a line ``Example: SELECT ...``.
+    stateful : bool
+        Carries state from one segment to the next (and across micro-batches).
+    causal : bool
+        Output at sample n depends only on input samples <= n.
+    lookback : int or None
+        Samples of history each output needs: 0 for per-segment functions, None when
+        unbounded (IIR filters) or dependent on literal arguments (see ``lookback_rule``).
+    init_state : callable, optional
+        Stateful only: ``init_state(*args_after_the_first) -> state``; validates literals.
+    flush : callable, optional
+        Stateful only: ``flush(state) -> result or None``, output pending at end of stream.
+    lookback_rule : callable, optional
+        ``lookback_rule(*args_after_the_first) -> int`` where the look-back depends on them.
     """
 
     name: str
     kernel: Callable
-    result_type: Callable[..., str]
+    params: tuple[Param, ...]
+    returns: str
+    output: str
+    doc: str
     stateful: bool = False
     causal: bool = True
-    lookback: int = 0
-    doc: str = ""
+    lookback: int | None = 0
+    init_state: Callable | None = None
+    flush: Callable | None = None
+    lookback_rule: Callable | None = None
+
+    def __post_init__(self):
+        # Registry entries are code, so a malformed one is a programming error: fail at import.
+        if self.name != self.name.lower():
+            raise ValueError(f"signal function names are lower case: {self.name!r}")
+        types = [p.type for p in self.params] + [self.returns]
+        bad = [t for t in types if t not in LOGICAL_TYPES]
+        if bad:
+            raise ValueError(f"{self.name}: unknown logical types {bad}")
+        if self.output not in OUTPUT_KINDS:
+            raise ValueError(f"{self.name}: unknown output kind {self.output!r}")
+        seen_optional = False
+        for p in self.params:
+            if seen_optional and not p.optional:
+                raise ValueError(f"{self.name}: required parameter {p.name} after an optional one")
+            seen_optional = seen_optional or p.optional
+        if self.stateful != (self.init_state is not None):
+            raise ValueError(f"{self.name}: stateful functions (and only they) need init_state")
+        if self.flush is not None and not self.stateful:
+            raise ValueError(f"{self.name}: only stateful functions can flush")
+        if "Example:" not in self.doc:
+            raise ValueError(f"{self.name}: the doc needs an 'Example:' line")
+
+    # -- signature ------------------------------------------------------------------------
+    @property
+    def arg_types(self) -> tuple[str, ...]:
+        """Logical types of all parameters, required then optional."""
+        return tuple(p.type for p in self.params)
+
+    @property
+    def min_args(self) -> int:
+        return sum(1 for p in self.params if not p.optional)
+
+    @property
+    def max_args(self) -> int:
+        return len(self.params)
+
+    @property
+    def literal_positions(self) -> tuple[int, ...]:
+        """0-based positions of the parameters that must be literals."""
+        return tuple(i for i, p in enumerate(self.params) if p.literal)
+
+    def signature(self) -> str:
+        """Human-readable signature, e.g. ``width(seg sigseg) -> bigint``."""
+        inner = ", ".join(p.describe() for p in self.params)
+        return f"{self.name}({inner}) -> {self.returns}"
+
+    # -- type rule ------------------------------------------------------------------------
+    def result_type(self, arg_types: Sequence[str], literals: Sequence[bool] | None = None
+                    ) -> str:
+        """The logical result type for these argument types.
+
+        Parameters
+        ----------
+        arg_types : sequence of str
+            Logical (or Spark) type name of each argument as written in the call.
+        literals : sequence of bool, optional
+            Whether each argument is a constant; when given, literal-only parameters are
+            checked too.
+
+        Raises
+        ------
+        SignalError
+            ``TYPE_ERROR`` for a wrong count or type, ``LITERAL_REQUIRED`` for a column
+            where a constant is required.
+        """
+        n = len(arg_types)
+        if not self.min_args <= n <= self.max_args:
+            want = (str(self.min_args) if self.min_args == self.max_args
+                    else f"{self.min_args} to {self.max_args}")
+            raise SignalError("TYPE_ERROR", f"{self.name} takes {want} arguments, got {n}",
+                              hint=self.signature())
+        for i, (param, given) in enumerate(zip(self.params, arg_types)):
+            if not accepts(param.type, given):
+                raise SignalError(
+                    "TYPE_ERROR",
+                    f"argument {i + 1} ({param.name}) of {self.name} must be {param.type}, "
+                    f"got {given}", hint=self.signature())
+        if literals is not None:
+            for i, (param, is_lit) in enumerate(zip(self.params, literals)):
+                if param.literal and not is_lit:
+                    raise SignalError(
+                        "LITERAL_REQUIRED",
+                        f"argument {i + 1} ({param.name}) of {self.name} must be a constant",
+                        hint=self.signature())
+        return self.returns
+
+    def bind_args(self, args: Sequence[Any]) -> tuple:
+        """``args`` with defaults filled in for omitted optional parameters."""
+        if not self.min_args <= len(args) <= self.max_args:
+            raise SignalError("TYPE_ERROR",
+                              f"{self.name} takes {self.min_args} to {self.max_args} "
+                              f"arguments, got {len(args)}", hint=self.signature())
+        return tuple(args) + tuple(p.default for p in self.params[len(args):])
+
+    def lookback_of(self, *args) -> int | None:
+        """Look-back in samples for these arguments (``args`` after the first)."""
+        if self.lookback_rule is not None:
+            return self.lookback_rule(*self.bind_args((None,) + tuple(args))[1:])
+        return self.lookback
 
 
 _REGISTRY: dict[str, SignalFunction] = {}
+_LOADED = False
 
 
 def register(fn: SignalFunction) -> SignalFunction:
@@ -57,11 +280,88 @@ def register(fn: SignalFunction) -> SignalFunction:
     return fn
 
 
+def _ensure_loaded() -> None:
+    """Import the kernel families (they register at import) once."""
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True  # set first: the family modules import this module
+        # Relative to this package, so it works as `wavesql.udfs` (installed name).
+        importlib.import_module(__name__.rsplit(".", 1)[0] + ".kernels")
+
+
 def lookup(name: str) -> SignalFunction | None:
-    """The registry entry for ``name``, or None."""
+    """The registry entry for ``name`` (any case), or None."""
+    _ensure_loaded()
     return _REGISTRY.get(name.lower())
+
+
+def require(name: str) -> SignalFunction:
+    """The registry entry for ``name``; ``SignalError("UNKNOWN_FUNCTION")`` if there is none."""
+    fn = lookup(name)
+    if fn is None:
+        raise SignalError("UNKNOWN_FUNCTION", f"unknown signal function `{name}`")
+    return fn
 
 
 def names() -> list[str]:
     """All registered signal-function names, sorted."""
+    _ensure_loaded()
     return sorted(_REGISTRY)
+
+
+def all() -> list[SignalFunction]:  # noqa: A001 - the brief's name; shadows only here
+    """All entries, sorted by name."""
+    _ensure_loaded()
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def call(name: str, *args, state: Any = None):
+    """Run signal function ``name`` on one row's values.
+
+    Parameters
+    ----------
+    name : str
+        Function name (any case).
+    *args
+        The arguments; omitted optional trailing ones take their defaults.
+    state : object, optional
+        Stateful functions only: the state returned by the previous call on the same
+        stream, or None to start a stream (``init_state`` builds the first one).
+
+    Returns
+    -------
+    object
+        Stateless: the result. Stateful: ``(result, new_state)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from wavesql.udfs.sigseg import SigSeg
+    >>> call("seg_max", SigSeg(0, 8.0, np.array([1.0, 3.0, 2.0])))
+    3.0
+    >>> y, st = call("fir", SigSeg(0, 8.0, np.ones(3)), np.array([0.5, 0.5]))
+    >>> y.samples.tolist()
+    [0.5, 1.0, 1.0]
+    >>> y, st = call("fir", SigSeg(3, 8.0, np.zeros(2)), np.array([0.5, 0.5]), state=st)
+    >>> y.samples.tolist()
+    [0.5, 0.0]
+    """
+    fn = require(name)
+    full = fn.bind_args(args)
+    if fn.stateful:
+        if state is None:
+            state = fn.init_state(*full[1:])
+        return fn.kernel(*full, state)
+    if state is not None:
+        raise SignalError("TYPE_ERROR", f"{fn.name} is stateless and takes no state")
+    return fn.kernel(*full)
+
+
+def flush(name: str, state: Any):
+    """Output a stateful function still holds at end of stream (None if nothing)."""
+    fn = require(name)
+    if not fn.stateful:
+        raise SignalError("TYPE_ERROR", f"{fn.name} is stateless and has nothing to flush")
+    if fn.flush is None or state is None:
+        return None
+    return fn.flush(state)
