@@ -151,6 +151,10 @@ class SignalFunction:
         Stateful only: ``flush(state) -> result or None``, output pending at end of stream.
     lookback_rule : callable, optional
         ``lookback_rule(*args_after_the_first) -> int`` where the look-back depends on them.
+    batch : callable, optional
+        Stateless only: the vectorised form over ``k`` equal-width windows,
+        ``batch(block: SegBlock, *literal_args)`` -> ``(k,)`` array (scalar outputs) or a
+        ``SegBlock`` (segment outputs). Must agree with ``kernel`` row by row (tested).
     """
 
     name: str
@@ -165,6 +169,7 @@ class SignalFunction:
     init_state: Callable | None = None
     flush: Callable | None = None
     lookback_rule: Callable | None = None
+    batch: Callable | None = None
 
     def __post_init__(self):
         # Registry entries are code, so a malformed one is a programming error: fail at import.
@@ -183,6 +188,8 @@ class SignalFunction:
             seen_optional = seen_optional or p.optional
         if self.stateful != (self.init_state is not None):
             raise ValueError(f"{self.name}: stateful functions (and only they) need init_state")
+        if self.batch is not None and self.stateful:
+            raise ValueError(f"{self.name}: stateful functions have no batch form")
         if self.flush is not None and not self.stateful:
             raise ValueError(f"{self.name}: only stateful functions can flush")
         if "Example:" not in self.doc:

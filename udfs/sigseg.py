@@ -122,3 +122,22 @@ def sample_at(time_us: int, rate: float, epoch_us: int = 0) -> int:
         r = int(rate)
         return -((-offset * r) // 1_000_000)  # ceil(offset * r / 1e6) exactly
     return int(np.ceil(offset * rate / 1_000_000 - 1e-9))
+
+
+@dataclass(frozen=True, eq=False)
+class SegBlock:
+    """``k`` equal-width segments of one rate as a ``(k, n)`` matrix (row i starts at
+    ``starts[i]``): the vectorised form the executor hands to ``batch`` kernels, usually a
+    view of the file buffer (tumbling windows by reshape, sliding ones by stride tricks)."""
+
+    starts: np.ndarray
+    rate: float
+    data: np.ndarray
+
+    @property
+    def k(self) -> int:
+        return int(self.starts.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.data.shape[1]) if self.data.ndim == 2 else 0

@@ -16,8 +16,10 @@ Examples
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..registry import Param, SignalFunction, register
-from ..sigseg import SigSeg, SignalError
+from ..sigseg import SegBlock, SigSeg, SignalError
 from ._common import as_seg, lit_int
 
 SEG = Param("seg", "sigseg")
@@ -114,20 +116,33 @@ register(SignalFunction(
          "silently (use degap).\n"
          "Example: SELECT append(a.ch1, b.ch1) FROM w a JOIN w b ON b.seq = a.seq + 1")))
 
+def _width_batch(block: SegBlock) -> np.ndarray:
+    return np.full(block.k, block.width, dtype=np.int64)
+
+
+def _time_batch(offset: int):
+    def batch(block: SegBlock) -> np.ndarray:
+        # round(n * 1e6 / rate) per window, as SigSeg.start_time_us does one at a time.
+        return np.rint((block.starts + offset * block.width) * 1_000_000 / block.rate
+                       ).astype(np.int64)
+
+    return batch
+
+
 register(SignalFunction(
-    name="width", kernel=width, params=(SEG,), returns="bigint", output="scalar",
+    name="width", kernel=width, batch=_width_batch, params=(SEG,), returns="bigint", output="scalar",
     doc=("Number of samples in the segment (0 for an empty one).\n"
          "Example: SELECT width(ch1) FROM mic")))
 
 register(SignalFunction(
-    name="start_time", kernel=start_time, params=(SEG,), returns="bigint", output="scalar",
+    name="start_time", kernel=start_time, batch=_time_batch(0), params=(SEG,), returns="bigint", output="scalar",
     doc=("Time of the first sample in integer microseconds since the signal's epoch "
          "(sample n is at round(n * 1e6 / rate) us). The kernel knows no epoch: the planner "
          "adds the signal's epoch to turn it into a timestamp.\n"
          "Example: SELECT start_time(ch1) AS t FROM mic [SAMPLES 4096]")))
 
 register(SignalFunction(
-    name="end_time", kernel=end_time, params=(SEG,), returns="bigint", output="scalar",
+    name="end_time", kernel=end_time, batch=_time_batch(1), params=(SEG,), returns="bigint", output="scalar",
     doc=("Time just past the last sample (the start time of the next adjacent segment), in "
          "integer microseconds since the signal's epoch; the planner adds the epoch.\n"
          "Example: SELECT end_time(ch1) - start_time(ch1) AS dur_us FROM mic")))

@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from ..registry import Param, SignalFunction, register
-from ..sigseg import SigSeg
+from ..sigseg import SegBlock, SigSeg
 from ._common import as_seg, samples64
 
 SEG = Param("seg", "sigseg")
@@ -136,37 +136,114 @@ def zero_crossings(seg: SigSeg) -> int:
     return int(np.count_nonzero(s[1:] != s[:-1]))
 
 
+# -- batch forms: k equal-width windows at once (a SegBlock), same results as the kernels ----
+def _batch(fn):
+    """Vectorised statistic over a block's rows; width-0 blocks give NaN like the kernels."""
+
+    @functools.wraps(fn)
+    def wrapper(block: SegBlock) -> np.ndarray:
+        if block.width == 0:
+            return np.full(block.k, NAN)
+        with np.errstate(all="ignore"):
+            return fn(block.data, block.width)
+
+    return wrapper
+
+
+@_batch
+def seg_avg_batch(d, n):
+    return d.mean(axis=1, dtype=np.float64)
+
+
+def _sumsq_dev(d, n):
+    # Two passes (mean, then squared deviations) rather than sum(x^2) - n*mean^2, which
+    # cancels catastrophically for signals with a large DC offset.
+    mean = d.mean(axis=1, dtype=np.float64)
+    dev = d - mean[:, None]
+    return np.einsum("ij,ij->i", dev, dev), dev
+
+
+@_batch
+def seg_std_batch(d, n):
+    if n < 2:
+        return np.full(d.shape[0], NAN)
+    return np.sqrt(_sumsq_dev(d, n)[0] / (n - 1))
+
+
+@_batch
+def seg_rms_batch(d, n):
+    x = d.astype(np.float64, copy=False)
+    return np.sqrt(np.einsum("ij,ij->i", x, x) / n)
+
+
+@_batch
+def seg_min_batch(d, n):
+    return d.min(axis=1).astype(np.float64)
+
+
+@_batch
+def seg_max_batch(d, n):
+    return d.max(axis=1).astype(np.float64)
+
+
+@_batch
+def seg_kurtosis_batch(d, n):
+    ss, dev = _sumsq_dev(d, n)
+    m2 = ss / n
+    m4 = np.mean((dev * dev) ** 2, axis=1)
+    out = m4 / (m2 * m2)
+    out[~(m2 > 0)] = NAN
+    out[np.isnan(m2)] = NAN
+    return out
+
+
+@_batch
+def crest_factor_batch(d, n):
+    x = d.astype(np.float64, copy=False)
+    rms = np.sqrt(np.einsum("ij,ij->i", x, x) / n)
+    peak = np.abs(x).max(axis=1)
+    out = peak / rms
+    out[~(rms > 0)] = NAN
+    out[np.isnan(rms) | np.isnan(peak)] = NAN
+    return out
+
+
+_BATCH = {"seg_avg": seg_avg_batch, "seg_std": seg_std_batch, "seg_rms": seg_rms_batch,
+          "seg_min": seg_min_batch, "seg_max": seg_max_batch,
+          "seg_kurtosis": seg_kurtosis_batch, "crest_factor": crest_factor_batch}
+
+
 _EMPTY = "An empty segment gives NaN; NaN samples give NaN."
 
 register(SignalFunction(
-    name="seg_avg", kernel=seg_avg, params=(SEG,), returns="double", output="scalar",
+    name="seg_avg", kernel=seg_avg, batch=_BATCH["seg_avg"], params=(SEG,), returns="double", output="scalar",
     doc=("Mean of the segment's samples, in double precision. " + _EMPTY + "\n"
          "Example: SELECT seg_avg(ch1) FROM mic [SAMPLES 4096] WHERE seg_avg(ch1) < 0.001")))
 
 register(SignalFunction(
-    name="seg_std", kernel=seg_std, params=(SEG,), returns="double", output="scalar",
+    name="seg_std", kernel=seg_std, batch=_BATCH["seg_std"], params=(SEG,), returns="double", output="scalar",
     doc=("Sample standard deviation of the segment (ddof = 1, like SQL stddev / "
          "stddev_samp). Fewer than two samples give NaN; NaN samples give NaN.\n"
          "Example: SELECT start_time(ch1), seg_std(ch1) FROM mic [SAMPLES 4096] "
          "WHERE seg_std(ch1) > 0.05")))
 
 register(SignalFunction(
-    name="seg_rms", kernel=seg_rms, params=(SEG,), returns="double", output="scalar",
+    name="seg_rms", kernel=seg_rms, batch=_BATCH["seg_rms"], params=(SEG,), returns="double", output="scalar",
     doc=("Root mean square sqrt(avg(v^2)) of the segment. " + _EMPTY + "\n"
          "Example: SELECT seg_rms(ch1) FROM mic [SAMPLES 1024]")))
 
 register(SignalFunction(
-    name="seg_min", kernel=seg_min, params=(SEG,), returns="double", output="scalar",
+    name="seg_min", kernel=seg_min, batch=_BATCH["seg_min"], params=(SEG,), returns="double", output="scalar",
     doc=("Smallest sample of the segment. " + _EMPTY + "\n"
          "Example: SELECT seg_min(ch1), seg_max(ch1) FROM mic [SAMPLES 4096]")))
 
 register(SignalFunction(
-    name="seg_max", kernel=seg_max, params=(SEG,), returns="double", output="scalar",
+    name="seg_max", kernel=seg_max, batch=_BATCH["seg_max"], params=(SEG,), returns="double", output="scalar",
     doc=("Largest sample of the segment. " + _EMPTY + "\n"
          "Example: SELECT seg_max(ch1) - seg_min(ch1) AS range FROM mic [SAMPLES 4096]")))
 
 register(SignalFunction(
-    name="seg_kurtosis", kernel=seg_kurtosis, params=(SEG,), returns="double",
+    name="seg_kurtosis", kernel=seg_kurtosis, batch=_BATCH["seg_kurtosis"], params=(SEG,), returns="double",
     output="scalar",
     doc=("Population (Pearson) kurtosis avg((v - mu)^4) / var_pop^2 of the samples, 3 for "
          "Gaussian noise, large for impulsive signals (same as scipy.stats.kurtosis with "
@@ -175,7 +252,7 @@ register(SignalFunction(
          "WHERE seg_kurtosis(vib) > 6")))
 
 register(SignalFunction(
-    name="crest_factor", kernel=crest_factor, params=(SEG,), returns="double",
+    name="crest_factor", kernel=crest_factor, batch=_BATCH["crest_factor"], params=(SEG,), returns="double",
     output="scalar",
     doc=("Peak-to-RMS ratio max|v| / rms of the segment (1 for a square wave, sqrt(2) for "
          "a sine). Empty or all-zero segments give NaN; NaN samples give NaN.\n"

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..registry import Param, SignalFunction, register
-from ..sigseg import SigSeg
+from ..sigseg import SegBlock, SigSeg
 from ._common import as_seg, samples64
 
 
@@ -45,11 +45,20 @@ def blackman(seg: SigSeg) -> SigSeg:
     return _windowed(seg, "blackman", np.blackman)
 
 
-for _name, _kernel, _np in (("hanning", hanning, "numpy.hanning"),
-                            ("hamming", hamming, "numpy.hamming"),
-                            ("blackman", blackman, "numpy.blackman")):
+def _batch_window(window: Callable[[int], np.ndarray]):
+    def batch(block: SegBlock) -> SegBlock:
+        data = block.data.astype(np.float64, copy=False) * window(block.width)
+        return SegBlock(block.starts, block.rate, data)
+
+    return batch
+
+
+for _name, _kernel, _np, _fn in (("hanning", hanning, "numpy.hanning", np.hanning),
+                                 ("hamming", hamming, "numpy.hamming", np.hamming),
+                                 ("blackman", blackman, "numpy.blackman", np.blackman)):
     register(SignalFunction(
-        name=_name, kernel=_kernel, params=(Param("seg", "sigseg"),), returns="sigseg",
+        name=_name, kernel=_kernel, batch=_batch_window(_fn),
+        params=(Param("seg", "sigseg"),), returns="sigseg",
         output="segment",
         doc=(f"Multiplies the segment by the symmetric {_name.capitalize()} window of its "
              f"width ({_np}), tapering its ends before a transform to reduce spectral "
