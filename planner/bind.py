@@ -26,11 +26,12 @@ from sqlglot import exp
 from wavesql.catalog import objects as cat
 from wavesql.dialect import Statement as ParsedStatement
 from wavesql.dialect import nodes as wn
-from wavesql.dialect import to_sql, wavesql_nodes
+from wavesql.dialect import to_spark_sql, to_sql, wavesql_nodes
 from wavesql.errors import Span, WaveSQLError, did_you_mean
 from wavesql.udfs import registry
 
 from . import ir
+from .signals import bind_signal_select
 from .types import SAMPLE_TYPES, interval_us, number, spark_type
 
 STREAM_FORMATS = ("parquet", "csv", "json")
@@ -49,6 +50,9 @@ class Environment(Protocol):
 
     def function_names(self) -> frozenset[str]:
         """Lower-cased names of every function Spark can call (builtin and registered)."""
+
+    def spark_parses(self, sql: str) -> bool:
+        """Whether Spark's parser accepts ``sql`` (for statements sqlglot cannot parse)."""
 
     def analyze(self, sql: str, inputs: tuple[tuple[str, ir.Relation], ...],
                 source_offset: int | None) -> ir.Schema:
@@ -81,6 +85,14 @@ def bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str = ".") 
     ir.Statement
     """
     ctx = BindContext(catalog, env, base_dir)
+    if stmt.error is not None:
+        # sqlglot could not parse it; if Spark can, it is Spark SQL WaveSQL has no AST for:
+        # run the text as is, with the catalog objects it names made visible to Spark.
+        if not env.spark_parses(stmt.text):
+            raise stmt.error
+        inputs = {n.lower(): _resolve_relation(n, None, ctx) for n in stmt.names
+                  if catalog.get(n) is not None}
+        return ir.SparkCommand(stmt.text, tuple(inputs.items()))
     return _bind_statement(stmt.node, stmt, ctx)
 
 
@@ -137,18 +149,63 @@ def _explained_statement(stmt: ParsedStatement, target: exp.Expression) -> Parse
 # ---------------------------------------------------------------------------------------
 def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindContext,
                 top_level: bool = False) -> ir.Relation:
-    _reject_wavesql_constructs(node)
     _check_functions(node, ctx)
-    inputs = _bind_inputs(node, ctx)
+    node, stages = _extract_signal_stages(node, ctx)
+    _reject_wavesql_constructs(node)
+    inputs = stages + _bind_inputs(node, ctx, skip={name for name, _ in stages})
     # Plain Spark SQL at the top level: hand Spark the user's exact text, so that Spark sees
     # what the user typed and its error positions map back one to one.
-    if top_level and stmt is not None:
+    if top_level and stmt is not None and not stages:
         sql, offset = stmt.text, stmt.start
     else:
-        sql, offset = to_sql(node), None
+        sql, offset = to_spark_sql(node), None
     schema = ctx.env.analyze(sql, inputs, offset)
     bounded = all(r.bounded for _, r in inputs)
     return ir.SqlQuery(sql, inputs, schema, bounded, offset)
+
+
+def _extract_signal_stages(node: exp.Expression, ctx: BindContext):
+    """Split every SELECT over a catalog signal into a signal stage plus Spark SQL.
+
+    Returns the rewritten copy of ``node`` and the stages as named inputs.
+    """
+    selects = [s for s in node.find_all(exp.Select) if _signal_of(s, ctx) is not None]
+    if not selects:
+        return node, ()
+    node = node.copy()
+    stages = []
+    ctes = _cte_names(node)
+    # Deepest first, so an inner SELECT is rewritten before anything that contains it.
+    for select in sorted(node.find_all(exp.Select), key=lambda s: -_depth(s)):
+        found = _signal_of(select, ctx, ctes)
+        if found is None:
+            continue
+        table, signal = found
+        for join in select.args.get("joins") or []:
+            raise WaveSQLError("NOT_IMPLEMENTED", "joining a signal is not implemented yet",
+                               Span.of(join), hint="SYNC JOIN lands with the sync work; "
+                               "select from the signal in a subquery and join its results")
+        view = f"__wavesql_{signal.name}_{len(stages)}"
+        stages.append((view, bind_signal_select(select, table, signal, view)))
+    return node, tuple(stages)
+
+
+def _signal_of(select: exp.Select, ctx: BindContext, ctes: set[str] = frozenset()):
+    from_ = select.args.get("from_")
+    table = from_.this if from_ is not None else None
+    if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+        return None
+    if table.args.get("db") or table.name.lower() in ctes:
+        return None
+    defn = ctx.catalog.get(table.name)
+    return (table, defn) if isinstance(defn, cat.SignalDef) else None
+
+
+def _depth(node: exp.Expression) -> int:
+    depth = 0
+    while node.parent is not None:
+        node, depth = node.parent, depth + 1
+    return depth
 
 
 def _reject_wavesql_constructs(node: exp.Expression) -> None:
@@ -174,14 +231,14 @@ def _cte_names(node: exp.Expression) -> set[str]:
     return {cte.alias_or_name.lower() for cte in node.find_all(exp.CTE)}
 
 
-def _bind_inputs(node: exp.Expression, ctx: BindContext,
-                 strict: bool = True) -> tuple[tuple[str, ir.Relation], ...]:
+def _bind_inputs(node: exp.Expression, ctx: BindContext, strict: bool = True,
+                 skip: set[str] = frozenset()) -> tuple[tuple[str, ir.Relation], ...]:
     """Resolve every table reference: catalog object, Spark table, or an error.
 
     Not ``strict`` (Spark commands): names WaveSQL does not know are left to Spark, since
     they may be what the command creates (``CREATE TEMPORARY VIEW v``, ``CACHE TABLE t``).
     """
-    ctes = _cte_names(node)
+    ctes = _cte_names(node) | {name.lower() for name in skip}
     seen: dict[str, ir.Relation] = {}
     for table in node.find_all(exp.Table):
         ident = table.this
@@ -189,6 +246,8 @@ def _bind_inputs(node: exp.Expression, ctx: BindContext,
             continue  # table-valued function call: Spark's to resolve
         if table.args.get("db") or table.args.get("catalog"):
             continue  # qualified name: always Spark's
+        if table.find_ancestor(exp.Hint) is not None:
+            continue  # /*+ BROADCAST(t) */ names an alias, not an input
         name = ident.name
         key = name.lower()
         if key in ctes or key in seen:
@@ -203,8 +262,11 @@ def _resolve_relation(name: str, where: exp.Expression, ctx: BindContext) -> ir.
     defn = ctx.catalog.get(name)
     if isinstance(defn, cat.StreamDef):
         return ir.StreamScan(defn, ir.Schema.of_columns(defn.columns), True)
-    if isinstance(defn, cat.SignalDef):
-        return ir.SignalScan(defn, ir.Schema.of_columns(defn.channels), True)
+    if isinstance(defn, cat.SignalDef):  # joined, not selected from: plain segment rows
+        from wavesql.udfs.program import SPARK_TYPES
+
+        schema = ir.Schema(tuple(ir.Field(c.name, SPARK_TYPES["sigseg"]) for c in defn.channels))
+        return ir.SignalScan(defn, schema, True, (defn.segment, defn.segment))
     if isinstance(defn, cat.ViewDef):
         if defn.name.lower() in ctx.view_stack:
             raise WaveSQLError("INVALID_OPTION", f"view `{defn.name}` refers to itself",
@@ -231,8 +293,8 @@ def _check_functions(node: exp.Expression, ctx: BindContext) -> None:
     """Every function sqlglot does not know must be a Spark function or a signal function."""
     known: frozenset[str] | None = None
     for call in node.find_all(exp.Anonymous):
-        if isinstance(call.parent, exp.Table):
-            continue  # table-valued function in FROM: Spark resolves those
+        if isinstance(call.parent, exp.Table) or call.find_ancestor(exp.Hint) is not None:
+            continue  # table-valued functions in FROM and /*+ hints */ are Spark's to resolve
         name = call.name
         if registry.lookup(name) is not None:
             continue
@@ -392,6 +454,7 @@ def _bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement
             format=_format(node, SIGNAL_FORMATS), options=_options(node), segment=segment,
             epoch_us=_epoch_us(epoch) if epoch is not None else 0,
         )
+        _check_recordings(defn, node)
     elif kind == "SINK":
         defn = cat.SinkDef(name=name, path=_path(node, ctx, must_exist=False),
                            format=_format(node, SINK_FORMATS), columns=_bind_columns(node),
@@ -401,6 +464,35 @@ def _bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement
                            Span.of(node))
     _check_create(defn, node.this, replace, exists, ctx)
     return ir.CreateObject(defn, replace, exists)
+
+
+def _check_recordings(defn: cat.SignalDef, node: wn.CreateStream) -> None:
+    """Read the WAV headers now: a wrong RATE or channel count is a DDL error, at the clause
+    that is wrong, not a failed job later."""
+    from wavesql.udfs import wav
+
+    files = wav_files(defn.path)
+    if not files:
+        raise WaveSQLError("MISSING_PATH", f"no .wav files at `{defn.path}`",
+                           Span.of(node.args.get("path")))
+    for path in files:
+        try:
+            info = wav.read_info(path)
+            wav.check_declared(info, defn.rate_hz, len(defn.channels), signal=defn.name)
+        except wav.WavError as err:
+            where = {"RATE_MISMATCH": node.args.get("rate"),
+                     "CHANNEL_MISMATCH": (node.args.get("columns") or [None])[0]}.get(err.code)
+            raise WaveSQLError(err.code, f"{err.path}: {err.message}",
+                               Span.of(where or node.args.get("path")), hint=err.hint) from None
+
+
+def wav_files(path: str) -> list[str]:
+    """The WAV files a signal's path names: a file, a directory's *.wav, or a glob."""
+    if os.path.isdir(path):
+        return sorted(glob.glob(os.path.join(glob.escape(path), "*.wav")))
+    if os.path.isfile(path):
+        return [path]
+    return sorted(p for p in glob.glob(path) if os.path.isfile(p))
 
 
 def _epoch_us(node: exp.Expression) -> int:

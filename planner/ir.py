@@ -97,15 +97,64 @@ class StreamScan(Relation):
 
 @dataclass(frozen=True)
 class SignalScan(Relation):
-    """Read a catalog signal's recordings as signal segments (issue #3 lowers it)."""
+    """Read a catalog signal's recordings in windows of ``window = (width, slide)`` samples.
+
+    Without a ``program`` each row holds one SigSeg per channel; with one (pushed down by
+    ``rewrite``), the scan evaluates it next to the samples and ``schema`` is its output.
+    """
 
     signal: cat.SignalDef
     schema: Schema
     bounded: bool = True
+    window: tuple[int, int] | None = None
+    program: Any = None  # wavesql.udfs.program.Program
 
     def label(self) -> str:
         s = self.signal
-        return f"SignalScan {s.name} v{s.version} [{s.format} {s.path} @ {s.rate_hz:g} Hz]"
+        width, slide = self.window or (s.segment, s.segment)
+        win = f"SAMPLES {width}" + (f" SLIDE {slide}" if slide != width else "")
+        text = f"SignalScan {s.name} v{s.version} [{s.format} {s.path} @ {s.rate_hz:g} Hz, {win}]"
+        if self.program is not None:
+            text += " " + program_label(self.program)
+        return text
+
+
+@dataclass(frozen=True)
+class SignalStage(Relation):
+    """Signal functions and pushable filters of one query over ``input``'s windows, fused
+    into one program (one Python pass)."""
+
+    input: Relation
+    program: Any  # wavesql.udfs.program.Program
+    schema: Schema
+    bounded: bool = True
+
+    def children(self):
+        return (self.input,)
+
+    def label(self) -> str:
+        return "SignalStage " + program_label(self.program)
+
+
+def program_label(program) -> str:
+    """Compact text of a program: its outputs and filters."""
+    outs = ", ".join(f"{o.name}={_tree_text(o.expr)}" for o in program.outputs)
+    text = f"program[{outs}]"
+    if program.filters:
+        text += " filter[" + " AND ".join(_tree_text(f) for f in program.filters) + "]"
+    return text
+
+
+def _tree_text(tree: dict) -> str:
+    if "col" in tree:
+        return tree["col"]
+    if "lit" in tree:
+        return repr(tree["lit"])
+    if "call" in tree:
+        return f"{tree['call']}({', '.join(_tree_text(a) for a in tree['args'])})"
+    args = [_tree_text(a) for a in tree["args"]]
+    op = tree["op"]
+    return f"{op} {args[0]}" if len(args) == 1 else "(" + f" {op} ".join(args) + ")"
 
 
 @dataclass(frozen=True)
@@ -293,7 +342,8 @@ def _short(value: Any) -> str:
 
 
 __all__ = [
-    "Field", "Schema", "Relation", "StreamScan", "SignalScan", "SparkTable", "ViewRef",
+    "Field", "Schema", "Relation", "StreamScan", "SignalScan", "SignalStage", "SparkTable",
+    "ViewRef", "program_label",
     "SqlQuery", "Statement", "QueryStatement", "CreateObject", "DropObject", "ShowObjects",
     "DescribeObject", "SparkCommand", "Explain", "walk", "explain_ir",
 ]

@@ -56,9 +56,39 @@ def _lower_stream_scan(rel: ir.StreamScan, rt: Runtime):
 
 
 def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
+    """The WAV data source, evaluating the scan's program (identity without one)."""
+    from wavesql.udfs.program import Program
+
+    from .sources import wav_source
+
+    s = rel.signal
+    channels = [c.name for c in s.channels]
+    program = rel.program or Program.identity(channels)
+    width, slide = rel.window or (s.segment, s.segment)
+    options = {
+        "path": s.path, "rate": repr(s.rate_hz), "channels": json.dumps(channels),
+        "window": str(width), "slide": str(slide), "program": program.to_json(),
+    }
+    options.update(dict(s.options))
+    if program.stateful:
+        if slide < width:
+            raise WaveSQLError(
+                "STREAMING_RULE", "stateful signal functions need non-overlapping windows",
+                hint=f"filter the signal in [SAMPLES {width}] windows, then window the result")
+        lookback = program.lookback
+        if lookback is None:
+            options["sequential"] = "true"  # unbounded memory (IIR): one ordered pass
+        else:
+            options["lookback"] = str(lookback)
+    wav_source.register(rt.spark)
+    return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
+            .options(**options).load())
+
+
+def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
     raise WaveSQLError(
-        "NOT_IMPLEMENTED", f"reading signal `{rel.signal.name}` ({rel.signal.format}) is not "
-        "implemented yet", hint="signal segments and the WAV source land with issue #3")
+        "NOT_IMPLEMENTED", f"signal functions over {rel.input.label()} are not implemented yet",
+        hint="signal functions run over signals read from WAV recordings")
 
 
 def _lower_spark_table(rel: ir.SparkTable, rt: Runtime):
@@ -93,6 +123,7 @@ def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
 _RELATION_RULES: dict[type, Callable] = {
     ir.StreamScan: _lower_stream_scan,
     ir.SignalScan: _lower_signal_scan,
+    ir.SignalStage: _lower_signal_stage,
     ir.SparkTable: _lower_spark_table,
     ir.ViewRef: _lower_view,
     ir.SqlQuery: _lower_sql_query,

@@ -21,8 +21,21 @@ from . import ir
 
 Rule = Callable[[ir.Relation], ir.Relation]
 
-#: The rewrite rules, in order. (Signal-chain fusion joins here with the signal library.)
-RULES: list[Rule] = []
+def push_program_into_scan(rel: ir.Relation) -> ir.Relation:
+    """SignalStage over a WAV SignalScan -> the scan evaluates the program itself.
+
+    The samples then never cross into the JVM: the scan decodes them in Python and hands
+    Spark only the program's outputs for the rows its filters keep (XStream's lesson that
+    passing whole segments, not samples, is what makes signal processing fast).
+    """
+    if (isinstance(rel, ir.SignalStage) and isinstance(rel.input, ir.SignalScan)
+            and rel.input.program is None and rel.input.signal.format == "wav"):
+        return dataclasses.replace(rel.input, program=rel.program, schema=rel.schema)
+    return rel
+
+
+#: The rewrite rules, in order.
+RULES: list[Rule] = [push_program_into_scan]
 
 
 def rewrite(stmt: ir.Statement, rules: list[Rule] | None = None) -> ir.Statement:
@@ -55,6 +68,10 @@ def _apply(rel: ir.Relation, rules: list[Rule]) -> ir.Relation:
         body = _apply(rel.body, rules)
         if body != rel.body:
             rel = dataclasses.replace(rel, body=body)
+    elif isinstance(rel, ir.SignalStage):
+        inner = _apply(rel.input, rules)
+        if inner != rel.input:
+            rel = dataclasses.replace(rel, input=inner)
     for rule in rules:
         rel = rule(rel)
     return rel

@@ -68,6 +68,8 @@ ERROR_CODES: dict[str, str] = {
     "CHANNEL_MISMATCH": "a file has a different number of channels than the signal declares",
     "OVERLAPPING_FILES": "two files of one signal claim the same samples",
     "INVALID_FILE_TIMESTAMP": "a file name does not carry a readable start time",
+    "OUT_OF_ORDER_FILE": "a new file sorts before one a stream already read (it would rewrite "
+                         "the timeline)",
     # running
     "JAVA_MISSING": "no usable Java runtime was found for Spark",
     "SPARK_ERROR": "Spark rejected the query; the message is Spark's",

@@ -18,7 +18,7 @@ from wavesql.errors import WaveSQLError
 
 from wavesql import planner
 from wavesql.planner import ir
-from wavesql.planner.lower import Runtime, explain_text, register_inputs
+from wavesql.planner.lower import Runtime, explain_text
 from wavesql.spark import start_spark, translate_spark_error
 
 
@@ -94,7 +94,7 @@ class Session:
                 base_dir: str | os.PathLike = ".") -> list[Result]:
         """Run every statement in ``text`` in order; returns one :class:`Result` each."""
         try:
-            statements = parse_statements(text)
+            statements = parse_statements(text, lenient=True)
             results = []
             for stmt in statements:
                 results.append(self._run(stmt, text, str(base_dir)))
@@ -113,11 +113,27 @@ class Session:
         return self.execute(p.read_text(), source=str(path), base_dir=p.resolve().parent)
 
     def bind(self, text: str, base_dir: str = ".") -> list[ir.Statement]:
-        """Parse, bind and rewrite ``text`` without running it (``wavesql check``)."""
+        """Parse, bind and rewrite ``text`` without running it (``wavesql check``).
+
+        DDL in the text is applied to a scratch copy of the catalog, so a file that creates a
+        stream and then queries it checks cleanly while the real catalog stays untouched.
+        """
+        scratch = Catalog(":memory:")
+        for defn in self.catalog.list():
+            scratch.create(defn)
         out = []
-        for stmt in parse_statements(text):
-            self._user_text = text
-            out.append(planner.rewrite(planner.bind(stmt, self.catalog, self, base_dir)))
+        try:
+            for stmt in parse_statements(text, lenient=True):
+                self._user_text = text
+                bound = planner.rewrite(planner.bind(stmt, scratch, self, base_dir))
+                if isinstance(bound, ir.CreateObject):
+                    scratch.create(bound.definition, replace=bound.replace,
+                                   if_not_exists=bound.if_not_exists)
+                elif isinstance(bound, ir.DropObject):
+                    scratch.drop(bound.name, bound.object_kind, if_exists=bound.if_exists)
+                out.append(bound)
+        finally:
+            scratch.close()
         return out
 
     def explain(self, text: str, mode: str = "IR") -> str:
@@ -180,11 +196,27 @@ class Session:
             self._functions = frozenset(r[0].lower() for r in rows)
         return self._functions
 
+    def spark_parses(self, sql: str) -> bool:
+        """Whether Spark's own SQL parser accepts ``sql`` (parsing only: no analysis)."""
+        from pyspark.errors import PySparkException
+
+        try:
+            self.spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
+        except PySparkException:
+            return False
+        except Exception as err:  # noqa: BLE001 - Py4J wraps the JVM's ParseException
+            if "ParseException" in type(err).__name__ or "ParseException" in str(err):
+                return False
+            raise
+        return True
+
     def analyze(self, sql: str, inputs, source_offset: int | None) -> ir.Schema:
         from pyspark.errors import PySparkException
 
-        rt = self._runtime(self._user_text)
-        register_inputs(inputs, rt)
+        # Analysis needs only the inputs' schemas, which the IR already knows: stand-in empty
+        # DataFrames avoid listing files or planning scans at bind time.
+        for name, rel in inputs:
+            self.spark.createDataFrame([], rel.schema.ddl()).createOrReplaceTempView(name)
         try:
             schema = self.spark.sql(sql).schema
         except PySparkException as err:

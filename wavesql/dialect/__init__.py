@@ -85,15 +85,24 @@ class Statement:
         without the separating ``;`` (and without comments before the first token).
     start, end : int
         Half-open character offsets of ``text`` in the full text.
+    error : WaveSQLError, optional
+        Set when sqlglot could not parse a statement that is not WaveSQL-specific: ``node``
+        is then an ``exp.Command`` holding the text, and the binder asks Spark's own parser
+        before reporting ``error`` (sqlglot lags Spark on some syntax, e.g. ``a !< b``, and
+        a query Spark accepts must still run).
+    names : tuple of str
+        For such a statement, the identifiers in it (to find the catalog objects it uses).
     """
 
     node: exp.Expression
     text: str
     start: int
     end: int
+    error: WaveSQLError | None = None
+    names: tuple[str, ...] = ()
 
 
-def parse_statements(text: str) -> list[Statement]:
+def parse_statements(text: str, *, lenient: bool = False) -> list[Statement]:
     """Split ``text`` on ``;`` and parse every statement with the WaveSQL dialect.
 
     Semicolons inside string literals, quoted identifiers and comments do not split.
@@ -103,6 +112,9 @@ def parse_statements(text: str) -> list[Statement]:
     ----------
     text : str
         One or more WaveSQL / Spark SQL statements.
+    lenient : bool
+        Return a statement sqlglot cannot parse -- unless it is WaveSQL-specific -- with
+        ``error`` set instead of raising, for a caller that can ask Spark's parser.
 
     Returns
     -------
@@ -131,12 +143,20 @@ def parse_statements(text: str) -> list[Statement]:
     statements = []
     for chunk, semicolon in _split(_tokenize(dialect, text)):
         parser = dialect.parser(error_level=ErrorLevel.IMMEDIATE)
+        start, end = chunk[0].start, _chunk_end(chunk, semicolon, text)
         try:
             parsed = parser.parse(chunk, text)
         except ParseError as error:
-            raise _parse_error(error, text) from error
+            failure = _parse_error(error, text)
+            if not lenient or _is_wavesql_statement(chunk) or any(
+                    t.token_type == TokenType.L_BRACKET for t in chunk):
+                raise failure from error
+            names = tuple(t.text for t in chunk if t.token_type in (TokenType.VAR,
+                                                                     TokenType.IDENTIFIER))
+            statements.append(Statement(exp.Command(this="SPARK"), text[start:end], start,
+                                        end, failure, names))
+            continue
         node = parsed[0] if parsed else None
-        start, end = chunk[0].start, _chunk_end(chunk, semicolon, text)
         if node is None or (isinstance(node, exp.Command) and _is_wavesql_statement(chunk)):
             # Never let a WaveSQL statement degrade into an opaque Command.
             raise WaveSQLError("PARSE_ERROR", "could not parse this statement",

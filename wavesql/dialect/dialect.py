@@ -102,6 +102,10 @@ class WaveSQLTokenizer(Spark.Tokenizer):
 
     KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"}
     COMMANDS = Spark.Tokenizer.COMMANDS - {TokenType.SHOW}
+    # Spark reads a doubled quote inside a string as one quote ('O''Brien' is O'Brien);
+    # sqlglot's Spark tokenizer splits it into two adjacent literals and concatenates them,
+    # which would silently change such strings in regenerated SQL.
+    STRING_ESCAPES = ["\\", "'"]
 
 
 class WaveSQLParser(SparkParser):

@@ -1,0 +1,300 @@
+"""Binding queries over signals: sample windows and signal functions become a signal stage.
+
+A SELECT whose FROM is a catalog signal is split in two:
+
+- a **signal stage** (``ir.SignalStage``): the signal scanned in windows
+  (``[SAMPLES n SLIDE m]``, ``[RANGE 100 MILLISECONDS]``, or its stored segments), and a
+  :class:`~wavesql.udfs.program.Program` computing every signal-function call of the query and
+  every WHERE conjunct that needs nothing else -- all in one Python pass over the windows;
+- the **rest of the query**, plain Spark SQL over the stage's output, where each signal call
+  has been replaced by a column of the stage (``_sig0``, ``_sig1``...).
+
+So ``SELECT start_time(ch1) AS t, seg_std(ch1) AS sd FROM mic [SAMPLES 4096]
+WHERE seg_std(ch1) > 0.05 AND seg_avg(ch1) < 0.001`` runs its statistics and both filters
+next to the samples, and Spark receives only the passing windows' two numbers. The rewrite
+stage then pushes the program into the WAV scan (``rewrite.push_program_into_scan``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from sqlglot import exp
+
+from wavesql.catalog import objects as cat
+from wavesql.errors import Span, WaveSQLError, did_you_mean
+from wavesql.udfs import registry
+from wavesql.udfs.program import SPARK_TYPES, Output, Program
+from wavesql.udfs.sigseg import SignalError
+
+from . import ir
+from .types import interval_us
+
+_COMPARE = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.EQ: "=", exp.NEQ: "!="}
+_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_TIME_FUNCTIONS = ("start_time", "end_time")
+
+
+def signal_window(signal: cat.SignalDef, window: exp.Expression | None) -> tuple[int, int]:
+    """(width, slide) in samples of the window written after a signal (default: SEGMENT)."""
+    if window is None:
+        return signal.segment, signal.segment
+    kind = window.args.get("kind", "").upper()
+    if kind == "SAMPLES":
+        size = _count(window.args.get("size"), "SAMPLES")
+        slide = window.args.get("slide")
+        return size, (_count(slide, "SLIDE") if slide is not None else size)
+    if kind == "RANGE" and window.args.get("size") is not None:
+        size = _samples_in(window.args["size"], signal)
+        slide = window.args.get("slide")
+        return size, (_samples_in(slide, signal) if slide is not None else size)
+    raise WaveSQLError(
+        "NOT_IMPLEMENTED", f"a [{kind}] window over signal `{signal.name}` is not supported",
+        Span.of(window), hint="signals take [SAMPLES n], [SAMPLES n SLIDE m] or [RANGE <time>]")
+
+
+def _count(node: exp.Expression, what: str) -> int:
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        value = int(node.this)
+        if value > 0:
+            return value
+    raise WaveSQLError("INVALID_OPTION", f"{what} needs a positive whole number of samples",
+                       Span.of(node), hint="e.g. [SAMPLES 4096 SLIDE 2048]")
+
+
+def _samples_in(interval: exp.Expression, signal: cat.SignalDef) -> int:
+    micros = interval_us(interval)
+    exact = micros * signal.rate_hz / 1_000_000
+    samples = round(exact)
+    if samples <= 0 or abs(exact - samples) > 1e-6:
+        raise WaveSQLError(
+            "INVALID_OPTION",
+            f"{interval.sql()} is {exact:g} samples at {signal.rate_hz:g} Hz, not a whole number",
+            Span.of(interval), hint=f"use [SAMPLES {max(1, samples)}] for an exact window")
+    return samples
+
+
+class _StageBuilder:
+    """Collects the program of one signal SELECT while rewriting that SELECT in place."""
+
+    def __init__(self, signal: cat.SignalDef, names: set[str]):
+        self.signal = signal
+        self.qualifiers = names  # table name and alias, lower case
+        self.channels = {c.name.lower(): c.name for c in signal.channels}
+        self.outputs: dict[str, Output] = {}  # tree key -> output
+        self.spans: dict[str, Span | None] = {}  # tree key -> where the user wrote it
+
+    # -- compiling expressions to program trees ---------------------------------------------
+    def channel_of(self, node: exp.Expression) -> str | None:
+        if isinstance(node, exp.Column) and node.name.lower() in self.channels:
+            table = node.table.lower() if node.table else None
+            if table is None or table in self.qualifiers:
+                return self.channels[node.name.lower()]
+        return None
+
+    def compile(self, node: exp.Expression) -> dict | None:
+        """The program tree of ``node``, or None when it needs anything but channels,
+        literals, signal functions and operators."""
+        if isinstance(node, exp.Paren):
+            return self.compile(node.this)
+        channel = self.channel_of(node)
+        if channel is not None:
+            return {"col": channel}
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return {"lit": node.this}
+            text = node.this
+            return {"lit": int(text) if text.lstrip("-").isdigit() else float(text)}
+        if isinstance(node, exp.Boolean):
+            return {"lit": bool(node.this)}
+        if isinstance(node, exp.Null):
+            return {"lit": None}
+        if isinstance(node, exp.Neg):
+            inner = self.compile(node.this)
+            if inner is not None and isinstance(inner.get("lit"), (int, float)):
+                return {"lit": -inner["lit"]}
+            return None if inner is None else {"op": "neg", "args": [inner]}
+        if isinstance(node, exp.Anonymous) and registry.lookup(node.name) is not None:
+            args = []
+            for arg in node.expressions:
+                tree = self.compile(arg)
+                if tree is None and isinstance(arg, exp.Column) and not arg.table:
+                    raise WaveSQLError(
+                        "UNKNOWN_COLUMN", f"`{arg.name}` is not a channel of signal "
+                        f"`{self.signal.name}`", Span.of(arg),
+                        hint=did_you_mean(arg.name, self.channels.values(), "channels"))
+                if tree is None:
+                    raise WaveSQLError(
+                        "TYPE_ERROR", f"`{arg.sql()}` cannot be an argument of signal function "
+                        f"`{node.name}`", Span.of(arg),
+                        hint="signal functions take channels of the signal in FROM, constants, "
+                             "and other signal functions")
+                args.append(tree)
+            tree = {"call": node.name.lower(), "args": args}
+            self.type_of(tree, node)
+            return tree
+        if isinstance(node, (exp.And, exp.Or)):
+            a, b = self.compile(node.this), self.compile(node.expression)
+            return None if a is None or b is None else {
+                "op": "and" if isinstance(node, exp.And) else "or", "args": [a, b]}
+        if isinstance(node, exp.Not):
+            inner = self.compile(node.this)
+            return None if inner is None else {"op": "not", "args": [inner]}
+        op = _COMPARE.get(type(node)) or _ARITH.get(type(node))
+        if op is not None:
+            a, b = self.compile(node.this), self.compile(node.expression)
+            return None if a is None or b is None else {"op": op, "args": [a, b]}
+        return None
+
+    def type_of(self, tree: dict, where: exp.Expression | None = None) -> str:
+        if "col" in tree:
+            return "sigseg"
+        if "lit" in tree:
+            v = tree["lit"]
+            return ("boolean" if isinstance(v, bool) else "bigint" if isinstance(v, int)
+                    else "double" if isinstance(v, float) else "string")
+        if "call" in tree:
+            fn = registry.require(tree["call"])
+            types = [self.type_of(a) for a in tree["args"]]
+            literals = ["lit" in a for a in tree["args"]]
+            try:
+                result = fn.result_type(types, literals)
+                if fn.stateful and all(literals[1:]):
+                    fn.init_state(*(a["lit"] for a in tree["args"][1:]))  # check literals now
+            except SignalError as err:
+                raise WaveSQLError(err.code, str(err), Span.of(where),
+                                   hint=err.hint or f"signature: {fn.signature()}") from None
+            return result
+        if tree["op"] in ("and", "or", "not") or tree["op"] in _COMPARE.values():
+            return "boolean"
+        return "double"
+
+    # -- outputs -------------------------------------------------------------------------
+    def output_for(self, tree: dict, where: exp.Expression) -> str:
+        """Name of the stage column computing ``tree`` (added on first use)."""
+        key = json.dumps(tree, sort_keys=True)
+        self.spans.setdefault(key, Span.of(where))
+        if key not in self.outputs:
+            if "col" in tree:
+                name, typ, epoch = tree["col"], "sigseg", None
+            else:
+                name = f"_sig{sum(1 for o in self.outputs.values() if 'col' not in o.expr)}"
+                typ, epoch = self.type_of(tree, where), None
+                if tree.get("call") in _TIME_FUNCTIONS:
+                    typ, epoch = "timestamp", self.signal.epoch_us
+            if typ not in SPARK_TYPES:
+                raise WaveSQLError("TYPE_ERROR", f"a {typ} cannot be a query result",
+                                   Span.of(where), hint="reduce it with a signal function, e.g. "
+                                   "magnitude(fft(seg)) or band_energy(...)")
+            self.outputs[key] = Output(name, tree, typ, epoch)
+        return self.outputs[key].name
+
+
+def bind_signal_select(select: exp.Select, table: exp.Table, signal: cat.SignalDef,
+                       view_name: str) -> ir.SignalStage:
+    """Rewrite ``select`` (in place) to read ``view_name``; return the stage computing it."""
+    alias = table.alias_or_name
+    builder = _StageBuilder(signal, {table.name.lower(), alias.lower()})
+    window = signal_window(signal, table.args.get("window"))
+
+    # WHERE: conjuncts computable next to the samples go into the program.
+    filters = []
+    where = select.args.get("where")
+    if where is not None:
+        kept = []
+        for conjunct in where.this.flatten() if isinstance(where.this, exp.And) else [where.this]:
+            tree = builder.compile(conjunct)
+            if tree is not None and builder.type_of(tree, conjunct) == "boolean":
+                filters.append(tree)
+                builder.spans[json.dumps(tree, sort_keys=True)] = Span.of(conjunct)
+            else:
+                kept.append(conjunct)
+        select.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
+
+    # SELECT *: every channel.
+    if any(isinstance(e, exp.Star) for e in select.expressions):
+        for name in builder.channels.values():
+            builder.output_for({"col": name}, table)
+
+    # Every maximal signal-function call becomes a stage column; bare channels pass through.
+    def replace(node: exp.Expression):
+        if isinstance(node, exp.Anonymous) and registry.lookup(node.name) is not None:
+            tree = builder.compile(node)
+            return exp.column(builder.output_for(tree, node), table=alias)
+        channel = builder.channel_of(node)
+        if channel is not None:
+            builder.output_for({"col": channel}, node)
+        return node
+
+    new_expressions = []
+    for e in select.expressions:
+        if isinstance(e, exp.Anonymous) and registry.lookup(e.name) is not None:
+            e = exp.alias_(e, e.sql(dialect="spark"))  # keep Spark-style column naming
+        new_expressions.append(e.transform(replace, copy=False) if not isinstance(e, exp.Star)
+                               else e)
+    select.set("expressions", new_expressions)
+    for arg in ("where", "group", "having", "order", "qualify"):
+        part = select.args.get(arg)
+        if part is not None:
+            select.set(arg, part.transform(replace, copy=False))
+    if not builder.outputs:  # e.g. SELECT count(*) FROM mic: still one row per window
+        builder.output_for({"call": "width", "args": [{"col": next(iter(
+            builder.channels.values()))}]}, table)
+
+    trees = [o.expr for o in builder.outputs.values()] + filters
+    used = sorted({t["col"] for tree in trees for t in _cols(tree)},
+                  key=[c.name for c in signal.channels].index)
+    program = Program(tuple(used), tuple(builder.outputs.values()), tuple(filters))
+    _probe(program, signal, window, builder.spans)
+    if program.stateful and window[1] < window[0]:
+        raise WaveSQLError(
+            "STREAMING_RULE", "stateful signal functions (filters, detectors) need "
+            "non-overlapping windows: overlapping ones would feed them samples twice",
+            Span.of(table.args.get("window")),
+            hint=f"use [SAMPLES {window[0]}], or filter in a subquery and window its result")
+    table.set("window", None)
+    table.set("this", exp.to_identifier(view_name))
+    table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    scan = ir.SignalScan(signal, ir.Schema.of_columns(signal.channels), True, window)
+    schema = ir.Schema(tuple(ir.Field(o.name, SPARK_TYPES[o.type]) for o in program.outputs))
+    return ir.SignalStage(scan, program, schema, True)
+
+
+def _probe(program: Program, signal: cat.SignalDef, window: tuple[int, int],
+           spans: dict[str, Span | None]) -> None:
+    """Run each output and filter once over a window of zeros at the signal's rate.
+
+    Argument errors that depend on the rate or the window width (a cutoff above Nyquist, a
+    wavelet level too deep for the window) then surface here, at bind time, instead of as
+    a failed Spark task.
+    """
+    from wavesql.udfs.program import Evaluator
+
+    zeros = np.zeros((1, window[0]), dtype=np.float32)
+    starts = np.zeros(1, dtype=np.int64)
+    for tree in [o.expr for o in program.outputs] + list(program.filters):
+        if "col" in tree:
+            continue
+        probe = Program(program.channels, (Output("p", tree, "boolean"),) if "op" in tree
+                        else (Output("p", tree, "double"),))
+        try:
+            Evaluator(probe)._eval(tree, _probe_rows(probe, starts, signal.rate_hz, zeros), {})
+        except SignalError as err:
+            raise WaveSQLError(err.code, str(err), spans.get(json.dumps(tree, sort_keys=True)),
+                               hint=err.hint) from None
+
+
+def _probe_rows(program: Program, starts, rate, zeros):
+    from wavesql.udfs.program import _Rows
+    from wavesql.udfs.sigseg import SegBlock
+
+    return _Rows(starts, rate, {c: SegBlock(starts, rate, zeros) for c in program.channels})
+
+
+def _cols(tree: dict):
+    if "col" in tree:
+        yield tree
+    for a in tree.get("args", ()):
+        yield from _cols(a)
+

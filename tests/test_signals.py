@@ -1,0 +1,162 @@
+"""Signal queries end to end: WAV -> windows -> fused signal functions -> Spark.
+
+Oracles: numpy/scipy on the samples read by scipy.io.wavfile (the real recording) or on the
+generated arrays written to WAV files here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import signal as sps
+from scipy.io import wavfile
+
+from wavesql.errors import WaveSQLError
+from wavesql.udfs.wav import write_wav
+
+pytestmark = pytest.mark.spark
+
+WAV = "/work/shared/data/counting_44k1.wav"
+RATE = 44100
+
+
+@pytest.fixture(scope="module")
+def voice() -> np.ndarray:
+    rate, data = wavfile.read(WAV)
+    assert rate == RATE
+    return (data / 32768.0).astype(np.float32)
+
+
+@pytest.fixture
+def counting(ws):
+    ws.sql(f"CREATE SIGNAL counting (voice FLOAT) RATE 44100 HZ FROM '{WAV}' FORMAT wav "
+           "SEGMENT 4096")
+    return ws
+
+
+def _windows(x: np.ndarray, n: int, m: int):
+    """numpy oracle: windows k*m .. k*m+n, cut at the end of the data (partial tails)."""
+    return [(s, x[s:s + n]) for s in range(0, len(x), m)]
+
+
+def test_statfilter_matches_numpy(counting, voice):
+    rows = counting.sql("""
+        SELECT start_time(voice) AS t, seg_std(voice) AS sd, seg_avg(voice) AS mean
+        FROM counting [SAMPLES 4096]
+        WHERE seg_std(voice) > 0.01 AND seg_avg(voice) < 0.001
+        ORDER BY t""").collect()
+    want = []
+    for s, w in _windows(voice, 4096, 4096):
+        w64 = w.astype(np.float64)
+        sd = w64.std(ddof=1) if len(w) > 1 else np.nan
+        if sd > 0.01 and w64.mean() < 0.001:
+            want.append((s, sd, w64.mean()))
+    assert len(rows) == len(want) > 5
+    for row, (s, sd, mean) in zip(rows, want):
+        micros = int(row.t.timestamp() * 1_000_000 + 0.5)
+        assert micros == round(s * 1_000_000 / RATE)
+        assert row.sd == pytest.approx(sd, rel=1e-9) and row.mean == pytest.approx(mean, abs=1e-12)
+
+
+@pytest.mark.parametrize("n,m", [(1000, 300), (4096, 4096), (256, 512)])
+def test_sample_windows_recut_the_samples_exactly(counting, voice, n, m):
+    rows = counting.sql(f"SELECT voice FROM counting [SAMPLES {n} SLIDE {m}]").collect()
+    got = sorted((r.voice.start, r.voice.samples) for r in rows)
+    want = _windows(voice, n, m)
+    assert [s for s, _ in got] == [s for s, _ in want]
+    for (s, samples), (_, w) in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(samples, np.float32), w)
+    if m == n:  # tumbling: every sample exactly once
+        assert sum(len(x) for _, x in got) == len(voice)
+
+
+def test_range_window_is_samples_through_the_rate(counting):
+    by_time = counting.sql("SELECT seg_rms(voice) AS r FROM counting [RANGE 100 MILLISECONDS]")
+    by_count = counting.sql("SELECT seg_rms(voice) AS r FROM counting [SAMPLES 4410]")
+    assert sorted(by_time.collect()) == sorted(by_count.collect())
+    with pytest.raises(WaveSQLError) as e:
+        counting.sql("SELECT seg_rms(voice) FROM counting [RANGE 1 MICROSECOND]")
+    assert e.value.code == "INVALID_OPTION" and "SAMPLES" in e.value.hint
+
+
+def test_spectral_chain_fused_in_one_pass(counting, voice):
+    rows = counting.sql("""
+        SELECT start_time(voice) AS t, band_energy(fft(hanning(voice)), 3, 4) AS score
+        FROM counting [SAMPLES 32] ORDER BY t""").collect()
+    n = len(voice) // 32
+    spec = np.fft.rfft(voice[: n * 32].reshape(n, 32).astype(np.float64) * np.hanning(32), axis=1)
+    want = (np.abs(spec[:, 3:5]) ** 2).sum(axis=1)
+    got = np.array([r.score for r in rows])
+    np.testing.assert_allclose(got[:n], want, rtol=1e-9, atol=1e-15)
+    assert len(rows) == n + (1 if len(voice) % 32 else 0)  # the partial tail is a row too
+
+
+def test_signal_stage_inside_a_larger_query(counting, voice):
+    row = counting.sql("""
+        WITH w AS (SELECT seg_std(voice) AS sd FROM counting [SAMPLES 4096])
+        SELECT count(*) AS n, round(max(sd), 12) AS top, count_if(sd > 0.01) AS voiced FROM w
+    """).collect()[0]
+    stds = [w.astype(np.float64).std(ddof=1) for _, w in _windows(voice, 4096, 4096)]
+    assert row.n == len(stds) and row.top == round(max(stds), 12)
+    assert row.voiced == sum(s > 0.01 for s in stds)
+
+
+def test_stateful_filter_equals_scipy_over_the_whole_signal(counting, voice):
+    rows = counting.sql("""
+        SELECT lowpass(voice, 1000.0) AS y FROM counting [SAMPLES 4096]""").collect()
+    got = np.concatenate([np.asarray(r.y.samples) for r in sorted(rows, key=lambda r: r.y.start)])
+    sos = sps.butter(4, 1000.0, btype="low", fs=RATE, output="sos")
+    np.testing.assert_allclose(got, sps.sosfilt(sos, voice.astype(np.float64)), atol=1e-6)
+
+
+def test_files_of_a_directory_form_one_timeline(ws, tmp_path):
+    rng = np.random.default_rng(5)
+    x = rng.normal(0, 0.3, (10_000, 2))
+    cuts = [0, 1234, 1300, 7000, 10_000]
+    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        write_wav(tmp_path / f"rec_{i}.wav", x[a:b], 8000, "float32")
+    ws.sql(f"CREATE SIGNAL pair (left FLOAT, right FLOAT) RATE 8000 HZ FROM '{tmp_path}' "
+           "FORMAT wav")
+    rows = ws.sql("SELECT right, seg_max(left) AS peak FROM pair [SAMPLES 500]").collect()
+    rows.sort(key=lambda r: r.right.start)
+    assert [r.right.start for r in rows] == list(range(0, 10_000, 500))
+    xf = x.astype(np.float32)
+    for r in rows:
+        s = r.right.start
+        np.testing.assert_array_equal(np.asarray(r.right.samples, np.float32), xf[s:s + 500, 1])
+        assert r.peak == pytest.approx(float(xf[s:s + 500, 0].max()))
+
+
+def test_explain_shows_the_program_pushed_into_the_scan(counting):
+    text = counting.explain("SELECT seg_std(voice) AS sd FROM counting [SAMPLES 4096] "
+                            "WHERE seg_avg(voice) < 0.001", "IR")
+    assert "SignalScan counting v1" in text and "SAMPLES 4096" in text
+    assert "program[_sig0=seg_std(voice)] filter[(seg_avg(voice) < 0.001)]" in text
+    assert "SignalStage" not in text  # pushed into the scan by the rewrite
+
+
+@pytest.mark.parametrize("query,code", [
+    ("SELECT seg_std(voise) FROM counting", "UNKNOWN_COLUMN"),
+    ("SELECT seg_std(1.5) FROM counting", "TYPE_ERROR"),
+    ("SELECT seg_stdd(voice) FROM counting", "UNKNOWN_FUNCTION"),
+    ("SELECT lowpass(voice, 30000.0) FROM counting", "INVALID_ARGUMENT"),
+    ("SELECT band_energy(voice, 1, 2) FROM counting", "TYPE_ERROR"),
+    ("SELECT seg_std(voice, 3) FROM counting", "TYPE_ERROR"),
+    ("SELECT voice FROM counting [SAMPLES 0]", "INVALID_OPTION"),
+    ("SELECT voice FROM counting [ROWS 10]", "NOT_IMPLEMENTED"),
+    ("SELECT lowpass(voice, 500.0) FROM counting [SAMPLES 256 SLIDE 128]", "STREAMING_RULE"),
+])
+def test_bad_signal_queries_get_clear_errors(counting, query, code):
+    with pytest.raises(WaveSQLError) as e:
+        counting.sql(query).collect()
+    assert e.value.code == code, str(e.value)
+
+
+def test_declared_rate_must_match_the_recording(ws):
+    with pytest.raises(WaveSQLError) as e:
+        ws.sql(f"CREATE SIGNAL wrong (voice FLOAT) RATE 48000 HZ FROM '{WAV}' FORMAT wav")
+    assert e.value.code == "RATE_MISMATCH" and "counting_44k1.wav" in e.value.message
+    assert e.value.column is not None
+    with pytest.raises(WaveSQLError) as e:
+        ws.sql(f"CREATE SIGNAL wide (a FLOAT, b FLOAT) RATE 44100 HZ FROM '{WAV}' FORMAT wav")
+    assert e.value.code == "CHANNEL_MISMATCH"
