@@ -5,8 +5,6 @@
 >>> df = lower(rewrite(bind(stmt, catalog, env)), runtime)    # doctest: +SKIP
 
 ``wavesql.Session`` wires these together; use the stages directly to inspect or test them.
-(Spark's Python workers import ``wavesql.planner.sources`` and so this package too; they are
-reused across tasks, so the import cost is paid once per worker.)
 """
 
 from wavesql.dialect import parse_statements as parse

@@ -59,7 +59,7 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
     """The WAV data source, evaluating the scan's program (identity without one)."""
     from wavesql.udfs.program import Program
 
-    from .sources import wav_source
+    from wavesql.sources import wav_source
 
     s = rel.signal
     channels = [c.name for c in s.channels]
@@ -69,6 +69,7 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
         "path": s.path, "rate": repr(s.rate_hz), "channels": json.dumps(channels),
         "window": str(width), "slide": str(slide), "program": program.to_json(),
     }
+    options["partition_samples"] = str(_partition_samples(s, width, rt))
     options.update(dict(s.options))
     if program.stateful:
         if slide < width:
@@ -83,6 +84,28 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
     wav_source.register(rt.spark)
     return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
             .options(**options).load())
+
+
+def _partition_samples(signal, width: int, rt: Runtime) -> int:
+    """Samples per scan partition: about two tasks per core.
+
+    Spark charges a fixed ~60 ms per Python data source task here; 48 tasks of 8 M samples
+    cost more than the statistics over them (benchmarks/signals/README.md), so the scan is
+    cut into as few partitions as keep every core busy, never smaller than 1 M samples.
+    """
+    from wavesql.udfs import wav
+
+    from .bind import wav_files
+
+    total = 0
+    for path in wav_files(signal.path):
+        try:
+            total += wav.read_info(path).frames
+        except (OSError, wav.WavError):
+            pass  # the scan reports unreadable files itself, naming them
+    tasks = 2 * max(1, rt.spark.sparkContext.defaultParallelism)
+    per_task = -(-total // tasks)
+    return max(1 << 20, -(-per_task // width) * width)
 
 
 def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from wavesql.planner.sources import wav_source as ws
+from wavesql.sources import wav_source as ws
 from wavesql.udfs.program import Output, Program
 from wavesql.udfs.wav import WavError, write_wav
 

@@ -614,8 +614,10 @@ SELECT c.customer_id FROM customers c
 WHERE EXISTS (SELECT 1 FROM events e WHERE e.user_id = c.customer_id AND e.kind = 'purchase')
 
 -- name: subq_not_exists
+-- products never sold in a paid order
 SELECT p.sku FROM products p
-WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE array_contains(o.items, p.sku))
+WHERE NOT EXISTS (SELECT 1 FROM orders o
+                  WHERE o.status = 'paid' AND array_contains(o.items, p.sku))
 
 -- name: subq_in_multi_column
 SELECT order_id FROM orders

@@ -163,11 +163,26 @@ def _sumsq_dev(d, n):
     return np.einsum("ij,ij->i", dev, dev), dev
 
 
+def _sumsq(d):
+    """Sum of squared deviations from each row's mean, in float64.
+
+    Done 16 rows at a time: the float64 deviations of a whole block would be a fresh
+    multi-megabyte temporary per call, and filling new pages cost more than the arithmetic
+    (about 1.5x slower measured on 1 M-sample blocks).
+    """
+    mean = d.mean(axis=1, dtype=np.float64)
+    out = np.empty(d.shape[0])
+    for i in range(0, d.shape[0], 16):
+        dev = d[i:i + 16] - mean[i:i + 16, None]
+        out[i:i + 16] = np.einsum("ij,ij->i", dev, dev)
+    return out
+
+
 @_batch
 def seg_std_batch(d, n):
     if n < 2:
         return np.full(d.shape[0], NAN)
-    return np.sqrt(_sumsq_dev(d, n)[0] / (n - 1))
+    return np.sqrt(_sumsq(d) / (n - 1))
 
 
 @_batch
