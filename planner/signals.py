@@ -23,6 +23,7 @@ import numpy as np
 from sqlglot import exp
 
 from wavesql.catalog import objects as cat
+from wavesql.dialect import to_sql
 from wavesql.errors import Span, WaveSQLError, did_you_mean
 from wavesql.udfs import registry
 from wavesql.udfs.program import SPARK_TYPES, Output, Program
@@ -229,8 +230,9 @@ def bind_signal_select(select: exp.Select, table: exp.Table, signal: cat.SignalD
 
     new_expressions = []
     for e in select.expressions:
-        if isinstance(e, exp.Anonymous) and registry.lookup(e.name) is not None:
-            e = exp.alias_(e, e.sql(dialect="spark"))  # keep Spark-style column naming
+        if not isinstance(e, (exp.Alias, exp.Star, exp.Column)) and any(
+                registry.lookup(a.name) is not None for a in e.find_all(exp.Anonymous)):
+            e = exp.alias_(e, to_sql(e))  # name the column by its text, not by `_sig0`
         new_expressions.append(e.transform(replace, copy=False) if not isinstance(e, exp.Star)
                                else e)
     select.set("expressions", new_expressions)

@@ -70,6 +70,11 @@ def test_sample_windows_recut_the_samples_exactly(counting, voice, n, m):
         assert sum(len(x) for _, x in got) == len(voice)
 
 
+def test_unaliased_signal_calls_are_named_like_spark_names_columns(counting):
+    df = counting.sql("SELECT start_time(voice), seg_rms(voice), width(voice) + 1 FROM counting")
+    assert df.columns == ["start_time(voice)", "seg_rms(voice)", "width(voice) + 1"]
+
+
 def test_range_window_is_samples_through_the_rate(counting):
     by_time = counting.sql("SELECT seg_rms(voice) AS r FROM counting [RANGE 100 MILLISECONDS]")
     by_count = counting.sql("SELECT seg_rms(voice) AS r FROM counting [SAMPLES 4410]")

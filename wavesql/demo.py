@@ -58,8 +58,25 @@ def generate(directory: str | Path, seed: int = 7) -> Path:
     with open(root / "alarms.jsonl", "w") as f:
         for a in alarms:
             f.write(json.dumps(a) + "\n")
+    _vibration(root / "vibration.wav", rng)
     (root / "demo.wsql").write_text(DEMO_QUERIES.read_text())
     return root
+
+
+def _vibration(path: Path, rng, rate: int = 8000, seconds: int = 60) -> None:
+    """Two accelerometer channels: a 50 Hz hum plus noise, with bearing-fault bursts
+    (impulsive, high kurtosis) on channel 1 during seconds 20-25 and 41-43."""
+    from wavesql.udfs.wav import write_wav
+
+    t = np.arange(rate * seconds) / rate
+    hum = 0.2 * np.sin(2 * np.pi * 50 * t)
+    x = np.stack([hum + rng.normal(0, 0.02, t.size), 0.5 * hum + rng.normal(0, 0.02, t.size)], 1)
+    for lo, hi in ((20, 25), (41, 43)):
+        clicks = np.arange(lo * rate, hi * rate, rate // 37)  # a defect ringing at ~37 Hz
+        for c in clicks:
+            ring = 0.8 * np.exp(-np.arange(80) / 12.0) * np.sin(np.arange(80) * 1.9)
+            x[c:c + 80, 0] += ring
+    write_wav(path, np.clip(x, -1, 1), rate, "int16")
 
 
 def run_demo(directory: str | Path = "wavesql_demo", master: str | None = None,
