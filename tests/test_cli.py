@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.data import COUNTING_WAV
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import textwrap
 
 import pytest
 
-WAV = "/work/shared/data/counting_44k1.wav"
+WAV = COUNTING_WAV
 
 
 def _wavesql(*args, cwd, env=None, stdin=None):

@@ -1,12 +1,13 @@
 """Signal-function registry and the shape, statistics and window kernels (no Spark).
 
 Oracles are numpy/scipy on generated signals and on the real recording
-``/work/shared/data/counting_44k1.wav`` (44.1 kHz voice, 9 s). The spectral, wavelet and
+``examples/data/counting_44k1.wav`` (44.1 kHz voice, 9 s). The spectral, wavelet and
 streaming families are in ``test_kernels_spectral.py`` and ``test_kernels_stream.py``.
 """
 
 from __future__ import annotations
 
+from tests.data import COUNTING_WAV
 import doctest
 import importlib
 import pickle
@@ -27,7 +28,7 @@ from wavesql.udfs import registry
 from wavesql.udfs.kernels import Ranges, Spectrum
 from wavesql.udfs.sigseg import SigSeg, SignalError
 
-WAV = Path("/work/shared/data/counting_44k1.wav")
+WAV = Path(COUNTING_WAV)
 KNOWN_CODES = set(ERROR_CODES)
 TESTS = Path(__file__).parent
 

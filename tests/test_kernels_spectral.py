@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.data import COUNTING_WAV
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from wavesql.udfs import registry
 from wavesql.udfs.kernels import Spectrum
 from wavesql.udfs.sigseg import SigSeg, SignalError
 
-WAV = Path("/work/shared/data/counting_44k1.wav")
+WAV = Path(COUNTING_WAV)
 KNOWN_CODES = set(ERROR_CODES)
 
 

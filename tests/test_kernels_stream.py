@@ -8,6 +8,7 @@ scipy computes on the whole signal.
 
 from __future__ import annotations
 
+from tests.data import COUNTING_WAV
 import math
 import pickle
 from pathlib import Path
@@ -23,7 +24,7 @@ from wavesql.udfs.kernels import Ranges
 from wavesql.udfs.kernels.resample import design, ratio
 from wavesql.udfs.sigseg import SigSeg, SignalError
 
-WAV = Path("/work/shared/data/counting_44k1.wav")
+WAV = Path(COUNTING_WAV)
 KNOWN_CODES = set(ERROR_CODES)
 SEEDS = (0, 1, 2)
 

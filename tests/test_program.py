@@ -6,6 +6,7 @@ tested here directly; the Spark tests check the same programs end to end.
 
 from __future__ import annotations
 
+from tests.data import COUNTING_WAV
 import json
 
 import numpy as np
@@ -17,7 +18,7 @@ from wavesql.udfs import registry
 from wavesql.udfs.program import Evaluator, Output, Program
 from wavesql.udfs.sigseg import SegBlock, SigSeg
 
-WAV = "/work/shared/data/counting_44k1.wav"
+WAV = COUNTING_WAV
 
 
 def _call(name, *args):

@@ -6,6 +6,7 @@ generated arrays written to WAV files here.
 
 from __future__ import annotations
 
+from tests.data import COUNTING_WAV
 import numpy as np
 import pytest
 from scipy import signal as sps
@@ -16,7 +17,7 @@ from wavesql.udfs.wav import write_wav
 
 pytestmark = pytest.mark.spark
 
-WAV = "/work/shared/data/counting_44k1.wav"
+WAV = COUNTING_WAV
 RATE = 44100
 
 

@@ -6,6 +6,7 @@ independent reader, on the same file.
 
 from __future__ import annotations
 
+from tests.data import COUNTING_WAV
 import doctest
 import os
 import pickle
@@ -22,7 +23,7 @@ from wavesql.udfs.wav import (
     parse_file_timestamp, plan_timeline, read_frames, read_info, write_wav,
 )
 
-COUNTING = "/work/shared/data/counting_44k1.wav"
+COUNTING = COUNTING_WAV
 FORMATS = list(SAMPLE_FORMATS)
 
 

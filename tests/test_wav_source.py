@@ -8,6 +8,7 @@ and reading in-process (fast, many cases); the Spark tests run the same through
 
 from __future__ import annotations
 
+from tests.data import COUNTING_WAV
 import json
 import os
 
@@ -20,7 +21,7 @@ from wavesql.udfs.program import Output, Program
 from wavesql.udfs.wav import WavError, write_wav
 
 SIGSEG = "struct<start:bigint,rate:double,samples:array<float>>"
-COUNTING = "/work/shared/data/counting_44k1.wav"
+COUNTING = COUNTING_WAV
 
 
 # ---------------------------------------------------------------------------------- helpers

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-RECORDING = "/work/shared/data/counting_44k1.wav"
+RECORDING = str(Path(__file__).resolve().parents[2] / "examples" / "data" / "counting_44k1.wav")
 RATE = 44100
 W = 4096  # window width in samples
 CHUNK = 1 << 20  # samples per write = one Parquet row group; a multiple of W, so windows align
