@@ -9,6 +9,7 @@ run shows the same results.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -93,6 +94,7 @@ def run_demo(directory: str | Path = "wavesql_demo", master: str | None = None,
     for result in ws.execute_file(root / "demo.wsql"):
         out.rule(" ".join(result.statement.text.split())[:100], style="dim")
         show_result(result, max_rows)
-    out.print(f"demo finished in {time.perf_counter() - started:.1f} s; try: "
-              f"wavesql --catalog {root / 'catalog.db'}", markup=False)
+    command = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else "wavesql"
+    out.print(f"demo finished in {time.perf_counter() - started:.1f} s; explore it with: "
+              f"{command} --catalog {root / 'catalog.db'}", markup=False)
     return 0
