@@ -14,7 +14,7 @@ computed in integer microseconds, so a range ``[t0, t1)`` covers samples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -133,6 +133,9 @@ class SegBlock:
     starts: np.ndarray
     rate: float
     data: np.ndarray
+    # Per-block results several batch kernels share (row means for seg_avg and seg_std),
+    # so a program computing both reads the samples once for them.
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def k(self) -> int:
