@@ -152,6 +152,7 @@ def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCon
     _check_functions(node, ctx)
     node, stages = _extract_signal_stages(node, ctx)
     _reject_wavesql_constructs(node)
+    _reject_stray_signal_calls(node)
     inputs = stages + _bind_inputs(node, ctx, skip={name for name, _ in stages})
     # Plain Spark SQL at the top level: hand Spark the user's exact text, so that Spark sees
     # what the user typed and its error positions map back one to one.
@@ -188,6 +189,20 @@ def _extract_signal_stages(node: exp.Expression, ctx: BindContext):
         view = f"__wavesql_{signal.name}_{len(stages)}"
         stages.append((view, bind_signal_select(select, table, signal, view)))
     return node, tuple(stages)
+
+
+def _reject_stray_signal_calls(node: exp.Expression) -> None:
+    """A signal function left after stage extraction is applied to something that is not a
+    signal in FROM (a view's or subquery's segments): say so, instead of letting Spark
+    report an unknown function."""
+    for call in node.find_all(exp.Anonymous):
+        if registry.lookup(call.name) is not None:
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED",
+                f"signal function `{call.name}` is applied to a relation that is not a signal",
+                Span.of(call),
+                hint="signal functions run in the SELECT that reads the signal itself "
+                     "(FROM mic [SAMPLES n]); compute them there and pass the results on")
 
 
 def _signal_of(select: exp.Select, ctx: BindContext, ctes: set[str] = frozenset()):
