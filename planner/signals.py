@@ -164,7 +164,7 @@ class _StageBuilder:
                 if fn.stateful and all(literals[1:]):
                     fn.init_state(*(a["lit"] for a in tree["args"][1:]))  # check literals now
             except SignalError as err:
-                raise WaveSQLError(err.code, str(err), Span.of(where),
+                raise WaveSQLError(err.code, err.message, Span.of(where),
                                    hint=err.hint or f"signature: {fn.signature()}") from None
             return result
         if tree["op"] in ("and", "or", "not") or tree["op"] in _COMPARE.values():
@@ -283,7 +283,7 @@ def _probe(program: Program, signal: cat.SignalDef, window: tuple[int, int],
         try:
             Evaluator(probe)._eval(tree, _probe_rows(probe, starts, signal.rate_hz, zeros), {})
         except SignalError as err:
-            raise WaveSQLError(err.code, str(err), spans.get(json.dumps(tree, sort_keys=True)),
+            raise WaveSQLError(err.code, err.message, spans.get(json.dumps(tree, sort_keys=True)),
                                hint=err.hint) from None
 
 

@@ -159,6 +159,19 @@ def test_bad_signal_queries_get_clear_errors(counting, query, code):
     assert e.value.code == code, str(e.value)
 
 
+def test_errors_raised_in_spark_tasks_keep_their_code(counting):
+    from pyspark.errors import PySparkException
+
+    from wavesql.spark import translate_runtime_error
+
+    # subseg's bounds are checked per window at run time: window 2 starts at 4096.
+    df = counting.sql("SELECT subseg(voice, 0, 10) AS s FROM counting [SAMPLES 4096]")
+    with pytest.raises(PySparkException) as e:
+        df.collect()
+    err = translate_runtime_error(e.value)
+    assert err.code == "OUT_OF_RANGE" and "outside" in err.message
+
+
 def test_declared_rate_must_match_the_recording(ws):
     with pytest.raises(WaveSQLError) as e:
         ws.sql(f"CREATE SIGNAL wrong (voice FLOAT) RATE 48000 HZ FROM '{WAV}' FORMAT wav")

@@ -27,9 +27,15 @@ class SignalError(ValueError):
     turns it into a WaveSQLError with the query position)."""
 
     def __init__(self, code: str, message: str, hint: str | None = None):
-        super().__init__(message)
+        # The code travels in the text too: an error raised in a Spark worker reaches the
+        # driver only as traceback text, from which ``wavesql.spark`` recovers the code.
+        super().__init__(f"{message} [{code}]")
         self.code = code
+        self.message = message
         self.hint = hint
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.message, self.hint))
 
 
 @dataclass(frozen=True, eq=False)

@@ -66,7 +66,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _connect(args):
+    import os
+
     import wavesql
+
+    # The command prints every error itself, positioned and translated; Spark's own ERROR
+    # log lines (task failures with JVM stack traces) would bury it. WAVESQL_SPARK_LOG_LEVEL
+    # brings them back for debugging.
+    os.environ.setdefault("WAVESQL_SPARK_LOG_LEVEL", "OFF")
 
     return wavesql.connect(master=args.master, catalog=args.catalog)
 
@@ -77,8 +84,12 @@ def _run_text(ws, text: str, max_rows: int, source: str | None = None) -> int:
     except WaveSQLError as e:
         err.print(str(e), markup=False)
         return 1
-    for result in results:
-        show_result(result, max_rows)
+    try:
+        for result in results:
+            show_result(result, max_rows)
+    except WaveSQLError as e:
+        err.print(str(e), markup=False)
+        return 1
     return 0
 
 
@@ -90,8 +101,12 @@ def _run_files(ws, files: list[str], max_rows: int) -> int:
         except WaveSQLError as e:
             err.print(str(e), markup=False)
             return 1
-        for result in results:
-            show_result(result, max_rows)
+        try:
+            for result in results:
+                show_result(result, max_rows)
+        except WaveSQLError as e:
+            err.print(str(e.with_query(e.query, source=name) if e.query else e), markup=False)
+            return 1
         out.print(f"{name}: {len(results)} statement(s) ok in "
                   f"{time.perf_counter() - started:.2f} s", markup=False)
     return 0
@@ -117,9 +132,16 @@ def _check_files(ws, files: list[str]) -> int:
 
 def show_result(result, max_rows: int = 50) -> None:
     """Print one statement's result: a table of rows, or its status line."""
+    from pyspark.errors import PySparkException
+
+    from wavesql.spark import translate_runtime_error
+
     df = result.dataframe
     started = time.perf_counter()
-    rows = df.limit(max_rows + 1).collect()
+    try:
+        rows = df.limit(max_rows + 1).collect()
+    except PySparkException as e:
+        raise translate_runtime_error(e) from None
     elapsed = time.perf_counter() - started
     columns = df.columns
     if columns == ["status"] and len(rows) == 1:

@@ -89,6 +89,9 @@ def start_spark(master: str | None = None, config: dict[str, str] | None = None)
     from pyspark.sql import SparkSession
 
     settings = _default_config(master)
+    log_config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+    if os.environ.get("WAVESQL_SPARK_LOG_LEVEL", "").upper() not in ("WARN", "INFO", "DEBUG"):
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_config}"
     settings.update(config or {})
     builder = SparkSession.builder.master(master)
     for key, value in settings.items():
@@ -229,3 +232,28 @@ def _first_line(error: Exception) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     text = re.sub(r"^\[[A-Z_.]+\]\s*", "", text)
     return re.sub(r"\s*SQLSTATE: \w+.*$", "", text)
+
+
+_WORKER_ERROR = re.compile(
+    r"(?:SignalError|WavError): (?P<message>.+?) \[(?P<code>[A-Z_]+)\]"
+    r"(?: \(hint: (?P<hint>.*)\))?$", re.MULTILINE)
+
+
+def translate_runtime_error(error: Exception) -> WaveSQLError:
+    """A WaveSQLError for an exception Spark raised while *running* a query.
+
+    Errors raised in Python workers (a kernel's SignalError, a WAV file that changed after
+    planning) reach the driver only as traceback text; their ``[CODE]`` is recovered from
+    it. Anything else becomes ``SPARK_ERROR`` with Spark's first line.
+    """
+    from wavesql.errors import ERROR_CODES
+
+    found = [m for m in _WORKER_ERROR.finditer(str(error)) if m.group("code") in ERROR_CODES]
+    if found:
+        m = found[-1]
+        return WaveSQLError(m.group("code"), m.group("message"),
+                            hint=m.group("hint") or "raised while the query ran, in a Spark task")
+    return WaveSQLError("SPARK_ERROR", _first_line(error),
+                        hint=f"Spark error condition {_condition(error)}" if _condition(error)
+                        else None)
+
