@@ -180,3 +180,25 @@ def test_declared_rate_must_match_the_recording(ws):
     with pytest.raises(WaveSQLError) as e:
         ws.sql(f"CREATE SIGNAL wide (a FLOAT, b FLOAT) RATE 44100 HZ FROM '{WAV}' FORMAT wav")
     assert e.value.code == "CHANNEL_MISMATCH"
+
+
+@pytest.mark.parametrize("name", ["statfilter", "passchain", "silencefilter"])
+def test_table_one_examples_run_and_match_numpy(ws, voice, name):
+    from tests.data import ROOT
+
+    results = ws.execute_file(ROOT / "examples" / f"{name}.wsql")
+    assert [r.kind for r in results] == ["create", "query"]
+    rows = results[-1].dataframe.collect()
+    windows = _windows(voice, 4096, 4096)
+    stds = [w.astype(np.float64).std(ddof=1) if len(w) > 1 else np.nan for _, w in windows]
+    if name == "statfilter":
+        want = sum(1 for (_, w), sd in zip(windows, stds)
+                   if sd > 0.01 and w.astype(np.float64).mean() < 0.001)
+        assert len(rows) == want > 0
+    elif name == "passchain":
+        assert (rows[0].segments, rows[0].samples) == (len(windows), len(voice))
+    else:
+        voiced = [w for (_, w), sd in zip(windows, stds) if sd > 0.02]
+        assert len(rows) == len(voiced)
+        got = np.concatenate([np.asarray(r.voice.samples, np.float32) for r in rows])
+        np.testing.assert_array_equal(got, np.concatenate(voiced))
