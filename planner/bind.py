@@ -31,7 +31,7 @@ from wavesql.errors import Span, WaveSQLError, did_you_mean
 from wavesql.udfs import registry
 
 from . import ir
-from .signals import bind_signal_select
+from .signals import bind_segment_select, bind_signal_select
 from .types import SAMPLE_TYPES, interval_us, number, spark_type
 
 STREAM_FORMATS = ("parquet", "csv", "json")
@@ -181,13 +181,18 @@ def _extract_signal_stages(node: exp.Expression, ctx: BindContext):
         found = _signal_of(select, ctx, ctes)
         if found is None:
             continue
-        table, signal = found
+        table, defn = found
         for join in select.args.get("joins") or []:
             raise WaveSQLError("NOT_IMPLEMENTED", "joining a signal is not implemented yet",
                                Span.of(join), hint="SYNC JOIN lands with the sync work; "
                                "select from the signal in a subquery and join its results")
-        view = f"__wavesql_{signal.name}_{len(stages)}"
-        stages.append((view, bind_signal_select(select, table, signal, view)))
+        view = f"__wavesql_{defn.name}_{len(stages)}"
+        if isinstance(defn, cat.SignalDef):
+            stage = bind_signal_select(select, table, defn, view)
+        else:  # a catalog view whose rows carry segments
+            source = _resolve_relation(defn.name, table.this, ctx)
+            stage = bind_segment_select(select, table, source, defn.name, view)
+        stages.append((view, stage))
     return node, tuple(stages)
 
 
@@ -201,8 +206,8 @@ def _reject_stray_signal_calls(node: exp.Expression) -> None:
                 "NOT_IMPLEMENTED",
                 f"signal function `{call.name}` is applied to a relation that is not a signal",
                 Span.of(call),
-                hint="signal functions run in the SELECT that reads the signal itself "
-                     "(FROM mic [SAMPLES n]); compute them there and pass the results on")
+                hint="signal functions run in the SELECT that reads a signal (FROM mic "
+                     "[SAMPLES n]) or a catalog view of its segments; compute them there")
 
 
 def _signal_of(select: exp.Select, ctx: BindContext, ctes: set[str] = frozenset()):
@@ -213,7 +218,19 @@ def _signal_of(select: exp.Select, ctx: BindContext, ctes: set[str] = frozenset(
     if table.args.get("db") or table.name.lower() in ctes:
         return None
     defn = ctx.catalog.get(table.name)
-    return (table, defn) if isinstance(defn, cat.SignalDef) else None
+    if isinstance(defn, cat.SignalDef):
+        return table, defn
+    if isinstance(defn, cat.ViewDef) and _has_segments(defn) and any(
+            registry.lookup(c.name) is not None for c in select.find_all(exp.Anonymous)):
+        return table, defn
+    return None
+
+
+def _has_segments(view: cat.ViewDef) -> bool:
+    from wavesql.udfs.program import SPARK_TYPES
+
+    sigseg = SPARK_TYPES["sigseg"].replace(" ", "")
+    return any(c.type.lower().replace(" ", "") == sigseg for c in view.columns)
 
 
 def _depth(node: exp.Expression) -> int:

@@ -128,12 +128,14 @@ class SignalStage(Relation):
     program: Any  # wavesql.udfs.program.Program
     schema: Schema
     bounded: bool = True
+    passthrough: tuple[str, ...] = ()  # input columns carried through the program's filter
 
     def children(self):
         return (self.input,)
 
     def label(self) -> str:
-        return "SignalStage " + program_label(self.program)
+        keep = f" passthrough[{', '.join(self.passthrough)}]" if self.passthrough else ""
+        return "SignalStage " + program_label(self.program) + keep
 
 
 def program_label(program) -> str:

@@ -109,9 +109,23 @@ def _partition_samples(signal, width: int, rt: Runtime) -> int:
 
 
 def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
-    raise WaveSQLError(
-        "NOT_IMPLEMENTED", f"signal functions over {rel.input.label()} are not implemented yet",
-        hint="signal functions run over signals read from WAV recordings")
+    """The program as a ``mapInArrow`` over the input's rows (segments not read straight
+    from a WAV signal, e.g. a view's): one Python pass per Arrow batch."""
+    program_json = rel.program.to_json()
+    passthrough = tuple(rel.passthrough)
+
+    def run(batches):
+        from wavesql.udfs.program import Evaluator, Program
+
+        evaluator = Evaluator(Program.from_json(program_json))
+        for batch in batches:
+            out = evaluator.run_batch(batch, passthrough)
+            if out.num_rows:
+                yield out
+
+    df = lower_relation(rel.input, rt).select(*[f"`{c}`" for c in
+                                                 rel.program.channels + passthrough])
+    return df.mapInArrow(run, rel.schema.ddl())
 
 
 def _lower_spark_table(rel: ir.SparkTable, rt: Runtime):

@@ -18,6 +18,7 @@ stage then pushes the program into the WAV scan (``rewrite.push_program_into_sca
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 from sqlglot import exp
@@ -198,6 +199,71 @@ def bind_signal_select(select: exp.Select, table: exp.Table, signal: cat.SignalD
     alias = table.alias_or_name
     builder = _StageBuilder(signal, {table.name.lower(), alias.lower()})
     window = signal_window(signal, table.args.get("window"))
+    program = _build_program(select, table, builder)
+    _probe(program, signal, window, builder.spans)
+    if program.stateful and window[1] < window[0]:
+        raise WaveSQLError(
+            "STREAMING_RULE", "stateful signal functions (filters, detectors) need "
+            "non-overlapping windows: overlapping ones would feed them samples twice",
+            Span.of(table.args.get("window")),
+            hint=f"use [SAMPLES {window[0]}], or filter in a subquery and window its result")
+    _retarget(table, view_name, alias)
+    scan = ir.SignalScan(signal, ir.Schema.of_columns(signal.channels), True, window)
+    schema = ir.Schema(tuple(ir.Field(o.name, SPARK_TYPES[o.type]) for o in program.outputs))
+    return ir.SignalStage(scan, program, schema, True)
+
+
+@dataclass(frozen=True)
+class _SegmentSource:
+    """What the stage builder needs of a relation with SigSeg columns (not a signal)."""
+
+    name: str
+    channels: tuple
+    epoch_us: int = 0
+
+
+def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relation,
+                        name: str, view_name: str) -> ir.SignalStage:
+    """Like :func:`bind_signal_select` for a relation whose SigSeg columns come from
+    elsewhere (a catalog view): the stage runs as a ``mapInArrow`` over its rows and carries
+    the relation's other columns the query uses through the same row filter."""
+    sigseg = SPARK_TYPES["sigseg"].replace(" ", "")
+    channels = tuple(cat.Column(f.name, f.type) for f in source.schema.fields
+                     if f.type.lower().replace(" ", "") == sigseg)
+    alias = table.alias_or_name
+    if table.args.get("window") is not None:
+        raise WaveSQLError("NOT_IMPLEMENTED", f"windows over `{name}` (not a signal) need "
+                           "rewindow, which is not implemented yet",
+                           Span.of(table.args.get("window")),
+                           hint="window the signal itself: FROM sig [SAMPLES n]")
+    builder = _StageBuilder(_SegmentSource(name, channels), {table.name.lower(), alias.lower()})
+    program = _build_program(select, table, builder)
+    if program.stateful:
+        raise WaveSQLError("NOT_IMPLEMENTED", "stateful signal functions over "
+                           f"`{name}` (not a signal) are not implemented yet", Span.of(table),
+                           hint="apply them in the SELECT that reads the signal")
+    outputs = {o.name.lower() for o in program.outputs}
+    wanted = {c.name.lower() for c in select.find_all(exp.Column)
+              if (not c.table or c.table.lower() == alias.lower())}
+    star = any(isinstance(e, exp.Star) for e in select.expressions)
+    passthrough = tuple(f.name for f in source.schema.fields
+                        if f.name.lower() not in outputs
+                        and (star or f.name.lower() in wanted))
+    _retarget(table, view_name, alias)
+    fields = [ir.Field(o.name, SPARK_TYPES[o.type]) for o in program.outputs]
+    fields += [source.schema.find(n) for n in passthrough]
+    return ir.SignalStage(source, program, ir.Schema(tuple(fields)), source.bounded, passthrough)
+
+
+def _retarget(table: exp.Table, view_name: str, alias: str) -> None:
+    table.set("window", None)
+    table.set("this", exp.to_identifier(view_name))
+    table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+
+
+def _build_program(select: exp.Select, table: exp.Table, builder: "_StageBuilder") -> Program:
+    """Move the signal work of ``select`` into a program, rewriting ``select`` in place."""
+    alias = table.alias_or_name
 
     # WHERE: conjuncts computable next to the samples go into the program.
     filters = []
@@ -245,22 +311,9 @@ def bind_signal_select(select: exp.Select, table: exp.Table, signal: cat.SignalD
             builder.channels.values()))}]}, table)
 
     trees = [o.expr for o in builder.outputs.values()] + filters
-    used = sorted({t["col"] for tree in trees for t in _cols(tree)},
-                  key=[c.name for c in signal.channels].index)
-    program = Program(tuple(used), tuple(builder.outputs.values()), tuple(filters))
-    _probe(program, signal, window, builder.spans)
-    if program.stateful and window[1] < window[0]:
-        raise WaveSQLError(
-            "STREAMING_RULE", "stateful signal functions (filters, detectors) need "
-            "non-overlapping windows: overlapping ones would feed them samples twice",
-            Span.of(table.args.get("window")),
-            hint=f"use [SAMPLES {window[0]}], or filter in a subquery and window its result")
-    table.set("window", None)
-    table.set("this", exp.to_identifier(view_name))
-    table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
-    scan = ir.SignalScan(signal, ir.Schema.of_columns(signal.channels), True, window)
-    schema = ir.Schema(tuple(ir.Field(o.name, SPARK_TYPES[o.type]) for o in program.outputs))
-    return ir.SignalStage(scan, program, schema, True)
+    order = [c.name for c in builder.signal.channels]
+    used = sorted({t["col"] for tree in trees for t in _cols(tree)}, key=order.index)
+    return Program(tuple(used), tuple(builder.outputs.values()), tuple(filters))
 
 
 def _probe(program: Program, signal: cat.SignalDef, window: tuple[int, int],

@@ -202,3 +202,25 @@ def test_table_one_examples_run_and_match_numpy(ws, voice, name):
         assert len(rows) == len(voiced)
         got = np.concatenate([np.asarray(r.voice.samples, np.float32) for r in rows])
         np.testing.assert_array_equal(got, np.concatenate(voiced))
+
+
+def test_signal_functions_over_a_view_of_segments(counting, voice):
+    # A view keeps segments; a later query computes over them in a mapInArrow stage and
+    # carries the view's other columns through the same filter.
+    counting.sql("""CREATE VIEW frames AS
+        SELECT start_time(voice) AS t, voice FROM counting [SAMPLES 4096]""")
+    rows = counting.sql("""
+        SELECT t, seg_std(voice) AS sd, width(voice) AS n FROM frames
+        WHERE seg_std(voice) > 0.01 ORDER BY t""").collect()
+    want = [(s, w.astype(np.float64).std(ddof=1), len(w))
+            for s, w in _windows(voice, 4096, 4096)
+            if len(w) > 1 and w.astype(np.float64).std(ddof=1) > 0.01]
+    assert len(rows) == len(want) > 5
+    for row, (s, sd, n) in zip(rows, want):
+        assert int(row.t.timestamp() * 1_000_000 + 0.5) == round(s * 1_000_000 / RATE)
+        assert row.sd == pytest.approx(sd, rel=1e-9) and row.n == n
+    text = counting.explain("SELECT t, seg_rms(voice) FROM frames", "IR")
+    assert "SignalStage program[_sig0=seg_rms(voice)] passthrough[t]" in text
+    with pytest.raises(WaveSQLError) as e:
+        counting.sql("SELECT lowpass(voice, 100.0) FROM frames")
+    assert e.value.code == "NOT_IMPLEMENTED"

@@ -214,18 +214,56 @@ class Evaluator:
                 chans[name] = [SigSeg(int(s), float(rate), np.asarray(x))
                                for s, x in zip(starts, data)]
         rows = _Rows(starts, float(rate), chans)
+        columns, idx = self._run(rows, discard_before)
+        return self._batch(columns, len(idx))
+
+    def run_batch(self, batch: pa.RecordBatch, passthrough: Sequence[str] = ()
+                  ) -> pa.RecordBatch:
+        """Evaluate the program over rows of SigSeg columns (an Arrow batch of a DataFrame).
+
+        Each ``program.channels`` column holds ``struct<start, rate, samples>``; rows of one
+        width and rate become one ``SegBlock`` (vectorised), others are taken one by one.
+        The ``passthrough`` columns are copied for the rows the filters keep, after the
+        program's outputs.
+        """
+        k = batch.num_rows
+        chans: dict[str, Any] = {}
+        starts = np.zeros(k, dtype=np.int64)
+        rate = 1.0
+        for name in self.program.channels:
+            column = batch.column(name)
+            if column.null_count:
+                raise SignalError("TYPE_ERROR", f"segment column `{name}` has NULL rows",
+                                  hint="filter them out first: WHERE " + name + " IS NOT NULL")
+            starts_i, rates, segs = _decode_segments(column)
+            starts = starts_i
+            rate = float(rates[0]) if k else 1.0
+            chans[name] = segs
+        columns, idx = self._run(_Rows(starts, rate, chans), None)
+        out = self._batch(columns, len(idx))
+        if not passthrough:
+            return out
+        kept = pa.array(idx, type=pa.int64())
+        arrays = list(out.columns) + [batch.column(c).take(kept) for c in passthrough]
+        names = list(out.schema.names) + list(passthrough)
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+    def _run(self, rows: "_Rows", discard_before: int | None):
+        """(output columns, indices of the kept rows) for ``rows``."""
         keep = np.ones(rows.k, dtype=bool)
         if discard_before is not None:
-            keep &= starts >= discard_before
+            keep &= rows.starts >= discard_before
         if self._stateful:
             memo: dict[str, Any] = {}
             for f in self.program.filters:
                 keep &= _truth(self._eval(f, rows, memo), rows.k)
             columns = [self._eval(o.expr, rows, memo) for o in self.program.outputs]
             idx = np.flatnonzero(keep)
-            return self._batch([_take(c, idx) for c in columns], len(idx))
+            return [_take(c, idx) for c in columns], idx
+        base = np.arange(rows.k)
         if not keep.all():
-            rows = rows.take(np.flatnonzero(keep))
+            base = np.flatnonzero(keep)
+            rows = rows.take(base)
         memo = {}
         mask = np.ones(rows.k, dtype=bool)
         for f in self.program.filters:
@@ -234,8 +272,9 @@ class Evaluator:
             idx = np.flatnonzero(mask)
             memo = {key: _take(v, idx) for key, v in memo.items()}
             rows = rows.take(idx)
+            base = base[idx]
         columns = [self._eval(o.expr, rows, memo) for o in self.program.outputs]
-        return self._batch(columns, rows.k)
+        return columns, base
 
     def finish(self) -> pa.RecordBatch | None:
         """Output still pending at the end of the data (detectors' open ranges), if any."""
@@ -415,6 +454,24 @@ def _to_arrow(value: Any, out: Output, k: int) -> pa.Array:
     if t == "string":
         return pa.array(list(value), type=pa.string())
     raise SignalError("NOT_IMPLEMENTED", f"no Arrow form for a {t} output")
+
+
+def _decode_segments(column) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(starts, rates, SegBlock or list of SigSeg) of an Arrow column of SigSeg structs."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    starts = column.field("start").to_numpy(zero_copy_only=False).astype(np.int64)
+    rates = column.field("rate").to_numpy(zero_copy_only=False).astype(np.float64)
+    samples = column.field("samples")
+    offsets = samples.offsets.to_numpy()
+    values = samples.values.to_numpy(zero_copy_only=False)
+    widths = np.diff(offsets)
+    k = len(starts)
+    if k and (widths == widths[0]).all() and (rates == rates[0]).all():
+        data = values[offsets[0]:offsets[-1]].reshape(k, int(widths[0]))
+        return starts, rates, SegBlock(starts, float(rates[0]), data)
+    return starts, rates, [SigSeg(int(starts[i]), float(rates[i]),
+                                  values[offsets[i]:offsets[i + 1]]) for i in range(k)]
 
 
 def _segments_to_arrow(value: Any, k: int) -> pa.Array:
