@@ -24,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import sqlite3
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -169,6 +171,20 @@ class Catalog:
 
     # -- opening ---------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
+        # Processes that open a new catalog file at the same moment race to switch it to WAL
+        # and to create its tables. SQLite answers some of those steps (the journal-mode
+        # change above all) with an immediate SQLITE_BUSY instead of waiting, so the whole
+        # open is retried until the busy timeout is spent.
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                return self._open_once()
+            except WaveSQLError as err:
+                if err.code != "CATALOG_BUSY" or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.05))
+
+    def _open_once(self) -> sqlite3.Connection:
         if not self._memory:
             self._check_file_before_open(Path(self.path))
         with self._translate():
