@@ -7,7 +7,7 @@ streaming families are in ``test_kernels_spectral.py`` and ``test_kernels_stream
 
 from __future__ import annotations
 
-from tests.data import COUNTING_WAV
+from tests.data import COUNTING_WAV, counting_voice, raises
 import doctest
 import importlib
 import pickle
@@ -21,31 +21,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats as spstats
-from scipy.io import wavfile
 
-from wavesql.errors import ERROR_CODES
 from wavesql.udfs import registry
 from wavesql.udfs.kernels import Ranges, Spectrum
-from wavesql.udfs.sigseg import SigSeg, SignalError
+from wavesql.udfs.sigseg import SigSeg
 
 WAV = Path(COUNTING_WAV)
-KNOWN_CODES = set(ERROR_CODES)
 TESTS = Path(__file__).parent
 
 
 @pytest.fixture(scope="module")
 def voice() -> SigSeg:
-    rate, data = wavfile.read(WAV)
-    return SigSeg(0, float(rate), data.astype(np.float64) / 32768.0)
+    return counting_voice()
 
 
-def raises(code: str, fn, *args, **kwargs) -> SignalError:
-    """``fn(*args)`` raises SignalError with ``code``, a code the lead has registered."""
-    assert code in KNOWN_CODES, f"{code} is not a registered error code"
-    with pytest.raises(SignalError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == code, (info.value.code, str(info.value))
-    return info.value
 
 
 def seg(values, start=0, rate=1000.0, dtype=np.float64) -> SigSeg:

@@ -2,36 +2,26 @@
 
 from __future__ import annotations
 
-from tests.data import COUNTING_WAV
+from tests.data import COUNTING_WAV, counting_voice, raises
 from pathlib import Path
 
 import numpy as np
 import pytest
 import pywt
 from scipy import signal as sps
-from scipy.io import wavfile
 
-from wavesql.errors import ERROR_CODES
 from wavesql.udfs import registry
 from wavesql.udfs.kernels import Spectrum
-from wavesql.udfs.sigseg import SigSeg, SignalError
+from wavesql.udfs.sigseg import SigSeg
 
 WAV = Path(COUNTING_WAV)
-KNOWN_CODES = set(ERROR_CODES)
 
 
 @pytest.fixture(scope="module")
 def voice() -> SigSeg:
-    rate, data = wavfile.read(WAV)
-    return SigSeg(0, float(rate), data.astype(np.float64) / 32768.0)
+    return counting_voice()
 
 
-def raises(code: str, fn, *args) -> SignalError:
-    assert code in KNOWN_CODES, f"{code} is not a registered error code"
-    with pytest.raises(SignalError) as info:
-        fn(*args)
-    assert info.value.code == code, (info.value.code, str(info.value))
-    return info.value
 
 
 def seg(values, start=0, rate=1000.0) -> SigSeg:

@@ -8,7 +8,7 @@ scipy computes on the whole signal.
 
 from __future__ import annotations
 
-from tests.data import COUNTING_WAV
+from tests.data import COUNTING_WAV, counting_voice, raises
 import math
 import pickle
 from pathlib import Path
@@ -16,31 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import signal as sps
-from scipy.io import wavfile
 
-from wavesql.errors import ERROR_CODES
 from wavesql.udfs import registry
 from wavesql.udfs.kernels import Ranges
 from wavesql.udfs.kernels.resample import design, ratio
-from wavesql.udfs.sigseg import SigSeg, SignalError
+from wavesql.udfs.sigseg import SigSeg
 
 WAV = Path(COUNTING_WAV)
-KNOWN_CODES = set(ERROR_CODES)
 SEEDS = (0, 1, 2)
 
 
 @pytest.fixture(scope="module")
 def voice() -> SigSeg:
-    rate, data = wavfile.read(WAV)
-    return SigSeg(0, float(rate), data.astype(np.float64) / 32768.0)
+    return counting_voice()
 
 
-def raises(code: str, fn, *args, **kwargs) -> SignalError:
-    assert code in KNOWN_CODES, f"{code} is not a registered error code"
-    with pytest.raises(SignalError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == code, (info.value.code, str(info.value))
-    return info.value
 
 
 def cuts(n: int, seed: int, lo: int = 1, hi: int = 5000) -> list[tuple[int, int]]:
