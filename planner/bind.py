@@ -126,6 +126,8 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
             return ir.DropObject(name, "VIEW", bool(node.args.get("exists")))
     if isinstance(node, exp.Query):
         return ir.QueryStatement(_bind_query(node, stmt, ctx, top_level=True))
+    if isinstance(node, wn.RelationToStream):
+        return ir.QueryStatement(_bind_relation_to_stream(node, ctx))
     # Anything else -- SET, CACHE TABLE, CREATE TEMP VIEW, CREATE TABLE, INSERT INTO a Spark
     # table, unmodelled commands -- is Spark's business: run the user's text as is, with the
     # catalog objects it mentions made visible to Spark.
@@ -150,19 +152,96 @@ def _explained_statement(stmt: ParsedStatement, target: exp.Expression) -> Parse
 def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindContext,
                 top_level: bool = False) -> ir.Relation:
     _check_functions(node, ctx)
+    node, streams = _extract_relation_to_streams(node, ctx)
+    node, windows = _extract_windows(node, ctx)
     node, stages = _extract_signal_stages(node, ctx)
     _reject_wavesql_constructs(node)
     _reject_stray_signal_calls(node)
-    inputs = stages + _bind_inputs(node, ctx, skip={name for name, _ in stages})
+    own = streams + windows + stages
+    inputs = own + _bind_inputs(node, ctx, skip={name for name, _ in own})
     # Plain Spark SQL at the top level: hand Spark the user's exact text, so that Spark sees
     # what the user typed and its error positions map back one to one.
-    if top_level and stmt is not None and not stages:
+    if top_level and stmt is not None and not own:
         sql, offset = stmt.text, stmt.start
     else:
         sql, offset = to_spark_sql(node), None
     schema = ctx.env.analyze(sql, inputs, offset)
     bounded = all(r.bounded for _, r in inputs)
     return ir.SqlQuery(sql, inputs, schema, bounded, offset)
+
+
+def _bind_relation_to_stream(node: wn.RelationToStream, ctx: BindContext) -> ir.StreamOf:
+    """``ISTREAM/DSTREAM/RSTREAM (query)``: the query must read one windowed stream."""
+    inner = _bind_query(node.this, None, ctx)
+    scans = [r for _, r in getattr(inner, "inputs", ()) if isinstance(r, ir.WindowScan)]
+    if len(scans) != 1:
+        raise WaveSQLError(
+            "STREAMING_RULE", f"{node.kind} needs a query over one windowed stream",
+            Span.of(node), hint="e.g. ISTREAM (SELECT sym, count(*) FROM trades [RANGE 1 MINUTE] "
+                                "GROUP BY sym)")
+    return ir.StreamOf(node.kind, inner, scans[0], inner.schema, inner.bounded)
+
+
+def _extract_relation_to_streams(node: exp.Expression, ctx: BindContext):
+    """Bind every ``ISTREAM/DSTREAM/RSTREAM (...)`` used as a table; return the rewritten
+    copy of ``node`` (each replaced by a named input) and the inputs."""
+    found = [n for n in node.find_all(wn.RelationToStream) if n is not node]
+    if not found:
+        return node, ()
+    node = node.copy()
+    inputs = []
+    for r2s in sorted(node.find_all(wn.RelationToStream), key=lambda n: -_depth(n)):
+        name = f"__wavesql_stream_{len(inputs)}"
+        inputs.append((name, _bind_relation_to_stream(r2s, ctx)))
+        target = r2s.parent if isinstance(r2s.parent, exp.Subquery) else r2s
+        alias = target.args.get("alias")
+        target.replace(exp.Table(this=exp.to_identifier(name), alias=alias.copy() if alias
+                                 else exp.TableAlias(this=exp.to_identifier(name))))
+    return node, tuple(inputs)
+
+
+def _extract_windows(node: exp.Expression, ctx: BindContext):
+    """Rewrite every SELECT over a windowed event stream to run once per instant."""
+    from .windows import TIME, bind_window, per_instant, windowed_table
+
+    for table in node.find_all(exp.Table):  # [SAMPLES n] on an event stream: say why not
+        window = table.args.get("window")
+        if window is not None and window.kind == "SAMPLES" and isinstance(
+                ctx.catalog.get(table.name), cat.StreamDef):
+            bind_window(window, table.name)
+    selects = [s for s in node.find_all(exp.Select) if windowed_table(s) is not None]
+    if not selects:
+        return node, ()
+    node = node.copy()
+    ctes = _cte_names(node)
+    inputs = []
+    for select in sorted(node.find_all(exp.Select), key=lambda s: -_depth(s)):
+        table = windowed_table(select)
+        if table is None:
+            continue
+        defn = None if table.name.lower() in ctes or table.args.get("db") else \
+            ctx.catalog.get(table.name)
+        if isinstance(defn, cat.SignalDef):
+            continue  # a signal's windows are the signal stage's
+        window = table.args["window"]
+        if not isinstance(defn, cat.StreamDef) or defn.event_time is None:
+            what = f"stream `{table.name}` has no EVENT TIME" if isinstance(defn, cat.StreamDef) \
+                else f"`{table.name}` is not a catalog stream"
+            raise WaveSQLError("STREAMING_RULE", f"a window needs an event-time stream: {what}",
+                               Span.of(window), hint="declare one: CREATE STREAM ... EVENT TIME ts "
+                                                     "WATERMARK 5 SECONDS")
+        if defn.column(TIME) is not None:
+            raise WaveSQLError("DUPLICATE_COLUMN", f"stream `{defn.name}` has a column named "
+                               f"{TIME}, which windowed results use for the instant",
+                               Span.of(table), hint="rename the column in the stream")
+        spec = bind_window(window, defn.name)
+        source = _resolve_relation(defn.name, table.this, ctx)
+        name = f"__wavesql_window_{len(inputs)}"
+        schema = ir.Schema((ir.Field(TIME, "timestamp", False),) + source.schema.fields)
+        inputs.append((name, ir.WindowScan(source, defn.name, defn.event_time, spec, schema,
+                                           source.bounded)))
+        per_instant(select, table, name)
+    return node, tuple(inputs)
 
 
 def _extract_signal_stages(node: exp.Expression, ctx: BindContext):

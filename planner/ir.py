@@ -160,6 +160,42 @@ def _tree_text(tree: dict) -> str:
 
 
 @dataclass(frozen=True)
+class WindowScan(Relation):
+    """A CQL window over an event stream: the ``(_time, row)`` pairs, one per instant at
+    which the row is in the window's relation (``planner/windows.py`` has the semantics)."""
+
+    input: Relation
+    stream: str
+    time_column: str
+    window: Any  # planner.windows.WindowSpec
+    schema: Schema
+    bounded: bool = True
+
+    def children(self):
+        return (self.input,)
+
+    def label(self) -> str:
+        return f"WindowScan {self.stream} {self.window} on {self.time_column}"
+
+
+@dataclass(frozen=True)
+class StreamOf(Relation):
+    """``ISTREAM``/``DSTREAM``/``RSTREAM`` of a per-instant query over ``window``."""
+
+    operator: str
+    input: Relation
+    window: WindowScan
+    schema: Schema
+    bounded: bool = True
+
+    def children(self):
+        return (self.input,)
+
+    def label(self) -> str:
+        return f"{self.operator} over {self.window.stream} {self.window.window}"
+
+
+@dataclass(frozen=True)
 class SparkTable(Relation):
     """A table or temporary view that lives in Spark's own catalog, not WaveSQL's."""
 

@@ -128,6 +128,20 @@ def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
     return df.mapInArrow(run, rel.schema.ddl())
 
 
+def _lower_window_scan(rel: ir.WindowScan, rt: Runtime):
+    from .windows import windowed_frame
+
+    return windowed_frame(lower_relation(rel.input, rt), rel.time_column, rel.window)
+
+
+def _lower_stream_of(rel: ir.StreamOf, rt: Runtime):
+    from .windows import relation_to_stream
+
+    source = lower_relation(rel.window.input, rt)
+    return relation_to_stream(lower_relation(rel.input, rt), rel.operator, rel.window.window,
+                              source, rel.window.time_column)
+
+
 def _lower_spark_table(rel: ir.SparkTable, rt: Runtime):
     return rt.spark.table(rel.name)
 
@@ -161,6 +175,8 @@ _RELATION_RULES: dict[type, Callable] = {
     ir.StreamScan: _lower_stream_scan,
     ir.SignalScan: _lower_signal_scan,
     ir.SignalStage: _lower_signal_stage,
+    ir.WindowScan: _lower_window_scan,
+    ir.StreamOf: _lower_stream_of,
     ir.SparkTable: _lower_spark_table,
     ir.ViewRef: _lower_view,
     ir.SqlQuery: _lower_sql_query,

@@ -60,7 +60,7 @@ CASES = [
     ("drop_unknown", "UNKNOWN_OBJECT", "DROP STREAM tradez"),
     ("drop_wrong_kind", "WRONG_OBJECT_KIND", "DROP SIGNAL trades"),
     ("describe_unknown", "UNKNOWN_STREAM", "DESCRIBE tradez"),
-    ("window_not_implemented", "NOT_IMPLEMENTED",
+    ("window_needs_event_time", "STREAMING_RULE",
      "SELECT sym, count(*) FROM trades [RANGE 1 MINUTE] GROUP BY sym"),
     ("bad_interval", "INVALID_OPTION",
      "CREATE STREAM s (a INT, ts TIMESTAMP) FROM 'refs.csv' FORMAT csv "

@@ -1,0 +1,193 @@
+"""CQL windows and ISTREAM/DSTREAM/RSTREAM, checked against the brute-force reference
+evaluator (tests/cql_reference.py) on generated streams, plus hand-computed cases."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests import cql_reference as ref
+from wavesql.errors import WaveSQLError
+
+SECOND = 1_000_000
+EPOCH = dt.datetime(1970, 1, 1)
+COLUMNS = ("sym", "px", "ts")
+
+
+def _write_stream(ws, tmp_path, name, rows):
+    folder = tmp_path / name
+    folder.mkdir()
+    frame = pd.DataFrame(rows, columns=list(COLUMNS)) if rows else pd.DataFrame(
+        {"sym": pd.Series([], dtype="object"), "px": pd.Series([], dtype="float64"),
+         "ts": pd.Series([], dtype="int64")})
+    frame["ts"] = pd.to_datetime(frame["ts"], unit="us").astype("datetime64[us]")
+    frame.to_parquet(folder / "part.parquet")
+    ws.sql(f"CREATE STREAM {name} (sym STRING, px DOUBLE, ts TIMESTAMP) FROM '{folder}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+
+
+def _micros(value: dt.datetime) -> int:
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * SECOND + delta.microseconds
+
+
+def _spark_rows(ws, sql) -> Counter:
+    out = Counter()
+    for row in ws.sql(sql).collect():
+        values = list(row)
+        values[0] = _micros(values[0])
+        out[tuple(values)] += 1
+    return out
+
+
+# -- the queries, in WaveSQL and as Python over one instant's rows ----------------------------
+def _sum(values):
+    values = [v for v in values if v is not None]
+    return float(sum(values)) if values else None
+
+
+def _extreme(fn, values):
+    values = [v for v in values if v is not None]
+    return fn(values) if values else None
+
+
+QUERIES = {
+    "filter": ("SELECT sym, px FROM {s} {w} WHERE px > 1",
+               lambda rows: [(r["sym"], r["px"]) for r in rows
+                             if r["px"] is not None and r["px"] > 1]),
+    "group": ("SELECT sym, count(*) AS n, sum(px) AS total, max(px) AS top FROM {s} {w} "
+              "GROUP BY sym",
+              lambda rows: [(k, len(g), _sum([r["px"] for r in g]),
+                             _extreme(max, [r["px"] for r in g]))
+                            for k, g in _groups(rows, "sym").items()]),
+    "global": ("SELECT count(*) AS n, min(px) AS low FROM {s} {w}",
+               lambda rows: [(len(rows), _extreme(min, [r["px"] for r in rows]))]),
+    "distinct": ("SELECT DISTINCT sym FROM {s} {w}",
+                 lambda rows: sorted({(r["sym"],) for r in rows}, key=str)),
+    "star": ("SELECT * FROM {s} {w}",
+             lambda rows: [(r["sym"], r["px"], r["ts"]) for r in rows]),
+}
+
+
+def _groups(rows, key):
+    out: dict = {}
+    for r in rows:
+        out.setdefault(r[key], []).append(r)
+    return out
+
+
+WINDOWS = st.one_of(
+    st.builds(lambda r: (f"[RANGE {r} SECONDS]", ref.Window("RANGE", r * SECOND)),
+              st.integers(1, 4)),
+    st.builds(lambda r, s: (f"[RANGE {r} SECONDS SLIDE {s} SECONDS]",
+                            ref.Window("SLIDE", r * SECOND, s * SECOND)),
+              st.integers(1, 4), st.integers(1, 3)),
+    st.just(("[NOW]", ref.Window("NOW"))),
+    st.just(("[RANGE UNBOUNDED]", ref.Window("UNBOUNDED"))),
+    st.builds(lambda n: (f"[ROWS {n}]", ref.Window("ROWS", n)), st.integers(1, 3)),
+    st.builds(lambda n: (f"[PARTITION BY sym ROWS {n}]",
+                         ref.Window("PARTITION_ROWS", n, partition_by=("sym",))),
+              st.integers(1, 2)),
+)
+
+ROWS = st.lists(st.tuples(st.sampled_from(["a", "b", "c"]),
+                          st.one_of(st.none(), st.integers(0, 4).map(float)),
+                          st.integers(0, 9).map(lambda s: s * SECOND)),
+                max_size=10)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rows=ROWS, window=WINDOWS, query=st.sampled_from(sorted(QUERIES)),
+       operator=st.sampled_from(["", "RSTREAM", "ISTREAM", "DSTREAM"]))
+def test_windows_match_the_reference_evaluator(ws, tmp_path_factory, rows, window, query,
+                                               operator):
+    tmp = tmp_path_factory.mktemp("stream")
+    _write_stream(ws, tmp, "s", rows)
+    text, win = window
+    template, fn = QUERIES[query]
+    sql = template.format(s="s", w=text)
+    if operator:
+        sql = f"{operator} ({sql})"
+    dicts = [dict(zip(COLUMNS, r)) for r in rows]
+    expected = ref.evaluate(dicts, "ts", win, ("sym", "px", "ts"), fn,
+                            operator or "RSTREAM")
+    got = _spark_rows(ws, sql)
+    if query == "star":  # Spark returns the event time as a datetime
+        got = Counter({k[:3] + (_micros(k[3]),): n for k, n in got.items()})
+    assert got == expected, sql
+    ws.sql("DROP STREAM s")
+
+
+
+
+# -- hand-computed cases ------------------------------------------------------------------
+TRADES = [("a", 1.0, 0), ("b", 2.0, 1), ("a", 3.0, 1), ("b", 4.0, 3), ("a", 5.0, 7)]
+
+
+@pytest.fixture
+def trades(ws, tmp_path):
+    _write_stream(ws, tmp_path, "trades", [(s, p, t * SECOND) for s, p, t in TRADES])
+    return ws
+
+
+def _at(ws, sql):
+    return sorted((r[0].second, *r[1:]) for r in ws.sql(sql).collect())
+
+
+def test_range_window_is_the_last_r_seconds_including_now(trades):
+    rows = _at(trades, "SELECT sym, sum(px) FROM trades [RANGE 2 SECONDS] GROUP BY sym")
+    # instants: arrivals 0,1,3,7 and expiries 2,3,5,9; a@0 lives [0,2), a@1 [1,3) ...
+    assert rows == [(0, "a", 1.0), (1, "a", 4.0), (1, "b", 2.0), (2, "a", 3.0), (2, "b", 2.0),
+                    (3, "b", 4.0), (7, "a", 5.0)]
+
+
+def test_tumbling_window_reports_each_window_at_its_end(trades):
+    rows = _at(trades, "SELECT count(*) n FROM trades [RANGE 2 SECONDS SLIDE 2 SECONDS]")
+    # windows (-2,0] (0,2] (2,4] (6,8]: ends 0, 2, 4, 8
+    assert rows == [(0, 1), (2, 2), (4, 1), (8, 1)]
+
+
+def test_istream_and_dstream_are_the_changes(trades):
+    ins = _at(trades, "ISTREAM (SELECT sym, count(*) n FROM trades [RANGE 2 SECONDS] GROUP BY sym)")
+    dels = _at(trades, "DSTREAM (SELECT sym, count(*) n FROM trades [RANGE 2 SECONDS] GROUP BY sym)")
+    assert ins == [(0, "a", 1), (1, "a", 2), (1, "b", 1), (2, "a", 1), (7, "a", 1)]
+    assert dels == [(1, "a", 1), (2, "a", 2), (3, "a", 1), (5, "b", 1), (9, "a", 1)]
+
+
+def test_istream_of_a_now_window_is_the_stream_itself(trades):
+    rows = _at(trades, "ISTREAM (SELECT sym, px FROM trades [NOW])")
+    assert rows == sorted((t, s, p) for s, p, t in TRADES)
+
+
+def test_relation_to_stream_as_a_table(trades):
+    rows = _at(trades, "SELECT _time, sym FROM (ISTREAM (SELECT * FROM trades "
+                       "[PARTITION BY sym ROWS 1])) x WHERE px > 2")
+    assert rows == [(1, "a"), (3, "b"), (7, "a")]
+
+
+def test_window_errors_are_positioned(trades, tmp_path):
+    with pytest.raises(WaveSQLError) as err:
+        trades.sql("SELECT * FROM trades [SAMPLES 10]")
+    assert err.value.code == "INVALID_OPTION" and err.value.span is not None
+    with pytest.raises(WaveSQLError) as err:
+        trades.sql("SELECT * FROM trades [RANGE 0 SECONDS]")
+    assert err.value.code == "INVALID_OPTION"
+    with pytest.raises(WaveSQLError) as err:
+        trades.sql("SELECT * FROM trades [ROWS 2] LIMIT 3")
+    assert err.value.code == "NOT_IMPLEMENTED"
+    with pytest.raises(WaveSQLError) as err:
+        trades.sql("ISTREAM (SELECT * FROM trades)")
+    assert err.value.code == "STREAMING_RULE"
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    pd.DataFrame({"x": [1]}).to_parquet(folder / "p.parquet")
+    trades.sql(f"CREATE STREAM plain (x BIGINT) FROM '{folder}' FORMAT parquet")
+    with pytest.raises(WaveSQLError) as err:
+        trades.sql("SELECT * FROM plain [RANGE 1 SECONDS]")
+    assert err.value.code == "STREAMING_RULE" and "EVENT TIME" in err.value.message
