@@ -37,6 +37,9 @@ class Runtime:
     spark: object
     catalog: object
     user_text: str = ""
+    #: Stream name (lower case) -> DataFrame standing in for the stream's files: the
+    #: continuous runner evaluates the batch plan over its buffered rows this way.
+    streams: dict | None = None
 
 
 def lower_relation(rel: ir.Relation, rt: Runtime):
@@ -47,12 +50,24 @@ def lower_relation(rel: ir.Relation, rt: Runtime):
     return rule(rel, rt)
 
 
+def stream_reader_options(stream) -> dict:
+    """Reader options of a stream: WaveSQL's defaults, overridden by its OPTIONS."""
+    options = dict(FORMAT_DEFAULTS.get(stream.format, {}))
+    options.update(dict(stream.options))
+    return options
+
+
 def _lower_stream_scan(rel: ir.StreamScan, rt: Runtime):
     s = rel.stream
-    options = dict(FORMAT_DEFAULTS.get(s.format, {}))
-    options.update(dict(s.options))
+    if rt.streams is not None and s.key in rt.streams:
+        return rt.streams[s.key]
+    options = stream_reader_options(s)
     reader = rt.spark.read.format(s.format).schema(rel.schema.ddl()).options(**options)
-    return reader.load(s.path)
+    df = reader.load(s.path)
+    if s.progress_column is not None:
+        # A row carrying a value in the PROGRESS COLUMN is punctuation, not data.
+        df = df.where(f"`{s.progress_column}` IS NULL")
+    return df
 
 
 def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):

@@ -190,7 +190,7 @@ def per_instant(select: exp.Select, table: exp.Table, scan_name: str) -> exp.Sel
         keys = list(group.expressions) if group is not None else []
         select.set("group", exp.Group(expressions=[time_col.copy()] + keys))
     if not any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
-               for e in select.expressions):
+               or e.alias_or_name.lower() == TIME for e in select.expressions):
         select.set("expressions", [exp.alias_(time_col.copy(), TIME)] + list(select.expressions))
     return select
 

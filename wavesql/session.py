@@ -149,6 +149,36 @@ class Session:
         explain = ir.Explain(mode.upper(), stmt.text, bound)
         return explain_text(explain, self._runtime(text), stmt.start)
 
+    def stream(self, text: str, output, checkpoint: str | os.PathLike, *,
+               trigger: str = "availableNow", late: str | os.PathLike | None = None,
+               max_files_per_trigger: int | None = None, clock=None):
+        """Start ``text`` as a continuous query over the streams' directories.
+
+        Parameters
+        ----------
+        output : path or callable
+            A directory (one Parquet folder per micro-batch plus ``_progress/`` records), or
+            ``f(dataframe, batch_id)``.
+        checkpoint : path
+            Where the query keeps its offsets and state; restarting with the same
+            checkpoint continues exactly where it stopped.
+        trigger : str
+            ``"availableNow"`` (process what is there, then stop) or ``"every 10 seconds"``.
+        late : path, optional
+            Late-row sink (``LATE INTO`` in the query also sets it); default
+            ``<checkpoint>/late``.
+
+        Returns
+        -------
+        wavesql.streaming.ContinuousQuery
+        """
+        import time
+
+        from wavesql.streaming import start
+
+        return start(self, text, output, checkpoint, trigger=trigger, late=late,
+                     max_files_per_trigger=max_files_per_trigger, clock=clock or time.time)
+
     def close(self) -> None:
         """Close the catalog (the SparkSession is left to its owner)."""
         self.catalog.close()

@@ -1,0 +1,255 @@
+"""Continuous queries (streaming/runner.py): the same final results as batch, progress on
+every row, late rows kept and counted, heartbeats, restarts, bounded state."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wavesql.errors import WaveSQLError
+
+SECOND = 1_000_000
+EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _micros(value: dt.datetime) -> int:
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * SECOND + delta.microseconds
+
+
+def _write(folder, name, frame):
+    folder.mkdir(parents=True, exist_ok=True)
+    frame = frame.copy()
+    for col in ("ts", "punct"):
+        if col in frame:
+            frame[col] = pd.to_datetime(frame[col], unit="us").astype("datetime64[us]")
+    frame.to_parquet(folder / name)
+
+
+def _trades(n, seed, span_s=60, skew_s=2.0):
+    """``n`` trades over ``span_s`` seconds, each up to ``skew_s`` late relative to order."""
+    rng = np.random.default_rng(seed)
+    ts = np.sort(rng.integers(0, span_s * SECOND, n))
+    ts = np.maximum(ts - rng.integers(0, int(skew_s * SECOND), n), 0)
+    return pd.DataFrame({"sym": rng.choice(list("abc"), n),
+                         "px": rng.integers(0, 10, n).astype(float), "ts": ts})
+
+
+def _split(frame, parts):
+    edges = np.linspace(0, len(frame), parts + 1).astype(int)
+    return [frame.iloc[a:b] for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _stream(ws, folder, name="trades", watermark="2 SECONDS", extra=""):
+    ws.sql(f"CREATE STREAM {name} (sym STRING, px DOUBLE, ts TIMESTAMP{extra}) FROM '{folder}' "
+           f"FORMAT parquet EVENT TIME ts WATERMARK {watermark}"
+           + (" PROGRESS COLUMN punct" if "punct" in extra else ""))
+
+
+def _rows(df, columns):
+    out = Counter()
+    for row in df.select(*columns).collect():
+        values = [(_micros(v) if isinstance(v, dt.datetime) else v) for v in row]
+        out[tuple(values)] += 1
+    return out
+
+
+def _run(ws, tmp_path, sql, **kw):
+    cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
+                   clock=lambda: 0.0, **kw)
+    cq.await_termination()
+    return cq
+
+
+def _output(spark, tmp_path):
+    return spark.read.parquet(str(tmp_path / "out"))
+
+
+QUERIES = [
+    "SELECT sym, count(*) AS n, sum(px) AS total FROM trades [RANGE 10 SECONDS SLIDE 5 SECONDS] "
+    "GROUP BY sym",
+    "SELECT sym, max(px) AS top FROM trades [RANGE 3 SECONDS] GROUP BY sym",
+    "ISTREAM (SELECT sym, count(*) AS n FROM trades [RANGE 4 SECONDS] GROUP BY sym)",
+    "DSTREAM (SELECT sym, px FROM trades [PARTITION BY sym ROWS 2])",
+    "SELECT count(*) AS n FROM trades [NOW]",
+    "RSTREAM (SELECT sym, px FROM trades [ROWS 3] WHERE px > 4)",
+]
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_streaming_final_results_equal_batch(ws, spark, tmp_path, sql):
+    data = _trades(240, seed=len(sql))
+    for i, chunk in enumerate(_split(data, 4)):
+        _write(tmp_path / "in", f"part-{i}.parquet", chunk)
+    _stream(ws, tmp_path / "in")
+    batch = ws.sql(sql)
+    columns = batch.columns
+    cq = _run(ws, tmp_path, sql)
+    assert len(cq.reports) == 4
+    progress = cq.progress_us
+    assert progress == data["ts"].max() - 2 * SECOND  # max event time minus the watermark
+    want = Counter({k: n for k, n in _rows(batch, columns).items() if k[0] < progress})
+    out = _output(spark, tmp_path)
+    assert _rows(out.where("_final"), columns) == want
+    # every output row carries the progress of the batch that emitted it, and no row was
+    # emitted before it was final
+    for row in out.select("_time", "_progress").collect():
+        assert row["_time"] < row["_progress"]
+    assert sum(r.late for r in cq.reports) == 0
+    assert sum(r.rows_in for r in cq.reports) == len(data)
+
+
+def test_punctuation_closes_the_stream(ws, spark, tmp_path):
+    data = _trades(120, seed=3)
+    data["punct"] = pd.Series([None] * len(data), dtype="float64")
+    _write(tmp_path / "in", "part-0.parquet", data)
+    _write(tmp_path / "in", "part-1.parquet", pd.DataFrame(
+        {"sym": ["-"], "px": [0.0], "ts": [data["ts"].max()], "punct": [10**15]}))
+    _stream(ws, tmp_path / "in", extra=", punct TIMESTAMP")
+    sql = "SELECT sym, count(*) AS n FROM trades [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY sym"
+    batch = _rows(ws.sql(sql), ["_time", "sym", "n"])
+    cq = _run(ws, tmp_path, sql)
+    assert [r.punctuation for r in cq.reports] == [0, 1]
+    assert cq.progress_us == 10**15
+    assert _rows(_output(spark, tmp_path).where("_final"), ["_time", "sym", "n"]) == batch
+
+
+def test_late_rows_go_to_the_late_sink_counted(ws, spark, tmp_path):
+    first = pd.DataFrame({"sym": ["a", "b", "a"], "px": [1.0, 2.0, 3.0],
+                          "ts": [10 * SECOND, 11 * SECOND, 20 * SECOND]})
+    # progress after the first file: 20 s - 2 s = 18 s; 17 s is late, 18 s is not
+    second = pd.DataFrame({"sym": ["a", "b", "c"], "px": [4.0, 5.0, 6.0],
+                           "ts": [17 * SECOND, 18 * SECOND, None]})
+    _write(tmp_path / "in", "part-0.parquet", first)
+    _write(tmp_path / "in", "part-1.parquet", second)
+    _stream(ws, tmp_path / "in")
+    cq = _run(ws, tmp_path, "SELECT sym, px FROM trades [NOW] LATE INTO '"
+              + str(tmp_path / "late") + "'")
+    totals = cq.status()
+    assert (totals["rows_in"], totals["on_time"], totals["late"], totals["no_time"]) == (6, 4, 1, 1)
+    late = spark.read.parquet(str(tmp_path / "late")).collect()
+    reasons = sorted((json.loads(r["_row"])["px"], r["_reason"].split(" (")[0]) for r in late)
+    assert reasons == [(4.0, "event time before the progress already promised"),
+                       (6.0, "no event time")]
+    out = _rows(_output(spark, tmp_path), ["_time", "sym", "px"])
+    assert out == Counter({(10 * SECOND, "a", 1.0): 1, (11 * SECOND, "b", 2.0): 1})
+
+
+def test_row_by_row_queries_emit_every_on_time_row(ws, spark, tmp_path):
+    data = _trades(100, seed=5)
+    for i, chunk in enumerate(_split(data, 2)):
+        _write(tmp_path / "in", f"part-{i}.parquet", chunk)
+    _stream(ws, tmp_path / "in")
+    cq = _run(ws, tmp_path, "SELECT sym, px * 2 AS px2, ts FROM trades WHERE px > 3")
+    out = _output(spark, tmp_path)
+    late = sum(r.late for r in cq.reports)
+    want = data[data.px > 3]
+    assert out.count() + late >= len(want)
+    assert "_progress" in out.columns
+    # rows in = rows out + late + filtered
+    filtered = len(data) - len(want)
+    assert sum(r.rows_in for r in cq.reports) == out.count() + late + filtered
+
+
+def test_heartbeat_keeps_a_union_with_an_idle_input_progressing(ws, spark, tmp_path):
+    busy = _trades(90, seed=7, span_s=30, skew_s=0.5)
+    _write(tmp_path / "busy", "part-0.parquet", busy)
+    _write(tmp_path / "idle", "part-0.parquet",
+           pd.DataFrame({"sym": ["z"], "px": [0.0], "ts": [0]}))
+    _stream(ws, tmp_path / "busy", name="busy")
+    sql = ("SELECT _time, sym, count(*) AS n FROM busy [RANGE 5 SECONDS SLIDE 5 SECONDS] "
+           "GROUP BY sym UNION ALL SELECT _time, sym, count(*) AS n FROM idle "
+           "[RANGE 5 SECONDS SLIDE 5 SECONDS] GROUP BY sym")
+    _stream(ws, tmp_path / "idle", name="idle")
+    quiet = ws.stream(sql, tmp_path / "o1", tmp_path / "c1", clock=lambda: 1000.0)
+    quiet.await_termination()
+    assert quiet.progress_us == 0 - 2 * SECOND  # held back by the idle input
+    ws.sql(f"CREATE OR REPLACE STREAM idle (sym STRING, px DOUBLE, ts TIMESTAMP) FROM "
+           f"'{tmp_path / 'idle'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS "
+           "HEARTBEAT 100 SECONDS")
+    alive = ws.stream(sql, tmp_path / "o2", tmp_path / "c2", clock=lambda: 1000.0)
+    alive.await_termination()
+    busy_progress = busy["ts"].max() - 2 * SECOND
+    assert alive.progress_us == busy_progress  # min(busy, 1000 s - 100 s)
+    out = spark.read.parquet(str(tmp_path / "o2")).where("_final and sym != 'z'")
+    assert out.count() > 0
+    batch = ws.sql(sql).where("sym != 'z'")
+    want = Counter({k: n for k, n in _rows(batch, ["_time", "sym", "n"]).items()
+                    if k[0] < busy_progress})
+    assert _rows(out, ["_time", "sym", "n"]) == want
+
+
+def test_emit_changes_gives_early_results_then_the_final_ones(ws, spark, tmp_path):
+    data = _trades(150, seed=11)
+    for i, chunk in enumerate(_split(data, 3)):
+        _write(tmp_path / "in", f"part-{i}.parquet", chunk)
+    _stream(ws, tmp_path / "in")
+    sql = "SELECT sym, count(*) AS n FROM trades [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY sym"
+    cq = _run(ws, tmp_path, sql + " EMIT CHANGES")
+    out = _output(spark, tmp_path)
+    early = out.where("NOT _final")
+    assert early.count() > 0
+    for row in early.select("_time", "_progress").collect():
+        assert row["_time"] >= row["_progress"]
+    batch = ws.sql(sql)
+    want = Counter({k: n for k, n in _rows(batch, ["_time", "sym", "n"]).items()
+                    if k[0] < cq.progress_us})
+    assert _rows(out.where("_final"), ["_time", "sym", "n"]) == want
+
+
+def test_restart_continues_from_the_checkpoint(ws, spark, tmp_path):
+    data = _trades(200, seed=13)
+    chunks = _split(data, 4)
+    for i, chunk in enumerate(chunks[:2]):
+        _write(tmp_path / "in", f"part-{i}.parquet", chunk)
+    _stream(ws, tmp_path / "in")
+    sql = "SELECT sym, sum(px) AS total FROM trades [RANGE 6 SECONDS SLIDE 3 SECONDS] GROUP BY sym"
+    first = _run(ws, tmp_path, sql)
+    for i, chunk in enumerate(chunks[2:], start=2):
+        _write(tmp_path / "in", f"part-{i}.parquet", chunk)
+    second = _run(ws, tmp_path, sql)
+    assert [r.batch for r in first.reports] == [0, 1]
+    assert [r.batch for r in second.reports] == [2, 3]
+    want = Counter({k: n for k, n in _rows(ws.sql(sql), ["_time", "sym", "total"]).items()
+                    if k[0] < second.progress_us})
+    assert _rows(_output(spark, tmp_path).where("_final"), ["_time", "sym", "total"]) == want
+
+
+def test_state_stays_bounded_by_the_window(ws, spark, tmp_path):
+    rate = 2000  # rows per second of event time
+    files, per_file_s = 6, 20
+    for i in range(files):
+        n = rate * per_file_s
+        rng = np.random.default_rng(i)
+        ts = (i * per_file_s * SECOND + np.sort(rng.integers(0, per_file_s * SECOND, n))
+              - rng.integers(0, 2 * SECOND, n))  # skew up to the watermark
+        _write(tmp_path / "in", f"part-{i:02d}.parquet", pd.DataFrame(
+            {"sym": rng.choice(list("abcd"), n), "px": rng.random(n), "ts": np.maximum(ts, 0)}))
+    _stream(ws, tmp_path / "in")
+    cq = _run(ws, tmp_path, "SELECT sym, avg(px) AS mean FROM trades "
+                            "[RANGE 4 SECONDS SLIDE 2 SECONDS] GROUP BY sym")
+    assert sum(r.rows_in for r in cq.reports) == rate * per_file_s * files
+    assert sum(r.late for r in cq.reports) == 0
+    # the buffer holds the look-back (4 s + 2 s) plus the watermark's 2 s, not the stream
+    bound = rate * (4 + 2 + 2 + 1)
+    assert max(r.buffered for r in cq.reports) <= bound
+    assert cq.reports[-1].buffered <= bound
+
+
+@pytest.mark.parametrize("sql, code", [
+    ("SELECT sym, count(*) FROM trades GROUP BY sym", "STREAMING_RULE"),
+    ("SELECT count(*) AS n FROM trades [RANGE UNBOUNDED]", "STREAMING_RULE"),
+    ("SELECT sym FROM (SELECT sym FROM trades [RANGE 1 SECONDS] GROUP BY sym) x",
+     "STREAMING_RULE"),
+])
+def test_streaming_rules(ws, tmp_path, sql, code):
+    _write(tmp_path / "in", "part-0.parquet", _trades(5, seed=1))
+    _stream(ws, tmp_path / "in")
+    with pytest.raises(WaveSQLError) as err:
+        ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    assert err.value.code == code
