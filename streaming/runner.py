@@ -84,11 +84,27 @@ class BatchReport:
 class _Input:
     index: int
     stream: cat.StreamDef
-    lookback: tuple[str, int] | None  # ("time", us) / ("rows", n) / None: stateless
+    #: What later results can still need of this input's past rows, each rule keeping rows:
+    #: ("time", us) -- event time >= progress - us; ("rows", keys, n, passes) -- the last n
+    #: before progress per value of the Spark SQL expressions ``keys``, counting only rows
+    #: for which the SQL predicate ``passes`` holds (None: all). Empty: keep nothing.
+    lookback: tuple = ()
 
     @property
     def column(self) -> str:
         return f"__in{self.index}"
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How a continuous query is evaluated: ``mode`` is ``windowed`` (CQL windows: a row is
+    final when its ``_time`` is below progress), ``over`` (OVER windows with bounded
+    PRECEDING frames: final when its event time is below progress) or ``rows`` (row by row:
+    final as it comes)."""
+
+    inputs: tuple
+    mode: str
+    time_column: str | None  # the result column compared with progress
 
 
 def start(session, text: str, output, checkpoint: str | os.PathLike, *,
@@ -116,24 +132,22 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
             raise WaveSQLError("NOT_IMPLEMENTED", "LATE INTO a sink name is not implemented yet",
                                Span.of(target), hint="give a path: LATE INTO 'late/trades'")
         late = target.name
-    inputs, windowed = _plan_inputs(bound.relation, stmt)
-    return ContinuousQuery(session, text, bound, inputs, windowed,
+    plan = plan_continuous(bound.relation, stmt)
+    return ContinuousQuery(session, text, bound, plan,
                            emit_changes=emit is not None and emit.kind == "CHANGES",
                            output=output, checkpoint=Path(checkpoint),
                            late=Path(late) if late is not None else Path(checkpoint) / "late",
                            trigger=trigger, max_files=max_files_per_trigger, clock=clock)
 
 
-def _plan_inputs(root: ir.Relation, stmt) -> tuple[list[_Input], bool]:
+def plan_continuous(root: ir.Relation, stmt) -> _Plan:
     """The streams a continuous query reads, each with the look-back its windows need;
-    enforce the streaming rules (DESIGN.md §4) with errors at bind time."""
+    enforce the streaming rules (DESIGN.md §4) with errors before anything runs."""
     windows: dict[str, list] = {}
     scans: dict[str, cat.StreamDef] = {}
     queries: list[ir.SqlQuery] = []
-    windowed = False
     for rel in ir.walk(root):
         if isinstance(rel, ir.WindowScan):
-            windowed = True
             windows.setdefault(rel.input.stream.key if isinstance(rel.input, ir.StreamScan)
                                else rel.stream.lower(), []).append(rel.window)
         elif isinstance(rel, ir.StreamScan):
@@ -144,79 +158,155 @@ def _plan_inputs(root: ir.Relation, stmt) -> tuple[list[_Input], bool]:
                                hint="run the query in batch (Session.sql) over the recordings")
         elif isinstance(rel, ir.SqlQuery):
             queries.append(rel)
-    if not windowed:
-        for rel in queries:
-            _check_stateless(rel, stmt)
     if not scans:
         raise WaveSQLError("STREAMING_RULE", "a continuous query needs a catalog stream to read",
                            Span.of(stmt.node))
-    if windowed and root.schema.find(TIME) is None:
-        raise WaveSQLError("STREAMING_RULE", f"a continuous windowed query must keep `{TIME}` "
-                           "in its result", Span.of(stmt.node),
-                           hint=f"it says which instant a row belongs to, hence when it is final; "
-                                f"add {TIME} to the outer SELECT")
-    inputs = []
-    for index, (key, stream) in enumerate(sorted(scans.items())):
+    for stream in scans.values():
         if stream.event_time is None:
             raise WaveSQLError("STREAMING_RULE", f"stream `{stream.name}` has no EVENT TIME",
                                Span.of(stmt.node), hint="a continuous query needs event time "
                                "to know when results are final: CREATE OR REPLACE STREAM ... "
                                "EVENT TIME ts WATERMARK 5 SECONDS")
-        specs = windows.get(key)
-        if windowed and not specs:
-            raise WaveSQLError("STREAMING_RULE", f"stream `{stream.name}` is read without a "
-                               "window in a windowed continuous query", Span.of(stmt.node),
-                               hint="window every stream of the query, e.g. [RANGE 1 MINUTE]")
-        inputs.append(_Input(index, stream, _lookback(specs, stmt) if specs else None))
-    return inputs, windowed
-
-
-def _lookback(specs, stmt) -> tuple[str, int]:
-    kinds = {s.kind for s in specs}
-    if "UNBOUNDED" in kinds:
-        raise WaveSQLError("STREAMING_RULE", "[RANGE UNBOUNDED] would keep every row of a "
-                           "stream forever", Span.of(stmt.node),
-                           hint="use a bounded window such as [RANGE 1 HOUR]")
-    if kinds & {"ROWS", "PARTITION_ROWS"}:
-        if len(specs) > 1:
-            raise WaveSQLError("NOT_IMPLEMENTED", "a ROWS window and another window over the "
-                               "same stream in one continuous query", Span.of(stmt.node))
-        return ("rows", specs[0])
-    need = 0
-    for s in specs:
-        # SLIDE: the instant before the first new one reaches back r + s.
-        need = max(need, {"RANGE": s.size, "SLIDE": s.size + s.slide, "NOW": 1}[s.kind])
-    return ("time", need)
-
-
-def _check_stateless(rel: ir.SqlQuery, stmt) -> None:
-    """A continuous query without windows must be row-by-row (filter/projection)."""
-    try:
-        tree = parse_one(rel.sql)
-    except WaveSQLError:
-        return
-    stateful = [n for n in tree.walk() if isinstance(
-        n, (exp.AggFunc, exp.Group, exp.Window, exp.Join, exp.Distinct, exp.Order, exp.Limit))]
-    if stateful:
-        node = stateful[0]
+    ordered = sorted(scans.items())
+    if windows:
+        if root.schema.find(TIME) is None:
+            raise WaveSQLError(
+                "STREAMING_RULE", f"a continuous windowed query must keep `{TIME}` in its "
+                "result", Span.of(stmt.node),
+                hint=f"it says which instant a row belongs to, hence when it is final; add "
+                     f"{TIME} to the outer SELECT")
+        inputs = []
+        for index, (key, stream) in enumerate(ordered):
+            if not windows.get(key):
+                raise WaveSQLError(
+                    "STREAMING_RULE", f"stream `{stream.name}` is read without a window in a "
+                    "windowed continuous query", Span.of(stmt.node),
+                    hint="window every stream of the query, e.g. [RANGE 1 MINUTE]")
+            inputs.append(_Input(index, stream, _window_lookback(windows[key], stmt)))
+        return _Plan(tuple(inputs), "windowed", TIME)
+    trees = [_parsed(q) for q in queries]
+    overs = [w for t in trees if t is not None for w in t.find_all(exp.Window)]
+    for tree in trees:
+        if tree is not None:
+            _check_row_by_row(tree, stmt)
+    if not overs:
+        return _Plan(tuple(_Input(i, s) for i, (_, s) in enumerate(ordered)), "rows", None)
+    if len(ordered) != 1:
+        raise WaveSQLError("NOT_IMPLEMENTED", "OVER windows over several streams in one "
+                           "continuous query", Span.of(stmt.node),
+                           hint="compute the OVER window per stream in its own query")
+    stream = ordered[0][1]
+    if root.schema.find(stream.event_time) is None:
         raise WaveSQLError(
-            "STREAMING_RULE", f"`{node.sql()[:40]}` over an unbounded stream needs a window",
-            Span.of(stmt.node),
-            hint="aggregate over a window, e.g. FROM trades [RANGE 1 MINUTE SLIDE 10 SECONDS]")
+            "STREAMING_RULE", f"a continuous query with OVER windows must keep the event time "
+            f"`{stream.event_time}` in its result", Span.of(stmt.node),
+            hint=f"add {stream.event_time} to the SELECT: it says when each row is final")
+    rules = tuple(_over_lookback(w, stream, stmt) for w in overs)
+    return _Plan((_Input(0, stream, rules),), "over", stream.event_time)
+
+
+def _parsed(rel: ir.SqlQuery):
+    try:
+        return parse_one(rel.sql)
+    except WaveSQLError:
+        return None
+
+
+def _window_lookback(specs, stmt) -> tuple:
+    rules = []
+    for s in specs:
+        if s.kind == "UNBOUNDED":
+            raise WaveSQLError("STREAMING_RULE", "[RANGE UNBOUNDED] would keep every row of a "
+                               "stream forever", Span.of(stmt.node),
+                               hint="use a bounded window such as [RANGE 1 HOUR]")
+        if s.kind in ("ROWS", "PARTITION_ROWS"):
+            rules.append(("rows", s.partition_by, s.size, None))
+        else:
+            # SLIDE: the instant before the first new one reaches back r + s.
+            rules.append(("time", {"RANGE": s.size, "SLIDE": s.size + s.slide,
+                                   "NOW": 1}[s.kind]))
+    return tuple(rules)
+
+
+#: Window functions that look forward or back to the start of the stream.
+_UNBOUNDED_FUNCTIONS = (exp.Lead, exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile,
+                        exp.PercentRank, exp.CumeDist)
+
+
+def _over_lookback(window: exp.Window, stream: cat.StreamDef, stmt) -> tuple:
+    """The look-back of one OVER window, or an error saying why it is unbounded."""
+    from wavesql.dialect import to_spark_sql
+    from wavesql.planner.types import interval_us, number
+
+    def refuse(message, hint):
+        raise WaveSQLError("STREAMING_RULE", message, Span.of(stmt.node), hint=hint)
+
+    frame_hint = (f"e.g. avg(v) OVER (ORDER BY {stream.event_time} RANGE BETWEEN INTERVAL "
+                  "20 SECONDS PRECEDING AND CURRENT ROW)")
+    order = window.args.get("order")
+    keys = order.expressions if order is not None else []
+    if (len(keys) != 1 or keys[0].args.get("desc") or not isinstance(keys[0].this, exp.Column)
+            or keys[0].this.name.lower() != stream.event_time.lower()):
+        refuse(f"an OVER window over a stream must be ORDER BY its event time "
+               f"`{stream.event_time}`", frame_hint)
+    partition = tuple(to_spark_sql(_unqualified(e)) for e in window.args.get("partition_by") or ())
+    # A ROWS frame counts the rows that pass the SELECT's WHERE (it filters before the
+    # window), so the look-back keeps the last n rows *that pass it*.
+    select = window.find_ancestor(exp.Select)
+    where = select.args.get("where") if select is not None else None
+    passes = to_spark_sql(_unqualified(where.this)) if where is not None else None
+    func = window.this
+    if isinstance(func, exp.Lag):
+        offset = func.args.get("offset")
+        return ("rows", partition, int(number(offset)) if offset is not None else 1, passes)
+    if isinstance(func, _UNBOUNDED_FUNCTIONS):
+        refuse(f"`{func.sql()}` needs the whole stream (or its future) in a continuous query",
+               "use lag() or an aggregate over a bounded PRECEDING frame")
+    spec = window.args.get("spec")
+    if (spec is None or str(spec.args.get("end")).upper() != "CURRENT ROW"
+            or str(spec.args.get("start_side") or "").upper() != "PRECEDING"
+            or str(spec.args.get("start")).upper() == "UNBOUNDED"):
+        refuse("an OVER window over a stream needs a bounded frame ending at the current row",
+               frame_hint)
+    if str(spec.args.get("kind")).upper() == "RANGE":
+        return ("time", interval_us(spec.args["start"]))
+    return ("rows", partition, int(number(spec.args["start"])), passes)
+
+
+def _unqualified(node: exp.Expression) -> exp.Expression:
+    """``t.px`` -> ``px``: look-back rules are evaluated over the stream's own rows."""
+    def strip(n):
+        if isinstance(n, exp.Column) and n.args.get("table") is not None:
+            return exp.column(n.name, quoted=n.this.args.get("quoted"))
+        return n
+    return node.copy().transform(strip)
+
+
+def _check_row_by_row(tree, stmt) -> None:
+    """Outside OVER windows, a continuous query without CQL windows must be row by row."""
+    for node in tree.walk():
+        if isinstance(node, exp.AggFunc) and node.find_ancestor(exp.Window) is not None:
+            continue
+        if isinstance(node, (exp.AggFunc, exp.Group, exp.Join, exp.Distinct, exp.Limit)):
+            raise WaveSQLError(
+                "STREAMING_RULE", f"`{node.sql()[:40]}` over an unbounded stream needs a window",
+                Span.of(stmt.node),
+                hint="aggregate over a window, e.g. FROM trades [RANGE 1 MINUTE SLIDE 10 "
+                     "SECONDS], or an OVER (... RANGE BETWEEN ... PRECEDING AND CURRENT ROW)")
 
 
 class ContinuousQuery:
     """A running continuous query (see the module docstring). Create with
     :meth:`wavesql.Session.stream`."""
 
-    def __init__(self, session, text, bound, inputs, windowed, *, emit_changes, output,
+    def __init__(self, session, text, bound, plan: _Plan, *, emit_changes, output,
                  checkpoint: Path, late: Path, trigger, max_files, clock):
         self.session = session
         self.spark = session.spark
         self.text = text
         self.bound = bound
-        self.inputs = inputs
-        self.windowed = windowed
+        self.plan = plan
+        self.inputs = list(plan.inputs)
         self.emit_changes = emit_changes
         self.output = output
         self.checkpoint = checkpoint
@@ -378,9 +468,10 @@ class ContinuousQuery:
         report.progress_us = overall
         report.inputs = {k: v["progress"] for k, v in progress.items()}
 
-        out = self._results(spark, buffers if self.windowed else fresh, previous, overall)
+        stateful = self.plan.mode != "rows"
+        out = self._results(spark, buffers if stateful else fresh, previous, overall)
         out = out.persist()
-        if self.windowed:
+        if stateful:
             by_final = {r[0]: r[1] for r in out.groupBy(FINAL).count().collect()}
             report.rows_out = sum(by_final.values())
             report.final_out = by_final.get(True, 0)
@@ -404,9 +495,9 @@ class ContinuousQuery:
 
         rt = Runtime(spark, self.session.catalog, self.text, streams=streams)
         result = lower(self.bound, rt)
-        if not self.windowed:  # row by row: every row is final as it comes
+        if self.plan.mode == "rows":  # row by row: every row is final as it comes
             return result.withColumn(PROGRESS, _timestamp(overall))
-        t = F.unix_micros(F.col(TIME))
+        t = F.unix_micros(F.col(f"`{self.plan.time_column}`"))
         after = t >= F.lit(previous) if previous is not None else F.lit(True)
         before = t < F.lit(overall) if overall is not None else F.lit(False)
         final = result.where(after & before).withColumn(FINAL, F.lit(True))
@@ -450,33 +541,13 @@ class ContinuousQuery:
 
     def _write_state(self, spark, batch_id: int, buffers: dict, progress: dict,
                      overall: int | None) -> int:
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
         folder = self._state_dir(batch_id)
         if folder.exists():  # a re-run of this batch after a crash: redo it from scratch
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
         kept = 0
         for inp in self.inputs:
-            buf = buffers[inp.stream.key]
-            if self.windowed and inp.lookback is not None and overall is not None:
-                ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
-                kind, need = inp.lookback
-                if kind == "time":
-                    buf = buf.where(ts >= F.lit(overall - need))
-                else:  # the last n rows before the progress, per partition, and all after
-                    spec = need
-                    order = [ts.desc()] + [F.col(f"`{c.name}`").desc_nulls_last()
-                                           for c in inp.stream.columns
-                                           if "map<" not in c.type.lower()]
-                    w = Window.partitionBy(*[F.expr(k) for k in spec.partition_by]).orderBy(*order)
-                    old = buf.where(ts < F.lit(overall))
-                    old = (old.withColumn("__rank", F.row_number().over(w))
-                           .where(F.col("__rank") <= spec.size).drop("__rank"))
-                    buf = old.unionByName(buf.where(ts >= F.lit(overall)))
-            elif not self.windowed:
-                buf = buf.limit(0)  # row-by-row queries keep nothing
+            buf = self._prune(buffers[inp.stream.key], inp, overall)
             buf.write.parquet(str(folder / f"buffer_{inp.index}"))
             kept += spark.read.parquet(str(folder / f"buffer_{inp.index}")).count()
         state = {"batch": batch_id, "progress": overall, "inputs": progress}
@@ -487,6 +558,33 @@ class ContinuousQuery:
             if old.name.isdigit() and int(old.name) < batch_id - 1:
                 shutil.rmtree(old, ignore_errors=True)
         return kept
+
+    def _prune(self, buf, inp: _Input, overall: int | None):
+        """Keep the rows results at or after ``overall`` can still need (the look-back)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        if self.plan.mode == "rows":
+            return buf.limit(0)  # row-by-row queries keep nothing
+        if overall is None:
+            return buf  # nothing is final yet
+        ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
+        old = ts < F.lit(overall)
+        keep = ~old
+        ranks = []
+        for i, rule in enumerate(inp.lookback):
+            if rule[0] == "time":
+                keep = keep | (ts >= F.lit(overall - rule[1]))
+                continue
+            _, keys, n, passes = rule  # the last n rows before progress, per key
+            counted = F.coalesce(F.expr(passes), F.lit(False)) if passes else F.lit(True)
+            order = [ts.desc()] + [F.col(f"`{c.name}`").desc_nulls_last()
+                                   for c in inp.stream.columns if "map<" not in c.type.lower()]
+            w = Window.partitionBy(*[F.expr(k) for k in keys], old, counted).orderBy(*order)
+            buf = buf.withColumn(f"__rank{i}", F.row_number().over(w))
+            keep = keep | (old & counted & (F.col(f"__rank{i}") <= F.lit(n)))
+            ranks.append(f"__rank{i}")
+        return buf.where(keep).drop(*ranks)
 
     def _write_report(self, report: BatchReport) -> None:
         """Progress next to the output, so a reader can tell complete from incomplete."""

@@ -241,11 +241,42 @@ def test_state_stays_bounded_by_the_window(ws, spark, tmp_path):
     assert cq.reports[-1].buffered <= bound
 
 
+OVER_QUERIES = [
+    "SELECT ts, sym, avg(px) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 3 SECONDS PRECEDING "
+    "AND CURRENT ROW) AS mean FROM trades",
+    "SELECT ts, sym, px - lag(px, 2) OVER (PARTITION BY sym ORDER BY ts) AS d FROM trades",
+    "SELECT ts, sym, max(px) OVER (PARTITION BY sym ORDER BY ts ROWS BETWEEN 4 PRECEDING "
+    "AND CURRENT ROW) AS top FROM trades WHERE px > 1",
+]
+
+
+@pytest.mark.parametrize("sql", OVER_QUERIES)
+def test_over_windows_run_continuously(ws, spark, tmp_path, sql):
+    data = _trades(200, seed=17)
+    data = data.drop_duplicates("ts")  # ROWS frames and lag are defined up to ties only
+    for i, chunk in enumerate(_split(data, 4)):
+        _write(tmp_path / "in", f"part-{i}.parquet", chunk)
+    _stream(ws, tmp_path / "in")
+    columns = ws.sql(sql).columns
+    cq = _run(ws, tmp_path, sql)
+    progress = cq.progress_us
+    want = Counter({k: n for k, n in _rows(ws.sql(sql), columns).items() if k[0] < progress})
+    out = _output(spark, tmp_path)
+    assert _rows(out.where("_final"), columns) == want
+    assert max(r.buffered for r in cq.reports) < len(data)  # the look-back, not the stream
+
+
 @pytest.mark.parametrize("sql, code", [
     ("SELECT sym, count(*) FROM trades GROUP BY sym", "STREAMING_RULE"),
     ("SELECT count(*) AS n FROM trades [RANGE UNBOUNDED]", "STREAMING_RULE"),
     ("SELECT sym FROM (SELECT sym FROM trades [RANGE 1 SECONDS] GROUP BY sym) x",
      "STREAMING_RULE"),
+    ("SELECT ts, sum(px) OVER (ORDER BY ts) FROM trades", "STREAMING_RULE"),
+    ("SELECT ts, lead(px) OVER (ORDER BY ts) FROM trades", "STREAMING_RULE"),
+    ("SELECT ts, avg(px) OVER (ORDER BY px ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) "
+     "FROM trades", "STREAMING_RULE"),
+    ("SELECT sym, avg(px) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) "
+     "FROM trades", "STREAMING_RULE"),
 ])
 def test_streaming_rules(ws, tmp_path, sql, code):
     _write(tmp_path / "in", "part-0.parquet", _trades(5, seed=1))
