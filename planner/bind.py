@@ -154,10 +154,11 @@ def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCon
     _check_functions(node, ctx)
     node, streams = _extract_relation_to_streams(node, ctx)
     node, windows = _extract_windows(node, ctx)
+    node, temporal = _extract_temporal(node, ctx)
     node, stages = _extract_signal_stages(node, ctx)
     _reject_wavesql_constructs(node)
     _reject_stray_signal_calls(node)
-    own = streams + windows + stages
+    own = streams + windows + temporal + stages
     inputs = own + _bind_inputs(node, ctx, skip={name for name, _ in own})
     # Plain Spark SQL at the top level: hand Spark the user's exact text, so that Spark sees
     # what the user typed and its error positions map back one to one.
@@ -242,6 +243,82 @@ def _extract_windows(node: exp.Expression, ctx: BindContext):
                                            source.bounded)))
         per_instant(select, table, name)
     return node, tuple(inputs)
+
+
+def _extract_temporal(node: exp.Expression, ctx: BindContext):
+    """``RESAMPLE(...)`` tables and ``ASOF JOIN``s become named inputs computed by the SQL
+    of ``planner/temporal.py``."""
+    if node.find(wn.Resample) is None and not any(
+            (j.args.get("method") or "").upper() == "ASOF" for j in node.find_all(exp.Join)):
+        return node, ()
+    from .temporal import asof_join_relation, parse_asof_condition, resample_sql
+
+    node = node.copy()
+    inputs: list[tuple[str, ir.Relation]] = []
+    for resample in sorted(node.find_all(wn.Resample), key=lambda n: -_depth(n)):
+        table = resample.this
+        source = _resolve_relation(table.name, table.this, ctx)
+        columns = [(f.name, f.type) for f in source.schema.fields]
+        time_col = resample.args["time"].name
+        if source.schema.find(time_col) is None:
+            raise WaveSQLError("UNKNOWN_COLUMN", f"RESAMPLE time column `{time_col}` is not a "
+                               f"column of `{table.name}`", Span.of(resample.args["time"]),
+                               hint=did_you_mean(time_col, source.schema.names, "columns"))
+        period = interval_us(resample.args["period"])
+        method_node = resample.args.get("method")
+        method = method_node.name.lower() if method_node is not None else "linear"
+        try:
+            sql = resample_sql(table.name, columns, time_col, period, method)
+        except WaveSQLError as err:
+            where = method_node if err.hint and "linear" in err.hint else resample.args["period"]
+            raise WaveSQLError(err.code, err.message, Span.of(where), err.hint) from None
+        name = f"__wavesql_resample_{len(inputs)}"
+        inputs.append((name, _temporal_query(sql, ((table.name.lower(), source),), ctx)))
+        alias = resample.args.get("alias")
+        resample.replace(exp.Table(this=exp.to_identifier(name), alias=alias.copy() if alias
+                                   else exp.TableAlias(this=exp.to_identifier(table.name))))
+    for select in sorted(node.find_all(exp.Select), key=lambda n: -_depth(n)):
+        joins = select.args.get("joins") or []
+        asof = [j for j in joins if (j.args.get("method") or "").upper() == "ASOF"]
+        if not asof:
+            continue
+        join = asof[0]
+        left = select.args["from_"].this
+        right = join.this
+        if len(joins) > 1 or not isinstance(left, exp.Table) or not isinstance(right, exp.Table):
+            raise WaveSQLError("NOT_IMPLEMENTED", "ASOF JOIN is implemented between two named "
+                               "streams or tables, alone in their SELECT", Span.of(join),
+                               hint="join other inputs in an outer query")
+        lrel = _resolve_relation(left.name, left.this, ctx)
+        rrel = _resolve_relation(right.name, right.this, ctx)
+        lalias, ralias = left.alias_or_name, right.alias_or_name
+        lcols = [(f.name, f.type) for f in lrel.schema.fields]
+        rcols = [(f.name, f.type) for f in rrel.schema.fields]
+        cond = parse_asof_condition(join.args.get("on"), lalias, ralias,
+                                    [c for c, _ in lcols], [c for c, _ in rcols])
+        outer = (join.args.get("side") or "").upper() == "LEFT"
+        sql = asof_join_relation(left.name, right.name, lalias, ralias, lcols, rcols,
+                                 outer=outer, **cond.as_kwargs())
+        name = f"__wavesql_asof_{len(inputs)}"
+        inputs.append((name, _temporal_query(
+            sql, ((left.name.lower(), lrel), (right.name.lower(), rrel)), ctx)))
+        join.pop()
+        select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name))))
+        expressions = []
+        for e in select.expressions:
+            if isinstance(e, exp.Star):  # both sides' columns, as a join's star would give
+                expressions += [exp.Column(this=exp.Star(), table=exp.to_identifier(lalias)),
+                                exp.Column(this=exp.Star(), table=exp.to_identifier(ralias))]
+            else:
+                expressions.append(e)
+        select.set("expressions", expressions)
+    return node, tuple(inputs)
+
+
+def _temporal_query(sql: str, inputs, ctx: BindContext) -> ir.SqlQuery:
+    unique = tuple(dict(inputs).items())
+    schema = ctx.env.analyze(sql, unique, None)
+    return ir.SqlQuery(sql, unique, schema, all(r.bounded for _, r in unique))
 
 
 def _extract_signal_stages(node: exp.Expression, ctx: BindContext):

@@ -1,0 +1,91 @@
+"""RESAMPLE and ASOF JOIN through the WaveSQL front end (the SQL builders themselves are
+tested in tests/test_temporal.py): results against numpy/pandas, errors with positions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wavesql.errors import WaveSQLError
+
+MS = 1000
+
+
+def _write(ws, tmp_path, name, frame, columns):
+    folder = tmp_path / name
+    folder.mkdir()
+    frame = frame.copy()
+    frame["ts"] = pd.to_datetime(frame["ts"], unit="us").astype("datetime64[us]")
+    frame.to_parquet(folder / "part.parquet")
+    ws.sql(f"CREATE STREAM {name} ({columns}, ts TIMESTAMP) FROM '{folder}' FORMAT parquet "
+           "EVENT TIME ts")
+
+
+@pytest.fixture
+def ticks(ws, tmp_path):
+    rng = np.random.default_rng(4)
+    ts = np.sort(rng.choice(np.arange(0, 400 * MS, 1000), 120, replace=False))
+    frame = pd.DataFrame({"v": rng.normal(size=len(ts)), "ts": ts})
+    _write(ws, tmp_path, "ticks", frame, "v DOUBLE")
+    return frame
+
+
+def _us(series):
+    return series.astype("datetime64[us]").astype("int64").to_numpy()
+
+
+@pytest.mark.parametrize("period_ms", [3, 4, 5, 6])
+def test_resample_linear_is_numpy_interp(ws, ticks, period_ms):
+    got = ws.sql(f"SELECT ts, v FROM RESAMPLE(ticks, ts, INTERVAL {period_ms} MILLISECONDS, "
+                 "'linear') r ORDER BY ts").toPandas()
+    p = period_ms * MS
+    grid = np.arange(-(-ticks.ts.min() // p) * p, ticks.ts.max() + 1, p)
+    np.testing.assert_array_equal(_us(got.ts), grid)
+    np.testing.assert_allclose(got.v, np.interp(grid, ticks.ts, ticks.v), rtol=1e-12, atol=1e-12)
+
+
+def test_resample_prev_holds_the_last_value(ws, ticks):
+    got = ws.sql("SELECT ts, v FROM RESAMPLE(ticks, ts, INTERVAL 7 MILLISECONDS, 'prev') r "
+                 "ORDER BY ts").toPandas()
+    grid = _us(got.ts)
+    index = np.searchsorted(ticks.ts.to_numpy(), grid, side="right") - 1
+    np.testing.assert_array_equal(got.v.to_numpy(), ticks.v.to_numpy()[index])
+
+
+def test_asof_join_is_pandas_merge_asof(ws, tmp_path):
+    rng = np.random.default_rng(9)
+    trades = pd.DataFrame({"sym": rng.choice(list("abc"), 200), "px": rng.random(200),
+                           "ts": rng.choice(np.arange(0, 10**7, 100), 200, replace=False)})
+    quotes = pd.DataFrame({"sym": rng.choice(list("abc"), 150), "bid": rng.random(150),
+                           "ts": rng.choice(np.arange(0, 10**7, 100), 150, replace=False)})
+    _write(ws, tmp_path, "trades", trades, "sym STRING, px DOUBLE")
+    _write(ws, tmp_path, "quotes", quotes, "sym STRING, bid DOUBLE")
+    got = ws.sql("SELECT t.sym, t.px, t.ts, q.bid FROM trades t ASOF LEFT JOIN quotes q "
+                 "ON t.sym = q.sym AND t.ts >= q.ts").toPandas()
+    want = pd.merge_asof(trades.sort_values("ts"), quotes.sort_values("ts"), on="ts", by="sym",
+                         direction="backward")
+    got = got.assign(ts=_us(got.ts)).sort_values("ts").reset_index(drop=True)
+    want = want.sort_values("ts").reset_index(drop=True)
+    np.testing.assert_array_equal(got.ts, want.ts)
+    np.testing.assert_array_equal(got.sym, want.sym)
+    np.testing.assert_allclose(got.bid.to_numpy(dtype=float), want.bid.to_numpy(dtype=float))
+    inner = ws.sql("SELECT * FROM trades t ASOF JOIN quotes q ON t.sym = q.sym AND t.ts >= q.ts")
+    assert inner.count() == want.bid.notna().sum()
+    assert inner.columns == ["sym", "px", "ts", "sym", "bid", "ts"]
+
+
+@pytest.mark.parametrize("sql, code, at", [
+    ("SELECT * FROM RESAMPLE(ticks, ts, INTERVAL 5 MILLISECONDS, 'cubic') r",
+     "INVALID_OPTION", "'cubic'"),
+    ("SELECT * FROM RESAMPLE(ticks, tz, INTERVAL 5 MILLISECONDS, 'linear') r",
+     "UNKNOWN_COLUMN", "tz"),
+    ("SELECT * FROM ticks a ASOF JOIN ticks b ON a.ts >= b.ts AND a.ts <= b.ts",
+     "INVALID_OPTION", "a.ts <= b.ts"),
+])
+def test_temporal_errors_point_at_the_mistake(ws, ticks, sql, code, at):
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql(sql)
+    assert err.value.code == code
+    span = err.value.span
+    assert span is not None and sql[span.start:span.end].startswith(at.split()[0])
