@@ -104,6 +104,61 @@ def test_streaming_final_results_equal_batch(ws, spark, tmp_path, sql):
     assert sum(r.rows_in for r in cq.reports) == len(data)
 
 
+def test_shuffled_input_gives_the_results_of_sorted_input(ws, spark, tmp_path):
+    """Rows out of order within the watermark, spread over files: the same final rows."""
+    rng = np.random.default_rng(21)
+    n = 300
+    ts = np.sort(rng.choice(np.arange(0, 60 * SECOND, 1000), n, replace=False))
+    data = pd.DataFrame({"sym": rng.choice(list("ab"), n), "px": rng.integers(0, 9, n) * 1.0,
+                         "ts": ts})
+    # Shuffle: each row moves at most 1.5 s (the watermark is 2 s) from its sorted place.
+    shuffled = data.iloc[np.argsort(ts + rng.integers(0, int(1.5 * SECOND), n))]
+    sql = ("ISTREAM (SELECT sym, count(*) AS n, sum(px) AS total FROM trades "
+           "[RANGE 5 SECONDS SLIDE 1 SECONDS] GROUP BY sym)")
+    results = []
+    for label, frame in (("sorted", data), ("shuffled", shuffled)):
+        folder = tmp_path / label
+        for i, chunk in enumerate(_split(frame, 5)):
+            _write(folder / "in", f"part-{i}.parquet", chunk)
+        _stream(ws, folder / "in", name=f"trades_{label}")
+        cq = ws.stream(sql.replace("trades", f"trades_{label}"), folder / "out", folder / "ck",
+                       max_files_per_trigger=1, clock=lambda: 0.0)
+        cq.await_termination()
+        assert sum(r.late for r in cq.reports) == 0
+        out = spark.read.parquet(str(folder / "out")).where("_final")
+        results.append((cq.progress_us, _rows(out, ["_time", "sym", "n", "total"])))
+    (p_sorted, sorted_rows), (p_shuffled, shuffled_rows) = results
+    final = min(p_sorted, p_shuffled)
+    assert {k: n for k, n in sorted_rows.items() if k[0] < final} == \
+        {k: n for k, n in shuffled_rows.items() if k[0] < final}
+    assert sum(n for k, n in sorted_rows.items() if k[0] < final) > 50
+
+
+def test_csv_and_json_directories_stream_too(ws, spark, tmp_path):
+    data = _trades(60, seed=23)
+    for fmt in ("csv", "json"):
+        folder = tmp_path / fmt
+        folder.mkdir()
+        for i, chunk in enumerate(_split(data, 2)):
+            frame = chunk.assign(ts=pd.to_datetime(chunk.ts, unit="us").dt.strftime(
+                "%Y-%m-%d %H:%M:%S.%f"))
+            if fmt == "csv":
+                frame.to_csv(folder / f"part-{i}.csv", index=False)
+            else:
+                frame.to_json(folder / f"part-{i}.json", orient="records", lines=True)
+        ws.sql(f"CREATE STREAM t_{fmt} (sym STRING, px DOUBLE, ts TIMESTAMP) FROM '{folder}' "
+               f"FORMAT {fmt} EVENT TIME ts WATERMARK 2 SECONDS")
+        sql = f"SELECT sym, count(*) AS n FROM t_{fmt} [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY sym"
+        cq = ws.stream(sql, tmp_path / f"out_{fmt}", tmp_path / f"ck_{fmt}",
+                       max_files_per_trigger=1, clock=lambda: 0.0)
+        cq.await_termination()
+        want = Counter({k: n for k, n in _rows(ws.sql(sql), ["_time", "sym", "n"]).items()
+                        if k[0] < cq.progress_us})
+        got = _rows(spark.read.parquet(str(tmp_path / f"out_{fmt}")).where("_final"),
+                    ["_time", "sym", "n"])
+        assert got == want and sum(want.values()) > 0
+
+
 def test_punctuation_closes_the_stream(ws, spark, tmp_path):
     data = _trades(120, seed=3)
     data["punct"] = pd.Series([None] * len(data), dtype="float64")
