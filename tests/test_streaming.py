@@ -275,9 +275,12 @@ def test_restart_continues_from_the_checkpoint(ws, spark, tmp_path):
     assert _rows(_output(spark, tmp_path).where("_final"), ["_time", "sym", "total"]) == want
 
 
-def test_state_stays_bounded_by_the_window(ws, spark, tmp_path):
-    rate = 2000  # rows per second of event time
-    files, per_file_s = 6, 20
+@pytest.mark.parametrize("rate, files", [
+    (2000, 6),                                          # 240 k rows
+    pytest.param(10000, 20, marks=pytest.mark.slow),    # 4 M rows (make test-all)
+])
+def test_state_stays_bounded_by_the_window(ws, spark, tmp_path, rate, files):
+    per_file_s = 20  # rate: rows per second of event time
     for i in range(files):
         n = rate * per_file_s
         rng = np.random.default_rng(i)
