@@ -127,17 +127,31 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
         raise WaveSQLError("UNSUPPORTED_STATEMENT", "only a query can run continuously",
                            hint="DDL runs once: use Session.sql for it")
     if late is None and late_into is not None:
-        target = late_into.this
-        if not (isinstance(target, exp.Literal) and target.is_string):
-            raise WaveSQLError("NOT_IMPLEMENTED", "LATE INTO a sink name is not implemented yet",
-                               Span.of(target), hint="give a path: LATE INTO 'late/trades'")
-        late = target.name
+        late = _late_path(late_into.this, session.catalog)
     plan = plan_continuous(bound.relation, stmt)
     return ContinuousQuery(session, text, bound, plan,
                            emit_changes=emit is not None and emit.kind == "CHANGES",
                            output=output, checkpoint=Path(checkpoint),
                            late=Path(late) if late is not None else Path(checkpoint) / "late",
                            trigger=trigger, max_files=max_files_per_trigger, clock=clock)
+
+
+def _late_path(target: exp.Expression, catalog) -> str:
+    """``LATE INTO 'path'`` or ``LATE INTO sink`` (a catalog sink's path)."""
+    if isinstance(target, exp.Literal) and target.is_string:
+        return target.name
+    defn = catalog.get(target.name)
+    if not isinstance(defn, cat.SinkDef):
+        from wavesql.errors import did_you_mean
+
+        sinks = [d.name for d in catalog.list("SINK")]
+        raise WaveSQLError("UNKNOWN_STREAM", f"LATE INTO `{target.name}`: no such sink",
+                           Span.of(target), hint=did_you_mean(target.name, sinks, "sinks")
+                           or "CREATE SINK late_rows TO 'late/' FORMAT parquet, or give a path")
+    if defn.format != "parquet":
+        raise WaveSQLError("NOT_IMPLEMENTED", f"late rows are written as Parquet; sink "
+                           f"`{defn.name}` is {defn.format}", Span.of(target))
+    return defn.path
 
 
 def plan_continuous(root: ir.Relation, stmt) -> _Plan:

@@ -174,7 +174,8 @@ def test_punctuation_closes_the_stream(ws, spark, tmp_path):
     assert _rows(_output(spark, tmp_path).where("_final"), ["_time", "sym", "n"]) == batch
 
 
-def test_late_rows_go_to_the_late_sink_counted(ws, spark, tmp_path):
+@pytest.mark.parametrize("target", ["path", "sink"])
+def test_late_rows_go_to_the_late_sink_counted(ws, spark, tmp_path, target):
     first = pd.DataFrame({"sym": ["a", "b", "a"], "px": [1.0, 2.0, 3.0],
                           "ts": [10 * SECOND, 11 * SECOND, 20 * SECOND]})
     # progress after the first file: 20 s - 2 s = 18 s; 17 s is late, 18 s is not
@@ -183,8 +184,12 @@ def test_late_rows_go_to_the_late_sink_counted(ws, spark, tmp_path):
     _write(tmp_path / "in", "part-0.parquet", first)
     _write(tmp_path / "in", "part-1.parquet", second)
     _stream(ws, tmp_path / "in")
-    cq = _run(ws, tmp_path, "SELECT sym, px FROM trades [NOW] LATE INTO '"
-              + str(tmp_path / "late") + "'")
+    if target == "sink":
+        ws.sql(f"CREATE SINK late_rows TO '{tmp_path / 'late'}' FORMAT parquet")
+        into = "late_rows"
+    else:
+        into = f"'{tmp_path / 'late'}'"
+    cq = _run(ws, tmp_path, f"SELECT sym, px FROM trades [NOW] LATE INTO {into}")
     totals = cq.status()
     assert (totals["rows_in"], totals["on_time"], totals["late"], totals["no_time"]) == (6, 4, 1, 1)
     late = spark.read.parquet(str(tmp_path / "late")).collect()
