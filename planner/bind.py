@@ -155,10 +155,11 @@ def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCon
     node, streams = _extract_relation_to_streams(node, ctx)
     node, windows = _extract_windows(node, ctx)
     node, temporal = _extract_temporal(node, ctx)
+    node, syncs = _extract_syncs(node, ctx)
     node, stages = _extract_signal_stages(node, ctx)
     _reject_wavesql_constructs(node)
     _reject_stray_signal_calls(node)
-    own = streams + windows + temporal + stages
+    own = streams + windows + temporal + syncs + stages
     inputs = own + _bind_inputs(node, ctx, skip={name for name, _ in own})
     # Plain Spark SQL at the top level: hand Spark the user's exact text, so that Spark sees
     # what the user typed and its error positions map back one to one.
@@ -309,6 +310,74 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext):
             if isinstance(e, exp.Star):  # both sides' columns, as a join's star would give
                 expressions += [exp.Column(this=exp.Star(), table=exp.to_identifier(lalias)),
                                 exp.Column(this=exp.Star(), table=exp.to_identifier(ralias))]
+            else:
+                expressions.append(e)
+        select.set("expressions", expressions)
+    return node, tuple(inputs)
+
+
+def _extract_syncs(node: exp.Expression, ctx: BindContext):
+    """``FROM control c SYNC JOIN signal s ON RANGE (a, b)`` becomes a named input
+    (``planner/sync.py``); the SELECT then reads it."""
+    if not any(j.args.get("sync") is not None for j in node.find_all(exp.Join)):
+        return node, ()
+    from .sync import output_fields
+
+    node = node.copy()
+    inputs: list[tuple[str, ir.Relation]] = []
+    for select in sorted(node.find_all(exp.Select), key=lambda n: -_depth(n)):
+        joins = select.args.get("joins") or []
+        syncs = [j for j in joins if j.args.get("sync") is not None]
+        if not syncs:
+            continue
+        join = syncs[0]
+        if len(joins) > 1:
+            raise WaveSQLError("NOT_IMPLEMENTED", "a SYNC JOIN is implemented alone in its "
+                               "SELECT (one control, one signal)", Span.of(joins[1]),
+                               hint="SYNC each signal in its own SELECT and join the results "
+                                    "on the control columns")
+        control_table, signal_table = select.args["from_"].this, join.this
+        if not isinstance(control_table, exp.Table) or not isinstance(signal_table, exp.Table):
+            raise WaveSQLError("NOT_IMPLEMENTED", "SYNC JOIN reads a named control stream "
+                               "(or view) and a named signal", Span.of(join),
+                               hint="make the control a CREATE VIEW")
+        defn = ctx.catalog.get(signal_table.name)
+        if not isinstance(defn, cat.SignalDef):
+            raise WaveSQLError("STREAMING_RULE", f"SYNC JOIN needs a signal, `{signal_table.name}`"
+                               " is not one", Span.of(signal_table),
+                               hint="SYNC aligns recorded signals; join event streams with JOIN")
+        if signal_table.args.get("window") is not None:
+            raise WaveSQLError("INVALID_OPTION", "a SYNC JOIN takes its ranges from the control "
+                               "rows, not from a window", Span.of(signal_table.args["window"]))
+        control = _resolve_relation(control_table.name, control_table.this, ctx)
+        signal = _resolve_relation(signal_table.name, signal_table.this, ctx)
+        calias, salias = control_table.alias_or_name, signal_table.alias_or_name
+        sync = join.args["sync"]
+        start_sql, end_sql = to_spark_sql(sync.args["start"]), to_spark_sql(sync.args["end"])
+        # Analyse the bounds now: an unknown column or a wrong type is a bind-time error.
+        probe = ctx.env.analyze(
+            f"SELECT {start_sql} AS a, {end_sql} AS b FROM {control_table.name} AS {calias}",
+            ((control_table.name.lower(), control),), None)
+        for field, bound in zip(probe.fields, (sync.args["start"], sync.args["end"])):
+            if not (field.type.startswith("timestamp") or field.type in
+                    ("bigint", "int", "smallint", "tinyint")):
+                raise WaveSQLError("TYPE_ERROR", f"a SYNC range bound must be a TIMESTAMP or a "
+                                   f"sample number (BIGINT), not {field.type}", Span.of(bound),
+                                   hint="e.g. ON RANGE (d.t_from, d.t_to) with TIMESTAMP columns")
+        channels = [c.name for c in defn.channels]
+        fields = output_fields(control.schema.fields, channels, calias, salias)
+        schema = ir.Schema(tuple(ir.Field(n, t) for n, t in fields))
+        name = f"__wavesql_sync_{len(inputs)}"
+        inputs.append((name, ir.SyncJoin(control, calias, signal, salias, start_sql, end_sql,
+                                         sync.args.get("missing") or "NULL", schema,
+                                         control.bounded and signal.bounded)))
+        join.pop()
+        select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name))))
+        expressions = []
+        for e in select.expressions:
+            if isinstance(e, exp.Star):
+                expressions += [exp.Column(this=exp.Star(), table=exp.to_identifier(calias)),
+                                exp.Column(this=exp.Star(), table=exp.to_identifier(salias))]
             else:
                 expressions.append(e)
         select.set("expressions", expressions)

@@ -196,6 +196,29 @@ class StreamOf(Relation):
 
 
 @dataclass(frozen=True)
+class SyncJoin(Relation):
+    """``control SYNC JOIN signal ON RANGE (start, end)`` (``planner/sync.py``)."""
+
+    control: Relation
+    control_alias: str
+    signal: SignalScan
+    signal_alias: str
+    start_sql: str
+    end_sql: str
+    missing: str
+    schema: Schema
+    bounded: bool = True
+
+    def children(self):
+        return (self.control, self.signal)
+
+    def label(self) -> str:
+        return (f"SyncJoin {self.signal.signal.name} ON RANGE ({self.start_sql}, "
+                f"{self.end_sql}) MISSING {self.missing} [binned by SEGMENT "
+                f"{self.signal.signal.segment}]")
+
+
+@dataclass(frozen=True)
 class SparkTable(Relation):
     """A table or temporary view that lives in Spark's own catalog, not WaveSQL's."""
 

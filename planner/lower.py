@@ -157,6 +157,17 @@ def _lower_stream_of(rel: ir.StreamOf, rt: Runtime):
                               source, rel.window.time_column)
 
 
+def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
+    from .sync import sync_frame
+
+    s = rel.signal.signal
+    return sync_frame(
+        lower_relation(rel.control, rt), rel.control_alias, lower_relation(rel.signal, rt),
+        [c.name for c in s.channels], rate=s.rate_hz, epoch_us=s.epoch_us, segment=s.segment,
+        start_sql=rel.start_sql, end_sql=rel.end_sql, signal_alias=rel.signal_alias,
+        policy=rel.missing, signal_name=s.name)
+
+
 def _lower_spark_table(rel: ir.SparkTable, rt: Runtime):
     return rt.spark.table(rel.name)
 
@@ -192,6 +203,7 @@ _RELATION_RULES: dict[type, Callable] = {
     ir.SignalStage: _lower_signal_stage,
     ir.WindowScan: _lower_window_scan,
     ir.StreamOf: _lower_stream_of,
+    ir.SyncJoin: _lower_sync_join,
     ir.SparkTable: _lower_spark_table,
     ir.ViewRef: _lower_view,
     ir.SqlQuery: _lower_sql_query,

@@ -101,6 +101,7 @@ IDENTITY = [
     "SELECT d.t_from, m.ch1 FROM detections AS d SYNC JOIN mic AS m ON RANGE (d.t_from, d.t_to)",
     "SELECT * FROM d SYNC JOIN mic AS m ON RANGE (d.a, d.b) SYNC JOIN acc AS x ON RANGE (d.a, d.b)",
     "SELECT * FROM d SYNC JOIN mic [SAMPLES 32] AS m ON RANGE (d.a, d.a + INTERVAL '1' SECOND)",
+    "SELECT * FROM d SYNC JOIN mic AS m ON RANGE (d.a, d.b) MISSING TRUNCATE WHERE d.k > 1",
     "SELECT * FROM trades AS t ASOF JOIN quotes AS q ON t.sym = q.sym AND t.ts >= q.ts",
     # relation-to-stream
     "ISTREAM (SELECT sym, AVG(px) FROM trades [RANGE 1 MINUTE SLIDE 10 SECONDS] GROUP BY sym)",

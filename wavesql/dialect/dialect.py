@@ -37,6 +37,7 @@ from wavesql.dialect.nodes import (
     EXPLAIN_KINDS,
     OBJECT_KINDS,
     RELATION_TO_STREAM_KINDS,
+    SYNC_MISSING,
     CreateStream,
     DropObject,
     Emit,
@@ -606,7 +607,16 @@ class WaveSQLParser(SparkParser):
         end = self._parse_disjunction()
         if end is None or not self._match(TokenType.R_PAREN):
             self._fail("expected ) to close ON RANGE (start, end)", hint=hint)
-        sync = self._positioned(SyncRange(start=start, end=end), on)
+        missing = None
+        if self._word() == "MISSING":
+            self._advance()
+            missing = self._word()
+            if missing not in SYNC_MISSING:
+                self._fail("expected NULL, TRUNCATE or ERROR after MISSING",
+                           hint="MISSING says what a range the recording does not fully "
+                                "cover gives: NULL (default), TRUNCATE or ERROR")
+            self._advance()
+        sync = self._positioned(SyncRange(start=start, end=end, missing=missing), on)
         join = self._positioned(exp.Join(this=table, sync=sync), first)
         return t.cast(exp.Join, join)
 
@@ -665,7 +675,8 @@ class WaveSQLGenerator(SparkGenerator):
         Explain: lambda self, e: self.explain_sql(e),
         StreamWindow: lambda self, e: self.streamwindow_sql(e),
         SyncRange: lambda self, e: (
-            f"RANGE ({self.sql(e, 'start')}, {self.sql(e, 'end')})"),
+            f"RANGE ({self.sql(e, 'start')}, {self.sql(e, 'end')})"
+            + (f" MISSING {e.args['missing']}" if e.args.get("missing") else "")),
         RelationToStream: lambda self, e: self.relationtostream_sql(e),
         Emit: lambda self, e: self.seg(f"EMIT {e.kind}"),
         LateInto: lambda self, e: self.seg(f"LATE INTO {self.sql(e, 'this')}"),

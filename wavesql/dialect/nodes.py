@@ -62,6 +62,8 @@ EXPLAIN_KINDS = ("AST", "IR", "SPARK", "EXTENDED", "FORMATTED", "CODEGEN", "COST
 RELATION_TO_STREAM_KINDS = ("ISTREAM", "DSTREAM", "RSTREAM")
 #: ``Emit.kind`` values.
 EMIT_KINDS = ("FINAL", "CHANGES")
+#: ``SyncRange.missing`` values: what a range the recording does not fully cover gives.
+SYNC_MISSING = ("NULL", "TRUNCATE", "ERROR")
 
 
 class WaveSQLNode(exp.Expression):
@@ -226,9 +228,10 @@ class SyncRange(WaveSQLNode):
     Args:
         start: expression for the start of the range (inclusive end rules: the binder's).
         end: expression for the end of the range.
+        missing: ``"NULL"`` / ``"TRUNCATE"`` / ``"ERROR"`` (``MISSING ...``), or None.
     """
 
-    arg_types = {"start": True, "end": True}
+    arg_types = {"start": True, "end": True, "missing": False}
 
 
 class RelationToStream(WaveSQLNode):

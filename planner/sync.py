@@ -1,0 +1,130 @@
+"""``SYNC JOIN``: for every control row, the exact segment of each channel over its range.
+
+``SELECT d.t_from, m.ch1 FROM detections d SYNC JOIN mic m ON RANGE (d.t_from, d.t_to)``
+
+Semantics (user documentation):
+
+* The range ``(start, end)`` is half-open, ``[start, end)``. Timestamps are converted to
+  sample numbers with WaveSQL's one rule (``udfs.sigseg.sample_at``: the first sample at or
+  after the time, computed in integers), so the range covers samples
+  ``sample_at(start) .. sample_at(end) - 1``; integer (BIGINT/INT) bounds are sample numbers
+  themselves.
+* Each channel of the signal comes back as one segment of exactly those samples, stitched
+  across the stored segments and files it spans. A range the recording does not fully cover
+  (outside the recorded data, or over a gap) gives what ``MISSING`` says: ``NULL``
+  (default), ``TRUNCATE`` (the recorded part, if it has no gap inside) or ``ERROR``
+  (``udfs/sync.py``).
+* Every control row gives exactly one output row (identical control rows give identical
+  output rows); a row whose range is NULL gets NULL segments.
+* The result exposes the control row as a struct named by its alias (``d.t_from``) and the
+  channels as a struct named by the signal's alias (``m.ch1``), plus a top-level copy of
+  every column whose name is unique; ``SELECT *`` is ``d.*, m.*``.
+
+Lowering: a **range join with time binning**, never a nested loop. Stored segments are
+binned by ``floor(sample / SEGMENT)``; each control range is expanded to the bins it
+overlaps (``explode(sequence(...))``) and equi-joined on the bin id plus the overlap
+predicate; the overlapping pieces of each range are collected and one ``mapInArrow`` pass
+stitches and cuts them (``udfs/sync.py``). Identical control rows are grouped first and
+expanded again at the end, so duplicates cost one cut.
+"""
+
+from __future__ import annotations
+
+from wavesql.errors import WaveSQLError
+
+CONTROL = "__ctl"
+
+
+def sample_number(column, dtype, rate: float, epoch_us: int):
+    """Spark expression: the sample number of a range bound (timestamp or integer)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
+
+    if isinstance(dtype, IntegralType):
+        return column.cast("bigint")
+    if not isinstance(dtype, (TimestampType, TimestampNTZType)):
+        raise WaveSQLError("TYPE_ERROR", f"a SYNC range bound must be a TIMESTAMP or a sample "
+                           f"number (BIGINT), not {dtype.simpleString()}",
+                           hint="e.g. ON RANGE (d.t_from, d.t_to) with TIMESTAMP columns")
+    offset = F.unix_micros(column) - F.lit(epoch_us)
+    if float(rate).is_integer():  # ceil(offset * rate / 1e6), exactly, without overflow
+        exact = offset.cast("decimal(38,0)") * F.lit(int(rate)).cast("decimal(20,0)")
+        return F.ceil(exact / F.lit(1_000_000)).cast("bigint")
+    return F.ceil(offset * F.lit(rate) / F.lit(1e6) - F.lit(1e-9)).cast("bigint")
+
+
+def sync_frame(control, control_alias: str, signal_rows, channels: list[str], *, rate: float,
+               epoch_us: int, segment: int, start_sql: str, end_sql: str, signal_alias: str,
+               policy: str, signal_name: str):
+    """The SYNC JOIN of ``control`` (DataFrame) with the signal's stored segments."""
+    from pyspark.sql import functions as F
+
+    names = control.columns
+    aliased = control.alias(control_alias)
+    ranged = aliased.select(
+        F.struct(*[F.col(f"`{control_alias}`.`{n}`").alias(n) for n in names]).alias(CONTROL),
+        F.expr(start_sql).alias("__a"), F.expr(end_sql).alias("__b"))
+    types = {f.name: f.dataType for f in ranged.schema.fields}
+    ranged = ranged.select(
+        CONTROL, sample_number(F.col("__a"), types["__a"], rate, epoch_us).alias("__s0"),
+        sample_number(F.col("__b"), types["__b"], rate, epoch_us).alias("__s1"))
+    groups = ranged.groupBy(CONTROL, "__s0", "__s1").agg(F.count(F.lit(1)).alias("__n"))
+    b = F.lit(segment)
+    bins = F.when(F.col("__s1") > F.col("__s0"), F.sequence(
+        F.floor(F.col("__s0") / b), F.floor((F.col("__s1") - 1) / b)))
+    wanted = groups.withColumn("__bin", F.explode_outer(bins))
+    first = channels[0]
+    start = F.col(f"`{first}`.start")
+    end = start + F.size(F.col(f"`{first}`.samples"))
+    stored = signal_rows.select(
+        F.struct(*[F.col(f"`{c}`") for c in channels]).alias("__piece"),
+        start.alias("__p0"), end.alias("__p1"),
+        F.explode(F.sequence(F.floor(start / b), F.floor((end - 1) / b))).alias("__bin"))
+    # A range and a piece overlapping over two bins meet in both: keep the first common bin
+    # only, so every piece is collected once per range.
+    first_common = F.greatest(F.floor(wanted["__s0"] / b), F.floor(stored["__p0"] / b))
+    joined = wanted.join(stored, (wanted["__bin"] == stored["__bin"])
+                         & (stored["__p0"] < wanted["__s1"]) & (stored["__p1"] > wanted["__s0"])
+                         & (wanted["__bin"] == first_common), "left")
+    gathered = joined.groupBy(CONTROL, "__s0", "__s1", "__n").agg(
+        F.collect_list("__piece").alias("__pieces"))
+    out_schema = (f"{CONTROL} {gathered.schema[CONTROL].dataType.simpleString()}, "
+                  "__s0 bigint, __s1 bigint, __n bigint, "
+                  + ", ".join(f"`{c}` struct<start:bigint,rate:double,samples:array<float>>"
+                              for c in channels))
+
+    def run(batches):
+        from wavesql.udfs.sync import sync_batch
+
+        for batch in batches:
+            yield sync_batch(batch, channels, rate, policy, f"`{signal_name}`")
+
+    cut = gathered.mapInArrow(run, out_schema)
+    repeated = cut.withColumn("__copy", F.explode(F.sequence(F.lit(1).cast("bigint"),
+                                                            F.col("__n"))))
+    unique = _unique_names(names, channels, {control_alias.lower(), signal_alias.lower()})
+    return repeated.select(
+        F.col(CONTROL).alias(control_alias),
+        F.struct(*[F.col(f"`{c}`") for c in channels]).alias(signal_alias),
+        *[F.col(f"{CONTROL}.`{n}`").alias(n) for n in names if n.lower() in unique],
+        *[F.col(f"`{c}`") for c in channels if c.lower() in unique])
+
+
+def _unique_names(control: list[str], channels: list[str], aliases: set[str]) -> set[str]:
+    lower = [n.lower() for n in control] + [c.lower() for c in channels]
+    return {n for n in lower if lower.count(n) == 1 and n not in aliases}
+
+
+def output_fields(control_fields, channels: list[str], control_alias: str, signal_alias: str):
+    """The result schema of :func:`sync_frame` as ``(name, type)`` pairs."""
+    from wavesql.udfs.program import SPARK_TYPES
+
+    sigseg = SPARK_TYPES["sigseg"]
+    names = [f.name for f in control_fields]
+    unique = _unique_names(names, channels, {control_alias.lower(), signal_alias.lower()})
+    struct = ",".join(f"`{f.name}`:{f.type}" for f in control_fields)
+    out = [(control_alias, f"struct<{struct}>"),
+           (signal_alias, "struct<" + ",".join(f"`{c}`:{sigseg}" for c in channels) + ">")]
+    out += [(f.name, f.type) for f in control_fields if f.name.lower() in unique]
+    out += [(c, sigseg) for c in channels if c.lower() in unique]
+    return out

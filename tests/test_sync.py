@@ -1,0 +1,161 @@
+"""SYNC JOIN: sample-exact segments over control ranges, against a numpy oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.data import COUNTING_WAV
+from wavesql.errors import WaveSQLError
+from wavesql.udfs.sigseg import SigSeg, sample_at
+from wavesql.udfs.sync import cut_range
+from wavesql.udfs.wav import read_info, read_frames, write_wav
+
+RATE = 8000
+SECOND = 1_000_000
+
+
+def _timeline(tmp_path):
+    """Two channels, three timestamped files: [0, 5000), [5000, 9000), gap, [12000, 15000)."""
+    rng = np.random.default_rng(5)
+    folder = tmp_path / "rec"
+    folder.mkdir()
+    truth = np.full((15000, 2), np.nan, dtype=np.float64)
+    for start, length, name in ((0, 5000, "a_1970-01-01T00-00-00Z.wav"),
+                                (5000, 4000, "a_1970-01-01T00-00-00.625Z.wav"),
+                                (12000, 3000, "a_1970-01-01T00-00-01.5Z.wav")):
+        x = (rng.standard_normal((length, 2)) * 0.3).astype(np.float32)
+        write_wav(folder / name, x, RATE, "float32")
+        truth[start:start + length] = x
+    return folder, truth
+
+
+def _control(ws, tmp_path, ranges, kind="TIMESTAMP"):
+    folder = tmp_path / "ctl"
+    folder.mkdir()
+    frame = pd.DataFrame({"id": np.arange(len(ranges), dtype=np.int64),
+                          "a": [r[0] for r in ranges], "b": [r[1] for r in ranges]})
+    if kind == "TIMESTAMP":
+        for col in ("a", "b"):
+            frame[col] = pd.to_datetime(frame[col], unit="us").astype("datetime64[us]")
+    frame.to_parquet(folder / "c.parquet")
+    ws.sql(f"CREATE STREAM ctl (id BIGINT, a {kind}, b {kind}) FROM '{folder}' FORMAT parquet")
+
+
+def _expected(truth, lo, hi, policy):
+    if hi < lo:
+        return None
+    if hi == lo:
+        return np.zeros((0, truth.shape[1]))
+    inside = truth[max(lo, 0):max(min(hi, len(truth)), 0)]
+    covered = ~np.isnan(inside[:, 0])
+    if lo >= 0 and hi <= len(truth) and covered.all():
+        return inside
+    if policy == "TRUNCATE" and covered.any():
+        idx = np.flatnonzero(covered)
+        if idx[-1] - idx[0] + 1 == len(idx):  # one run, no gap inside
+            return inside[idx[0]:idx[-1] + 1]
+    return None
+
+
+@pytest.mark.parametrize("policy", ["NULL", "TRUNCATE"])
+def test_sync_is_sample_exact_over_files_segments_and_gaps(ws, tmp_path, policy):
+    folder, truth = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    rng = np.random.default_rng(1)
+    us_per_sample = SECOND // RATE  # 125
+    ranges = [(0, 125), (0, 5000 * us_per_sample), (4999 * us_per_sample, 5001 * us_per_sample),
+              (8000 * us_per_sample, 13000 * us_per_sample),  # across the gap
+              (12000 * us_per_sample, 15000 * us_per_sample),  # touches the end
+              (14000 * us_per_sample, 16000 * us_per_sample),  # past the end
+              (3 * SECOND, 4 * SECOND), (700_000, 700_000), (900_000, 800_000)]
+    for _ in range(30):  # random, including ranges starting and ending inside segments
+        a = int(rng.integers(0, 15500 * us_per_sample))
+        ranges.append((a, a + int(rng.integers(1, 6000 * us_per_sample))))
+    _control(ws, tmp_path, ranges)
+    rows = ws.sql(f"SELECT c.id, c.a, r.x, r.y FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
+                  f"MISSING {policy}").collect()
+    assert len(rows) == len(ranges)
+    for row in rows:
+        a, b = ranges[row.id]
+        lo, hi = sample_at(a, RATE), sample_at(b, RATE)
+        want = _expected(truth, lo, hi, policy)
+        if want is None:
+            assert row.x is None and row.y is None, (a, b)
+            continue
+        assert row.x is not None, (a, b)
+        first = lo if policy == "NULL" or lo >= 0 and not np.isnan(truth[lo, 0]) else None
+        if first is not None:
+            assert row.x.start == first
+        np.testing.assert_array_equal(np.asarray(row.x.samples, dtype=np.float32),
+                                      want[:, 0].astype(np.float32))
+        np.testing.assert_array_equal(np.asarray(row.y.samples, dtype=np.float32),
+                                      want[:, 1].astype(np.float32))
+        assert row.x.rate == RATE
+
+
+def test_sync_over_the_real_recording_with_sample_numbers(ws, tmp_path):
+    info = read_info(COUNTING_WAV)
+    samples = read_frames(info)[:, 0]
+    ws.sql(f"CREATE SIGNAL counting (voice FLOAT) RATE 44100 HZ FROM '{COUNTING_WAV}' "
+           "FORMAT wav SEGMENT 4096")
+    rng = np.random.default_rng(2)
+    ranges = [(int(s), int(s + rng.integers(1, 50_000)))
+              for s in rng.integers(0, info.frames - 50_000, 25)]
+    ranges += [(0, info.frames), (info.frames - 10, info.frames)]
+    _control(ws, tmp_path, ranges, kind="BIGINT")
+    rows = ws.sql("SELECT id, voice FROM ctl d SYNC JOIN counting m ON RANGE (d.a, d.b)").collect()
+    for row in rows:
+        lo, hi = ranges[row.id]
+        assert row.voice.start == lo
+        np.testing.assert_array_equal(np.asarray(row.voice.samples, dtype=np.float32),
+                                      samples[lo:hi].astype(np.float32))
+
+
+def test_duplicate_and_null_control_rows(ws, tmp_path):
+    folder, truth = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    folder = tmp_path / "ctl"
+    folder.mkdir()
+    pd.DataFrame({"a": [10, 10, None], "b": [20, 20, 30]}, dtype="Int64").to_parquet(
+        folder / "c.parquet")
+    ws.sql(f"CREATE STREAM ctl (a BIGINT, b BIGINT) FROM '{folder}' FORMAT parquet")
+    rows = ws.sql("SELECT a, x FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b)").collect()
+    assert sorted((r.a is None, r.x is None) for r in rows) == [(False, False), (False, False),
+                                                               (True, True)]
+
+
+def test_sync_errors(ws, tmp_path):
+    folder, _ = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    _control(ws, tmp_path, [(8000 * 125, 13000 * 125)])
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT c.id FROM ctl c SYNC JOIN rec r ON RANGE (c.id, 'x')")
+    assert err.value.code == "TYPE_ERROR" and err.value.span is not None
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT * FROM ctl c SYNC JOIN ctl r ON RANGE (c.a, c.b)")
+    assert err.value.code == "STREAMING_RULE"
+    from wavesql.spark import translate_runtime_error
+
+    df = ws.sql("SELECT c.id, r.x FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) MISSING ERROR")
+    with pytest.raises(Exception) as raised:
+        df.collect()
+    error = translate_runtime_error(raised.value)
+    assert error.code == "SIGNAL_GAP" and "[8000, 13000)" in error.message
+
+
+def test_cut_range_rules():
+    f = lambda s, n: SigSeg(s, 10.0, np.arange(s, s + n, dtype=np.float32))  # noqa: E731
+    pieces = [f(0, 4), f(4, 4), f(10, 5)]
+    assert cut_range(pieces, 1, 7, 10.0, "NULL").samples.tolist() == [1, 2, 3, 4, 5, 6]
+    assert cut_range(pieces, 6, 12, 10.0, "NULL") is None          # over the gap
+    assert cut_range(pieces, 6, 12, 10.0, "TRUNCATE") is None      # a gap inside: never closed
+    assert cut_range(pieces, 12, 20, 10.0, "TRUNCATE").samples.tolist() == [12, 13, 14]
+    assert cut_range(pieces, 3, 3, 10.0, "NULL").width == 0
+    with pytest.raises(Exception) as err:
+        cut_range(pieces, 6, 12, 10.0, "ERROR")
+    assert "SIGNAL_GAP" in str(err.value)
