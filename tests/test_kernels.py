@@ -71,6 +71,7 @@ SAMPLE_CALLS = {
     "resample": ((_S, 500.0), SigSeg),
     "haar": ((_S, 4), np.ndarray), "dwt": ((_S, "db4", 2), np.ndarray),
     "trimpeak": ((_S, "max"), SigSeg), "cfar": ((1.0,), bool),
+    "square": ((_S,), SigSeg),
     "threshold_ranges": ((_S, 0.5), Ranges), "degap": ((_S, "zero"), SigSeg),
 }
 _PY_TYPE_OF = {"sigseg": SigSeg, "spectrum": Spectrum, "double": float, "bigint": int,
@@ -250,8 +251,8 @@ def test_width_and_times_in_microseconds(voice):
     assert registry.call("start_time", voice) == 0
     assert registry.call("end_time", voice) == 9_000_000
     s = SigSeg(44101, 44100.0, np.zeros(3))
-    assert registry.call("start_time", s) == 1_000_023          # 1.0000227 s, rounded
-    assert registry.call("end_time", s) == round(44104 * 1e6 / 44100)
+    assert registry.call("start_time", s) == 1_000_022          # 1.0000227 s, rounded down
+    assert registry.call("end_time", s) == 44104 * 1_000_000 // 44100
     assert registry.call("width", seg([])) == 0
     raises("TYPE_ERROR", registry.call, "width", np.zeros(3))
 
@@ -387,3 +388,14 @@ def test_literal_types_are_checked_at_run_time_too():
     raises("TYPE_ERROR", registry.call, "lowpass", _S, 100.0, 4.0)
     y, _ = registry.call("lowpass", _S, Decimal("100.5"), np.int64(2))  # Spark literals
     assert y.width == _S.width
+
+
+def test_time_and_sample_rules_are_inverse():
+    """start_time/end_time map back to the same samples (SYNC ranges written with them cut
+    exactly the segment they came from)."""
+    from wavesql.udfs.sigseg import sample_at, time_of
+
+    rng = np.random.default_rng(0)
+    for rate in (8000, 44100, 48000, 96000, 192000, 1_000_000, 22050.5, 1.5):
+        for n in list(rng.integers(0, 10**11, 2000)) + [0, 1, 2, 47, 48, 10**12]:
+            assert sample_at(time_of(int(n), rate), rate) == n, (rate, n)

@@ -55,7 +55,7 @@ def test_statfilter_matches_numpy(counting, voice):
     assert len(rows) == len(want) > 5
     for row, (s, sd, mean) in zip(rows, want):
         micros = int(row.t.timestamp() * 1_000_000 + 0.5)
-        assert micros == round(s * 1_000_000 / RATE)
+        assert micros == s * 1_000_000 // RATE
         assert row.sd == pytest.approx(sd, rel=1e-9) and row.mean == pytest.approx(mean, abs=1e-12)
 
 
@@ -217,7 +217,7 @@ def test_signal_functions_over_a_view_of_segments(counting, voice):
             if len(w) > 1 and w.astype(np.float64).std(ddof=1) > 0.01]
     assert len(rows) == len(want) > 5
     for row, (s, sd, n) in zip(rows, want):
-        assert int(row.t.timestamp() * 1_000_000 + 0.5) == round(s * 1_000_000 / RATE)
+        assert int(row.t.timestamp() * 1_000_000 + 0.5) == s * 1_000_000 // RATE
         assert row.sd == pytest.approx(sd, rel=1e-9) and row.n == n
     text = counting.explain("SELECT t, seg_rms(voice) FROM frames", "IR")
     assert "SignalStage program[_sig0=seg_rms(voice)] passthrough[t]" in text

@@ -113,8 +113,16 @@ class SigSeg:
 
 
 def time_of(sample: int, rate: float) -> int:
-    """Microseconds from the epoch to sample number ``sample`` (rounded to nearest)."""
-    return int(round(sample * 1_000_000 / rate))
+    """Microseconds from the epoch to sample number ``sample``, rounded *down*.
+
+    Rounding down makes the two rules inverse: ``sample_at(time_of(n)) == n`` for every
+    rate up to 1 MHz, so a range written with ``start_time``/``end_time`` (a SYNC range, a
+    filter on time) selects exactly the samples of the segment it came from. (Rounding to
+    nearest would move every time rounded up to the *next* sample at 48 kHz.)
+    """
+    if float(rate).is_integer():
+        return (sample * 1_000_000) // int(rate)
+    return int(np.floor(sample * 1_000_000 / rate + 1e-9))
 
 
 def sample_at(time_us: int, rate: float, epoch_us: int = 0) -> int:

@@ -69,7 +69,7 @@ def width(seg: SigSeg) -> int:
 
 
 def start_time(seg: SigSeg) -> int:
-    """Microseconds from the signal's epoch to the first sample (rounded to nearest)."""
+    """Microseconds from the signal's epoch to the first sample (rounded down)."""
     return as_seg(seg, "start_time").start_time_us(0)
 
 
@@ -122,9 +122,11 @@ def _width_batch(block: SegBlock) -> np.ndarray:
 
 def _time_batch(offset: int):
     def batch(block: SegBlock) -> np.ndarray:
-        # round(n * 1e6 / rate) per window, as SigSeg.start_time_us does one at a time.
-        return np.rint((block.starts + offset * block.width) * 1_000_000 / block.rate
-                       ).astype(np.int64)
+        # floor(n * 1e6 / rate) per window, as SigSeg.start_time_us does one at a time.
+        samples = (block.starts + offset * block.width).astype(np.int64)
+        if float(block.rate).is_integer():
+            return samples * 1_000_000 // int(block.rate)
+        return np.floor(samples * 1_000_000 / block.rate + 1e-9).astype(np.int64)
 
     return batch
 
@@ -137,7 +139,7 @@ register(SignalFunction(
 register(SignalFunction(
     name="start_time", kernel=start_time, batch=_time_batch(0), params=(SEG,), returns="bigint", output="scalar",
     doc=("Time of the first sample in integer microseconds since the signal's epoch "
-         "(sample n is at round(n * 1e6 / rate) us). The kernel knows no epoch: the planner "
+         "(sample n is at floor(n * 1e6 / rate) us, so that the time maps back to sample n). The kernel knows no epoch: the planner "
          "adds the signal's epoch to turn it into a timestamp.\n"
          "Example: SELECT start_time(ch1) AS t FROM mic [SAMPLES 4096]")))
 
