@@ -44,3 +44,29 @@ def test_detectaudio_finds_every_event_and_syncs_the_exact_audio(ws, tmp_path):
             score = [np.dot(ref[max(0, -k):len(ref) - max(0, k)],
                             other[max(0, k):len(other) - max(0, -k)]) for k in lags]
             assert abs(lags[int(np.argmax(score))] - truth.delays[c]) <= 1
+
+
+def test_silencefilter_with_sync_returns_each_utterance_exactly(ws, tmp_path):
+    from tests.data import COUNTING_WAV
+    from wavesql.udfs.wav import read_frames
+
+    (tmp_path / "data").mkdir()
+    shutil.copy(COUNTING_WAV, tmp_path / "data")
+    shutil.copy(EXAMPLES / "silencefilter_sync.wsql", tmp_path)
+    rows = ws.execute_file(tmp_path / "silencefilter_sync.wsql")[-1].dataframe.collect()
+    voice = read_frames(COUNTING_WAV)[:, 0]
+    n = 4096
+    loud = [k for k in range(-(-len(voice) // n))
+            if voice[k * n:(k + 1) * n].astype(np.float64).std(ddof=1) > 0.02]
+    runs = []  # utterances: runs of consecutive voiced windows
+    for k in loud:
+        if runs and runs[-1][1] == k:
+            runs[-1][1] = k + 1
+        else:
+            runs.append([k, k + 1])
+    assert len(rows) == len(runs) >= 3  # "one" to "five", some split by short pauses
+    for row, (a, b) in zip(rows, runs):
+        lo, hi = a * n, min(b * n, len(voice))
+        assert row.voice.start == lo and row.samples == hi - lo
+        np.testing.assert_array_equal(np.asarray(row.voice.samples, dtype=np.float32),
+                                      voice[lo:hi].astype(np.float32))
