@@ -156,6 +156,7 @@ def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCon
     node, windows = _extract_windows(node, ctx)
     node, temporal = _extract_temporal(node, ctx)
     node, syncs = _extract_syncs(node, ctx)
+    node, binned = _bin_band_joins(node, ctx)
     node, stages = _extract_signal_stages(node, ctx)
     _reject_wavesql_constructs(node)
     _reject_stray_signal_calls(node)
@@ -163,7 +164,7 @@ def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCon
     inputs = own + _bind_inputs(node, ctx, skip={name for name, _ in own})
     # Plain Spark SQL at the top level: hand Spark the user's exact text, so that Spark sees
     # what the user typed and its error positions map back one to one.
-    if top_level and stmt is not None and not own:
+    if top_level and stmt is not None and not own and not binned:
         sql, offset = stmt.text, stmt.start
     else:
         sql, offset = to_spark_sql(node), None
@@ -382,6 +383,54 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext):
                 expressions.append(e)
         select.set("expressions", expressions)
     return node, tuple(inputs)
+
+
+def _bin_band_joins(node: exp.Expression, ctx: BindContext):
+    """Give interval joins of two streams an equality on time bins (``planner/band.py``)."""
+    from .band import find_band
+
+    if not any(find_band(j.args.get("on")) for j in node.find_all(exp.Join)):
+        return node, False
+    node = node.copy()
+    return node, _bin_copy(node, ctx)
+
+
+def _bin_copy(node: exp.Expression, ctx: BindContext) -> bool:
+    from .band import bin_tables, find_band
+
+    candidates = []
+    for select in node.find_all(exp.Select):
+        joins = select.args.get("joins") or []
+        if len(joins) != 1 or select.args.get("from_") is None:
+            continue
+        join = joins[0]
+        if (join.args.get("sync") is not None or join.args.get("method")
+                or (join.args.get("side") or "") or (join.args.get("kind") or "INNER").upper()
+                not in ("INNER", "")):
+            continue
+        band = find_band(join.args.get("on"))
+        if band is not None:
+            candidates.append((select, join, band))
+    ctes = _cte_names(node)
+    changed = False
+    for select, join, band in candidates:
+        tables = [select.args["from_"].this, join.this]
+        if not all(isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier)
+                   and t.name.lower() not in ctes and not t.args.get("db")
+                   and t.args.get("window") is None for t in tables):
+            continue
+        schemas, types = {}, {}
+        for t in tables:
+            rel = _resolve_relation(t.name, t.this, ctx)
+            schemas[t.alias_or_name.lower()] = rel.schema.names
+            for f in rel.schema.fields:
+                types[(t.alias_or_name.lower(), f.name.lower())] = f.type.lower()
+        if not all(types.get((c.table.lower(), c.name.lower()), "").startswith("timestamp")
+                   for c in (band.a, band.b)):
+            continue
+        bin_tables(select, join, band, schemas)
+        changed = True
+    return changed
 
 
 def _temporal_query(sql: str, inputs, ctx: BindContext) -> ir.SqlQuery:

@@ -62,6 +62,9 @@ ERROR_CODES: dict[str, str] = {
     "RATE_MISMATCH": "signals or segments of different rates were combined",
     "SEGMENT_ORDER": "a segment overlaps or comes before the previous one of the same signal",
     "SIGNAL_GAP": "a gap in sample numbers where the query asked for none (degap 'error')",
+    "OVERLAPPING_SEGMENTS": "two segments of one signal (one rewindow key) hold the same sample "
+                            "number",
+    "MISALIGNED_CHANNELS": "the channels (SigSeg columns) of one row differ in start or width",
     "CORRUPT_FILE": "a signal file is not readable (bad header, missing chunks)",
     "TRUNCATED_FILE": "a signal file ends before its header says it should",
     "UNSUPPORTED_ENCODING": "a WAV encoding WaveSQL does not read (ADPCM, mu-law, ...)",
