@@ -494,8 +494,10 @@ def _signal_of(select: exp.Select, ctx: BindContext, ctes: set[str] = frozenset(
     defn = ctx.catalog.get(table.name)
     if isinstance(defn, cat.SignalDef):
         return table, defn
-    if isinstance(defn, cat.ViewDef) and _has_segments(defn) and any(
-            registry.lookup(c.name) is not None for c in select.find_all(exp.Anonymous)):
+    window = table.args.get("window")
+    if isinstance(defn, cat.ViewDef) and _has_segments(defn) and (
+            (window is not None and window.kind == "SAMPLES") or
+            any(registry.lookup(c.name) is not None for c in select.find_all(exp.Anonymous))):
         return table, defn
     return None
 

@@ -219,6 +219,26 @@ class SyncJoin(Relation):
 
 
 @dataclass(frozen=True)
+class Rewindow(Relation):
+    """Segments from ``input`` (any row order) re-cut into exact ``[SAMPLES width SLIDE
+    slide]`` windows on the absolute sample grid (``planner/rewindow.py``)."""
+
+    input: Relation
+    channels: tuple[str, ...]
+    width: int
+    slide: int
+    schema: Schema
+    bounded: bool = True
+
+    def children(self):
+        return (self.input,)
+
+    def label(self) -> str:
+        slide = f" SLIDE {self.slide}" if self.slide != self.width else ""
+        return f"Rewindow [SAMPLES {self.width}{slide}] of {', '.join(self.channels)}"
+
+
+@dataclass(frozen=True)
 class SparkTable(Relation):
     """A table or temporary view that lives in Spark's own catalog, not WaveSQL's."""
 

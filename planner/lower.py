@@ -168,6 +168,12 @@ def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
         policy=rel.missing, signal_name=s.name)
 
 
+def _lower_rewindow(rel: ir.Rewindow, rt: Runtime):
+    from .rewindow import rewindow_frame
+
+    return rewindow_frame(lower_relation(rel.input, rt), list(rel.channels), rel.width, rel.slide)
+
+
 def _lower_spark_table(rel: ir.SparkTable, rt: Runtime):
     return rt.spark.table(rel.name)
 
@@ -204,6 +210,7 @@ _RELATION_RULES: dict[type, Callable] = {
     ir.WindowScan: _lower_window_scan,
     ir.StreamOf: _lower_stream_of,
     ir.SyncJoin: _lower_sync_join,
+    ir.Rewindow: _lower_rewindow,
     ir.SparkTable: _lower_spark_table,
     ir.ViewRef: _lower_view,
     ir.SqlQuery: _lower_sql_query,

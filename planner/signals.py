@@ -231,11 +231,20 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
     channels = tuple(cat.Column(f.name, f.type) for f in source.schema.fields
                      if f.type.lower().replace(" ", "") == sigseg)
     alias = table.alias_or_name
-    if table.args.get("window") is not None:
-        raise WaveSQLError("NOT_IMPLEMENTED", f"windows over `{name}` (not a signal) need "
-                           "rewindow, which is not implemented yet",
-                           Span.of(table.args.get("window")),
-                           hint="window the signal itself: FROM sig [SAMPLES n]")
+    window = table.args.get("window")
+    if window is not None:
+        if window.kind != "SAMPLES":
+            raise WaveSQLError("NOT_IMPLEMENTED", f"only [SAMPLES n [SLIDE m]] windows re-cut "
+                               f"the segments of `{name}` (not a signal)", Span.of(window),
+                               hint="time windows need the rate: window the signal itself")
+        width = _count(window.args["size"], "SAMPLES")
+        slide_node = window.args.get("slide")
+        slide = _count(slide_node, "SLIDE") if slide_node is not None else width
+        # Rewindow: the view's segments re-cut into exact windows; its other columns
+        # described the old segments, so they do not carry over.
+        schema = ir.Schema(tuple(ir.Field(c.name, c.type) for c in channels))
+        source = ir.Rewindow(source, tuple(c.name for c in channels), width, slide, schema,
+                             source.bounded)
     builder = _StageBuilder(_SegmentSource(name, channels), {table.name.lower(), alias.lower()})
     program = _build_program(select, table, builder)
     if program.stateful:

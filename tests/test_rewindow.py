@@ -511,3 +511,23 @@ def test_spark_counting_recording_matches_the_wav_scan(spark):
     got, want = spark_rows(out, ["voice"]), spark_rows(scan, ["voice"])
     assert len(want) > 300
     assert_rows(got, want)
+
+
+def test_rewindow_a_view_of_segments_through_the_language(ws, tmp_path):
+    """`FROM view [SAMPLES n SLIDE m]` re-cuts a view's segments exactly (and signal
+    functions then run over the new windows)."""
+    from wavesql.udfs.wav import read_frames
+
+    voice = read_frames(COUNTING_WAV)[:, 0].astype(np.float32)
+    ws.sql(f"CREATE SIGNAL counting (voice FLOAT) RATE 44100 HZ FROM '{COUNTING_WAV}' "
+           "FORMAT wav SEGMENT 777")
+    ws.sql("CREATE VIEW pieces AS SELECT start_time(voice) AS t, voice FROM counting")
+    rows = ws.sql("SELECT voice FROM pieces [SAMPLES 8192 SLIDE 7692]").collect()
+    got = sorted((r.voice.start, np.asarray(r.voice.samples, dtype=np.float32)) for r in rows)
+    starts = list(range(0, len(voice), 7692))
+    assert [s for s, _ in got] == starts
+    for s, samples in got:
+        np.testing.assert_array_equal(samples, voice[s:s + 8192])
+    stats = ws.sql("SELECT seg_max(voice) AS top FROM pieces [SAMPLES 8192 SLIDE 7692]").collect()
+    want = sorted(float(voice[s:s + 8192].max()) for s in starts)
+    np.testing.assert_allclose(sorted(r.top for r in stats), want)
