@@ -70,3 +70,15 @@ def test_silencefilter_with_sync_returns_each_utterance_exactly(ws, tmp_path):
         assert row.voice.start == lo and row.samples == hi - lo
         np.testing.assert_array_equal(np.asarray(row.voice.samples, dtype=np.float32),
                                       voice[lo:hi].astype(np.float32))
+
+
+def test_pipeline_flags_exactly_the_leaking_windows(ws, tmp_path):
+    from wavesql.datasets import pipeline_recording
+
+    truth = pipeline_recording(tmp_path / "data" / "pipe")
+    shutil.copy(EXAMPLES / "pipeline.wsql", tmp_path)
+    rows = ws.execute_file(tmp_path / "pipeline.wsql")[-1].dataframe.collect()
+    full = [r for r in rows if _micros(r.t) // 1000 % truth.slide == 0][:len(truth.ratios)]
+    assert len(full) == len(truth.ratios)
+    assert [r.leak for r in full] == [ratio < 0.32 for ratio in truth.ratios]
+    np.testing.assert_allclose([r.ratio for r in full], truth.ratios, atol=0.08)

@@ -205,3 +205,18 @@ def test_pipeline_haar_energies_sum_to_the_window_energy(voice):
     win = voice.subseg(start, n)
     e = registry.call("haar", win, 4)
     assert np.sum(e) == pytest.approx(np.dot(win.samples, win.samples), rel=1e-9)
+
+
+def test_haar_approx_is_pywt_approximation():
+    import pywt
+
+    from wavesql.udfs import registry
+    from wavesql.udfs.sigseg import SigSeg
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(8192)
+    out = registry.call("haar_approx", SigSeg(8192 * 5, 1000.0, x), 4)
+    np.testing.assert_allclose(out.samples, pywt.wavedec(x, "haar", level=4)[0], rtol=1e-12)
+    assert (out.start, out.rate, out.width) == (8192 * 5 // 16, 1000.0 / 16, 512)
+    partial = registry.call("haar_approx", SigSeg(0, 1000.0, x[:8200]), 4)
+    assert partial.width == 512  # the last partial block of 8 samples is dropped

@@ -6,7 +6,10 @@ microphone array at 48 kHz, background noise and mains hum, and short tone burst
 the same call writes the same files; the returned :class:`ArrayTruth` is the answer a query
 should find.
 
-Run ``python -m wavesql.datasets OUTDIR [seconds]`` to write one.
+``pipeline_recording`` writes PIPELINE's pressure sensor: transients and their reflections,
+weak where a leak absorbs them.
+
+Run ``python -m wavesql.datasets OUTDIR [seconds]`` to write an array recording.
 """
 
 from __future__ import annotations
@@ -67,6 +70,53 @@ def array_recording(folder, *, seconds: float = 8.0, rate: int = 48_000, events:
         write_wav(path, samples[first:first + per_file], rate, "float32")
         files.append(path)
     return ArrayTruth(rate, frames, files, starts, length, tuple(delays), samples)
+
+
+@dataclass
+class PipelineTruth:
+    rate: int
+    slide: int
+    #: Per window (PIPELINE's [SAMPLES 8192 SLIDE 7692]): the reflection ratio written.
+    ratios: list[float]
+    files: list[Path]
+
+
+def pipeline_recording(folder, *, windows: int = 24, rate: int = 1000, width: int = 8192,
+                       slide: int = 7692, leak_every: int = 3, seed: int = 11) -> PipelineTruth:
+    """A pressure sensor on a water pipe (PIPELINE): in every window a transient -- a
+    pressure drop and its rebound -- followed 1.5 s later by its reflection from the pipe's
+    end, ``r`` times as strong. A leak absorbs the wave: every ``leak_every``-th window has
+    ``r`` around 0.15 (leak), the others around 0.7. Writes ``pipe_000.wav``... (float32)."""
+    from wavesql.udfs.wav import write_wav
+
+    rng = np.random.default_rng(seed)
+    frames = windows * slide + (width - slide)
+    x = rng.standard_normal(frames) * 0.02
+    n = np.arange(frames)
+
+    def pulse(at, amplitude, sigma=40.0):
+        lo, hi = int(at - 6 * sigma), int(at + 6 * sigma)
+        x[lo:hi] += amplitude * np.exp(-0.5 * ((n[lo:hi] - at) / sigma) ** 2)
+
+    ratios = []
+    for k in range(windows):
+        r = rng.uniform(0.1, 0.2) if k % leak_every == 0 else rng.uniform(0.55, 0.8)
+        at = k * slide + int(rng.integers(700, 5000))
+        pulse(at, -1.0)
+        pulse(at + 150, 0.6)
+        pulse(at + 1500, -r)
+        pulse(at + 1650, 0.6 * r)
+        ratios.append(float(r))
+    samples = x.astype(np.float32)
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    files = []
+    per_file = 60 * rate
+    for i, first in enumerate(range(0, frames, per_file)):
+        path = root / f"pipe_{i:03d}.wav"
+        write_wav(path, samples[first:first + per_file], rate, "float32")
+        files.append(path)
+    return PipelineTruth(rate, slide, ratios, files)
 
 
 if __name__ == "__main__":  # pragma: no cover - a convenience for users

@@ -79,6 +79,35 @@ register(SignalFunction(
          "rate/4..rate/2 and aL 0..rate/2^(L+1). level > log2(width) is SEGMENT_TOO_SHORT.\n"
          "Example: SELECT haar(p, 4) FROM pipe [SAMPLES 8192 SLIDE 7692]")))
 
+def haar_approx(seg: SigSeg, level: int) -> SigSeg:
+    """The level-``level`` Haar approximation of ``seg`` as a segment at ``rate / 2**level``.
+
+    Coefficient ``j`` is ``sum(x[j*B:(j+1)*B]) / sqrt(B)`` with ``B = 2**level`` -- exactly
+    ``pywt.wavedec(x, 'haar', level=level)[0]`` for widths divisible by ``B`` (a partial last
+    block is dropped rather than mirrored, so every coefficient is a true average). The
+    result starts at sample ``start // B`` of the coarser timebase, so it stays a signal that
+    ``trimpeak`` and the statistics apply to (XStream's PIPELINE).
+    """
+    s = as_seg(seg, "haar_approx")
+    lv = lit_int(level, "haar_approx", "level", lo=1)
+    block = 1 << lv
+    x = samples64(s)
+    if x.shape[0] < block:
+        raise SignalError("SEGMENT_TOO_SHORT", f"haar_approx: level {lv} needs at least {block} "
+                          f"samples, the segment has {x.shape[0]}",
+                          hint="use a wider window or a lower level")
+    whole = x.shape[0] // block * block
+    coeffs = x[:whole].reshape(-1, block).sum(axis=1) / np.sqrt(block)
+    return SigSeg(s.start // block, s.rate / block, coeffs)
+
+
+register(SignalFunction(
+    name="haar_approx", kernel=haar_approx,
+    params=(Param("seg", "sigseg"), Param("level", "int")), returns="sigseg", output="segment",
+    doc=("Level-L Haar approximation (pywt.wavedec 'haar' aL) as a segment at rate / 2^L, "
+         "starting at sample start // 2^L; a partial last block of 2^L samples is dropped.\n"
+         "Example: SELECT trimpeak(haar_approx(p, 4), 'min') FROM pipe [SAMPLES 8192 SLIDE 7692]")))
+
 register(SignalFunction(
     name="dwt", kernel=dwt,
     params=(Param("seg", "sigseg"), Param("wavelet", "string", "db4", literal=True),
