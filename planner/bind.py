@@ -227,6 +227,9 @@ def _extract_windows(node: exp.Expression, ctx: BindContext):
         if isinstance(defn, cat.SignalDef):
             continue  # a signal's windows are the signal stage's
         window = table.args["window"]
+        if window.kind == "SPLIT":
+            inputs.append(_bind_split(select, table, window, ctx, len(inputs)))
+            continue
         if not isinstance(defn, cat.StreamDef) or defn.event_time is None:
             what = f"stream `{table.name}` has no EVENT TIME" if isinstance(defn, cat.StreamDef) \
                 else f"`{table.name}` is not a catalog stream"
@@ -245,6 +248,34 @@ def _extract_windows(node: exp.Expression, ctx: BindContext):
                                            source.bounded)))
         per_instant(select, table, name)
     return node, tuple(inputs)
+
+
+def _bind_split(select: exp.Select, table: exp.Table, window, ctx: BindContext, index: int):
+    """``FROM s [PARTITION INTO n BY e REPLICATE WHEN p]``: the SELECT runs per sub-stream."""
+    from .windows import PART, per_substream
+
+    source = _resolve_relation(table.name, table.this, ctx)
+    into = window.args["into"]
+    n = number(into)
+    if n != int(n) or not 1 <= n <= 10_000:
+        raise WaveSQLError("INVALID_OPTION", "PARTITION INTO needs a whole number of "
+                           "sub-streams between 1 and 10000", Span.of(into))
+    by_sql = to_spark_sql(_unqualify(window.args["by"]))
+    rep = window.args.get("replicate_when")
+    rep_sql = to_spark_sql(_unqualify(rep)) if rep is not None else None
+    name = f"__wavesql_split_{index}"
+    schema = ir.Schema(source.schema.fields + (ir.Field(PART, "int", False),))
+    # Check the routing expressions against the stream's columns now, with positions.
+    ctx.env.analyze(f"SELECT {by_sql}{', ' + rep_sql if rep_sql else ''} FROM "
+                    f"{table.name}", ((table.name.lower(), source),), None)
+    per_substream(select, table, name, source.schema.names)
+    return name, ir.SplitScan(source, table.name, int(n), by_sql, rep_sql, schema,
+                              source.bounded)
+
+
+def _unqualify(node: exp.Expression) -> exp.Expression:
+    return node.copy().transform(
+        lambda n: exp.column(n.name) if isinstance(n, exp.Column) and n.table else n)
 
 
 def _extract_temporal(node: exp.Expression, ctx: BindContext):

@@ -239,6 +239,27 @@ class Rewindow(Relation):
 
 
 @dataclass(frozen=True)
+class SplitScan(Relation):
+    """A stream split into ``n`` sub-streams (splitstream): by ``pmod(hash(by), n)``, rows
+    matching ``replicate`` to every sub-stream; the sub-stream number is ``__part``."""
+
+    input: Relation
+    stream: str
+    n: int
+    by_sql: str
+    replicate_sql: str | None
+    schema: Schema
+    bounded: bool = True
+
+    def children(self):
+        return (self.input,)
+
+    def label(self) -> str:
+        rep = f" REPLICATE WHEN {self.replicate_sql}" if self.replicate_sql else ""
+        return f"SplitScan {self.stream} [PARTITION INTO {self.n} BY {self.by_sql}{rep}]"
+
+
+@dataclass(frozen=True)
 class SparkTable(Relation):
     """A table or temporary view that lives in Spark's own catalog, not WaveSQL's."""
 

@@ -174,6 +174,12 @@ def _lower_rewindow(rel: ir.Rewindow, rt: Runtime):
     return rewindow_frame(lower_relation(rel.input, rt), list(rel.channels), rel.width, rel.slide)
 
 
+def _lower_split_scan(rel: ir.SplitScan, rt: Runtime):
+    from .windows import split_frame
+
+    return split_frame(lower_relation(rel.input, rt), rel.n, rel.by_sql, rel.replicate_sql)
+
+
 def _lower_spark_table(rel: ir.SparkTable, rt: Runtime):
     return rt.spark.table(rel.name)
 
@@ -211,6 +217,7 @@ _RELATION_RULES: dict[type, Callable] = {
     ir.StreamOf: _lower_stream_of,
     ir.SyncJoin: _lower_sync_join,
     ir.Rewindow: _lower_rewindow,
+    ir.SplitScan: _lower_split_scan,
     ir.SparkTable: _lower_spark_table,
     ir.ViewRef: _lower_view,
     ir.SqlQuery: _lower_sql_query,
@@ -307,7 +314,16 @@ def explain_text(stmt: ir.Explain, rt: Runtime, offset=None) -> str:
     if stmt.mode == "AST":
         return stmt.ast_text
     if stmt.mode == "IR":
-        return ir.explain_ir(stmt.target)
+        text = ir.explain_ir(stmt.target)
+        splits = [r for rel in stmt.target.relations() for r in ir.walk(rel)
+                  if isinstance(r, ir.SplitScan)]
+        if splits:  # the split's cost figures need the data: one aggregation job each
+            from .windows import split_costs
+
+            text += "\n" + "\n".join(
+                f"Split {s.stream}: " + split_costs(lower_relation(s.input, rt), s.n, s.by_sql,
+                                                   s.replicate_sql) for s in splits)
+        return text
     if not isinstance(stmt.target, ir.QueryStatement):
         raise WaveSQLError("UNSUPPORTED_STATEMENT",
                            f"EXPLAIN {stmt.mode} needs a query, not a {stmt.target.kind} statement",

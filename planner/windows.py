@@ -102,10 +102,6 @@ def bind_window(node: wn.StreamWindow, stream_name: str) -> WindowSpec:
         raise WaveSQLError("INVALID_OPTION", "SAMPLES windows cut signals, not event streams",
                            Span.of(node), hint=f"`{stream_name}` is a stream: use "
                            "[RANGE 10 SECONDS], [ROWS 100], [NOW] or [RANGE UNBOUNDED]")
-    if kind == "SPLIT":
-        raise WaveSQLError("NOT_IMPLEMENTED", "stream splitting [PARTITION INTO n ...] is not "
-                           "implemented yet", Span.of(node),
-                           hint="it lands with the multi-stream operators")
     if kind == "RANGE":
         size = _positive_interval(node.args["size"], "RANGE")
         slide = node.args.get("slide")
@@ -193,6 +189,80 @@ def per_instant(select: exp.Select, table: exp.Table, scan_name: str) -> exp.Sel
                or e.alias_or_name.lower() == TIME for e in select.expressions):
         select.set("expressions", [exp.alias_(time_col.copy(), TIME)] + list(select.expressions))
     return select
+
+
+#: The sub-stream column of a split stream (``[PARTITION INTO n BY e REPLICATE WHEN p]``).
+PART = "__part"
+
+
+def per_substream(select: exp.Select, table: exp.Table, scan_name: str,
+                  columns: list[str]) -> exp.Select:
+    """Rewrite ``select`` (in place) to run once per sub-stream of a split stream and union
+    the results: aggregates are grouped and OVER windows partitioned by the sub-stream too;
+    ``*`` lists the stream's own columns (the sub-stream number stays hidden)."""
+    alias = table.alias_or_name
+    for arg, what in (("distinct", "DISTINCT"), ("limit", "LIMIT"), ("joins", "a join")):
+        if select.args.get(arg):
+            raise WaveSQLError("NOT_IMPLEMENTED", f"{what} over a split stream is not "
+                               "implemented yet", Span.of(select.args[arg] if arg != "joins"
+                                                          else select.args[arg][0]),
+                               hint="split the stream in a subquery, then combine outside it")
+    table.replace(exp.Table(this=exp.to_identifier(scan_name),
+                            alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    part = exp.column(PART, table=alias)
+    for window in _own(select, exp.Window):
+        window.set("partition_by", [part.copy()] + list(window.args.get("partition_by") or []))
+    if _is_aggregate(select):
+        group = select.args.get("group")
+        keys = list(group.expressions) if group is not None else []
+        select.set("group", exp.Group(expressions=[part.copy()] + keys))
+    expanded = []
+    for e in select.expressions:
+        if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
+            expanded += [exp.column(c, table=alias) for c in columns]
+        else:
+            expanded.append(e)
+    select.set("expressions", expanded)
+    return select
+
+
+def split_frame(df, n: int, by_sql: str, replicate_sql: str | None):
+    """Each row to sub-stream ``pmod(hash(by), n)``, rows matching ``replicate`` to all of
+    them, rows with a NULL ``by`` (and not replicated) to none; ``n`` Spark partitions."""
+    from pyspark.sql import functions as F
+
+    part = F.pmod(F.hash(F.expr(by_sql)), F.lit(n))
+    replicate = (F.coalesce(F.expr(replicate_sql), F.lit(False)) if replicate_sql
+                 else F.lit(False))
+    routed = df.where(~replicate & F.expr(by_sql).isNotNull()).withColumn(PART, part)
+    copies = df.where(replicate).withColumn(PART, F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
+    return routed.unionByName(copies).repartition(n, PART)
+
+
+def split_costs(df, n: int, by_sql: str, replicate_sql: str | None) -> str:
+    """Splitstream's cost figures for EXPLAIN: the routed / broadcast / omitted fractions of
+    the input and the rows each sub-stream gets (one aggregation job)."""
+    from pyspark.sql import functions as F
+
+    replicate = (F.coalesce(F.expr(replicate_sql), F.lit(False)) if replicate_sql
+                 else F.lit(False))
+    kind = (F.when(replicate, "broadcast").when(F.expr(by_sql).isNull(), "omitted")
+            .otherwise("routed"))
+    part = F.when(kind == "routed", F.pmod(F.hash(F.expr(by_sql)), F.lit(n)))
+    rows = df.select(kind.alias("k"), part.alias("p")).groupBy("k", "p").count().collect()
+    total = sum(r["count"] for r in rows) or 1
+    by_kind = {k: sum(r["count"] for r in rows if r["k"] == k)
+               for k in ("routed", "broadcast", "omitted")}
+    per = [by_kind["broadcast"]] * n
+    for r in rows:
+        if r["k"] == "routed":
+            per[r["p"]] += r["count"]
+    mean = sum(per) / n
+    return (f"split into {n}: {total} rows in; routed {by_kind['routed'] / total:.3f}, "
+            f"broadcast {by_kind['broadcast'] / total:.3f}, omitted "
+            f"{by_kind['omitted'] / total:.3f}; rows per sub-stream min {min(per)} max "
+            f"{max(per)} mean {mean:.1f} (skew {max(per) / mean if mean else 0:.2f}); "
+            f"work vs unsplit {sum(per) / total:.2f}x")
 
 
 def _own(select: exp.Select, kind):
