@@ -346,7 +346,21 @@ class ContinuousQuery:
             raise self.error
         return done if done is not None else True
 
-    def stop(self) -> None:
+    @property
+    def busy(self) -> bool:
+        """Whether a micro-batch is running right now."""
+        return bool(self._query.isActive and (self._query.status or {}).get("isTriggerActive"))
+
+    def stop(self, wait: float = 60.0) -> None:
+        """Stop the query, after the micro-batch in progress (up to ``wait`` seconds).
+
+        Stopping Spark in the middle of a batch interrupts its driver-side jobs (and the
+        batch is redone on restart anyway); waiting gives a clean stop and a complete last
+        batch. ``wait=0`` stops at once.
+        """
+        deadline = time.monotonic() + wait
+        while self.busy and time.monotonic() < deadline:
+            time.sleep(0.1)
         self._query.stop()
 
     @property

@@ -2,7 +2,8 @@
 
 ::
 
-    wavesql                         interactive shell (statements end with `;`)
+    wavesql                         interactive shell (statements end with `;`): the REPL
+                                    in a terminal (wavesql.repl), a line shell otherwise
     wavesql -c "SELECT ..."         run statements given on the command line
     wavesql run FILE.wsql ...       run statement files in order
     wavesql check FILE.wsql ...     parse and bind without running; every error as file:line:col
@@ -46,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
+        if args.verb is None and args.command is None and _interactive():
+            from wavesql.repl import main as repl_main
+
+            return repl_main(lambda: _connect(args), max_rows=args.max_rows)
         if args.verb == "demo":
             from wavesql.demo import run_demo
 
@@ -63,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     except WaveSQLError as e:
         err.print(str(e), markup=False)
         return 1
+
+
+def _interactive() -> bool:
+    """The REPL needs a terminal on both ends; `wavesql > log` keeps the line shell."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _connect(args):
@@ -162,7 +172,8 @@ def show_result(result, max_rows: int = 50) -> None:
 
 
 def _shell(ws, max_rows: int) -> int:
-    """A minimal line shell: statements end with `;`, `\\q` quits."""
+    """A minimal line shell (stdin a terminal, stdout not): statements end with `;`, `\\q`
+    quits."""
     out.print("WaveSQL shell. End statements with `;`. \\q quits.", markup=False)
     buffer: list[str] = []
     while True:
