@@ -69,7 +69,7 @@ SAMPLE_CALLS = {
     "lowpass": ((_S, 100.0), SigSeg), "highpass": ((_S, 100.0, 2), SigSeg),
     "bandpass": ((_S, 50.0, 150.0), SigSeg), "notch": ((_S, 50.0), SigSeg),
     "resample": ((_S, 500.0), SigSeg),
-    "haar": ((_S, 4), np.ndarray), "dwt": ((_S, "db4", 2), np.ndarray),
+    "haar": ((_S, 4), np.ndarray), "haar_approx": ((_S, 2), SigSeg), "dwt": ((_S, "db4", 2), np.ndarray),
     "trimpeak": ((_S, "max"), SigSeg), "cfar": ((1.0,), bool),
     "square": ((_S,), SigSeg),
     "threshold_ranges": ((_S, 0.5), Ranges), "degap": ((_S, "zero"), SigSeg),

@@ -17,13 +17,15 @@ resample     resample (stateful)
 wavelets     haar, dwt
 detect       trimpeak, cfar (stateful), threshold_ranges (stateful, flushes)
 gaps         degap (stateful)
+pointwise    square
 ===========  ===================================================================
 """
 
 from __future__ import annotations
 
-from . import detect, filters, gaps, resample, shape, spectra, stats, wavelets, windows
+from . import (detect, filters, gaps, pointwise, resample, shape, spectra, stats, wavelets,
+               windows)
 from .values import Ranges, Spectrum
 
-__all__ = ["Ranges", "Spectrum", "detect", "filters", "gaps", "resample", "shape", "spectra",
-           "stats", "wavelets", "windows"]
+__all__ = ["Ranges", "Spectrum", "detect", "filters", "gaps", "pointwise", "resample", "shape",
+           "spectra", "stats", "wavelets", "windows"]
