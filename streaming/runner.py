@@ -403,6 +403,15 @@ class ContinuousQuery:
                     if o is inp else F.lit(None).cast(other.schema).alias(o.column)
                     for o, other in zip(self.inputs, frames)]
             parts.append(df.select(F.lit(inp.index).alias("__src"), *cols))
+        if trigger.startswith("every ") and any(i.stream.heartbeat_us is not None
+                                                for i in self.inputs):
+            # Spark runs a micro-batch only when some input has new rows; a HEARTBEAT must
+            # advance progress while every input is idle, so a ticker (Spark's rate source,
+            # one row per second, tagged -1 and never treated as data) keeps batches coming.
+            ticks = self.spark.readStream.format("rate").option("rowsPerSecond", "1").load()
+            parts.append(ticks.select(F.lit(-1).alias("__src"), *[
+                F.lit(None).cast(df.schema).alias(o.column)
+                for o, df in zip(self.inputs, frames)]))
         source = parts[0]
         for part in parts[1:]:
             source = source.unionByName(part)

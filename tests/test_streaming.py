@@ -347,3 +347,29 @@ def test_streaming_rules(ws, tmp_path, sql, code):
     with pytest.raises(WaveSQLError) as err:
         ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
     assert err.value.code == code
+
+
+def test_heartbeat_advances_progress_while_every_input_is_idle(ws, spark, tmp_path):
+    """With a processing-time trigger, a ticker keeps micro-batches coming after the last
+    file, so a HEARTBEAT input's progress follows the clock and the windows become final."""
+    import time
+
+    _write(tmp_path / "in", "part-0.parquet", pd.DataFrame(
+        {"sym": ["a"] * 6, "px": [1.0] * 6, "ts": [i * SECOND for i in range(6)]}))
+    ws.sql(f"CREATE STREAM quiet (sym STRING, px DOUBLE, ts TIMESTAMP) FROM '{tmp_path / 'in'}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 1 HOUR HEARTBEAT 0 SECONDS")
+    began = time.monotonic()
+    clock = lambda: (time.monotonic() - began) * 2.0  # noqa: E731 - a clock from 1970, 2x
+    final = []
+    cq = ws.stream("SELECT count(*) AS n FROM quiet [RANGE 1 SECONDS SLIDE 1 SECONDS]",
+                   lambda df, batch: final.extend(df.where("_final").collect()),
+                   tmp_path / "ckpt", trigger="every 1 second", clock=clock)
+    try:
+        deadline = time.monotonic() + 240
+        while len(final) < 6 and time.monotonic() < deadline and cq.error is None:
+            time.sleep(0.5)
+    finally:
+        cq.stop()
+    assert cq.error is None
+    assert sorted(_micros(r["_time"]) for r in final) == [i * SECOND for i in range(6)]
+    assert len(cq.reports) >= 2 and cq.reports[-1].rows_in == 0  # idle batches did it
