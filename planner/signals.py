@@ -112,6 +112,14 @@ class _StageBuilder:
             return {"lit": bool(node.this)}
         if isinstance(node, exp.Null):
             return {"lit": None}
+        if isinstance(node, exp.Array):
+            # array(1, -2, 1): filter coefficients and taps are numeric constants, kept as a
+            # list literal (array<double>) so they are checked and baked in at planning time
+            items = [self.compile(e) for e in node.expressions]
+            if items and all(t is not None and isinstance(t.get("lit"), (int, float))
+                             and not isinstance(t["lit"], bool) for t in items):
+                return {"lit": [float(t["lit"]) for t in items]}
+            return None
         if isinstance(node, exp.Neg):
             inner = self.compile(node.this)
             if inner is not None and isinstance(inner.get("lit"), (int, float)):
@@ -155,7 +163,8 @@ class _StageBuilder:
         if "lit" in tree:
             v = tree["lit"]
             return ("boolean" if isinstance(v, bool) else "bigint" if isinstance(v, int)
-                    else "double" if isinstance(v, float) else "string")
+                    else "double" if isinstance(v, float)
+                    else "array<double>" if isinstance(v, list) else "string")
         if "call" in tree:
             fn = registry.require(tree["call"])
             types = [self.type_of(a) for a in tree["args"]]

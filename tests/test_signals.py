@@ -148,6 +148,10 @@ def test_explain_shows_the_program_pushed_into_the_scan(counting):
     ("SELECT lowpass(voice, 30000.0) FROM counting", "INVALID_ARGUMENT"),
     ("SELECT band_energy(voice, 1, 2) FROM counting", "TYPE_ERROR"),
     ("SELECT seg_std(voice, 3) FROM counting", "TYPE_ERROR"),
+    ("SELECT fir(voice, array(1, voice)) FROM counting [SAMPLES 4096]", "TYPE_ERROR"),
+    ("SELECT fir(voice, array('a', 'b')) FROM counting [SAMPLES 4096]", "TYPE_ERROR"),
+    ("SELECT iir(voice, array(1.0), array(0, 1)) FROM counting [SAMPLES 4096]",
+     "INVALID_ARGUMENT"),
     ("SELECT voice FROM counting [SAMPLES 0]", "INVALID_OPTION"),
     ("SELECT voice FROM counting [ROWS 10]", "NOT_IMPLEMENTED"),
     ("SELECT lowpass(voice, 500.0) FROM counting [SAMPLES 256 SLIDE 128]", "STREAMING_RULE"),
@@ -157,6 +161,20 @@ def test_bad_signal_queries_get_clear_errors(counting, query, code):
     with pytest.raises(WaveSQLError) as e:
         counting.sql(query).collect()
     assert e.value.code == code, str(e.value)
+
+
+def test_array_literals_are_filter_coefficients(counting, voice):
+    from scipy.signal import lfilter
+
+    rows = counting.sql("SELECT fir(voice, array(0.25, 0.5, -0.25)) AS f, "
+                        "iir(voice, array(1, 0), array(1, -0.5)) AS g "
+                        "FROM counting [SAMPLES 4096]").collect()
+    rows.sort(key=lambda r: r.f.start)
+    x = voice.astype(np.float64)
+    f = np.concatenate([np.asarray(r.f.samples, np.float64) for r in rows])
+    g = np.concatenate([np.asarray(r.g.samples, np.float64) for r in rows])
+    np.testing.assert_allclose(f, lfilter([0.25, 0.5, -0.25], [1.0], x), atol=1e-6)
+    np.testing.assert_allclose(g, lfilter([1.0, 0.0], [1.0, -0.5], x), atol=1e-5)
 
 
 def test_errors_raised_in_spark_tasks_keep_their_code(counting):

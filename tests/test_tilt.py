@@ -1,0 +1,268 @@
+"""The TiLT applications (examples/tilt/*.wsql) against the numpy reference written from
+TILT_APPS.md (examples/tilt/reference.py), in batch and as continuous queries.
+
+Each test generates a small input (examples/tilt/generate.py) into ``tmp_path/data`` and
+runs the example file itself, copied beside it, so its relative paths resolve there.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from examples.tilt import generate as gen
+from examples.tilt import reference as ref
+from tests.data import ROOT
+from wavesql.dialect import parse_statements
+from wavesql.errors import WaveSQLError
+
+pytestmark = pytest.mark.spark
+
+EXAMPLES = ROOT / "examples" / "tilt"
+#: Ticks for the apps with 10 s buckets (two full buckets and a partial one) and for the rest.
+LONG, SHORT = 25_000, 5_000
+
+
+# ---------------------------------------------------------------------------- helpers
+def _example(ws, tmp_path, app: str, inputs: dict, parts: int = 1):
+    """Write ``inputs`` (dataset folder -> frame) under tmp_path/data, run the example file
+    and return (its query's DataFrame, the query text)."""
+    for folder, frame in inputs.items():
+        gen.write_stream(frame, tmp_path / "data" / folder, parts)
+    path = tmp_path / f"{app}.wsql"
+    shutil.copy(EXAMPLES / f"{app}.wsql", path)
+    results = ws.execute_file(path)
+    assert [r.kind for r in results] == ["create", "query"]
+    return results[-1].dataframe, parse_statements(path.read_text())[-1].text
+
+
+def _pandas(df) -> pd.DataFrame:
+    """A Spark result as pandas, timestamps as integer microseconds (time-zone proof)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    cols = [F.unix_micros(F.col(f.name)).alias(f.name) if isinstance(f.dataType, TimestampType)
+            else F.col(f.name) for f in df.schema.fields]
+    return df.select(*cols).toPandas()
+
+
+def _same(got: pd.DataFrame, want: pd.DataFrame, keys: list[str], exact=(), close=(),
+          rtol=1e-9, atol=1e-12) -> None:
+    """Equal row sets: ``keys`` and ``exact`` columns equal, ``close`` ones within tolerance
+    (NULL = NaN on both sides)."""
+    assert len(got) == len(want)
+    got = got.sort_values(keys).reset_index(drop=True)
+    want = want.sort_values(keys).reset_index(drop=True)
+    for c in list(keys) + list(exact):
+        np.testing.assert_array_equal(got[c].to_numpy(), want[c].to_numpy(), err_msg=c)
+    for c in close:
+        np.testing.assert_allclose(got[c].to_numpy(np.float64), want[c].to_numpy(np.float64),
+                                   rtol=rtol, atol=atol, err_msg=c)
+
+
+def _stream(ws, spark, tmp_path, query: str, frame: pd.DataFrame, folder: str):
+    """Run ``query`` continuously over its input, already written in several files, closed
+    by a punctuation row; return (final rows as pandas, the ContinuousQuery)."""
+    gen.write_punctuation(tmp_path / "data" / folder, frame)
+    cq = ws.stream(query, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
+                   clock=lambda: 0.0)
+    cq.await_termination()
+    out = spark.read.parquet(str(tmp_path / "out"))
+    assert out.where("NOT _final").count() == 0  # no EMIT CHANGES: only final rows
+    assert sum(r.late + r.no_time for r in cq.reports) == 0
+    assert sum(r.rows_in for r in cq.reports) == len(frame) + 1
+    assert cq.progress_us == gen.CLOSED_US  # the punctuation closed the stream
+    return _pandas(out.where("_final").drop("_final", "_progress")), cq
+
+
+# ---------------------------------------------------------------------------- 1. trend
+def test_trend(ws, tmp_path):
+    prices = gen.prices(SHORT)
+    df, _ = _example(ws, tmp_path, "trend", {"prices": prices})
+    want = ref.trend(prices)
+    assert 50 < len(want) < SHORT / 3  # the signal does flip, but not on every tick
+    # prices are multiples of 1/64, so sums are exact and `up` is decided identically
+    _same(_pandas(df), want, ["ts"], exact=["v", "up"])
+
+
+# ---------------------------------------------------------------------------- 2. RSI
+def test_rsi(ws, tmp_path):
+    prices = gen.prices(SHORT)
+    df, _ = _example(ws, tmp_path, "rsi", {"prices": prices})
+    want = ref.rsi(prices)
+    assert want["rsi"].isna().sum() >= 1 and (want["rsi"] == 100).any()  # corner cases occur
+    _same(_pandas(df), want, ["ts"], exact=["v"], close=["rsi"], rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------- 3. normalisation
+def test_normalize(ws, tmp_path):
+    sensor = gen.sensor(LONG)
+    df, _ = _example(ws, tmp_path, "normalize", {"sensor": sensor})
+    _same(_pandas(df), ref.normalize(sensor), ["ts"], exact=["_time", "v"], close=["z"])
+
+
+# ---------------------------------------------------------------------------- 4. imputation
+def test_impute_fills_the_gaps_with_the_bucket_mean(ws, tmp_path):
+    readings = gen.sensor_with_gaps(LONG)
+    assert len(readings) < LONG * 0.97  # the input has gaps ...
+    df, _ = _example(ws, tmp_path, "impute", {"sensor_gaps": readings})
+    want = ref.impute(readings)
+    assert len(want) == LONG and want["imputed"].sum() == LONG - len(readings)  # ... filled
+    _same(_pandas(df), want, ["ts"], exact=["imputed"], close=["v"])
+
+
+# ---------------------------------------------------------------------------- 5. resampling
+@pytest.mark.parametrize("period_in, period_out", [(4, 5), (5, 4), (6, 3), (3, 6)])
+def test_resample(ws, tmp_path, period_in, period_out):
+    sensor = gen.sensor(SHORT // period_in * 4, seed=4, period_us=period_in * gen.TICK_US)
+    gen.write_stream(sensor, tmp_path / "data" / "sensor_4ms")
+    path = tmp_path / "resample.wsql"
+    # the example is 4 ms -> 5 ms; the paper's other directions only change the interval
+    path.write_text((EXAMPLES / "resample.wsql").read_text().replace(
+        "INTERVAL 5 MILLISECONDS", f"INTERVAL {period_out} MILLISECONDS"))
+    df = ws.execute_file(path)[-1].dataframe
+    want = ref.resample(sensor, period_out)
+    assert len(want) > 1000
+    _same(_pandas(df), want, ["ts"], close=["v"], rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------- 6. Pan-Tompkins
+def test_pan_tompkins_reference_coefficients_are_the_recurrences():
+    # reference.py writes the four equations of TILT_APPS.md as lfilter coefficients, the
+    # form the example uses; check them against the equations evaluated literally.
+    x = gen.ecg_samples(gen.ecg(5.0))
+    np.testing.assert_allclose(ref.pan_tompkins(x), ref.pan_tompkins_loop(x),
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_pan_tompkins_kernels_in_segments_equal_the_reference():
+    # The example's chain of signal functions, called as the scan calls them: segment by
+    # segment of uneven widths, each function's state carried to the next segment.
+    from wavesql.udfs import registry
+    from wavesql.udfs.sigseg import SigSeg
+
+    x = gen.ecg_samples(gen.ecg(30.0))
+    chain = [("iir", ref.LP_B, ref.LP_A), ("iir", ref.HP_B, ref.HP_A), ("fir", ref.D_B),
+             ("square",), ("fir", np.full(ref.MWI, 0.03333333333333333))]
+    states = [None] * len(chain)
+    out, cuts = [], [0, 1, 13, 500, 2017, 2018, 4000, len(x)]
+    for a, b in zip(cuts, cuts[1:]):
+        seg = SigSeg(a, 200.0, x[a:b])
+        for i, (name, *args) in enumerate(chain):
+            if registry.lookup(name).stateful:
+                seg, states[i] = registry.call(name, seg, *args, state=states[i])
+            else:
+                seg = registry.call(name, seg, *args)
+        out.append(seg.samples)
+    np.testing.assert_allclose(np.concatenate(out), ref.pan_tompkins(x), rtol=1e-9, atol=1e-9)
+
+
+def test_pan_tompkins_one_file_or_many_equals_the_reference(ws, tmp_path):
+    codes = gen.ecg(120.0)  # 24 000 samples, 12 windows of 2000
+    shutil.copy(EXAMPLES / "pan_tompkins.wsql", tmp_path / "pan_tompkins.wsql")
+    outputs = []
+    for parts in (1, 7):  # one WAV, then the same recording cut into 7 files
+        gen.write_ecg(codes, tmp_path / "data" / "ecg", parts)
+        rows = ws.execute_file(tmp_path / "pan_tompkins.wsql")[-1].dataframe.collect()
+        rows.sort(key=lambda r: r.mwi.start)
+        assert [r.mwi.start for r in rows] == list(range(0, len(codes), 2000))
+        outputs.append(np.concatenate([np.asarray(r.mwi.samples, np.float64) for r in rows]))
+    np.testing.assert_array_equal(outputs[0], outputs[1])  # files do not matter, at all
+    want = ref.pan_tompkins(gen.ecg_samples(codes))
+    # the segments travel as float32
+    np.testing.assert_allclose(outputs[0], want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
+# ---------------------------------------------------------------------------- 7. vibration
+def test_vibration(ws, tmp_path):
+    accel = gen.vibration(SHORT)
+    df, _ = _example(ws, tmp_path, "vibration", {"vibration": accel})
+    want = ref.vibration(accel)
+    assert want["kurtosis"].max() > 4 > want["kurtosis"].median()  # bursts stand out
+    _same(_pandas(df), want, ["_time"], close=["rms", "kurtosis", "crest"])
+
+
+def test_vibration_over_the_recording(ws, tmp_path):
+    # the same application over the accelerometer as a WAV signal: statistics in the scan
+    accel = gen.vibration(SHORT)
+    gen.write_signal(accel, tmp_path / "data" / "vibration_wav", parts=3)
+    shutil.copy(EXAMPLES / "vibration_signal.wsql", tmp_path / "vibration_signal.wsql")
+    df = ws.execute_file(tmp_path / "vibration_signal.wsql")[-1].dataframe
+    _same(_pandas(df), ref.vibration(gen.as_recorded(accel)), ["_time"],
+          close=["rms", "kurtosis", "crest"])
+
+
+# ---------------------------------------------------------------------------- 8. fraud
+def test_fraud(ws, tmp_path):
+    payments = gen.transactions(SHORT // 25)
+    df, _ = _example(ws, tmp_path, "fraud", {"transactions": payments})
+    want = ref.fraud(payments)
+    # flag, as pinned, cannot fire (see reference.py); mean and std carry the check
+    assert not want["flag"].any()
+    _same(_pandas(df), want, ["customer", "ts"], exact=["v", "flag"], close=["mean", "std"],
+          atol=1e-9)
+
+
+# ---------------------------------------------------------------------------- Y. YSB
+def test_ysb(ws, tmp_path):
+    events = gen.ysb_events(SHORT)
+    df, _ = _example(ws, tmp_path, "ysb", {"ysb": events})
+    _same(_pandas(df), ref.ysb(events), ["_time", "campaign"], exact=["n"])
+
+
+# ---------------------------------------------------------------------------- streaming
+# The input in 4 files, one micro-batch each, then a punctuation row that closes the
+# stream: every result becomes final and must equal the reference.
+WINDOWED = {
+    "normalize": ("sensor", lambda: gen.sensor(LONG), ref.normalize,
+                  dict(keys=["ts"], exact=["_time", "v"], close=["z"])),
+    "vibration": ("vibration", lambda: gen.vibration(SHORT), ref.vibration,
+                  dict(keys=["_time"], close=["rms", "kurtosis", "crest"])),
+    "ysb": ("ysb", lambda: gen.ysb_events(SHORT), ref.ysb,
+            dict(keys=["_time", "campaign"], exact=["n"])),
+}
+
+
+@pytest.mark.parametrize("app", sorted(WINDOWED))
+def test_windowed_apps_stream_to_the_reference(ws, spark, tmp_path, app):
+    folder, build, reference, check = WINDOWED[app]
+    frame = build()
+    _, query = _example(ws, tmp_path, app, {folder: frame}, parts=4)
+    got, cq = _stream(ws, spark, tmp_path, query, frame, folder)
+    assert len(cq.reports) == 5
+    _same(got, reference(frame), **check)
+
+
+OVER = {
+    "trend": ("prices", lambda: gen.prices(SHORT), ref.trend,
+              dict(keys=["ts"], exact=["v", "up"])),
+    "rsi": ("prices", lambda: gen.prices(SHORT), ref.rsi,
+            dict(keys=["ts"], exact=["v"], close=["rsi"])),
+    "fraud": ("transactions", lambda: gen.transactions(SHORT // 25), ref.fraud,
+              dict(keys=["customer", "ts"], exact=["v", "flag"], close=["mean", "std"],
+                   atol=1e-9)),
+}
+
+
+# RSI nests two OVER windows: the 14 ms sums read d, which reads lag(v). The runner keeps
+# the rows each window needs on its own (13 ms; 1 row) instead of their sum (13 ms + 1
+# row), so at each batch boundary d of the oldest tick in the window is NULL and the sum
+# misses it (3 of 5000 RSIs differ here). Trend nests the same way (lag(up) over 49 ms
+# windows) but the truncated window happens not to flip `up` at these boundaries.
+NESTED_LOOKBACK = pytest.mark.xfail(strict=True, reason=(
+    "streaming/runner.py keeps the union of each OVER window's look-back, not the sum "
+    "along nested windows (lag inside a RANGE frame): wrong RSI at batch boundaries"))
+
+
+@pytest.mark.parametrize("app", [pytest.param(a, marks=NESTED_LOOKBACK) if a == "rsi" else a
+                                 for a in sorted(OVER)])
+def test_over_window_apps_stream_to_the_reference(ws, spark, tmp_path, app):
+    folder, build, reference, check = OVER[app]
+    frame = build()
+    _, query = _example(ws, tmp_path, app, {folder: frame}, parts=4)
+    got, cq = _stream(ws, spark, tmp_path, query, frame, folder)
+    assert len(cq.reports) == 5
+    _same(got, reference(frame), **check)
