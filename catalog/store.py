@@ -1,12 +1,15 @@
 """The persistent catalog: one SQLite file shared safely by processes and threads.
 
-Layout of a catalog file (format version 1)::
+Layout of a catalog file (format version 2)::
 
     wavesql_meta(key, value)      application = 'wavesql', format_version, created_at
     objects(key, name, kind, version, definition, created_at, updated_at)
                                   the live objects, one row per lower-cased name
     history(seq, key, name, kind, version, action, definition, recorded_at)
                                   every version ever stored (CREATE/REPLACE) and every DROP
+    runs(id, file, trigger, started_at, ended_at, status, statements, rows_in, rows_out,
+         rows_late, error, pid, host)
+                                  the run history of query files (format version 2)
 
 ``PRAGMA user_version`` holds the format version. A file is only ever written after it has
 been recognised as a WaveSQL catalog of a version this code understands (or is empty): foreign
@@ -86,7 +89,32 @@ def _migrate_0_to_1(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_0_to_1,)
+def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    # The run history of query files (`wavesql run`, `wavesql schedule`, `wavesql runs`).
+    # It lives in the catalog file because a run is about the catalog's objects and the
+    # scheduler needs one place every process writes with the same transactions.
+    conn.execute(
+        """CREATE TABLE runs (
+               id         INTEGER PRIMARY KEY AUTOINCREMENT,
+               file       TEXT NOT NULL,
+               trigger    TEXT NOT NULL,
+               started_at TEXT NOT NULL,
+               ended_at   TEXT,
+               status     TEXT NOT NULL CHECK (status IN
+                              ('running', 'ok', 'failed', 'skipped', 'interrupted')),
+               statements INTEGER NOT NULL DEFAULT 0,
+               rows_in    INTEGER,
+               rows_out   INTEGER,
+               rows_late  INTEGER,
+               error      TEXT,
+               pid        INTEGER,
+               host       TEXT)"""
+    )
+    conn.execute("CREATE INDEX runs_by_file ON runs (file, id)")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_0_to_1,
+                                                                 _migrate_1_to_2)
 #: The catalog file format this code writes.
 FORMAT_VERSION = len(MIGRATIONS)
 
@@ -562,6 +590,51 @@ class Catalog:
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None
+
+    # -- run history -------------------------------------------------------------------------
+    RUN_COLUMNS = ("id", "file", "trigger", "started_at", "ended_at", "status", "statements",
+                   "rows_in", "rows_out", "rows_late", "error", "pid", "host")
+
+    def start_run(self, file: str, trigger: str, *, status: str = "running",
+                  error: str | None = None) -> int:
+        """Record that a run of query file ``file`` began (``trigger``: ``run`` or
+        ``schedule``); return its id. ``status="skipped"`` records a refused run, ended."""
+        import socket
+
+        now = _now()
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO runs (file, trigger, started_at, ended_at, status, error, pid, host)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (file, trigger, now, None if status == "running" else now, status, error,
+                 os.getpid(), socket.gethostname()))
+            return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, status: str, *, statements: int = 0,
+                   rows_in: int | None = None, rows_out: int | None = None,
+                   rows_late: int | None = None, error: str | None = None) -> None:
+        """Record how run ``run_id`` ended."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE runs SET ended_at = ?, status = ?, statements = ?, rows_in = ?, "
+                "rows_out = ?, rows_late = ?, error = ? WHERE id = ?",
+                (_now(), status, statements, rows_in, rows_out, rows_late, error, run_id))
+
+    def runs(self, file: str | None = None, limit: int | None = 20) -> list[dict]:
+        """The run history, newest first (of ``file`` if given), as dicts of
+        :attr:`RUN_COLUMNS`."""
+        sql = f"SELECT {', '.join(self.RUN_COLUMNS)} FROM runs"
+        params: list = []
+        if file is not None:
+            sql += " WHERE file = ?"
+            params.append(file)
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        with self._read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [dict(zip(self.RUN_COLUMNS, row)) for row in rows]
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:

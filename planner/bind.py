@@ -84,14 +84,27 @@ def bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str = ".") 
     -------
     ir.Statement
     """
+    try:
+        return _bind(stmt, catalog, env, base_dir)
+    except WaveSQLError as err:
+        # Every error about the user's text points somewhere in it: one raised far from the
+        # AST (the catalog store, Spark's analysis of generated SQL) gets the statement.
+        if err.span is None and err.query in (None, "", getattr(env, "_user_text", None)):
+            err.span = Span(stmt.start, stmt.end)
+        raise
+
+
+def _bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str) -> ir.Statement:
     ctx = BindContext(catalog, env, base_dir)
     if stmt.error is not None:
         # sqlglot could not parse it; if Spark can, it is Spark SQL WaveSQL has no AST for:
         # run the text as is, with the catalog objects it names made visible to Spark.
         if not env.spark_parses(stmt.text):
             raise stmt.error
+        # every identifier is a candidate name; only readable catalog objects are inputs
+        # (an alias that happens to name a sink is just an alias)
         inputs = {n.lower(): _resolve_relation(n, None, ctx) for n in stmt.names
-                  if catalog.get(n) is not None}
+                  if catalog.get(n) is not None and catalog.get(n).kind != "SINK"}
         return ir.SparkCommand(stmt.text, tuple(inputs.items()))
     return _bind_statement(stmt.node, stmt, ctx)
 
@@ -128,6 +141,10 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
         return ir.QueryStatement(_bind_query(node, stmt, ctx, top_level=True))
     if isinstance(node, wn.RelationToStream):
         return ir.QueryStatement(_bind_relation_to_stream(node, ctx))
+    if isinstance(node, exp.Insert):
+        insert = _bind_insert_into_sink(node, stmt, ctx)
+        if insert is not None:
+            return insert
     # Anything else -- SET, CACHE TABLE, CREATE TEMP VIEW, CREATE TABLE, INSERT INTO a Spark
     # table, unmodelled commands -- is Spark's business: run the user's text as is, with the
     # catalog objects it mentions made visible to Spark.
@@ -154,12 +171,12 @@ def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCon
     _check_functions(node, ctx)
     node, streams = _extract_relation_to_streams(node, ctx)
     node, windows = _extract_windows(node, ctx)
-    node, temporal = _extract_temporal(node, ctx)
-    node, syncs = _extract_syncs(node, ctx)
+    node, temporal = _extract_temporal(node, ctx, dict(streams + windows))
+    node, syncs = _extract_syncs(node, ctx, dict(streams + windows + temporal))
     node, binned = _bin_band_joins(node, ctx)
     node, stages = _extract_signal_stages(node, ctx)
     _reject_wavesql_constructs(node)
-    _reject_stray_signal_calls(node)
+    _reject_stray_signal_calls(node, ctx)
     own = streams + windows + temporal + syncs + stages
     inputs = own + _bind_inputs(node, ctx, skip={name for name, _ in own})
     # Plain Spark SQL at the top level: hand Spark the user's exact text, so that Spark sees
@@ -278,9 +295,11 @@ def _unqualify(node: exp.Expression) -> exp.Expression:
         lambda n: exp.column(n.name) if isinstance(n, exp.Column) and n.table else n)
 
 
-def _extract_temporal(node: exp.Expression, ctx: BindContext):
+def _extract_temporal(node: exp.Expression, ctx: BindContext,
+                      derived: dict[str, ir.Relation] | None = None):
     """``RESAMPLE(...)`` tables and ``ASOF JOIN``s become named inputs computed by the SQL
-    of ``planner/temporal.py``."""
+    of ``planner/temporal.py``; their inputs may be ones earlier passes made (``derived``)
+    or the RESAMPLEs made here (an ASOF JOIN of a RESAMPLE)."""
     if node.find(wn.Resample) is None and not any(
             (j.args.get("method") or "").upper() == "ASOF" for j in node.find_all(exp.Join)):
         return node, ()
@@ -288,9 +307,10 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext):
 
     node = node.copy()
     inputs: list[tuple[str, ir.Relation]] = []
+    known = _KnownInputs(derived or {}, inputs)
     for resample in sorted(node.find_all(wn.Resample), key=lambda n: -_depth(n)):
         table = resample.this
-        source = _resolve_relation(table.name, table.this, ctx)
+        source = _resolve_input(table, ctx, known)
         columns = [(f.name, f.type) for f in source.schema.fields]
         time_col = resample.args["time"].name
         if source.schema.find(time_col) is None:
@@ -322,8 +342,8 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext):
             raise WaveSQLError("NOT_IMPLEMENTED", "ASOF JOIN is implemented between two named "
                                "streams or tables, alone in their SELECT", Span.of(join),
                                hint="join other inputs in an outer query")
-        lrel = _resolve_relation(left.name, left.this, ctx)
-        rrel = _resolve_relation(right.name, right.this, ctx)
+        lrel = _resolve_input(left, ctx, known)
+        rrel = _resolve_input(right, ctx, known)
         lalias, ralias = left.alias_or_name, right.alias_or_name
         lcols = [(f.name, f.type) for f in lrel.schema.fields]
         rcols = [(f.name, f.type) for f in rrel.schema.fields]
@@ -348,9 +368,30 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext):
     return node, tuple(inputs)
 
 
-def _extract_syncs(node: exp.Expression, ctx: BindContext):
+class _KnownInputs(dict):
+    """``derived`` plus the inputs a pass has made so far (a live view of its list)."""
+
+    def __init__(self, derived: dict, made: list):
+        super().__init__(derived)
+        self.made = made
+
+    def get(self, name, default=None):
+        return dict(self.made).get(name) or super().get(name, default)
+
+
+def _resolve_input(table: exp.Table, ctx: BindContext, known: dict[str, ir.Relation]
+                   ) -> ir.Relation:
+    """A FROM/JOIN table: one an earlier extraction pass made (``__wavesql_window_0``, a
+    RESAMPLE, an ASOF join -- ``known``), else a catalog object."""
+    return known.get(table.name) or _resolve_relation(table.name, table.this, ctx)
+
+
+def _extract_syncs(node: exp.Expression, ctx: BindContext,
+                   derived: dict[str, ir.Relation] | None = None):
     """``FROM control c SYNC JOIN signal s ON RANGE (a, b)`` becomes a named input
-    (``planner/sync.py``); the SELECT then reads it."""
+    (``planner/sync.py``); the SELECT then reads it. ``derived`` holds the inputs the
+    earlier passes made of the FROM (a windowed stream, a RESAMPLE, an ISTREAM): the
+    control may be one of them."""
     if not any(j.args.get("sync") is not None for j in node.find_all(exp.Join)):
         return node, ()
     from .sync import output_fields
@@ -381,7 +422,7 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext):
         if signal_table.args.get("window") is not None:
             raise WaveSQLError("INVALID_OPTION", "a SYNC JOIN takes its ranges from the control "
                                "rows, not from a window", Span.of(signal_table.args["window"]))
-        control = _resolve_relation(control_table.name, control_table.this, ctx)
+        control = _resolve_input(control_table, ctx, derived or {})
         signal = _resolve_relation(signal_table.name, signal_table.this, ctx)
         calias, salias = control_table.alias_or_name, signal_table.alias_or_name
         sync = join.args["sync"]
@@ -501,12 +542,19 @@ def _extract_signal_stages(node: exp.Expression, ctx: BindContext):
     return node, tuple(stages)
 
 
-def _reject_stray_signal_calls(node: exp.Expression) -> None:
+def _reject_stray_signal_calls(node: exp.Expression, ctx: BindContext) -> None:
     """A signal function left after stage extraction is applied to something that is not a
     signal in FROM (a view's or subquery's segments): say so, instead of letting Spark
-    report an unknown function."""
+    report an unknown function -- unless a FROM names nothing at all (a typo), which is
+    the error to report."""
     for call in node.find_all(exp.Anonymous):
         if registry.lookup(call.name) is not None:
+            ctes = {c.alias_or_name.lower() for c in node.find_all(exp.CTE)}
+            for table in node.find_all(exp.Table):
+                if (isinstance(table.this, exp.Identifier) and not table.args.get("db")
+                        and table.name.lower() not in ctes
+                        and not table.name.startswith("__wavesql_")):
+                    _resolve_relation(table.name, table.this, ctx)  # raises UNKNOWN_STREAM
             raise WaveSQLError(
                 "NOT_IMPLEMENTED",
                 f"signal function `{call.name}` is applied to a relation that is not a signal",
@@ -757,6 +805,7 @@ def _options(node: wn.CreateStream) -> tuple[tuple[str, str], ...]:
 def _bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement:
     kind = _kind_of(node)
     replace, exists = bool(node.args.get("replace")), bool(node.args.get("exists"))
+    _check_replace_or_exists(node)
     name = node.name
     if kind == "STREAM":
         columns = _bind_columns(node)
@@ -849,7 +898,16 @@ def _epoch_us(node: exp.Expression) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def _check_replace_or_exists(node: exp.Expression) -> None:
+    if node.args.get("replace") and node.args.get("exists"):
+        raise WaveSQLError("INVALID_OPTION", "OR REPLACE and IF NOT EXISTS cannot be used "
+                           "together", Span.of(node.this) or Span.of(node),
+                           hint="OR REPLACE overwrites an existing definition, IF NOT EXISTS "
+                                "keeps it: choose one")
+
+
 def _bind_create_view(node: exp.Create, stmt: ParsedStatement, ctx: BindContext) -> ir.Statement:
+    _check_replace_or_exists(node)
     table = node.this
     name = table.name if isinstance(table, exp.Table) else node.this.this.name
     query = node.expression
@@ -875,3 +933,74 @@ def _bind_describe(node: exp.Describe, stmt: ParsedStatement, ctx: BindContext) 
         if ctx.env.spark_table_schema(target.name) is None:
             _resolve_relation(target.name, target.this, ctx)  # raises with a hint
     return ir.SparkCommand(stmt.text, _bind_inputs(node, ctx, strict=False))
+
+
+# ---------------------------------------------------------------------------------------
+# INSERT INTO a catalog sink
+# ---------------------------------------------------------------------------------------
+def _bind_insert_into_sink(node: exp.Insert, stmt: ParsedStatement, ctx: BindContext):
+    """``INSERT INTO <sink> <query>`` -> ``planner.insert.InsertInto``; None when the target
+    is not a catalog object (an INSERT into a Spark table stays Spark's business).
+
+    The query is bound like a top-level query over its own text; ``LATE INTO`` is taken off
+    it (and kept on the node) because where late rows go is the job's business, whether the
+    query is windowed or row by row.
+    """
+    from .insert import InsertInto, reads_streams
+
+    target = node.this
+    table = target.this if isinstance(target, exp.Schema) else target
+    if not isinstance(table, exp.Table) or table.args.get("db") or not table.name:
+        return None
+    defn = ctx.catalog.get(table.name)
+    if defn is None:
+        return None
+    if not isinstance(defn, cat.SinkDef):
+        raise WaveSQLError(
+            "WRONG_OBJECT_KIND", f"INSERT INTO `{defn.name}`: it is a {defn.kind.lower()}, "
+            "not a sink", Span.of(table),
+            hint=f"INSERT INTO writes to a sink, e.g. CREATE SINK {defn.name}_out TO "
+                 f"'out/{defn.name}/' FORMAT parquet")
+    if node.args.get("overwrite"):
+        raise WaveSQLError("NOT_IMPLEMENTED", f"INSERT OVERWRITE into sink `{defn.name}`",
+                           Span.of(node) or Span.of(table),
+                           hint="a sink is appended to, each input row once: INSERT INTO")
+    if isinstance(target, exp.Schema) and target.expressions:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a column list after a sink name",
+                           Span.of(target.expressions[0]),
+                           hint="name the columns in the SELECT instead (expr AS name)")
+    name_span = Span.of(table)
+    start = name_span.end if name_span is not None else stmt.start
+    rest = stmt.text[start - stmt.start:]
+    query_span = Span(start + len(rest) - len(rest.lstrip()), stmt.end)  # the query's text
+    query = node.expression
+    if not isinstance(query, exp.Query):
+        raise WaveSQLError("UNSUPPORTED_STATEMENT", f"INSERT INTO sink `{defn.name}` needs a "
+                           "query", query_span, hint=f"INSERT INTO {defn.name} SELECT ... "
+                           "FROM stream")
+    if defn.format != "parquet":
+        raise WaveSQLError("NOT_IMPLEMENTED", f"INSERT INTO a {defn.format} sink (`{defn.name}`)",
+                           Span.of(table), hint="sinks written by INSERT INTO are Parquet for "
+                           "now: CREATE OR REPLACE SINK ... FORMAT parquet")
+    late = query.args.get("late_into") if isinstance(query, exp.Select) else None
+    late_span = Span.of(late) if late is not None else None
+    text = stmt.text[start - stmt.start:]
+    if late is not None:
+        query = query.copy()
+        query.set("late_into", None)
+        if late_span is not None:  # same length, so Spark's error positions still map back
+            a, b = late_span.start - start, late_span.end - start
+            text = text[:a] + " " * (b - a) + text[b:]
+    inner = ParsedStatement(query, text, start, stmt.end)
+    relation = _bind_query(query, inner, ctx, top_level=True)
+    if defn.columns:
+        have = {f.name.lower() for f in relation.schema.fields}
+        missing = [c.name for c in defn.columns if c.name.lower() not in have]
+        if missing:
+            raise WaveSQLError(
+                "SINK_MISMATCH", f"sink `{defn.name}` declares column(s) "
+                f"{', '.join(missing)} that the query does not produce", query_span,
+                hint=f"the query produces: {', '.join(f.name for f in relation.schema.fields)}")
+    return InsertInto(defn, relation, (start, stmt.end), late,
+                      (late_span.start, late_span.end) if late_span is not None else None,
+                      reads_streams(relation), stmt.text)

@@ -18,7 +18,7 @@ from wavesql.catalog import objects as cat
 from wavesql.errors import WaveSQLError
 from wavesql.spark import translate_spark_error
 
-from . import ir
+from . import bad_rows, ir
 
 #: Reader options WaveSQL sets unless the stream's OPTIONS override them. FAILFAST: a
 #: malformed CSV/JSON row must raise (naming the file), never become a silent row of nulls.
@@ -62,8 +62,15 @@ def _lower_stream_scan(rel: ir.StreamScan, rt: Runtime):
     if rt.streams is not None and s.key in rt.streams:
         return rt.streams[s.key]
     options = stream_reader_options(s)
-    reader = rt.spark.read.format(s.format).schema(rel.schema.ddl()).options(**options)
-    df = reader.load(s.path)
+    if bad_rows.applies(s, options):
+        # a malformed CSV/JSON row fails the query naming its file (planner/bad_rows.py)
+        options.update(bad_rows.reader_options(s.format))
+        reader = rt.spark.read.format(s.format).schema(
+            bad_rows.schema_ddl(rel.schema.ddl(), s.format)).options(**options)
+        df = bad_rows.fail_on_malformed(reader.load(s.path), rel.schema.names)
+    else:
+        reader = rt.spark.read.format(s.format).schema(rel.schema.ddl()).options(**options)
+        df = reader.load(s.path)
     if s.progress_column is not None:
         # A row carrying a value in the PROGRESS COLUMN is punctuation, not data.
         df = df.where(f"`{s.progress_column}` IS NULL")
@@ -77,6 +84,8 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
     from wavesql.sources import wav_source
 
     s = rel.signal
+    if rt.streams is not None and ("signal", s.key) in rt.streams:
+        return rt.streams[("signal", s.key)]  # a continuous signal query's micro-batch
     channels = [c.name for c in s.channels]
     program = rel.program or Program.identity(channels)
     width, slide = rel.window or (s.segment, s.segment)
@@ -188,10 +197,26 @@ def _lower_view(rel: ir.ViewRef, rt: Runtime):
     return lower_relation(rel.body, rt)
 
 
+INTERNAL_PREFIX = "__wavesql_"
+
+
 def register_inputs(inputs, rt: Runtime) -> None:
-    """Make each input visible to Spark SQL as a temporary view under its WaveSQL name."""
-    for name, rel in inputs:
-        lower_relation(rel, rt).createOrReplaceTempView(name)
+    """Make each input visible to Spark SQL as a temporary view under its WaveSQL name.
+
+    Every input is lowered before any is registered: lowering one may run a nested query
+    whose own internal views would otherwise replace a sibling's of the same name."""
+    frames = [(name, lower_relation(rel, rt)) for name, rel in inputs]
+    for name, df in frames:
+        df.createOrReplaceTempView(name)
+
+
+def drop_internal_views(spark, names) -> None:
+    """Drop the planner's ``__wavesql_*`` views once Spark has analysed the query (a
+    DataFrame keeps its resolved plan), so nothing that ran before can leak into the
+    binding of a later statement or into SHOW TABLES and hints."""
+    for name in names:
+        if name.startswith(INTERNAL_PREFIX):
+            spark.catalog.dropTempView(name)
 
 
 def run_sql(sql: str, inputs, rt: Runtime, offset: int | None):
@@ -203,6 +228,8 @@ def run_sql(sql: str, inputs, rt: Runtime, offset: int | None):
         return rt.spark.sql(sql)
     except PySparkException as err:
         raise translate_spark_error(err, sql, rt.user_text or sql, offset) from None
+    finally:
+        drop_internal_views(rt.spark, [name for name, _ in inputs])
 
 
 def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):

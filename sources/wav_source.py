@@ -38,6 +38,10 @@ Options (all strings)
 ``strict``             ``true``: a truncated file is an error (``TRUNCATED_FILE``). By default
                        the whole frames present are used and the file is logged as truncated
                        (``WavPlan.truncated`` lists them).
+``state_dir``          streaming only: a folder where a stateful program keeps its state
+                       between micro-batches (see *Streaming*); the continuous-query runner
+                       passes ``<checkpoint>/signal_state``.
+``max_files_per_trigger``  streaming only: read at most this many new files per micro-batch.
 
 Windows
 -------
@@ -76,9 +80,22 @@ marked finished by a file ``*.eof`` in the directory (``final: true``); a ``.wav
 after the marker is ``OUT_OF_ORDER_FILE``. So the union of all micro-batches equals the batch
 read of the same files (without the marker: minus the tail piece(s) still waiting). Files
 must be complete when they appear (write ``x.wav.part``, then rename); files already read
-must stay in place. Stateful programs need a finite look-back (the Evaluator cannot survive
-between micro-batches, so each batch warms up from the look-back region); ``sequential`` or
-an unbounded look-back in streaming is ``NOT_IMPLEMENTED``.
+must stay in place. Without ``state_dir``, stateful programs need a finite look-back (the
+Evaluator does not survive between micro-batches, so each batch warms up from the look-back
+region); ``sequential`` or an unbounded look-back in streaming is then ``NOT_IMPLEMENTED``.
+
+**Checkpointed state** (``state_dir``): a stateful program -- of any look-back, IIR filters
+and detectors included -- then runs each micro-batch as *one* partition holding all its new
+windows in order, whose Evaluator starts from the states pickled at the batch's start offset
+(``state_dir/k=<k_from>.pkl``) and pickles its states at the batch's end offset
+(``k=<k_to>.pkl``, written atomically). So the program sees every window exactly once, in
+order, with the state the previous window left: the same output as one sequential batch
+pass, however the recording is cut into files and micro-batches. A re-run of a micro-batch
+(after a crash) reads the same start state and rewrites the same end state, so it is exactly
+once; the pending output of detectors (``Evaluator.finish``) comes with the final batch (the
+``*.eof`` marker), from a partition of no windows when nothing else is left. Warm-up replay
+was not used for this because it cannot be exact for an unbounded look-back (IIR) and
+re-reads the look-back on every batch.
 
 Errors
 ------
@@ -121,7 +138,7 @@ _log = logging.getLogger("wavesql.wav_source")
 _DEFAULTS = {"segment": 4096, "partition_samples": 8_388_608, "block_samples": 1 << 20}
 _OPTIONS = ("path", "rate", "channels", "timeline", "epoch_us", "tolerance", "segment",
             "window", "slide", "program", "partition_samples", "block_samples", "lookback",
-            "sequential", "strict")
+            "sequential", "strict", "state_dir", "max_files_per_trigger")
 
 
 # ---------------------------------------------------------------------------------- options
@@ -143,6 +160,8 @@ class WavOptions:
     lookback: int | None = None
     sequential: bool = False
     strict: bool = False
+    state_dir: str | None = None
+    max_files_per_trigger: int | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> "WavOptions":
@@ -212,7 +231,8 @@ class WavOptions:
             partition_samples=integer("partition_samples", _DEFAULTS["partition_samples"], 1),
             block_samples=integer("block_samples", _DEFAULTS["block_samples"], 1),
             lookback=integer("lookback", None, 0), sequential=flag("sequential"),
-            strict=flag("strict"))
+            strict=flag("strict"), state_dir=opts.get("state_dir") or None,
+            max_files_per_trigger=integer("max_files_per_trigger", None, 1))
 
 
 def _bad(path: str, message: str, hint: str | None = None) -> WavError:
@@ -369,7 +389,7 @@ def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
     stateful = prog.stateful
     lookback = o.lookback if o.lookback is not None else (prog.lookback if stateful else 0)
     sequential = o.sequential or (stateful and lookback is None)
-    if streaming and stateful and sequential:
+    if streaming and stateful and sequential and not o.state_dir:
         raise WavError("NOT_IMPLEMENTED", o.path, "a stateful program of unbounded look-back "
                        "cannot run over a stream: its state would have to survive between "
                        "micro-batches", "use a function with a finite look-back, or run the "
@@ -406,6 +426,10 @@ class WavPartition(InputPartition):
     warmup: tuple[WindowTask, ...] = ()
     discard_before: int | None = None
     flush: bool = False
+    #: Checkpointed state (streaming with ``state_dir``): pickled Evaluator states to start
+    #: from (None: fresh) and where to write them at the end.
+    state_in: str | None = None
+    state_out: str | None = None
 
 
 def _k_range(run: Run, n: int, m: int) -> tuple[int, int]:
@@ -578,6 +602,8 @@ def read_partition(part: WavPartition, options: WavOptions, program_json: str,
 
     prog = _program(program_json)
     evaluator = Evaluator(prog)
+    if part.state_in is not None:
+        evaluator.states = _load_states(part.state_in)
     chans = [list(channels).index(c) for c in prog.channels]
     n, m = options.window, options.slide
     tasks = (part.warmup if stateful else ()) + part.tasks
@@ -593,6 +619,34 @@ def read_partition(part: WavPartition, options: WavOptions, program_json: str,
         tail = evaluator.finish()
         if tail is not None and tail.num_rows:
             yield tail
+    if part.state_out is not None:
+        _save_states(part.state_out, evaluator.states)
+
+
+def _state_file(folder: str, k: int) -> str:
+    return os.path.join(folder, f"k={k:015d}.pkl")
+
+
+def _load_states(path: str) -> dict:
+    import pickle
+
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except FileNotFoundError:
+        raise WavError("MISSING_PATH", path, "the state a stateful signal function left at the "
+                       "previous micro-batch is missing", "the checkpoint is incomplete: start "
+                       "the query from a fresh checkpoint") from None
+
+
+def _save_states(path: str, states: dict) -> None:
+    import pickle
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(states, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)  # atomic: a re-run of the batch rewrites the same state
 
 
 def _conform(batch, target):
@@ -702,6 +756,12 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
                            "marked finished (*.eof)", "remove the .eof marker before adding "
                            "files, and restart the query from a fresh checkpoint")
         p = self._plan_files(known, listed)
+        cap = self.options.max_files_per_trigger
+        if cap is not None and len(p.placements) > len(known) + cap:
+            # Rate limit: the next `cap` files in timeline order; the end is not final
+            # until every listed file has been read.
+            listed = [x.path for x in p.placements[:len(known) + cap]]
+            p, final = self._plan_files(known, listed), bool(start.get("final"))
         n, m = self.options.window, self.options.slide
         if not p.runs:
             k_end = None
@@ -723,7 +783,27 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
                        f"window slide than {m}", "start the query from a fresh checkpoint")
         p = self._plan_files(start.get("files") or [], list(end["files"]))
         k_from = None if start.get("end") is None else start["end"] // m
+        if self.options.state_dir and p.stateful:
+            return self._stateful_partitions(p, start, end, k_from, end["end"] // m)
         return p.partitions(k_from, end["end"] // m, flush=bool(end.get("final")))
+
+    def _stateful_partitions(self, p: WavPlan, start: dict, end: dict, k_from, k_to):
+        """One partition of all the new windows, in order, carrying the Evaluator's state
+        through ``state_dir`` (module docstring, *Checkpointed state*)."""
+        o = self.options
+        flush = bool(end.get("final")) and not start.get("final")
+        found = plan_partitions(p.runs, o.window, o.slide, o.partition_samples, p.rate,
+                                k_from=k_from, k_to=k_to, sequential=True, flush=flush)
+        tasks = tuple(t for part in found for t in part.tasks)
+        if not tasks and not flush:
+            return []
+        # No window before k_from (e.g. the first file was shorter than a window): the
+        # program starts fresh, as in a batch read.
+        first_k = _k_range(p.runs[0], o.window, o.slide)[0] if p.runs else None
+        fresh = k_from is None or first_k is None or k_from <= first_k
+        state_in = None if fresh else _state_file(o.state_dir, k_from)
+        return [WavPartition(0, p.rate, tasks, (), None, flush, state_in,
+                             _state_file(o.state_dir, k_to))]
 
     def commit(self, end: dict) -> None:
         pass  # nothing buffered: every batch is re-read from the files

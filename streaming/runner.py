@@ -24,6 +24,11 @@ the inputs unioned, with Spark's own checkpointed offsets), and each micro-batch
    ``RANGE r`` keeps ``r``, ``SLIDE`` keeps ``r + s``, ``ROWS n`` the last ``n`` rows per
    partition) -- so state is bounded by the windows, not by the stream's length.
 
+A query over a SIGNAL runs differently (its WAV files are read by the streaming WAV source
+with the program in the scan, every emitted window is final): see :mod:`.signals`. Live
+metrics of every continuous query (rates, progress, state, result latency) are in
+:mod:`.metrics`.
+
 Why not Spark's stateful operators with ``withWatermark``: Spark drops rows behind its
 watermark silently (WaveSQL must send them to a late sink and count them), does not tell a
 consumer which output rows are final, cannot emit early results in append mode, and refuses
@@ -42,6 +47,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +60,7 @@ from wavesql.dialect import nodes as wn
 from wavesql.dialect import parse_one, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
+from wavesql.planner import bad_rows
 from wavesql.planner.lower import Runtime, lower, stream_reader_options
 from wavesql.planner.windows import TIME
 
@@ -64,7 +71,8 @@ REASON = "_reason"
 
 @dataclass
 class BatchReport:
-    """What one micro-batch did. ``rows_in = on_time + late + no_time + punctuation``."""
+    """What one micro-batch did.
+    ``rows_in = on_time + late + no_time + punctuation + quarantined``."""
 
     batch: int
     progress_us: int | None
@@ -73,11 +81,20 @@ class BatchReport:
     late: int = 0
     no_time: int = 0
     punctuation: int = 0
+    quarantined: int = 0  # malformed CSV/JSON rows, written to <checkpoint>/quarantine
     rows_out: int = 0
     final_out: int = 0
     buffered: int = 0  # rows kept as state after the batch
     seconds: float = 0.0
     inputs: dict = field(default_factory=dict)  # stream -> its progress (microseconds)
+    # Live metrics (ContinuousQuery.status / metrics, `wavesql status`):
+    samples_in: int = 0  # signal queries: new samples the batch covered
+    started_at: float | None = None  # wall clock (s since 1970) when the batch began
+    finished_at: float | None = None  # ... when its results were delivered
+    #: result latency: finished_at minus the earliest time an input of this batch became
+    #: available (its file's modification time); None when no file was new
+    latency_s: float | None = None
+    state_bytes: int = 0  # bytes of state kept after the batch (buffers, signal state)
 
 
 @dataclass
@@ -105,6 +122,7 @@ class _Plan:
     inputs: tuple
     mode: str
     time_column: str | None  # the result column compared with progress
+    signal: object = None  # mode ``signal``: a streaming.signals.SignalPlan
 
 
 def start(session, text: str, output, checkpoint: str | os.PathLike, *,
@@ -129,7 +147,12 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     if late is None and late_into is not None:
         late = _late_path(late_into.this, session.catalog)
     plan = plan_continuous(bound.relation, stmt)
-    return ContinuousQuery(session, text, bound, plan,
+    cls = ContinuousQuery
+    if plan.mode == "signal":  # a query over a SIGNAL: streaming/signals.py
+        from .signals import SignalContinuousQuery as cls
+
+        bound = plan.signal.bound
+    return cls(session, text, bound, plan,
                            emit_changes=emit is not None and emit.kind == "CHANGES",
                            output=output, checkpoint=Path(checkpoint),
                            late=Path(late) if late is not None else Path(checkpoint) / "late",
@@ -167,9 +190,9 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
         elif isinstance(rel, ir.StreamScan):
             scans[rel.stream.key] = rel.stream
         elif isinstance(rel, (ir.SignalScan, ir.SignalStage)):
-            raise WaveSQLError("NOT_IMPLEMENTED", "continuous signal queries are not "
-                               "implemented yet", Span.of(stmt.node),
-                               hint="run the query in batch (Session.sql) over the recordings")
+            from .signals import plan_signal
+
+            return _Plan((), "signal", TIME, plan_signal(root, stmt))
         elif isinstance(rel, ir.SqlQuery):
             queries.append(rel)
     if not scans:
@@ -215,8 +238,68 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
             "STREAMING_RULE", f"a continuous query with OVER windows must keep the event time "
             f"`{stream.event_time}` in its result", Span.of(stmt.node),
             hint=f"add {stream.event_time} to the SELECT: it says when each row is final")
-    rules = tuple(_over_lookback(w, stream, stmt) for w in overs)
+    rules = tuple(dict.fromkeys(r for t in trees if t is not None
+                                for r in _nested_lookback(t, stream, stmt)))
     return _Plan((_Input(0, stream, rules),), "over", stream.event_time)
+
+
+def _nested_lookback(tree, stream: cat.StreamDef, stmt) -> list:
+    """Look-back rules of the OVER windows in ``tree``, summed along nested windows.
+
+    A window over the output of another (RSI: ``sum(...) OVER (RANGE 13 ms)`` over a CTE
+    computing ``v - lag(v)``) needs, for its rows at or after progress, the inner window's
+    rows of its own look-back, and each of those the inner window's look-back: the chain's
+    look-backs add up. Along each chain of nested windows (a SELECT's windows, over the
+    SELECTs its FROM reads: CTEs and subqueries) the time look-backs sum to ``T`` and the
+    rows look-backs to ``R``: the rule keeps event time >= progress - ``T`` and the last
+    ``R`` rows before that per partition of each rows window in the chain
+    (``("rows", keys, R, passes, T)``). The bound is exact for rows windows inside time
+    windows (RSI), and for time windows inside rows windows when the rows are not sparser
+    than the time window (``T`` before progress holds a row).
+    """
+    ctes = {c.alias_or_name.lower(): c.this for c in tree.find_all(exp.CTE)}
+    seen: set[int] = set()
+
+    def chains_of(query, depth=0) -> list[list]:
+        if depth > 50:
+            return [[]]
+        if isinstance(query, exp.Subquery):
+            return chains_of(query.this, depth + 1)
+        if isinstance(query, exp.SetOperation):
+            return (chains_of(query.this, depth + 1)
+                    + chains_of(query.expression, depth + 1))
+        if not isinstance(query, exp.Select):
+            return [[]]
+        mine = [w for w in query.find_all(exp.Window) if w.find_ancestor(exp.Select) is query]
+        seen.update(id(w) for w in mine)
+        own = [_over_lookback(w, stream, stmt) for w in mine]
+        sources = []
+        frm = query.args.get("from_") or query.args.get("from")
+        for src in ([frm.this] if frm is not None else []) + [
+                j.this for j in query.args.get("joins") or ()]:
+            if isinstance(src, exp.Subquery):
+                sources += chains_of(src.this, depth + 1)
+            elif isinstance(src, exp.Table) and src.name.lower() in ctes:
+                sources += chains_of(ctes[src.name.lower()], depth + 1)
+        sources = sources or [[]]
+        return [([w] if w is not None else []) + c for w in (own or [None]) for c in sources]
+
+    chains = chains_of(tree)
+    # windows off the FROM chains (e.g. in a scalar subquery): their own look-back
+    chains += [[_over_lookback(w, stream, stmt)] for w in tree.find_all(exp.Window)
+               if id(w) not in seen]
+    rules = []
+    for chain in chains:
+        if not chain:
+            continue
+        time_us = sum(r[1] for r in chain if r[0] == "time")
+        rows = [r for r in chain if r[0] == "rows"]
+        if not rows:
+            rules.append(("time", time_us))
+            continue
+        total = sum(r[2] for r in rows)
+        rules += [("rows", r[1], total, r[3], time_us) for r in rows]
+    return rules
 
 
 def _parsed(rel: ir.SqlQuery):
@@ -325,9 +408,13 @@ class ContinuousQuery:
         self.output = output
         self.checkpoint = checkpoint
         self.late_path = late
+        #: malformed input rows, with the file, the raw record and the reason
+        self.quarantine_path = checkpoint / "quarantine"
         self.clock = clock
         self.reports: list[BatchReport] = []
         self.error: BaseException | None = None
+        self._stopping = False
+        self._batch_lock = threading.Lock()
         self._query = self._start(trigger, max_files)
 
     # -- public ------------------------------------------------------------------------
@@ -358,10 +445,16 @@ class ContinuousQuery:
         batch is redone on restart anyway); waiting gives a clean stop and a complete last
         batch. ``wait=0`` stops at once.
         """
-        deadline = time.monotonic() + wait
-        while self.busy and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self._query.stop()
+        # The batch lock closes the race between "no batch is running" and stop(): a
+        # trigger firing in between finds _stopping set and does nothing (its offsets are
+        # not committed, so a restart reads those rows again).
+        self._stopping = True
+        locked = self._batch_lock.acquire(timeout=max(wait, 0.0)) if wait > 0 else False
+        try:
+            self._query.stop()
+        finally:
+            if locked:
+                self._batch_lock.release()
 
     @property
     def is_active(self) -> bool:
@@ -374,14 +467,24 @@ class ContinuousQuery:
         return state["progress"] if state else None
 
     def status(self) -> dict:
-        """Live figures: progress, last batch, totals, Spark's input/processing rates."""
+        """Live figures (see :mod:`wavesql.streaming.metrics`): progress, input and
+        processing rates (rows, and samples for signal queries), state rows and bytes,
+        result latency (last, p50, p99, max), totals; plus Spark's own rates of its last
+        trigger (``spark_input_rows_per_second``, ``spark_processed_rows_per_second``)."""
         last = self._query.lastProgress or {}
-        totals = {k: sum(getattr(r, k) for r in self.reports)
-                  for k in ("rows_in", "on_time", "late", "no_time", "punctuation", "rows_out")}
-        return {"progress_us": self.progress_us, "batches": len(self.reports),
-                "buffered": self.reports[-1].buffered if self.reports else 0,
-                "input_rows_per_second": last.get("inputRowsPerSecond"),
-                "processed_rows_per_second": last.get("processedRowsPerSecond"), **totals}
+        figures = self.metrics
+        figures["progress_us"] = self.progress_us
+        figures["spark_input_rows_per_second"] = last.get("inputRowsPerSecond")
+        figures["spark_processed_rows_per_second"] = last.get("processedRowsPerSecond")
+        return figures
+
+    @property
+    def metrics(self) -> dict:
+        """The live figures of :func:`wavesql.streaming.metrics.summarize` over the
+        batches this query ran."""
+        from .metrics import summarize
+
+        return summarize(list(self.reports))
 
     # -- setup -------------------------------------------------------------------------
     def _start(self, trigger: str, max_files: int | None):
@@ -392,8 +495,13 @@ class ContinuousQuery:
         frames = []
         for inp in self.inputs:
             s = inp.stream
-            reader = (self.spark.readStream.format(s.format).schema(
-                ir.Schema.of_columns(s.columns).ddl()).options(**stream_reader_options(s)))
+            options = stream_reader_options(s)
+            ddl = ir.Schema.of_columns(s.columns).ddl()
+            if bad_rows.applies(s, options):
+                # malformed CSV/JSON rows are marked, then quarantined (planner/bad_rows.py)
+                options.update(bad_rows.reader_options(s.format))
+                ddl = bad_rows.schema_ddl(ddl, s.format)
+            reader = self.spark.readStream.format(s.format).schema(ddl).options(**options)
             if max_files is not None:
                 reader = reader.option("maxFilesPerTrigger", str(max_files))
             frames.append(reader.load(s.path))
@@ -402,7 +510,8 @@ class ContinuousQuery:
             cols = [F.struct(*[F.col(f"`{c}`") for c in other.columns]).alias(o.column)
                     if o is inp else F.lit(None).cast(other.schema).alias(o.column)
                     for o, other in zip(self.inputs, frames)]
-            parts.append(df.select(F.lit(inp.index).alias("__src"), *cols))
+            parts.append(df.select(F.lit(inp.index).alias("__src"), *cols,
+                                   F.input_file_name().alias("__file")))
         if trigger.startswith("every ") and any(i.stream.heartbeat_us is not None
                                                 for i in self.inputs):
             # Spark runs a micro-batch only when some input has new rows; a HEARTBEAT must
@@ -411,7 +520,7 @@ class ContinuousQuery:
             ticks = self.spark.readStream.format("rate").option("rowsPerSecond", "1").load()
             parts.append(ticks.select(F.lit(-1).alias("__src"), *[
                 F.lit(None).cast(df.schema).alias(o.column)
-                for o, df in zip(self.inputs, frames)]))
+                for o, df in zip(self.inputs, frames)], F.lit(None).cast("string").alias("__file")))
         source = parts[0]
         for part in parts[1:]:
             source = source.unionByName(part)
@@ -427,14 +536,23 @@ class ContinuousQuery:
         return writer.start()
 
     def _guarded_batch(self, batch_df, batch_id: int) -> None:
-        try:
-            self._run_batch(batch_df, batch_id)
-        except BaseException as err:  # noqa: BLE001 - surfaced by await_termination
-            from wavesql.spark import translate_runtime_error
+        # Never block on the lock: stop() holds it while it waits for Spark, and Spark waits
+        # for this callback -- so look at _stopping (set before stop() takes the lock).
+        while not self._batch_lock.acquire(timeout=0.1):
+            if self._stopping:
+                raise _Stopping(f"batch {batch_id} not run: the query is stopping")
+        with _Held(self._batch_lock):
+            if self._stopping:
+                raise _Stopping(f"batch {batch_id} not run: the query is stopping")
+            try:
+                self._run_batch(batch_df, batch_id)
+            except BaseException as err:  # noqa: BLE001 - surfaced by await_termination
+                from wavesql.spark import translate_runtime_error
 
-            self.error = translate_runtime_error(err) if not isinstance(err, WaveSQLError) \
-                else err
-            raise
+                if not self._stopping:  # an interruption by stop() is not the query's error
+                    self.error = translate_runtime_error(err) \
+                        if not isinstance(err, WaveSQLError) else err
+                raise
 
     # -- one micro-batch ---------------------------------------------------------------
     def _run_batch(self, batch_df, batch_id: int) -> None:
@@ -447,19 +565,23 @@ class ContinuousQuery:
         state = self._load_state(batch_id) or {"progress": None, "inputs": {}}
         now_us = int(self.clock() * 1_000_000)
         batch_df = batch_df.persist()
-        report = BatchReport(batch_id, None)
+        report = BatchReport(batch_id, None, started_at=self.clock())
+        arrived = self._arrivals(batch_id)  # for the result latency
         buffers, fresh, progress = {}, {}, {}
-        late_parts, cached = [], [batch_df]
+        late_parts, quarantine_parts, cached = [], [], [batch_df]
         for inp in self.inputs:
             s = inp.stream
             mine = state["inputs"].get(s.key, {"progress": None, "max_ts": None})
-            rows = batch_df.where(F.col("__src") == inp.index).select(f"{inp.column}.*")
+            rows = batch_df.where(F.col("__src") == inp.index).select(f"{inp.column}.*", "__file")
+            marked = bad_rows.CORRUPT_COLUMN in rows.columns
+            malformed = (F.col(bad_rows.CORRUPT_COLUMN).isNotNull() if marked else F.lit(False))
             ts = F.unix_micros(F.col(f"`{s.event_time}`"))
             punct = (F.col(f"`{s.progress_column}`").isNotNull() if s.progress_column
                      else F.lit(False))
             before = mine["progress"]
             is_late = ts < F.lit(before) if before is not None else F.lit(False)
-            tagged = rows.withColumn("__kind", F.when(punct, "punctuation")
+            tagged = rows.withColumn("__kind", F.when(malformed, "malformed")
+                                     .when(punct, "punctuation")
                                      .when(ts.isNull(), "no_time")
                                      .when(is_late, "late").otherwise("on_time"))
             tagged = tagged.persist()
@@ -470,10 +592,19 @@ class ContinuousQuery:
                       else F.lit(None).cast("bigint")).alias("punct")).collect()
             by_kind = {r["__kind"]: r for r in stats}
             counts = {k: (by_kind[k]["n"] if k in by_kind else 0)
-                      for k in ("on_time", "late", "no_time", "punctuation")}
+                      for k in ("on_time", "late", "no_time", "punctuation", "malformed")}
             for k, n in counts.items():
-                setattr(report, k, getattr(report, k) + n)
+                field_name = "quarantined" if k == "malformed" else k
+                setattr(report, field_name, getattr(report, field_name) + n)
             report.rows_in += sum(counts.values())
+            if counts["malformed"]:
+                quarantine_parts.append(
+                    tagged.where(F.col("__kind") == "malformed").select(
+                        F.lit(s.name).alias("_stream"), F.col("__file").alias("_file"),
+                        F.col(bad_rows.CORRUPT_COLUMN).alias("_record"),
+                        F.concat(F.lit("malformed: read as "), F.to_json(F.struct(
+                            *[F.col(f"`{c.name}`") for c in s.columns]))).alias(REASON)))
+            tagged = tagged.drop("__file", *([bad_rows.CORRUPT_COLUMN] if marked else []))
             on_time = tagged.where(F.col("__kind") == "on_time").drop("__kind")
             if counts["late"] or counts["no_time"]:
                 late_parts.append(
@@ -520,7 +651,18 @@ class ContinuousQuery:
             for part in late_parts[1:]:
                 late_df = late_df.unionByName(part)
             late_df.write.mode("overwrite").parquet(str(self.late_path / f"batch={batch_id:09d}"))
+        if quarantine_parts:
+            bad = quarantine_parts[0]
+            for part in quarantine_parts[1:]:
+                bad = bad.unionByName(part)
+            bad.write.mode("overwrite").parquet(
+                str(self.quarantine_path / f"batch={batch_id:09d}"))
         report.buffered = self._write_state(spark, batch_id, buffers, progress, overall)
+        report.state_bytes = sum(f.stat().st_size for f in self._state_dir(batch_id).rglob("*")
+                                 if f.is_file())
+        report.finished_at = self.clock()
+        if arrived:
+            report.latency_s = max(0.0, report.finished_at - min(arrived))
         report.seconds = time.monotonic() - began
         self._write_report(report)
         self.reports.append(report)
@@ -543,12 +685,42 @@ class ContinuousQuery:
             final = final.unionByName(result.where(pending).withColumn(FINAL, F.lit(False)))
         return final.withColumn(PROGRESS, _timestamp(overall))
 
+    def _arrivals(self, batch_id: int) -> list[float]:
+        """Modification times (s since 1970) of the files this batch reads, from Spark's
+        file-source log (``<checkpoint>/offsets/sources/<i>/<batch>[.compact]``: one JSON
+        line per file with its ``timestamp`` in ms) -- no Spark job needed."""
+        found = []
+        for i in range(len(self.inputs)):
+            folder = self.checkpoint / "offsets" / "sources" / str(i)
+            for name in (str(batch_id), f"{batch_id}.compact"):
+                try:
+                    lines = (folder / name).read_text().splitlines()[1:]
+                except OSError:
+                    continue
+                for line in lines:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if entry.get("batchId") == batch_id and entry.get("timestamp"):
+                        found.append(entry["timestamp"] / 1000.0)
+        return found
+
     def _deliver(self, out, batch_id: int) -> None:
         if callable(self.output):
             self.output(out, batch_id)
             return
+        # Written aside, then renamed into place: Spark's own commit moves files into the
+        # target one by one, so a reader (or a process killed mid-write) would see part of a
+        # batch. `_staging` is hidden from Spark's and pyarrow's readers (leading `_`). A
+        # target already there is this batch's output from an attempt that died before Spark
+        # committed the batch: the re-run replaces it, so each batch's rows appear once.
         target = Path(self.output) / f"batch={batch_id:09d}"
-        out.write.mode("overwrite").parquet(str(target))
+        staging = Path(self.output) / "_staging" / target.name
+        out.write.mode("overwrite").parquet(str(staging))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
 
     # -- state ---------------------------------------------------------------------------
     def _state_dir(self, batch_id: int) -> Path:
@@ -613,7 +785,13 @@ class ContinuousQuery:
             if rule[0] == "time":
                 keep = keep | (ts >= F.lit(overall - rule[1]))
                 continue
-            _, keys, n, passes = rule  # the last n rows before progress, per key
+            # the last n rows before progress - t (t: a nested window's time look-back,
+            # whose rows from progress - t on are all kept), per key
+            _, keys, n, passes = rule[:4]
+            t_us = rule[4] if len(rule) > 4 else 0
+            if t_us:
+                keep = keep | (ts >= F.lit(overall - t_us))
+            old = ts < F.lit(overall - t_us)
             counted = F.coalesce(F.expr(passes), F.lit(False)) if passes else F.lit(True)
             order = [ts.desc()] + [F.col(f"`{c.name}`").desc_nulls_last()
                                    for c in inp.stream.columns if "map<" not in c.type.lower()]
@@ -634,12 +812,46 @@ class ContinuousQuery:
         os.replace(tmp, folder / f"batch={report.batch:09d}.json")
 
 
+class _Held:
+    """Release an already acquired lock on leaving the block."""
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        return self.lock
+
+    def __exit__(self, *exc):
+        self.lock.release()
+
+
+class _Stopping(RuntimeError):
+    """Raised in a micro-batch that starts while stop() is under way (never recorded)."""
+
+
 def _timestamp(us: int | None):
     from pyspark.sql import functions as F
 
     if us is None:
         return F.lit(None).cast("timestamp")
     return F.timestamp_micros(F.lit(us))
+
+
+def _mtime(path: str | None) -> float | None:
+    """Modification time (s since 1970) of a local file or ``file:`` URI, else None."""
+    if not path:
+        return None
+    from urllib.parse import unquote, urlparse
+
+    if "://" in path or path.startswith("file:"):
+        parsed = urlparse(path)
+        if parsed.scheme not in ("file", ""):
+            return None
+        path = unquote(parsed.path)
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
 
 
 def _fmt(us: int | None) -> str:

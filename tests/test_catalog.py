@@ -504,9 +504,9 @@ def test_directory_path_is_refused(tmp_path):
 def test_file_format_is_recorded(path):
     Catalog(path).close()
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION == 1
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION == 2
     meta = dict(raw.execute("SELECT key, value FROM wavesql_meta"))
-    assert meta["application"] == "wavesql" and meta["format_version"] == "1"
+    assert meta["application"] == "wavesql" and meta["format_version"] == "2"
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     raw.close()
 
@@ -539,18 +539,19 @@ def tables(path: Path) -> set[str]:
 
 
 def test_older_file_is_migrated_in_place(path):
+    new = FORMAT_VERSION + 1
     with Catalog(path) as cat:
         stored = cat.create(make_signal())
     with CatalogV2(path) as cat:
-        assert cat.format_version == 2
+        assert cat.format_version == new
         assert cat.require("mic") == stored
     assert "tags" in tables(path)
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == new
     assert raw.execute("SELECT value FROM wavesql_meta WHERE key='format_version'").fetchone() \
-        == ("2",)
+        == (str(new),)
     raw.close()
-    with raises("CATALOG_TOO_NEW"):  # the v1 code now refuses it
+    with raises("CATALOG_TOO_NEW"):  # the older code now refuses it
         Catalog(path)
 
 
@@ -559,10 +560,37 @@ def test_failed_migration_rolls_back(path):
         cat.create(make_signal())
     with raises("CATALOG_CORRUPT") as info:
         BrokenCatalogV2(path)
-    assert "from format version 1 to 2" in info.value.message and "boom" in info.value.message
+    assert (f"from format version {FORMAT_VERSION} to {FORMAT_VERSION + 1}" in info.value.message
+            and "boom" in info.value.message)
     assert "half_done" not in tables(path)
     with Catalog(path) as cat:
         assert cat.names() == ["mic"]
+
+
+class CatalogV1(Catalog):
+    MIGRATIONS = MIGRATIONS[:1]
+
+
+def test_version_1_file_gains_the_run_history(path):
+    """Format 1 -> 2 adds the `runs` table (wavesql run / schedule) and keeps every object."""
+    with CatalogV1(path) as cat:
+        stored = cat.create(make_signal())
+    assert "runs" not in tables(path)
+    with Catalog(path) as cat:
+        assert cat.require("mic") == stored
+        first = cat.start_run("/jobs/a.wsql", "run")
+        cat.finish_run(first, "ok", statements=2, rows_in=10, rows_out=4, rows_late=1)
+        cat.start_run("/jobs/a.wsql", "schedule", status="skipped", error="busy")
+        cat.start_run("/jobs/b.wsql", "run")
+        runs = cat.runs("/jobs/a.wsql")
+    assert [(r["status"], r["trigger"]) for r in runs] == [("skipped", "schedule"), ("ok", "run")]
+    assert runs[1]["rows_in"] == 10 and runs[1]["ended_at"] >= runs[1]["started_at"]
+    assert runs[0]["ended_at"] is not None and runs[0]["error"] == "busy"
+    with Catalog(path) as cat:
+        assert [r["file"] for r in cat.runs(limit=2)] == ["/jobs/b.wsql", "/jobs/a.wsql"]
+        assert cat.runs(limit=None)[0]["status"] == "running"
+    with raises("CATALOG_TOO_NEW"):  # a version-1 WaveSQL refuses the upgraded file
+        CatalogV1(path)
 
 
 # -- concurrency --------------------------------------------------------------------------

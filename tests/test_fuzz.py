@@ -16,8 +16,9 @@ Properties (generators in ``tests/fuzz/``):
    temp views of the same Parquet files, and so does their ``to_sql(parse_one(q))`` text.
 
 Bugs found and not fixed yet are listed in ``tests/fuzz/harness.KNOWN_BUGS``; the property
-tests tolerate exactly those failures and each has a strict-xfail reproducer at the end of
-this file. The CI examples are derandomized (the same inputs every run); the ``slow``
+tests tolerate exactly those failures, each pinned by a strict-xfail reproducer. The 17 found
+so far are fixed; their reproducers stay at the end of this file as regression tests
+(``test_fixed_*``). The CI examples are derandomized (the same inputs every run); the ``slow``
 variants draw new random inputs on every run and only run when asked for
 (``-m slow``, ``make test-all`` or ``WAVESQL_FUZZ_SLOW=1``).
 """
@@ -466,7 +467,7 @@ def test_generated_queries_give_sparks_results_slow(diff_env, query):
     _same_results(diff_env, query)
 
 
-# ================================================================ known bugs (xfail)
+# ============================================= bugs the fuzzers found (regression tests)
 def _assert_contract(call, text: str) -> None:
     """``call()`` succeeds or raises a positioned WaveSQLError inside ``text``."""
     try:
@@ -478,13 +479,9 @@ def _assert_contract(call, text: str) -> None:
         str(err)
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError, reason=(
-    "map() with an odd number of arguments crashes sqlglot's build_var_map with IndexError "
-    "(parser.py:59) instead of parsing (Spark parses it and fails at analysis) or raising "
-    "PARSE_ERROR; parse_statements does not catch it, so Session.sql/bind crash too"))
 @pytest.mark.parametrize("text", ["SELECT map(1)", "SELECT map('a', 1, 'b')",
                                   "SELECT map_zip_with(m, map('a', 1, 'z' 2), (k, a, b) -> a)"])
-def test_known_bug_map_with_an_odd_number_of_arguments(text):
+def test_fixed_map_with_an_odd_number_of_arguments(text):
     _assert_contract(lambda: parse_statements(text, lenient=True), text)
 
 
@@ -502,48 +499,29 @@ DEEP_NESTING = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason=(
-    "nesting about 50 deep exhausts Python's recursion limit (1000) in sqlglot's "
-    "recursive-descent parser -- the deepest that parse: 42 calls, 48 parentheses or "
-    "window-key parentheses, 51 subscripts, 53 CASEs, 96 subqueries, 107 NOTs, <500 nested "
-    "ISTREAMs; the RecursionError escapes parse_statements (wavesql/dialect/__init__.py "
-    "catches only ParseError/TokenError) and Session.sql/bind, instead of a PARSE_ERROR "
-    "'nested too deeply' at the innermost level (or a higher limit)"))
 @pytest.mark.parametrize("name", sorted(DEEP_NESTING))
-def test_known_bug_deep_nesting(name):
+def test_fixed_deep_nesting(name):
     text = DEEP_NESTING[name](500)
     _assert_contract(lambda: parse_statements(text), text)
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason=(
-    "to_sql recurses once per nesting level with a deeper Python stack than the parser: "
-    "400 unary minus parse but cannot be generated back (a view or WaveSQL query that "
-    "regenerates SQL crashes)"))
-def test_known_bug_to_sql_recursion_on_accepted_input():
+def test_fixed_to_sql_recursion_on_accepted_input():
     to_sql(parse_one("SELECT " + "- " * 400 + "1"))
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError, reason=(
-    "sqlglot parses regexp_replace with two arguments (Spark needs 3) into RegexpReplace "
-    "without its 'replacement' and then its generator raises KeyError('replacement'); "
-    "to_sql/to_spark_sql run on such a statement when it is a view body or mixes WaveSQL "
-    "constructs, so Session.sql crashes (see the Spark variant below)"))
-def test_known_bug_to_sql_crashes_on_accepted_calls():
+def test_fixed_to_sql_crashes_on_accepted_calls():
     to_sql(parse_one("SELECT regexp_replace(sym, 'x') FROM trades"))
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "`FLOAT(())` parses as a type with an empty size and sqlglot's datatype_sql raises "
-    "ValueError(int('')) when generating it"))
-def test_known_bug_to_sql_crashes_on_accepted_types():
-    to_sql(parse_one("SELECT CAST(a AS FLOAT(()))"))
+def test_fixed_to_sql_crashes_on_accepted_types():
+    # a type sqlglot cannot write back is refused at parse time, at the type
+    text = "SELECT CAST(a AS FLOAT(()))"
+    with pytest.raises(WaveSQLError) as caught:
+        parse_one(text)
+    span = caught.value.span
+    assert caught.value.code == "PARSE_ERROR" and text[span.start:span.end] == "FLOAT(())"
 
 
-@pytest.mark.xfail(strict=True, raises=WaveSQLError, reason=(
-    "WaveSQLGenerator.wave_interval_sql writes the short form `<value> <UNIT>` whenever "
-    "float(value) succeeds, but the parser's short form needs a plain NUMBER token: "
-    "INTERVAL '-1' / '+2' / '.5' / ' 1' / 'nan' / '1_000' SECOND generate `[RANGE -1 SECONDS]` "
-    "etc., which do not parse (PARSE_ERROR 'expected a duration after RANGE')"))
 @pytest.mark.parametrize("text", [
     "SELECT * FROM t [RANGE INTERVAL '-1' SECOND]",
     "SELECT * FROM t [RANGE INTERVAL '.5' SECOND]",
@@ -551,23 +529,22 @@ def test_known_bug_to_sql_crashes_on_accepted_types():
     "CREATE STREAM s (ts TIMESTAMP) FROM 'x' FORMAT csv EVENT TIME ts "
     "WATERMARK INTERVAL '-5' SECOND",
 ])
-def test_known_bug_interval_short_form_does_not_reparse(text):
+def test_fixed_interval_short_form_does_not_reparse(text):
     node = parse_one(text)
     assert parse_one(to_sql(node)) == node
 
 
-@pytest.mark.xfail(strict=True, raises=WaveSQLError, reason=(
-    "_parse_wave_interval takes any word after the number as the unit (to let the binder "
-    "say `unknown time unit`), keywords included; to_sql then writes `INTERVAL '5' UNION`, "
-    "which does not parse. Either refuse keyword units in the parser or generate them "
-    "quoted"))
 @pytest.mark.parametrize("text", [
     "SELECT * FROM t [RANGE 5 UNION]",
     "CREATE STREAM s (ts TIMESTAMP) FROM 'x' FORMAT csv EVENT TIME ts WATERMARK 5 SELECT",
 ])
-def test_known_bug_keyword_as_interval_unit_does_not_reparse(text):
-    node = parse_one(text)
-    assert parse_one(to_sql(node)) == node
+def test_fixed_keyword_as_interval_unit_does_not_reparse(text):
+    # a keyword after the number is not taken as a unit: the text is refused at the keyword
+    with pytest.raises(WaveSQLError) as caught:
+        parse_one(text)
+    err = caught.value
+    assert err.code == "PARSE_ERROR" and "time unit" in err.message
+    assert text[err.span.start:err.span.end] in ("UNION", "SELECT")
 
 
 # -------------------------------------------------------------- known bugs with Spark
@@ -580,22 +557,14 @@ def ws_data(bind_env):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=KeyError, reason=(
-    "CREATE VIEW regenerates its body with to_sql (planner/bind.py _bind_create_view and "
-    "_bind_query's to_spark_sql), which crashes with KeyError('replacement') on "
-    "regexp_replace(a, b) -- a KeyError escapes Session.sql instead of Spark's "
-    "WRONG_NUM_ARGS as a positioned error"))
-def test_known_bug_view_with_two_argument_regexp_replace(ws_data):
+def test_fixed_view_with_two_argument_regexp_replace(ws_data):
     ws, root = ws_data
     text = "CREATE VIEW fz_regexp AS SELECT regexp_replace(sym, 'x') AS r FROM trades"
     _assert_contract(lambda: ws.sql(text, base_dir=root), text)
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "a column type `FLOAT((...))` parses; binding the CREATE SIGNAL then crashes with "
-    "ValueError from sqlglot's datatype_sql instead of UNKNOWN_TYPE at the type"))
-def test_known_bug_signal_with_a_malformed_type(ws_data):
+def test_fixed_signal_with_a_malformed_type(ws_data):
     ws, root = ws_data
     text = ("CREATE SIGNAL s2 (ch1 FLOAT((, ch2 FLOAT))) RATE 44100 HZ "
             "FROM 'counting_44k1.wav' FORMAT wav")
@@ -603,12 +572,7 @@ def test_known_bug_signal_with_a_malformed_type(ws_data):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "CREATE VIEW ... FROM trades [RANGE INTERVAL '.5' SECOND] is accepted and stored as "
-    "to_sql text `[RANGE .5 SECONDS]`, which does not parse: every later query of the view "
-    "fails with PARSE_ERROR 'expected a duration after RANGE' quoting the stored view text "
-    "instead of the user's query (see the interval short-form bug)"))
-def test_known_bug_view_with_a_fractional_window(ws_data):
+def test_fixed_view_with_a_fractional_window(ws_data):
     ws, root = ws_data
     ws.sql("CREATE VIEW fz_half AS SELECT sym, count(*) AS n FROM trades "
            "[RANGE INTERVAL '.5' SECOND] GROUP BY sym", base_dir=root)
@@ -618,69 +582,42 @@ def test_known_bug_view_with_a_fractional_window(ws_data):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the catalog store raises INVALID_OPTION 'OR REPLACE and IF NOT EXISTS cannot be used "
-    "together' without a span (catalog/store.py create); the binder should raise it at the "
-    "CREATE with the position of IF NOT EXISTS"))
-def test_known_bug_or_replace_if_not_exists_has_no_position(ws_data):
+def test_fixed_or_replace_if_not_exists_has_no_position(ws_data):
     ws, root = ws_data
     text = "CREATE OR REPLACE STREAM IF NOT EXISTS s (sym STRING) FROM 'refs.csv' FORMAT csv"
     _assert_contract(lambda: ws.bind(text, base_dir=str(root)), text)
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "CREATE VIEW with two output columns of the same name raises DUPLICATE_COLUMN from "
-    "catalog/objects.py _check_columns (ViewDef construction in _bind_create_view) without "
-    "a span; it should point at the second column"))
-def test_known_bug_view_duplicate_column_has_no_position(ws_data):
+def test_fixed_view_duplicate_column_has_no_position(ws_data):
     ws, root = ws_data
     text = "CREATE VIEW v2 AS SELECT sym, sym FROM trades"
     _assert_contract(lambda: ws.bind(text, base_dir=str(root)), text)
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "an analysis error of SQL the planner generated (here MISSING_AGGREGATION on a "
-    "windowed query) has no fragment in the user's text, so translate_spark_error "
-    "(wavesql/spark.py _span) returns span=None; it should fall back to the statement's (or "
-    "the offending expression's) span"))
-def test_known_bug_spark_error_on_generated_sql_has_no_position(ws_data):
+def test_fixed_spark_error_on_generated_sql_has_no_position(ws_data):
     ws, root = ws_data
     text = "SELECT _time, sym, avg(px) AS a FROM trades [ROWS 1]"
     _assert_contract(lambda: ws.bind(text, base_dir=str(root)), text)
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=WaveSQLError, reason=(
-    "a statement sqlglot cannot parse goes to Spark's parser (lenient mode) with every "
-    "identifier in it taken as a possible catalog object (planner/bind.py bind: "
-    "`_resolve_relation(n, None, ctx)` for n in stmt.names); a column alias named like a "
-    "sink raises UNKNOWN_STREAM '`alerts` is a sink' without a position, although Spark "
-    "accepts the query"))
-def test_known_bug_lenient_statement_naming_a_sink(ws_data):
+def test_fixed_lenient_statement_naming_a_sink(ws_data):
     ws, root = ws_data
     rows = ws.sql("SELECT qty !< 1 AS alerts FROM trades").collect()
     assert len(rows) == 12
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "Spark's parse error at the end of the text ('line 1, pos 15' for a 15-character "
-    "query) becomes Span(15, 16), one past the end of the text (wavesql/spark.py _span); it "
-    "should be clamped to the text (Span(15, 15))"))
-def test_known_bug_spark_parse_error_span_past_the_end(ws_data):
+def test_fixed_spark_parse_error_span_past_the_end(ws_data):
     ws, root = ws_data
     text = "SELECT sym, ts,"
     _assert_contract(lambda: ws.bind(text, base_dir=str(root)), text)
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, reason=(
-    "a lone surrogate (what Python makes of a non-UTF-8 byte in `wavesql -c` arguments) is "
-    "accepted by the tokenizer and reaches Py4J, which cannot encode it: Py4JError escapes "
-    "Session.bind/sql instead of a PARSE_ERROR at the character"))
-def test_known_bug_lone_surrogate_reaches_py4j(ws_data):
+def test_fixed_lone_surrogate_reaches_py4j(ws_data):
     ws, root = ws_data
     text = "SELECT 1 \udcff"
     try:
@@ -692,17 +629,10 @@ def test_known_bug_lone_surrogate_reaches_py4j(ws_data):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "SYNC JOIN whose control is a windowed stream, a RESAMPLE or an ISTREAM: the earlier "
-    "extraction passes (planner/bind.py _extract_windows/_extract_temporal/"
-    "_extract_relation_to_streams) rename the control to __wavesql_window_0 (etc.), then "
-    "_extract_syncs resolves that name in the catalog and raises UNKNOWN_STREAM 'unknown "
-    "stream or table `__wavesql_window_0`' without a position (hint: did you mean "
-    "`__wavesql_counting_0`?). Expected NOT_IMPLEMENTED (or support) at the SYNC JOIN"))
 @pytest.mark.parametrize("control", [
     "trades [ROWS 2] t", "RESAMPLE(trades, ts, INTERVAL 1 SECOND) t",
     "ISTREAM (SELECT * FROM trades [NOW]) t"])
-def test_known_bug_sync_join_over_a_derived_control(ws_data, control):
+def test_fixed_sync_join_over_a_derived_control(ws_data, control):
     ws, root = ws_data
     _drop_internal_views(ws.spark)  # as in a fresh session (see the next test)
     text = f"SELECT * FROM {control} SYNC JOIN counting m ON RANGE (t.ts, t.ts)"
@@ -728,15 +658,7 @@ def _bind_outcome(ws, text: str, root) -> str:
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "binding depends on what ran before in the Spark session: Session.analyze leaves every "
-    "input registered as a temp view __wavesql_window_0, __wavesql_sync_0, ... and "
-    "_resolve_relation falls back to Spark tables, so a renamed SYNC control resolves to a "
-    "*previous* statement's window view. Fresh session: UNKNOWN_STREAM `__wavesql_window_0`; "
-    "after `SELECT * FROM trades [NOW]` the SYNC over `dets [ROWS 1] d` is analysed against "
-    "the trades window: 'unknown column `d`.`t_from`; did you mean `d`.`px`, `d`.`sym`...', "
-    "while `ON RANGE (d.ts, d.ts)` -- dets has no ts -- binds"))
-def test_known_bug_binding_depends_on_leftover_internal_views(ws_data):
+def test_fixed_binding_depends_on_leftover_internal_views(ws_data):
     ws, root = ws_data
     text = "SELECT * FROM dets [ROWS 1] d SYNC JOIN counting m ON RANGE (d.t_from, d.t_to)"
     _drop_internal_views(ws.spark)
@@ -746,12 +668,7 @@ def test_known_bug_binding_depends_on_leftover_internal_views(ws_data):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "Session.analyze registers every bound input as a Spark temp view named __wavesql_... "
-    "and never drops it; spark_table_names() (SHOW TABLES) then lists them, so UNKNOWN_STREAM "
-    "hints read 'available streams and tables: __wavesql_counting_0, __wavesql_window_0, "
-    "alerts, ...' (and a user query can read those stale views by name)"))
-def test_known_bug_hints_list_internal_views(ws_data):
+def test_fixed_hints_list_internal_views(ws_data):
     ws, root = ws_data
     ws.bind("SELECT * FROM trades [ROWS 2]", base_dir=str(root))
     with pytest.raises(WaveSQLError) as caught:

@@ -242,3 +242,10 @@ def test_signal_functions_over_a_view_of_segments(counting, voice):
     with pytest.raises(WaveSQLError) as e:
         counting.sql("SELECT lowpass(voice, 100.0) FROM frames")
     assert e.value.code == "NOT_IMPLEMENTED"
+
+
+def test_signal_function_over_a_misspelled_table_is_unknown_stream(counting):
+    with pytest.raises(WaveSQLError) as e:
+        counting.sql("SELECT seg_rms(voice) FROM countng").collect()
+    assert e.value.code == "UNKNOWN_STREAM" and "counting" in (e.value.hint or "")
+    assert e.value.span is not None

@@ -373,3 +373,24 @@ def test_heartbeat_advances_progress_while_every_input_is_idle(ws, spark, tmp_pa
     assert cq.error is None
     assert sorted(_micros(r["_time"]) for r in final) == [i * SECOND for i in range(6)]
     assert len(cq.reports) >= 2 and cq.reports[-1].rows_in == 0  # idle batches did it
+
+
+def test_live_metrics_of_an_event_stream_query(ws, spark, tmp_path):
+    """status(): rates, progress, state rows and bytes, result latency from each batch's
+    files' arrival (Spark's file-source log); the same figures from `wavesql status`."""
+    from wavesql.cli import main as cli
+
+    frame = _trades(300, seed=9)
+    for i, part in enumerate(_split(frame, 3)):
+        _write(tmp_path / "in", f"part-{i}.parquet", part)
+    _stream(ws, tmp_path / "in")
+    cq = ws.stream("SELECT sym, count(*) AS n FROM trades [RANGE 10 SECONDS] GROUP BY sym",
+                   tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1)
+    cq.await_termination()
+    st = cq.status()
+    assert st["batches"] == 3 and st["rows_in"] == 300
+    assert st["input_rows_per_second"] > 0 and st["processed_rows_per_second"] > 0
+    assert st["buffered"] > 0 and st["state_bytes"] > 0
+    assert all(r.latency_s is not None and r.latency_s >= 0 for r in cq.reports)
+    assert 0 <= st["latency_p50_s"] <= st["latency_p99_s"] == st["latency_max_s"]
+    assert cli(["status", str(tmp_path / "out"), "--json"]) == 0

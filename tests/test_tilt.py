@@ -247,18 +247,10 @@ OVER = {
 }
 
 
-# RSI nests two OVER windows: the 14 ms sums read d, which reads lag(v). The runner keeps
-# the rows each window needs on its own (13 ms; 1 row) instead of their sum (13 ms + 1
-# row), so at each batch boundary d of the oldest tick in the window is NULL and the sum
-# misses it (3 of 5000 RSIs differ here). Trend nests the same way (lag(up) over 49 ms
-# windows) but the truncated window happens not to flip `up` at these boundaries.
-NESTED_LOOKBACK = pytest.mark.xfail(strict=True, reason=(
-    "streaming/runner.py keeps the union of each OVER window's look-back, not the sum "
-    "along nested windows (lag inside a RANGE frame): wrong RSI at batch boundaries"))
-
-
-@pytest.mark.parametrize("app", [pytest.param(a, marks=NESTED_LOOKBACK) if a == "rsi" else a
-                                 for a in sorted(OVER)])
+# RSI nests two OVER windows: the 14 ms sums read d, which reads lag(v); the runner keeps
+# the sum of the look-backs along the nesting (13 ms + 1 row), so d of the oldest tick in
+# the window is known at every batch boundary.
+@pytest.mark.parametrize("app", sorted(OVER))
 def test_over_window_apps_stream_to_the_reference(ws, spark, tmp_path, app):
     folder, build, reference, check = OVER[app]
     frame = build()

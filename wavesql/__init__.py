@@ -19,11 +19,22 @@ def connect(*args, **kwargs):
     return _connect(*args, **kwargs)
 
 
+def load_ipython_extension(ip):
+    """``%load_ext wavesql``: the ``%wavesql``/``%%wavesql`` magic (wavesql.notebook)."""
+    from wavesql.notebook import load_ipython_extension as _load
+
+    _load(ip)
+
+
 def __getattr__(name):  # lazy: `import wavesql` must not start a JVM or import pyspark
     if name in ("Session", "Result"):
         from wavesql import session
 
         return getattr(session, name)
+    if name == "plot":  # wavesql.plot.waveform(...): matplotlib only when asked for
+        from wavesql import display
+
+        return display
     raise AttributeError(f"module 'wavesql' has no attribute {name!r}")
 
 

@@ -5,13 +5,19 @@
     wavesql                         interactive shell (statements end with `;`): the REPL
                                     in a terminal (wavesql.repl), a line shell otherwise
     wavesql -c "SELECT ..."         run statements given on the command line
-    wavesql run FILE.wsql ...       run statement files in order
+    wavesql run FILE.wsql ...       run statement files in order; INSERT INTO a sink processes
+                                    only the input that is new since the last run (exactly once)
     wavesql check FILE.wsql ...     parse and bind without running; every error as file:line:col
+    wavesql schedule DIR            run DIR's .wsql files on the cron expressions in their
+                                    headers (`-- schedule: */5 * * * *`); history in the catalog
+    wavesql runs [--file F]         the run history (wavesql run and wavesql schedule)
+    wavesql status OUTPUT [--json]  live figures of a continuous query (its _progress/ records)
     wavesql demo [DIR]              generate demo data and run the demo queries
 
 Common options: ``--master URL`` (any Spark master; default ``local[*]``), ``--catalog PATH``
 (the SQLite catalog; default ``./wavesql_catalog.db``), ``--max-rows N``.
-Exit status: 0 on success, 1 when a statement failed, 2 for usage errors.
+Exit status: 0 on success, 1 when a statement failed, 2 for usage errors, 75 (EX_TEMPFAIL)
+when `wavesql run` found the file already running (another run holds its lock).
 """
 
 from __future__ import annotations
@@ -30,6 +36,22 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def _show_status(args) -> int:
+    """``wavesql status OUTPUT``: streaming/metrics.py over ``OUTPUT/_progress/*.json``."""
+    import json
+
+    from wavesql.streaming.metrics import format_status, read_reports, summarize
+
+    reports = read_reports(args.output)
+    if not reports:
+        err.print(f"{args.output}: no _progress/ records (not the output directory of a "
+                  "continuous query, or no batch finished yet)", markup=False)
+        return 1
+    figures = summarize(reports)
+    out.print(json.dumps(figures) if args.json else format_status(figures), markup=False)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wavesql", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -40,8 +62,26 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="verb")
     run_p = sub.add_parser("run", help="run statement files")
     run_p.add_argument("files", nargs="+")
+    run_p.add_argument("--max-files-per-trigger", type=int, metavar="N",
+                       help="INSERT INTO jobs read at most N new files per micro-batch")
     check_p = sub.add_parser("check", help="compile statement files without running them")
     check_p.add_argument("files", nargs="+")
+    sched_p = sub.add_parser("schedule", help="run a folder's .wsql files on their cron "
+                             "expressions (`-- schedule: <cron>` in the file header)")
+    sched_p.add_argument("directory")
+    sched_p.add_argument("--once", action="store_true",
+                         help="run every scheduled file once now, then exit")
+    sched_p.add_argument("--for", dest="duration", type=float, metavar="SECONDS",
+                         help="stop after SECONDS (the run in progress is finished)")
+    sched_p.add_argument("--max-files-per-trigger", type=int, metavar="N",
+                         help="INSERT INTO jobs read at most N new files per micro-batch")
+    runs_p = sub.add_parser("runs", help="show the run history kept in the catalog")
+    runs_p.add_argument("--file", help="only the runs of this query file")
+    runs_p.add_argument("--limit", type=int, default=20, help="newest N runs (default 20)")
+    status_p = sub.add_parser("status", help="live figures of a continuous query from its "
+                              "output directory's _progress/ records")
+    status_p.add_argument("output")
+    status_p.add_argument("--json", action="store_true", help="the figures as JSON")
     demo_p = sub.add_parser("demo", help="generate demo data and run the demo queries")
     demo_p.add_argument("directory", nargs="?", default="wavesql_demo")
     args = parser.parse_args(argv)
@@ -55,9 +95,21 @@ def main(argv: list[str] | None = None) -> int:
             from wavesql.demo import run_demo
 
             return run_demo(args.directory, master=args.master, max_rows=args.max_rows)
+        if args.verb == "runs":  # the catalog alone: no Spark needed
+            return _show_runs(args)
+        if args.verb == "status":  # the output's _progress/ records alone: no Spark needed
+            return _show_status(args)
         ws = _connect(args)
+        if args.verb in ("run", "schedule") and args.max_files_per_trigger is not None:
+            ws.job_options["max_files_per_trigger"] = args.max_files_per_trigger
         if args.verb == "run":
             return _run_files(ws, args.files, args.max_rows)
+        if args.verb == "schedule":
+            from wavesql.schedule import Scheduler
+
+            return Scheduler(ws, args.directory, print_line=lambda m: out.print(m, markup=False),
+                             print_error=lambda m: err.print(m, markup=False)).serve(
+                                 once=args.once, duration=args.duration)
         if args.verb == "check":
             return _check_files(ws, args.files)
         if args.command is not None:
@@ -104,21 +156,41 @@ def _run_text(ws, text: str, max_rows: int, source: str | None = None) -> int:
 
 
 def _run_files(ws, files: list[str], max_rows: int) -> int:
+    """Run each file under its lock (``wavesql.jobs.run_file``): a summary line per statement
+    (``file:line: what · figures · seconds``) and per file; stop at the first failure."""
+    from wavesql.jobs import run_file
+
     for name in files:
-        started = time.perf_counter()
+        text = Path(name).read_text() if Path(name).is_file() else ""
+
+        def report(result, seconds, name=name, text=text):
+            line = text.count("\n", 0, result.statement.start) + 1
+            if result.report is not None:
+                out.print(f"{name}:{line}: {result.report.summary()}", markup=False)
+                return
+            shown = time.perf_counter()
+            show_result(result, max_rows)  # a query runs here, when its rows are fetched
+            seconds += time.perf_counter() - shown
+            out.print(f"{name}:{line}: {result.kind} · {seconds:.2f} s", markup=False)
+
         try:
-            results = ws.execute_file(name)
-        except WaveSQLError as e:
-            err.print(str(e), markup=False)
+            run = run_file(ws, name, trigger="run", on_statement=report)
+        except KeyboardInterrupt:  # recorded as interrupted; a re-run redoes it exactly once
+            err.print(f"{name}: interrupted", markup=False)
+            return 130
+        if run.status == "skipped":
+            err.print(str(run.error), markup=False)
+            return 75
+        if run.status != "ok":
+            error = run.error
+            err.print(str(error) if isinstance(error, WaveSQLError) else repr(error),
+                      markup=False)
             return 1
-        try:
-            for result in results:
-                show_result(result, max_rows)
-        except WaveSQLError as e:
-            err.print(str(e.with_query(e.query, source=name) if e.query else e), markup=False)
-            return 1
-        out.print(f"{name}: {len(results)} statement(s) ok in "
-                  f"{time.perf_counter() - started:.2f} s", markup=False)
+        figures = ""
+        if run.rows_in is not None:
+            figures = f" · in {run.rows_in} · late {run.rows_late} · out {run.rows_out}"
+        out.print(f"{name}: {run.statements} statement(s) ok{figures} · {run.seconds:.2f} s",
+                  markup=False)
     return 0
 
 
@@ -130,14 +202,110 @@ def _check_files(ws, files: list[str]) -> int:
             err.print(f"{name}: no such file", markup=False)
             failures += 1
             continue
-        try:
-            ws.bind(path.read_text(), base_dir=str(path.resolve().parent))
-        except WaveSQLError as e:
+        errors = check_text(ws, path.read_text(), str(path.resolve().parent))
+        for e in errors:
+            err.print(str(e.with_query(path.read_text(), source=name)), markup=False)
+        if errors:
             failures += 1
-            err.print(str(e.with_query(e.query or path.read_text(), source=name)), markup=False)
+            err.print(f"{name}: {len(errors)} error{'s' if len(errors) != 1 else ''}",
+                      markup=False)
         else:
             out.print(f"{name}: ok", markup=False)
     return 1 if failures else 0
+
+
+def check_text(ws, text: str, base_dir: str = ".") -> list[WaveSQLError]:
+    """Every error of ``text``, statement by statement, without running anything.
+
+    Each statement is parsed on its own (so a syntax error does not hide the statements
+    after it) and bound against a scratch copy of the catalog that the text's own DDL
+    updates (a file that creates a stream and then queries it checks cleanly). A statement
+    whose CREATE failed leaves its object undefined, so later uses report it too.
+    """
+    from wavesql import planner
+    from wavesql.catalog import Catalog
+    from wavesql.dialect import WaveSQL, _chunk_end, _split, _tokenize, parse_statements
+    from wavesql.planner import ir
+    from wavesql.planner.insert import blank_outside
+
+    try:
+        chunks = [(c[0].start, _chunk_end(c, semicolon, text))
+                  for c, semicolon in _split(_tokenize(WaveSQL(), text))]
+    except WaveSQLError as e:
+        return [e]
+    errors: list[WaveSQLError] = []
+    scratch = Catalog(":memory:")
+    try:
+        for defn in ws.catalog.list():
+            scratch.create(defn)
+        for start, end in chunks:
+            try:
+                for stmt in parse_statements(blank_outside(text, [(start, end)]), lenient=True):
+                    ws._user_text = text
+                    bound = planner.rewrite(planner.bind(stmt, scratch, ws, base_dir))
+                    if isinstance(bound, ir.CreateObject):
+                        scratch.create(bound.definition, replace=bound.replace,
+                                       if_not_exists=bound.if_not_exists)
+                    elif isinstance(bound, ir.DropObject):
+                        scratch.drop(bound.name, bound.object_kind, if_exists=bound.if_exists)
+            except WaveSQLError as e:
+                errors.append(e)
+    finally:
+        scratch.close()
+    return errors
+
+
+def _show_runs(args) -> int:
+    """``wavesql runs``: the run history from the catalog, newest first."""
+    import os
+
+    from wavesql.catalog import Catalog
+
+    with Catalog(args.catalog) as catalog:
+        rows = catalog.runs(os.path.abspath(args.file) if args.file else None, args.limit)
+    table = Table(show_lines=False, header_style="bold")
+    for c in ("id", "file", "trigger", "started", "seconds", "status", "statements",
+              "rows in", "rows out", "late", "error"):
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        status = r["status"]
+        if status == "running" and not _alive(r):
+            status = "died"  # its process is gone: killed before it could record the end
+        file = os.path.relpath(r["file"])
+        table.add_row(str(r["id"]), r["file"] if file.startswith("..") else file, r["trigger"], r["started_at"][:19].replace(
+            "T", " "), _seconds(r), status, str(r["statements"]),
+            *("" if r[k] is None else str(r[k]) for k in ("rows_in", "rows_out", "rows_late")),
+            r["error"] or "")
+    # Piped or captured (cron mail, grep), rows stay one line each instead of folding to 80
+    # columns.
+    console = out if out.is_terminal else Console(highlight=False, width=400)
+    console.print(table)
+    console.print(f"({len(rows)} run{'s' if len(rows) != 1 else ''})", markup=False)
+    return 0
+
+
+def _alive(run: dict) -> bool:
+    import os
+    import socket
+
+    if run.get("host") != socket.gethostname() or not run.get("pid"):
+        return True  # another machine's run: cannot tell, trust the record
+    try:
+        os.kill(int(run["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _seconds(run: dict) -> str:
+    from datetime import datetime
+
+    if not run["ended_at"]:
+        return ""
+    took = datetime.fromisoformat(run["ended_at"]) - datetime.fromisoformat(run["started_at"])
+    return f"{took.total_seconds():.2f}"
 
 
 def show_result(result, max_rows: int = 50) -> None:

@@ -69,6 +69,8 @@ ERROR_CODES: dict[str, str] = {
     "TRUNCATED_FILE": "a signal file ends before its header says it should",
     "UNSUPPORTED_ENCODING": "a WAV encoding WaveSQL does not read (ADPCM, mu-law, ...)",
     "CHANNEL_MISMATCH": "a file has a different number of channels than the signal declares",
+    "MALFORMED_ROW": "a CSV/JSON row does not parse as the stream's columns (batch queries "
+                     "fail on it; continuous queries quarantine it)",
     "OVERLAPPING_FILES": "two files of one signal claim the same samples",
     "INVALID_FILE_TIMESTAMP": "a file name does not carry a readable start time",
     "OUT_OF_ORDER_FILE": "a new file sorts before one a stream already read (it would rewrite "
@@ -77,6 +79,10 @@ ERROR_CODES: dict[str, str] = {
     "JAVA_MISSING": "no usable Java runtime was found for Spark",
     "SPARK_ERROR": "Spark rejected the query; the message is Spark's",
     "FILE_NOT_FOUND": "a query file passed to execute_file does not exist",
+    # query files, sinks and schedules (wavesql run / schedule)
+    "SINK_MISMATCH": "an INSERT INTO query does not produce the columns its sink declares",
+    "RUN_IN_PROGRESS": "the same query file (or INSERT job) is already running elsewhere",
+    "INVALID_SCHEDULE": "a `-- schedule:` header is not a valid cron expression",
 }
 
 

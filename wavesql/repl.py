@@ -992,7 +992,7 @@ class Repl:
             return
         table = Table(header_style="bold")
         for col in ("id", "state", "batches", "progress", "rows in", "late", "rows out",
-                    "in rows/s", "state rows", "query"):
+                    "in/s", "processed/s", "kept", "latency p50/p99", "query"):
             table.add_column(col, justify="right" if col not in ("state", "progress", "query")
                              else "left", overflow="fold")
         chosen = [int(arg)] if arg else list(self.background)
@@ -1004,11 +1004,19 @@ class Repl:
             state = "running" if active else "stopped"
             if q.error is not None:
                 state = f"failed: {getattr(q.error, 'code', type(q.error).__name__)}"
-            rate = st.get("input_rows_per_second")
+            # live metrics (streaming/metrics.py): samples/s for signal queries, else rows/s
+            unit = "samples" if st.get("input_samples_per_second") else "rows"
+
+            def fig(v, fmt="{:.1f}"):
+                return fmt.format(v) if v is not None else "-"
+
             table.add_row(str(ident), state, str(st["batches"]), _fmt_us(st["progress_us"]),
                           str(st["rows_in"]), str(st["late"] + st["no_time"]),
-                          str(st["rows_out"]), f"{rate:.1f}" if rate is not None else "-",
-                          str(st["buffered"]), Text(bg.text))
+                          str(st["rows_out"]), fig(st.get(f"input_{unit}_per_second")),
+                          fig(st.get(f"processed_{unit}_per_second")),
+                          f"{st['buffered']} rows, {st.get('state_bytes', 0):,} B",
+                          f"{fig(st.get('latency_p50_s'), '{:.2f}')}/"
+                          f"{fig(st.get('latency_p99_s'), '{:.2f}')} s", Text(bg.text))
         job.emit(table)
         if arg:
             bg = self.background[int(arg)]

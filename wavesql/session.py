@@ -29,6 +29,8 @@ class Result:
     statement: Statement
     ir: ir.Statement
     dataframe: object
+    #: For ``INSERT INTO`` a sink: the job's figures (``wavesql.jobs.InsertReport``).
+    report: object = None
 
     @property
     def kind(self) -> str:
@@ -74,6 +76,9 @@ class Session:
         self.catalog = catalog
         self._functions: frozenset[str] | None = None
         self._user_text = ""
+        #: Keyword arguments for ``INSERT INTO`` jobs (``wavesql.jobs.run_insert``), e.g.
+        #: ``{"max_files_per_trigger": 1}``; ``wavesql run`` sets them from its options.
+        self.job_options: dict = {}
 
     # -- public API ---------------------------------------------------------------------
     def sql(self, text: str, *, base_dir: str | os.PathLike = "."):
@@ -97,7 +102,7 @@ class Session:
             statements = parse_statements(text, lenient=True)
             results = []
             for stmt in statements:
-                results.append(self._run(stmt, text, str(base_dir)))
+                results.append(self._run(stmt, text, str(base_dir), source))
             return results
         except WaveSQLError as err:
             if err.query is None or source:
@@ -152,7 +157,8 @@ class Session:
     def stream(self, text: str, output, checkpoint: str | os.PathLike, *,
                trigger: str = "availableNow", late: str | os.PathLike | None = None,
                max_files_per_trigger: int | None = None, clock=None):
-        """Start ``text`` as a continuous query over the streams' directories.
+        """Start ``text`` as a continuous query over the streams' directories (or, for a
+        query over a SIGNAL, over its directory of arriving WAV files: streaming/signals.py).
 
         Parameters
         ----------
@@ -193,10 +199,19 @@ class Session:
     def _runtime(self, text: str) -> Runtime:
         return Runtime(self.spark, self.catalog, text)
 
-    def _run(self, stmt: Statement, text: str, base_dir: str) -> Result:
+    def _run(self, stmt: Statement, text: str, base_dir: str,
+             source: str | None = None) -> Result:
         self._user_text = text
         bound = planner.bind(stmt, self.catalog, self, base_dir)
         bound = planner.rewrite(bound)
+        from wavesql.planner.insert import InsertInto
+
+        if isinstance(bound, InsertInto):  # a job: incremental and exactly once (wavesql.jobs)
+            from wavesql.jobs import run_insert
+
+            report = run_insert(self, bound, text, source, base_dir, **self.job_options)
+            status = self.spark.createDataFrame([(report.summary(),)], "status string")
+            return Result(stmt, bound, status, report)
         df = planner.lower(bound, self._runtime(text), stmt.start)
         if isinstance(bound, (ir.CreateObject, ir.DropObject)) or (
                 isinstance(bound, ir.SparkCommand)):
@@ -245,12 +260,19 @@ class Session:
 
         # Analysis needs only the inputs' schemas, which the IR already knows: stand-in empty
         # DataFrames avoid listing files or planning scans at bind time.
-        for name, rel in inputs:
-            self.spark.createDataFrame([], rel.schema.ddl()).createOrReplaceTempView(name)
+        # They are dropped again right after: a stand-in left behind would answer for a
+        # later statement's name (binding would depend on what ran before).
+        registered = []
         try:
+            for name, rel in inputs:
+                self.spark.createDataFrame([], rel.schema.ddl()).createOrReplaceTempView(name)
+                registered.append(name)
             schema = self.spark.sql(sql).schema
         except PySparkException as err:
             raise translate_spark_error(err, sql, self._user_text or sql, source_offset) from None
+        finally:
+            for name in registered:
+                self.spark.catalog.dropTempView(name)
         return _schema_of(schema)
 
 

@@ -224,7 +224,9 @@ def _span(error: Exception, sql: str, user_text: str, offset: int | None) -> Spa
         lines = sql.split("\n")
         if line - 1 < len(lines):
             start = offset + sum(len(x) + 1 for x in lines[: line - 1]) + pos
-            return Span(start, start + 1)
+            # "line 1, pos 15" of a 15-character text is its end: an empty span there
+            start = min(start, len(user_text))
+            return Span(start, min(start + 1, len(user_text)))
     return None
 
 
@@ -239,6 +241,13 @@ _WORKER_ERROR = re.compile(
     r"(?: \(hint: (?P<hint>.*)\))?$", re.MULTILINE)
 
 
+_RAISED_ERROR = re.compile(r"(?P<code>[A-Z_]+): (?P<message>.+?) \[(?P=code)\]", re.DOTALL)
+_RAISED_HINTS = {
+    "MALFORMED_ROW": "fix or remove the row; a continuous query (Session.stream / INSERT "
+                     "INTO) quarantines such rows instead, with the reason",
+}
+
+
 def translate_runtime_error(error: Exception) -> WaveSQLError:
     """A WaveSQLError for an exception Spark raised while *running* a query.
 
@@ -248,6 +257,11 @@ def translate_runtime_error(error: Exception) -> WaveSQLError:
     """
     from wavesql.errors import ERROR_CODES
 
+    raised = _RAISED_ERROR.search(str(error))
+    if raised and raised.group("code") in ERROR_CODES:
+        # a check compiled into the plan (raise_error), e.g. planner/bad_rows.py
+        return WaveSQLError(raised.group("code"), raised.group("message"),
+                            hint=_RAISED_HINTS.get(raised.group("code")))
     found = [m for m in _WORKER_ERROR.finditer(str(error)) if m.group("code") in ERROR_CODES]
     if found:
         m = found[-1]

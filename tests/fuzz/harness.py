@@ -70,39 +70,9 @@ class KnownBug:
     error: Callable[[WaveSQLError, str], bool] | None = None
 
 
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug("map_odd_arity", "test_known_bug_map_with_an_odd_number_of_arguments",
-             leak=lambda e, t: isinstance(e, IndexError) and _in(e, "parser.py:build_var_map")),
-    KnownBug("generator_missing_argument", "test_known_bug_to_sql_crashes_on_accepted_calls",
-             leak=lambda e, t: isinstance(e, KeyError) and _in(e, "generator.py:sql")),
-    KnownBug("generator_bad_type_size", "test_known_bug_to_sql_crashes_on_accepted_types",
-             leak=lambda e, t: isinstance(e, ValueError) and _in(e, "generator.py:datatype_sql")),
-    KnownBug("create_or_replace_if_not_exists", "test_known_bug_or_replace_if_not_exists_has_no_position",
-             error=lambda e, t: e.span is None and e.code == "INVALID_OPTION"
-             and "OR REPLACE and IF NOT EXISTS" in e.message),
-    KnownBug("view_duplicate_column", "test_known_bug_view_duplicate_column_has_no_position",
-             error=lambda e, t: e.span is None and e.code == "DUPLICATE_COLUMN"
-             and " in view " in e.message),
-    KnownBug("unpositioned_spark_error", "test_known_bug_spark_error_on_generated_sql_has_no_position",
-             error=lambda e, t: e.span is None and (e.hint or "").startswith("Spark error condition")),
-    KnownBug("lenient_names_taken_for_tables", "test_known_bug_lenient_statement_naming_a_sink",
-             error=lambda e, t: e.span is None and e.code == "UNKNOWN_STREAM"
-             and "is a sink" in e.message),
-    KnownBug("spark_parse_error_past_the_end", "test_known_bug_spark_parse_error_span_past_the_end",
-             error=lambda e, t: e.span is not None and e.span.start <= len(t) < e.span.end
-             and e.span.end == e.span.start + 1),
-    KnownBug("surrogate_to_py4j", "test_known_bug_lone_surrogate_reaches_py4j",
-             leak=lambda e, t: type(e).__name__ == "Py4JError"
-             and any("\ud800" <= c <= "\udfff" for c in t)),
-    KnownBug("view_text_does_not_reparse", "test_known_bug_view_with_a_fractional_window",
-             error=lambda e, t: e.code == "PARSE_ERROR" and e.query is not None and e.query != t),
-    KnownBug("sync_control_internal_name", "test_known_bug_sync_join_over_a_derived_control",
-             error=lambda e, t: e.span is None and e.code == "UNKNOWN_STREAM"
-             and "`__wavesql_" in e.message),
-    KnownBug("internal_views_in_hints", "test_known_bug_hints_list_internal_views",
-             error=lambda e, t: "__wavesql_" in (e.hint or "") and "__wavesql_" not in t
-             and "__wavesql_" not in e.message),
-)
+# Every bug the fuzzers found so far is fixed (tests/test_fuzz.py keeps each one as a
+# regression test); a new one is listed here, with its pinning test, until it is fixed.
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
 
 
 def known_leak(exc: BaseException, text: str) -> KnownBug | None:

@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -31,7 +32,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from wavesql.dialect.dialect import WaveSQL
+from wavesql.dialect.dialect import SparkOut, WaveSQL
 from wavesql.dialect.nodes import (
     OBJECT_KINDS,
     RELATION_TO_STREAM_KINDS,
@@ -139,15 +140,31 @@ def parse_statements(text: str, *, lenient: bool = False) -> list[Statement]:
     wavesql.errors.WaveSQLError: error[PARSE_ERROR]: expected a table name, got end of input
     ...
     """
+    surrogate = _LONE_SURROGATE.search(text)
+    if surrogate:
+        # what Python makes of a byte that is not UTF-8 (sys.argv, a mis-decoded file)
+        raise WaveSQLError("PARSE_ERROR", f"the text holds a byte that is not UTF-8 "
+                           f"({surrogate.group()!r})",
+                           Span(surrogate.start(), surrogate.end()),
+                           hint="save the file (or the terminal's input) as UTF-8", query=text)
     dialect = WaveSQL()
     statements = []
     for chunk, semicolon in _split(_tokenize(dialect, text)):
         parser = dialect.parser(error_level=ErrorLevel.IMMEDIATE)
         start, end = chunk[0].start, _chunk_end(chunk, semicolon, text)
         try:
-            parsed = parser.parse(chunk, text)
-        except ParseError as error:
-            failure = _parse_error(error, text)
+            parsed = deep(parser.parse, chunk, text)
+        except RecursionError:
+            raise WaveSQLError(
+                "PARSE_ERROR", "the statement is nested too deeply to parse",
+                Span(start, end), hint="split it into views or common table expressions",
+                query=text) from None
+        except (ParseError, IndexError, KeyError, ValueError, TypeError) as error:
+            # sqlglot's own builders fail on some malformed calls (map() with an odd number
+            # of arguments raises IndexError): a syntax error too, not a crash.
+            failure = (_parse_error(error, text) if isinstance(error, ParseError) else
+                       WaveSQLError("PARSE_ERROR", f"malformed statement ({error!r})",
+                                    Span(start, end), query=text))
             if not lenient or _is_wavesql_statement(chunk) or any(
                     t.token_type == TokenType.L_BRACKET for t in chunk):
                 raise failure from error
@@ -161,8 +178,68 @@ def parse_statements(text: str, *, lenient: bool = False) -> list[Statement]:
             # Never let a WaveSQL statement degrade into an opaque Command.
             raise WaveSQLError("PARSE_ERROR", "could not parse this statement",
                                Span(start, end), query=text)
+        _check_generatable(node, text, Span(start, end))
         statements.append(Statement(node, text[start:end], start, end))
     return statements
+
+
+# Python's default recursion limit (1000) stops sqlglot's recursive-descent parser and
+# generator at about 40 nested calls; a deep statement is retried on a thread with a large
+# stack and a higher limit (Python 3.11 frames live on the heap, the C stack only backs the
+# calls through C), so real queries -- generated ones included -- nest a few hundred deep.
+_DEEP_STACK = 512 * 1024 * 1024
+_DEEP_LIMIT = 40_000
+
+
+def deep(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, retried with a deep stack if it hits the recursion limit."""
+    import sys
+    import threading
+
+    try:
+        return fn(*args, **kwargs)
+    except RecursionError:
+        pass
+    outcome: dict = {}
+
+    def run():
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, _DEEP_LIMIT))
+        try:
+            outcome["value"] = fn(*args, **kwargs)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = error
+        finally:
+            sys.setrecursionlimit(limit)
+
+    with _DEEP_LOCK:
+        previous = threading.stack_size(_DEEP_STACK)
+        try:
+            worker = threading.Thread(target=run, name="wavesql-deep-parse")
+            worker.start()
+        finally:
+            threading.stack_size(previous)
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _check_generatable(node: exp.Expression, text: str, statement: Span) -> None:
+    """Types sqlglot accepts but cannot write back (``FLOAT(())``) fail here, at the type,
+    as a PARSE_ERROR -- not later as a ValueError when a view body is regenerated."""
+    for dtype in node.find_all(exp.DataType):
+        try:
+            Spark().generate(dtype)
+        except (ValueError, KeyError, TypeError):
+            span = Span.of(dtype) or _type_span(dtype, text, statement)
+            raise WaveSQLError("PARSE_ERROR", f"malformed type `{text[span.start:span.end]}`",
+                               span, hint="e.g. FLOAT, DECIMAL(10, 2), ARRAY<DOUBLE>",
+                               query=text) from None
+
+
+_DEEP_LOCK = threading.Lock()
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def parse_one(text: str) -> exp.Expression:
@@ -210,7 +287,7 @@ def to_sql(node: exp.Expression, pretty: bool = False) -> str:
     >>> to_sql(parse_one("select * from mic [samples 256 slide 128]"))
     'SELECT * FROM mic [SAMPLES 256 SLIDE 128]'
     """
-    return WaveSQL().generate(node, pretty=pretty, normalize_functions=False)
+    return deep(WaveSQL().generate, node, pretty=pretty, normalize_functions=False)
 
 
 def to_spark_sql(node: exp.Expression, pretty: bool = False) -> str:
@@ -231,7 +308,7 @@ def to_spark_sql(node: exp.Expression, pretty: bool = False) -> str:
     if found is not None:
         raise ValueError(f"to_spark_sql: the tree still contains a WaveSQL construct "
                          f"({type(found).__name__}: {to_sql(found)[:80]}); lower it first")
-    return Spark().generate(node, pretty=pretty, normalize_functions=False)
+    return deep(SparkOut().generate, node, pretty=pretty, normalize_functions=False)
 
 
 def is_wavesql_node(node: exp.Expr) -> bool:
@@ -359,3 +436,18 @@ def _clean_message(message: str, text: str, span: tuple[int, int]) -> str:
     message = re.sub(r"^Expecting ", "expected ", message)
     message = re.sub(r"^Expected ", "expected ", message)
     return message
+
+
+def _type_span(dtype: exp.DataType, text: str, statement: Span) -> Span:
+    """Where a (position-less) type is written: its name and parenthesised arguments."""
+    found = re.compile(rf"\b{re.escape(dtype.this.name)}\s*\(", re.IGNORECASE).search(
+        text, statement.start, statement.end)
+    if not found:
+        return statement
+    depth, i = 0, found.end() - 1
+    while i < statement.end:
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+        if depth == 0:
+            break
+    return Span(found.start(), i)

@@ -23,6 +23,7 @@ How the additions hook in, and why they cannot change how plain Spark SQL parses
 from __future__ import annotations
 
 import difflib
+import re
 import typing as t
 
 from sqlglot import exp
@@ -70,6 +71,7 @@ REQUIRED_CLAUSES: dict[str, tuple[str, ...]] = {
     "SINK": ("TO", "FORMAT"),
 }
 # Words that follow an interval in WaveSQL syntax, so they are never its unit.
+_PLAIN_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?")
 _NOT_UNITS = {"FROM", "TO", "FORMAT", "OPTIONS", "EVENT", "WATERMARK", "PROGRESS", "HEARTBEAT",
               "RATE", "SEGMENT", "EPOCH", "SLIDE", "AS"}
 _ALL_CLAUSES = ("EVENT TIME", "PROGRESS COLUMN", "FROM", "TO", "FORMAT", "OPTIONS",
@@ -102,6 +104,9 @@ class WaveSQLTokenizer(Spark.Tokenizer):
     """
 
     KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"}
+    # Spark's "not less than" / "not greater than" (a !< b is a >= b, NULLs alike), which
+    # sqlglot 30 does not know.
+    KEYWORDS.update({"!<": TokenType.GTE, "!>": TokenType.LTE})
     COMMANDS = Spark.Tokenizer.COMMANDS - {TokenType.SHOW}
     # Spark reads a doubled quote inside a string as one quote ('O''Brien' is O'Brien);
     # sqlglot's Spark tokenizer splits it into two adjacent literals and concatenates them,
@@ -452,7 +457,10 @@ class WaveSQLParser(SparkParser):
             word = self._word()
             # Any word is taken as the unit (the binder rejects `5 FORTNIGHTS` with a hint),
             # except one that starts the next clause: then the unit is simply missing.
-            if not word[:1].isalpha() or word in _NOT_UNITS:
+            # A keyword (UNION, SELECT, ROWS, ...) is never a unit: taking it would store a
+            # statement that cannot be generated back and re-parsed.
+            if (not word[:1].isalpha() or word in _NOT_UNITS
+                    or (word not in TIME_UNITS and self._curr.token_type != TokenType.VAR)):
                 self._fail(f"expected a time unit after {first.text}",
                            hint="units are MICROSECOND(S), MILLISECOND(S), SECOND(S), "
                                 "MINUTE(S), HOUR(S), DAY(S)")
@@ -664,11 +672,48 @@ class WaveSQLParser(SparkParser):
             this.set(key, self._positioned(node, first))
 
 
-class WaveSQLGenerator(SparkGenerator):
-    """Spark's generator plus WaveSQL's nodes and extra args."""
+def _regexp_replace_sql(self, e: exp.RegexpReplace) -> str:
+    # sqlglot parses regexp_replace(s, p) (Spark needs 3 arguments) but its Spark generator
+    # then fails with KeyError('replacement'); writing the call back as given lets Spark
+    # report WRONG_NUM_ARGS at the call instead.
+    return self.func("REGEXP_REPLACE", e.this, e.expression, e.args.get("replacement"),
+                     e.args.get("position"))
+
+
+def _within_group_sql(self, e: exp.WithinGroup) -> str:
+    # sqlglot writes percentile_cont/percentile_disc(p) WITHIN GROUP (ORDER BY x) for Spark
+    # as percentile_approx(x, p): an approximation, and DESC is lost. Spark 3.3+ has the
+    # exact ordered-set aggregates, so write them as the user did.
+    inner = e.this
+    if isinstance(inner, (exp.PercentileCont, exp.PercentileDisc)) and not inner.expression:
+        name = "PERCENTILE_CONT" if isinstance(inner, exp.PercentileCont) else "PERCENTILE_DISC"
+        return f"{self.func(name, inner.this)} WITHIN GROUP ({self.sql(e, 'expression').strip()})"
+    return SparkGenerator.TRANSFORMS[exp.WithinGroup](self, e)
+
+
+class SparkOutGenerator(SparkGenerator):
+    """Spark's generator with the fixes WaveSQL needs to hand user SQL back to Spark."""
 
     TRANSFORMS = {
         **SparkGenerator.TRANSFORMS,
+        exp.RegexpReplace: _regexp_replace_sql,
+        # sqlglot drops to_char's format for Spark (CAST(x AS STRING)); Spark has to_char
+        exp.ToChar: lambda self, e: self.func("TO_CHAR", e.this, e.args.get("format")),
+        exp.WithinGroup: _within_group_sql,
+    }
+
+
+class SparkOut(Spark):
+    """Spark SQL as WaveSQL generates it (``to_spark_sql``)."""
+
+    Generator = SparkOutGenerator
+
+
+class WaveSQLGenerator(SparkOutGenerator):
+    """Spark's generator plus WaveSQL's nodes and extra args."""
+
+    TRANSFORMS = {
+        **SparkOutGenerator.TRANSFORMS,
         CreateStream: lambda self, e: self.createstream_sql(e),
         DropObject: lambda self, e: self.dropobject_sql(e),
         ShowObjects: lambda self, e: f"SHOW {e.kind}",
@@ -689,10 +734,10 @@ class WaveSQLGenerator(SparkGenerator):
                 and isinstance(node.args.get("unit"), exp.Var)
                 and node.args["unit"].name in TIME_UNITS.values()):
             value = node.this.name
-            try:
-                float(value)
-            except ValueError:
-                return self.sql(node)
+            # The short form is only for what the parser reads back as one NUMBER token;
+            # '-1', '.5', '+2', 'nan' keep the INTERVAL '...' form.
+            if not _PLAIN_NUMBER.fullmatch(value):
+                return f"INTERVAL {self.sql(node.this)} {node.args['unit'].name}"
             unit = node.args["unit"].name + ("" if value == "1" else "S")
             return f"{'INTERVAL ' if keyword else ''}{value} {unit}"
         return self.sql(node)

@@ -1,0 +1,287 @@
+"""Continuous signal queries: a query over a SIGNAL, evaluated as its WAV files arrive.
+
+``SELECT start_time(voice) AS t, seg_rms(voice) AS rms FROM mic [SAMPLES 4096]
+WHERE seg_rms(voice) > 0.1`` run with :meth:`wavesql.Session.stream` reads the signal's
+directory with the streaming WAV reader (:class:`wavesql.sources.wav_source.WavStreamReader`)
+with the query's program pushed into the scan, exactly as the batch query does
+(``planner/lower.py``): files are placed on the sample timeline as in batch (natural name
+order back to back, or by the start time in their names), windows lie on the same absolute
+grid, and the program's filters run next to the samples.
+
+What a micro-batch emits
+------------------------
+A window is evaluated once its samples are all there: the reader's offset ``end`` (a grid
+boundary, in samples) says every window starting below it has been read. The partial tail
+window of the last file stays pending until the next file completes it, or until the
+recording is marked ended by a ``*.eof`` file in the directory (then it is flushed, cut to
+the data, as the batch read cuts it -- and detectors' pending output comes with it). So
+every row a micro-batch emits is final: ``_final`` is always true, and
+
+- ``_time`` is the window's start (``start_time`` of the window, with the signal's epoch),
+  added to the result when the query does not name a column ``_time`` itself;
+- ``_progress`` is the end time of the last complete window the input has covered,
+  ``(end / m - 1) * m + n`` samples after the epoch (after the ``*.eof`` marker: the end of
+  the last, partial, window's grid cell). No later row has ``_time`` below it.
+
+The micro-batch learns its offsets from Spark's offset log (``<checkpoint>/offsets/offsets/
+<batch>``, written before the batch runs): the start is batch ``id - 1``'s entry.
+
+Stateful signal functions
+-------------------------
+``lowpass``, ``iir``, ``cfar``, ``threshold_ranges``... carry state from window to window. The
+reader keeps their state **in the checkpoint** (option ``state_dir`` =
+``<checkpoint>/signal_state``): each micro-batch evaluates its new windows in one ordered
+partition, starting from the Evaluator states pickled at the batch's start offset and
+pickling them at its end offset. That is exact for every stateful function -- IIR filters
+and detectors have an unbounded look-back, so the reader's other mechanism, warm-up replay
+of the look-back before a partition's first window, could not reproduce them -- and costs
+one small pickle per batch instead of re-reading the look-back each batch. A re-run of a
+batch after a crash starts from the same state file and rewrites the same end state, so the
+output is exactly once and equal to the batch query's, however the recording is cut into
+files and micro-batches.
+
+What is refused (``NOT_IMPLEMENTED`` / ``STREAMING_RULE``, before anything runs): a signal
+with a stream in one continuous query, SYNC JOIN, segments of a view, several signals,
+and anything but row-by-row SQL over the windows (aggregates, joins, OVER windows, DISTINCT,
+LIMIT): each window's row is final when the window is, nothing is carried across windows
+outside the signal functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlglot import exp
+
+from wavesql.errors import Span, WaveSQLError
+from wavesql.planner import ir
+from wavesql.planner.lower import Runtime, lower
+from wavesql.planner.windows import TIME
+
+from .runner import FINAL, PROGRESS, BatchReport, ContinuousQuery, _mtime, _timestamp
+
+
+def signal_key(signal) -> tuple:
+    """Key of a micro-batch's rows of ``signal`` in ``Runtime.streams`` (lower.py reads
+    them in place of the WAV scan)."""
+    return ("signal", signal.key)
+
+
+@dataclass(frozen=True)
+class SignalPlan:
+    """The scan to stream (its program also outputs ``_time``) and the statement whose
+    result carries ``_time``."""
+
+    scan: ir.SignalScan
+    bound: ir.QueryStatement
+
+
+def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
+    """Check that ``root`` can run continuously over its signal; see the module docstring."""
+    from wavesql.dialect import to_spark_sql
+    from wavesql.udfs.program import Output, Program
+
+    from .runner import _check_row_by_row, _parsed
+
+    def refuse(code, message, hint=None):
+        raise WaveSQLError(code, message, Span.of(stmt.node), hint=hint)
+
+    scans = []
+    for rel in ir.walk(root):
+        if isinstance(rel, ir.SignalScan):
+            scans.append(rel)
+        elif isinstance(rel, ir.StreamScan):
+            refuse("NOT_IMPLEMENTED", "a continuous query over a signal and a stream",
+                   "run the signal query continuously on its own, and join its output")
+        elif isinstance(rel, (ir.SignalStage, ir.SyncJoin, ir.Rewindow, ir.WindowScan,
+                              ir.StreamOf, ir.SplitScan)):
+            refuse("NOT_IMPLEMENTED", f"{type(rel).__name__} in a continuous signal query",
+                   "a continuous signal query reads one signal in sample windows, e.g. "
+                   "SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]")
+    if len(scans) != 1:
+        refuse("NOT_IMPLEMENTED", "a continuous query over several signals")
+    scan = scans[0]
+    if scan.signal.format != "wav":
+        refuse("NOT_IMPLEMENTED", f"continuous queries read WAV signals, not "
+               f"{scan.signal.format}")
+    if not (isinstance(root, ir.SqlQuery) and len(root.inputs) == 1
+            and root.inputs[0][1] is scan):
+        refuse("NOT_IMPLEMENTED", "this shape of continuous signal query",
+               "read the signal directly in the FROM of the query")
+    tree = _parsed(root)
+    select = tree if isinstance(tree, exp.Select) else None
+    table = select.args.get("from_") if select is not None else None
+    table = table.this if table is not None else None
+    if (select is None or not isinstance(table, exp.Table) or select.args.get("joins")
+            or any(isinstance(n, (exp.Subquery, exp.Union)) for n in tree.walk())):
+        refuse("NOT_IMPLEMENTED", "this shape of continuous signal query",
+               "one SELECT over the signal's windows, without subqueries or set operations")
+    _check_row_by_row(tree, stmt)
+    if any(True for _ in tree.find_all(exp.Window)):
+        refuse("STREAMING_RULE", "OVER windows over a signal's windows in a continuous query",
+               "compute per window here and run the OVER window over this query's output")
+
+    channels = [c.name for c in scan.signal.channels]
+    program = scan.program or Program.identity(channels)
+    time_tree = {"call": "start_time", "args": [{"col": program.channels[0]}]}
+    program = dataclasses.replace(program, outputs=program.outputs + (
+        Output(TIME, time_tree, "timestamp", scan.signal.epoch_us),))
+    schema = ir.Schema(scan.schema.fields + (ir.Field(TIME, "timestamp"),))
+    new_scan = dataclasses.replace(scan, program=program, schema=schema)
+    relation = dataclasses.replace(root, inputs=((root.inputs[0][0], new_scan),))
+    if root.schema.find(TIME) is None:
+        alias = table.alias_or_name
+        select = select.copy()
+        select.append("expressions", exp.alias_(exp.column(TIME, table=alias), TIME))
+        relation = dataclasses.replace(
+            relation, sql=to_spark_sql(select), source_offset=None,
+            schema=ir.Schema(root.schema.fields + (ir.Field(TIME, "timestamp"),)))
+    return SignalPlan(new_scan, ir.QueryStatement(relation))
+
+
+def scan_options(scan: ir.SignalScan, checkpoint: Path, max_files: int | None) -> dict:
+    """Options of the streaming WAV reader for ``scan`` (as ``_lower_signal_scan`` sets
+    them for the batch read, with checkpointed state instead of warm-up/sequential)."""
+    s = scan.signal
+    width, slide = scan.window or (s.segment, s.segment)
+    options = {"path": s.path, "rate": repr(s.rate_hz),
+               "channels": json.dumps([c.name for c in s.channels]),
+               "window": str(width), "slide": str(slide), "program": scan.program.to_json()}
+    options.update(dict(s.options))
+    if scan.program.stateful:
+        options["state_dir"] = str(checkpoint / "signal_state")
+    if max_files is not None:
+        options["max_files_per_trigger"] = str(max_files)
+    return options
+
+
+def read_offset(checkpoint: Path, batch_id: int) -> dict | None:
+    """The WAV source's end offset of ``batch_id`` from Spark's offset log (None: none)."""
+    if batch_id < 0:
+        return None
+    path = checkpoint / "offsets" / "offsets" / str(batch_id)
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    # "v1", the batch metadata, then one line per source ("-" when it has no offset yet)
+    line = lines[2] if len(lines) > 2 else "-"
+    if line.strip() in ("-", ""):
+        return None
+    value = json.loads(line)
+    return json.loads(value) if isinstance(value, str) else value
+
+
+class SignalContinuousQuery(ContinuousQuery):
+    """A continuous query over a signal (module docstring)."""
+
+    def _start(self, trigger: str, max_files: int | None):
+        from wavesql.sources import wav_source
+
+        sp = self.plan.signal
+        wav_source.register(self.spark)
+        reader = (self.spark.readStream.format(wav_source.SHORT_NAME)
+                  .schema(sp.scan.program.spark_ddl())
+                  .options(**scan_options(sp.scan, self.checkpoint, max_files)))
+        writer = (reader.load().writeStream.foreachBatch(self._guarded_batch)
+                  .option("checkpointLocation", str(self.checkpoint / "offsets")))
+        if trigger == "availableNow":
+            writer = writer.trigger(availableNow=True)
+        elif trigger.startswith("every "):
+            writer = writer.trigger(processingTime=trigger[len("every "):])
+        else:
+            raise WaveSQLError("INVALID_OPTION", f"unknown trigger `{trigger}`",
+                               hint="'availableNow' or 'every 10 seconds'")
+        return writer.start()
+
+    def _progress_of(self, offset: dict | None) -> tuple[int | None, int | None]:
+        """(samples, microseconds since 1970) up to which results are final."""
+        from wavesql.udfs.sigseg import time_of
+
+        if not offset or offset.get("end") is None:
+            return None, None
+        s = self.plan.signal.scan.signal
+        width, slide = self.plan.signal.scan.window or (s.segment, s.segment)
+        k = offset["end"] // slide
+        if k <= 0:
+            return None, None
+        samples = (k - 1) * slide + width
+        return samples, s.epoch_us + time_of(samples, s.rate_hz)
+
+    def _run_batch(self, batch_df, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        began, wall = time.monotonic(), self.clock()
+        spark = batch_df.sparkSession
+        scan = self.plan.signal.scan
+        start = read_offset(self.checkpoint, batch_id - 1)
+        end = read_offset(self.checkpoint, batch_id)
+        before, _ = self._progress_of(start)
+        samples, progress = self._progress_of(end)
+        report = BatchReport(batch_id, progress, started_at=wall)
+        width, slide = scan.window or (scan.signal.segment, scan.signal.segment)
+        k0 = (start or {}).get("end")
+        k1 = (end or {}).get("end")
+        report.rows_in = report.on_time = max(0, ((k1 or 0) - (k0 or 0)) // slide) \
+            if k1 is not None else 0
+        report.samples_in = max(0, (samples or 0) - (before or 0))
+        new_files = sorted(set((end or {}).get("files") or ())
+                           - set((start or {}).get("files") or ()))
+        arrived = [m for m in (_mtime(f) for f in new_files) if m is not None]
+
+        rt = Runtime(spark, self.session.catalog, self.text,
+                     streams={signal_key(scan.signal): batch_df})
+        out = (lower(self.bound, rt).withColumn(FINAL, F.lit(True))
+               .withColumn(PROGRESS, _timestamp(progress))).persist()
+        report.rows_out = report.final_out = out.count()
+        self._deliver(out, batch_id)
+        out.unpersist()
+
+        report.state_bytes = self._keep_signal_state(k0, k1, slide)
+        self._commit_state(batch_id, progress, samples, end)
+        report.finished_at = self.clock()
+        report.seconds = time.monotonic() - began
+        if arrived:
+            report.latency_s = max(0.0, report.finished_at - min(arrived))
+        report.inputs = {scan.signal.key: progress}
+        self._write_report(report)
+        self.reports.append(report)
+
+    def _keep_signal_state(self, k0, k1, slide) -> int:
+        """Drop state files older than the batch's start; the size of the current one."""
+        folder = self.checkpoint / "signal_state"
+        if not folder.is_dir() or k1 is None:
+            return 0
+        size = 0
+        for f in folder.iterdir():
+            if not (f.name.startswith("k=") and f.name.endswith(".pkl")):
+                continue
+            k = int(f.name[2:-4])
+            if k0 is not None and k < k0 // slide:
+                f.unlink(missing_ok=True)  # a re-run of this batch needs only k0's state
+            elif k == k1 // slide:
+                size = f.stat().st_size
+        return size
+
+    def _commit_state(self, batch_id: int, progress, samples, end) -> None:
+        folder = self._state_dir(batch_id)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        key = self.plan.signal.scan.signal.key
+        state = {"batch": batch_id, "progress": progress,
+                 "inputs": {key: {"progress": progress, "samples": samples,
+                                  "final": bool((end or {}).get("final"))}}}
+        tmp = folder / "state.json.tmp"
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, folder / "state.json")
+        for old in (self.checkpoint / "state").iterdir():  # keep the last two
+            if old.name.isdigit() and int(old.name) < batch_id - 1:
+                shutil.rmtree(old, ignore_errors=True)
+

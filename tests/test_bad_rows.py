@@ -1,0 +1,99 @@
+"""Malformed CSV/JSON rows in batch queries: a clear MALFORMED_ROW naming the file and
+quoting the row, whatever columns the query reads -- never a silent row of NULLs."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import PySparkException
+
+from wavesql.spark import translate_runtime_error
+
+pytestmark = pytest.mark.spark
+
+GOOD_CSV = "sym,px,ts\na,1.0,2024-01-01 00:00:00\nc,3.0,2024-01-01 00:00:02\n"
+BAD_CSV = ("sym,px,ts\na,1.0,2024-01-01 00:00:00\nb,notanumber,2024-01-01 00:00:01\n"
+           "c,3.0,2024-01-01 00:00:02\n")
+
+
+def _stream(ws, folder, fmt, name="ticks", options=""):
+    ws.sql(f"CREATE STREAM {name} (sym STRING, px DOUBLE, ts TIMESTAMP) FROM '{folder}' "
+           f"FORMAT {fmt} {options} EVENT TIME ts")
+
+
+def _runtime_error(df):
+    with pytest.raises(PySparkException) as caught:
+        df.collect()
+    return translate_runtime_error(caught.value)
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * FROM ticks",
+    "SELECT sym FROM ticks",            # px is not read: Spark would prune it unparsed
+    "SELECT count(*) AS n FROM ticks",  # no column at all
+])
+def test_a_malformed_csv_row_fails_the_query_naming_file_and_row(ws, tmp_path, query):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-0.csv").write_text(GOOD_CSV)
+    (tmp_path / "in" / "part-1.csv").write_text(BAD_CSV)
+    _stream(ws, tmp_path / "in", "csv")
+    err = _runtime_error(ws.sql(query))
+    assert err.code == "MALFORMED_ROW"
+    assert "part-1.csv" in err.message and "b,notanumber,2024-01-01 00:00:01" in err.message
+    assert err.hint and "quarantine" in err.hint
+
+
+def test_a_malformed_json_row_fails_even_when_its_column_is_not_read(ws, tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.json").write_text(
+        '{"sym": "a", "px": 1.0, "ts": "2024-01-01 00:00:00"}\n'
+        '{"sym": "b", "px": "high", "ts": "2024-01-01 00:00:01"}\n')
+    _stream(ws, tmp_path / "in", "json")
+    err = _runtime_error(ws.sql("SELECT sym FROM ticks"))
+    assert err.code == "MALFORMED_ROW" and "a.json" in err.message and '"high"' in err.message
+
+
+def test_clean_files_read_exactly_as_before(ws, tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-0.csv").write_text(GOOD_CSV)
+    _stream(ws, tmp_path / "in", "csv")
+    rows = ws.sql("SELECT sym, px FROM ticks ORDER BY sym").collect()
+    assert [(r.sym, r.px) for r in rows] == [("a", 1.0), ("c", 3.0)]
+    assert ws.sql("SELECT * FROM ticks").columns == ["sym", "px", "ts"]
+
+
+def test_an_explicit_spark_mode_is_honoured(ws, tmp_path):
+    # OPTIONS ('mode' = 'DROPMALFORMED') is the user's explicit choice: Spark's behaviour
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-1.csv").write_text(BAD_CSV)
+    _stream(ws, tmp_path / "in", "csv", options="OPTIONS ('mode' = 'DROPMALFORMED')")
+    rows = ws.sql("SELECT sym, px FROM ticks ORDER BY sym").collect()
+    assert [(r.sym, r.px) for r in rows] == [("a", 1.0), ("c", 3.0)]
+
+
+# -- continuous queries: malformed rows are quarantined with the reason, and counted ------
+def test_a_continuous_query_quarantines_malformed_rows_and_counts_reconcile(ws, spark,
+                                                                            tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-0.csv").write_text(GOOD_CSV)
+    (tmp_path / "in" / "part-1.csv").write_text(
+        BAD_CSV + "d,4.0\n"                      # a missing field
+        + "e,5.0,2024-01-01 00:00:04\n"          # fine
+        + "f,6.0,not a time\n")                  # a bad timestamp
+    ws.sql(f"CREATE STREAM ticks (sym STRING, px DOUBLE, ts TIMESTAMP) FROM '{tmp_path / 'in'}' "
+           "FORMAT csv EVENT TIME ts WATERMARK 1 HOUR")  # no row is late here
+    cq = ws.stream("SELECT sym, px FROM ticks", tmp_path / "out", tmp_path / "ckpt",
+                   max_files_per_trigger=1, clock=lambda: 0.0)
+    cq.await_termination()
+    totals = cq.status()
+    # 2 + 6 data rows: 5 parse, 3 do not; nothing else happens to them
+    assert totals["rows_in"] == 8 and totals["quarantined"] == 3
+    assert totals["rows_in"] == (totals["on_time"] + totals["late"] + totals["no_time"]
+                                 + totals["punctuation"] + totals["quarantined"])
+    out = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted((r.sym, r.px) for r in out) == [
+        ("a", 1.0), ("a", 1.0), ("c", 3.0), ("c", 3.0), ("e", 5.0)]
+    bad = spark.read.parquet(str(tmp_path / "ckpt" / "quarantine")).collect()
+    assert sorted(r._record for r in bad) == [
+        "b,notanumber,2024-01-01 00:00:01", "d,4.0", "f,6.0,not a time"]
+    assert all(r._file.endswith("part-1.csv") and r._stream == "ticks" for r in bad)
+    assert all(r._reason.startswith("malformed: read as {") for r in bad)

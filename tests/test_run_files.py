@@ -1,0 +1,285 @@
+"""`wavesql run` over a growing input folder: incremental, exactly once, killed and restarted.
+
+The command runs as a real subprocess (its own JVM), the way cron runs it. The oracle is
+pandas over the input files -- not WaveSQL, not Spark: the sink must hold exactly the rows
+of the query over all the input (no duplicates, no gaps), and a run must read only the
+files that arrived since the previous one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROWS = 50  # rows per input file
+STEP_MS = 200  # event time step between rows (one file spans 10 s)
+WINDOW_S, WATERMARK_S = 5, 1
+
+JOB = textwrap.dedent(f"""\
+    -- the job under test: a filter and a tumbling-window aggregate over one stream
+    CREATE STREAM IF NOT EXISTS readings (id BIGINT, sensor STRING, v DOUBLE, ts TIMESTAMP)
+      FROM 'in/' FORMAT parquet
+      EVENT TIME ts WATERMARK {WATERMARK_S} SECOND;
+    CREATE SINK IF NOT EXISTS hot TO 'out/hot/' FORMAT parquet;
+    CREATE SINK IF NOT EXISTS per_sensor TO 'out/per_sensor/' FORMAT parquet;
+
+    INSERT INTO hot
+      SELECT id, sensor, v, ts FROM readings WHERE v >= 0.5;
+
+    INSERT INTO per_sensor
+      SELECT _time, sensor, count(*) AS n, sum(id) AS ids
+      FROM readings [RANGE {WINDOW_S} SECONDS SLIDE {WINDOW_S} SECONDS]
+      GROUP BY sensor;
+""")
+
+
+# -- input and oracle ------------------------------------------------------------------------
+def write_input(folder: Path, index: int) -> None:
+    """Input file ``index``: ROWS rows after every earlier file's (event time and mtime)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = list(range(index * ROWS, (index + 1) * ROWS))
+    table = pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "sensor": pa.array([f"s{i % 3}" for i in ids]),
+        "v": pa.array([(i * 7 % 10) / 10 for i in ids], pa.float64()),
+        "ts": pa.array([i * STEP_MS * 1000 for i in ids], pa.timestamp("us")),
+    })
+    path = folder / f"part-{index:03d}.parquet"
+    pq.write_table(table, folder / f".{path.name}.tmp")
+    os.replace(folder / f".{path.name}.tmp", path)  # appears whole, like a real producer
+    stamp = 1_700_000_000 + index  # Spark's file source takes the oldest files first
+    os.utime(path, (stamp, stamp))
+
+
+def input_frame(folder: Path) -> pd.DataFrame:
+    return pd.concat([pq.read_table(p).to_pandas() for p in sorted(folder.glob("*.parquet"))],
+                     ignore_index=True)
+
+
+def to_us(times: pd.Series) -> pd.Series:
+    """Microseconds since 1970, whatever unit pandas chose for the timestamps."""
+    return (times - pd.Timestamp(0)) // pd.Timedelta(microseconds=1)
+
+
+def oracle_hot(data: pd.DataFrame) -> list[tuple]:
+    rows = data[data.v >= 0.5]
+    return sorted(zip(rows.id, rows.sensor, rows.v, to_us(rows.ts)))
+
+
+def oracle_windows(data: pd.DataFrame) -> list[tuple]:
+    """Tumbling windows (t - 5 s, t] at multiples of 5 s; final once t < max(ts) - 1 s."""
+    us = to_us(data.ts)
+    step = WINDOW_S * 1_000_000
+    t = us.map(lambda x: math.ceil(x / step) * step)
+    progress = int(us.max()) - WATERMARK_S * 1_000_000
+    frame = data.assign(t=t)
+    frame = frame[frame.t < progress]
+    grouped = frame.groupby(["t", "sensor"]).agg(n=("id", "size"), ids=("id", "sum"))
+    return sorted((int(t), s, int(r.n), int(r.ids)) for (t, s), r in grouped.iterrows())
+
+
+def sink_rows(sink: Path) -> pd.DataFrame:
+    """Every row of a sink, read with pyarrow straight from the batch folders."""
+    parts = []
+    for f in sorted(sink.glob("job=*/batch=*/*.parquet")):
+        frame = pq.read_table(f).to_pandas()
+        frame["batch"] = int(f.parent.name.split("=")[1])
+        parts.append(frame)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def hot_of(sink: Path) -> list[tuple]:
+    rows = sink_rows(sink)
+    return sorted(zip(rows.id, rows.sensor, rows.v, to_us(rows.ts))) if len(rows) else []
+
+
+def windows_of(sink: Path) -> list[tuple]:
+    rows = sink_rows(sink)
+    if not len(rows):
+        return []
+    assert rows["_final"].all()
+    us = to_us(rows["_time"])
+    return sorted((int(t), s, int(n), int(i)) for t, s, n, i in
+                  zip(us, rows.sensor, rows.n, rows.ids))
+
+
+# -- the command -----------------------------------------------------------------------------
+def wavesql_cmd(tmp: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "wavesql", "--master", "local[2]",
+            "--catalog", str(tmp / "catalog.db"), *args]
+
+
+def env() -> dict:
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+def run(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(wavesql_cmd(tmp, *args), cwd=tmp, env=env(), capture_output=True,
+                          text=True, timeout=600)
+
+
+def start(tmp: Path, *args: str) -> subprocess.Popen:
+    # Its own process group: SIGKILL then takes the Python driver and its JVM together.
+    return subprocess.Popen(wavesql_cmd(tmp, *args), cwd=tmp, env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def kill(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+
+
+def batches(sink: Path) -> set[Path]:
+    return set(sink.glob("job=*/batch=*"))
+
+
+def kill_when(proc: subprocess.Popen, ready, timeout: float = 400) -> bool:
+    """SIGKILL ``proc`` as soon as ``ready()``; False if it ended first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        if ready():
+            kill(proc)
+            return True
+        time.sleep(0.05)
+    kill(proc)
+    raise AssertionError("the run neither produced output nor ended in time")
+
+
+# -- tests -------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_incremental_runs_and_a_killed_run_are_exactly_once(tmp_path):
+    """Run 1 over 3 files; 4 more files arrive; run 2 (two files per micro-batch) is SIGKILLed
+    right after its first new batch is in the sink; run 3 restarts it. Then: each sink equals
+    the pandas oracle over all 7 files (no duplicates, no gaps), run 1's batches are
+    untouched, and every batch written after run 1 holds only rows of the new files."""
+    (tmp_path / "job.wsql").write_text(JOB)
+    hot, per_sensor = tmp_path / "out" / "hot", tmp_path / "out" / "per_sensor"
+    for i in range(3):
+        write_input(tmp_path / "in", i)
+
+    first = run(tmp_path, "run", "job.wsql")
+    assert first.returncode == 0, first.stdout + first.stderr
+    data = input_frame(tmp_path / "in")
+    assert hot_of(hot) == oracle_hot(data)
+    assert windows_of(per_sensor) == oracle_windows(data)
+    assert f"job.wsql:8: insert into hot: 1 batch · in {3 * ROWS} · late 0" in first.stdout
+    assert "job.wsql: 5 statement(s) ok" in first.stdout
+    after_first = {p: sorted(f.name for f in p.iterdir()) for p in batches(hot)}
+    after_first_windows = batches(per_sensor)
+
+    for i in range(3, 7):
+        write_input(tmp_path / "in", i)
+    proc = start(tmp_path, "run", "--max-files-per-trigger", "2", "job.wsql")
+    killed = kill_when(proc, lambda: len(batches(hot)) > len(after_first))
+    assert killed, "run 2 finished before it could be killed: " + proc.stdout.read()
+    assert len(batches(hot)) < len(after_first) + 2, "killed after all of its batches"
+    assert not batches(per_sensor) - set(after_first_windows), "killed after statement 1"
+
+    third = run(tmp_path, "run", "--max-files-per-trigger", "2", "job.wsql")
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "job.wsql: 5 statement(s) ok" in third.stdout
+
+    data = input_frame(tmp_path / "in")
+    got = hot_of(hot)
+    assert len(got) == len(set(got)), "duplicates in the sink"
+    assert got == oracle_hot(data)
+    assert windows_of(per_sensor) == oracle_windows(data)
+    # run 1's output is untouched; what came later holds only the new files' rows
+    for folder, files in after_first.items():
+        assert sorted(f.name for f in folder.iterdir()) == files
+    later = sink_rows(hot)
+    later = later[~later.batch.isin([int(p.name.split("=")[1]) for p in after_first])]
+    assert len(later) and later.id.min() >= 3 * ROWS
+    # the per-batch records count every input row once, over all three runs
+    records = [pd.read_json(p, typ="series") for p in hot.glob("job=*/_progress/*.json")]
+    assert sum(int(r["rows_in"]) for r in records) == 7 * ROWS
+    # the run history: run 2 never recorded its end (it was killed); runs 1 and 3 did
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "catalog.db")
+    statuses = [r[0] for r in conn.execute("SELECT status FROM runs ORDER BY id")]
+    conn.close()
+    assert statuses == ["ok", "running", "ok"]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_many_random_kills(tmp_path):
+    """Kill `wavesql run` at random moments, again and again, while files keep arriving;
+    the sinks end equal to the oracle."""
+    rng = random.Random(7)
+    (tmp_path / "job.wsql").write_text(JOB)
+    hot, per_sensor = tmp_path / "out" / "hot", tmp_path / "out" / "per_sensor"
+    files = 0
+    kills = 0
+    for cycle in range(8):
+        for _ in range(rng.randint(1, 3)):
+            write_input(tmp_path / "in", files)
+            files += 1
+        proc = start(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
+        delay = rng.uniform(5, 40)
+        began = time.monotonic()
+        kills += kill_when(proc, lambda: time.monotonic() - began > delay)
+    final = run(tmp_path, "run", "job.wsql")
+    assert final.returncode == 0, final.stdout + final.stderr
+    data = input_frame(tmp_path / "in")
+    assert kills >= 3
+    assert hot_of(hot) == oracle_hot(data)
+    assert windows_of(per_sensor) == oracle_windows(data)
+
+
+# -- in-process: the statement's errors ----------------------------------------------------------
+@pytest.mark.spark
+def test_insert_errors_are_positioned(ws, tmp_path):
+    from wavesql.errors import WaveSQLError
+
+    write_input(tmp_path / "in", 0)
+    ws.sql(f"CREATE STREAM readings (id BIGINT, sensor STRING, v DOUBLE, ts TIMESTAMP) "
+           f"FROM '{tmp_path / 'in'}' FORMAT parquet EVENT TIME ts")
+    ws.sql(f"CREATE SINK j TO '{tmp_path / 'j'}' FORMAT json")
+    ws.sql(f"CREATE SINK p (id BIGINT, extra INT) TO '{tmp_path / 'p'}' FORMAT parquet")
+    cases = {
+        "INSERT INTO readings SELECT 1 AS x": ("WRONG_OBJECT_KIND", "readings"),
+        "INSERT INTO j SELECT id FROM readings": ("NOT_IMPLEMENTED", "j"),
+        "INSERT INTO p (id) SELECT id FROM readings": ("NOT_IMPLEMENTED", "id"),
+        "INSERT INTO p SELECT id FROM readings": ("SINK_MISMATCH", "SELECT id FROM readings"),
+        "INSERT INTO p SELECT idd FROM readings": ("UNKNOWN_COLUMN", "idd"),
+    }
+    for text, (code, underlined) in cases.items():
+        with pytest.raises(WaveSQLError) as info:
+            ws.sql(text)
+        err = info.value
+        assert err.code == code, (text, err)
+        assert err.span is not None and text[err.span.start:err.span.end] == underlined, (
+            text, err.span)
+
+
+@pytest.mark.spark
+def test_check_reports_every_error(ws, tmp_path):
+    from wavesql.cli import check_text
+
+    text = ("SELECT nope FROM range(3);\n"
+            "SELEC 1;\n"
+            "CREATE STREAM s (a INT) FROM 'missing/' FORMAT parquet;\n"
+            "SELECT 1 AS fine;\n"
+            "SELECT * FROM range(2) [BAD;\n")
+    errors = check_text(ws, text, str(tmp_path))
+    located = [(e.code, text.count("\n", 0, e.span.start) + 1) for e in errors]
+    assert [line for _, line in located] == [1, 2, 3, 5], located
+    assert located[0][0] == "UNKNOWN_COLUMN" and located[2][0] == "MISSING_PATH"

@@ -1,0 +1,363 @@
+"""Query files as jobs: ``INSERT INTO`` sinks run incrementally and exactly once.
+
+What ``INSERT INTO <sink> <query>`` does
+-----------------------------------------
+When the query reads a catalog stream, it runs as a continuous query
+(:mod:`wavesql.streaming`) with trigger ``availableNow``: it processes every input file that
+arrived since the last run of the same statement, in micro-batches, and stops. Each run of
+the same file therefore adds exactly the rows of the new input -- that is what makes a query
+file cheap to run from cron. A query that reads no stream (a signal, a Spark table) is run
+as a batch query and its output *replaces* the statement's previous output, so re-running it
+never duplicates rows either.
+
+Where things go (sink path ``S``, job id ``J``)::
+
+    S/job=J/batch=000000007/part-*.parquet   micro-batch 7's rows (with _final, _progress)
+    S/job=J/_progress/batch=000000007.json   what micro-batch 7 did (rows in/late/out...)
+    S/_wavesql/J/checkpoint/                 Spark's offsets + the runner's state
+    S/_wavesql/J/late/                       late rows (unless the query says LATE INTO)
+    S/_wavesql/J/job.json                    which file and statement J is
+    S/_wavesql/J/lock                        held (flock) while J runs
+
+The job id ``J`` is ``<file stem>-<12 hex digits>``, a hash of the file's absolute path and
+the statement's tokens: comments, whitespace and keyword case do not change it; any other
+edit of the statement makes a new job, which starts at the beginning of its input (its
+output goes to a new ``job=`` folder; delete the old one if the new query replaces it).
+Statements run without a file (``Session.sql``, the REPL) hash their text alone.
+
+Why the checkpoint lives inside the sink and not next to the catalog: the checkpoint records
+which input files are already in the output, so the two are only correct *together*. Kept in
+one folder they are moved, backed up and deleted together (delete the sink folder and the
+next run rebuilds it from all the input); a checkpoint kept elsewhere would skip input whose
+output was deleted (a gap), or redo input whose output is still there (duplicates). The
+leading ``_`` hides ``_wavesql`` from Spark's and pyarrow's readers of the sink, and the
+``job=`` folders read as a partition column, so several statements may write one sink and
+``spark.read.parquet(S)`` still reads it (with ``job`` and ``batch`` columns).
+
+Exactly once
+------------
+Spark writes a micro-batch's offsets before running it and its commit after; a run killed in
+between re-runs that batch, with the same input files, when restarted. The runner writes a
+batch's output aside and renames it into ``batch=N`` (replacing an earlier attempt's), so a
+batch's rows are in the sink once, complete, whatever the moment of the kill; its state for
+the next batch is committed with an atomic rename too. The lock keeps two processes from
+running one job (and so one checkpoint) at the same time.
+
+Query files as a whole (``wavesql run``, ``wavesql schedule``) are run by :func:`run_file`:
+one run at a time per file (an ``flock`` on a file next to the catalog, released by the
+kernel even when the process is SIGKILLed), each run recorded in the catalog's ``runs``
+table with its status, figures and error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from wavesql.errors import Span, WaveSQLError
+
+__all__ = ["InsertReport", "FileRun", "job_id", "run_insert", "run_file", "file_lock"]
+
+
+# -- INSERT INTO a sink -----------------------------------------------------------------------
+@dataclass
+class InsertReport:
+    """What one ``INSERT INTO`` did in this run."""
+
+    sink: str
+    job: str
+    mode: str  # "incremental" (reads streams) or "replace" (batch, replaces its output)
+    batches: int = 0
+    rows_in: int = 0
+    late: int = 0  # late rows and rows without event time (both go to the late sink)
+    rows_out: int = 0
+    final_out: int = 0
+    seconds: float = 0.0
+    output: str = ""
+
+    def summary(self) -> str:
+        if self.mode == "replace":
+            return (f"insert into {self.sink}: {self.rows_out} rows (replaced this statement's "
+                    f"output) · {self.seconds:.2f} s")
+        if self.batches == 0:
+            return f"insert into {self.sink}: no new input · {self.seconds:.2f} s"
+        return (f"insert into {self.sink}: {self.batches} batch{'es' if self.batches != 1 else ''}"
+                f" · in {self.rows_in} · late {self.late} · out {self.rows_out} "
+                f"(final {self.final_out}) · {self.seconds:.2f} s")
+
+
+def job_id(source: str | None, statement_text: str) -> str:
+    """Stable id of one statement of one file (see the module docstring)."""
+    from wavesql.dialect import WaveSQL
+
+    try:
+        tokens = [f"{t.token_type.name}:{t.text if t.token_type.name in ('STRING', 'IDENTIFIER') else t.text.upper()}"
+                  for t in WaveSQL().tokenize(statement_text)]
+        canon = "\x1f".join(tokens)
+    except Exception:  # noqa: BLE001 - tokenizing cannot fail on parsed text; be safe anyway
+        canon = " ".join(statement_text.split())
+    origin = os.path.abspath(source) if source else ""
+    digest = hashlib.sha256(f"{origin}\x00{canon}".encode()).hexdigest()[:12]
+    stem = re.sub(r"[^A-Za-z0-9_]+", "_", Path(source).stem if source else "query").strip("_")
+    return f"{stem or 'query'}-{digest}"
+
+
+@contextlib.contextmanager
+def _flock(path: Path, what: str, hint: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` or raise ``RUN_IN_PROGRESS`` at once.
+
+    ``flock`` (not ``lockf``) because its lock belongs to the open file, so it also refuses a
+    second holder in the same process (the scheduler's threads); the kernel drops it when the
+    process dies, however it dies, so a killed run never leaves a stale lock behind.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = ""
+            with contextlib.suppress(OSError):
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            raise WaveSQLError("RUN_IN_PROGRESS", f"{what} is already running"
+                               + (f" ({holder})" if holder else ""), hint=hint) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _resolve(path: str, base_dir: str) -> str:
+    return path if os.path.isabs(path) or "://" in path else os.path.join(base_dir, path)
+
+
+def _late_target(bound, session, base_dir: str) -> str | None:
+    from sqlglot import exp
+
+    from wavesql.catalog import objects as cat
+
+    target = bound.late_into
+    if target is None:
+        return None
+    if isinstance(target, exp.Literal) and target.is_string:
+        return _resolve(target.name, base_dir)
+    defn = session.catalog.get(target.name)
+    if not isinstance(defn, cat.SinkDef):
+        from wavesql.errors import did_you_mean
+
+        raise WaveSQLError("UNKNOWN_STREAM", f"LATE INTO `{target.name}`: no such sink",
+                           Span.of(target), hint=did_you_mean(
+                               target.name, session.catalog.names("SINK"), "sinks")
+                           or "CREATE SINK late_rows TO 'late/' FORMAT parquet, or give a path")
+    return defn.path
+
+
+def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".", *,
+               max_files_per_trigger: int | None = None) -> InsertReport:
+    """Run one bound ``INSERT INTO`` (``planner.insert.InsertInto``) to completion.
+
+    ``text`` is the whole text the statement came from (a file's content): the query is
+    handed to the continuous runner with everything else blanked, so its errors point at the
+    file's own lines and columns.
+    """
+    from wavesql.planner.insert import blank_outside
+
+    began = time.monotonic()
+    sink = bound.sink
+    job = job_id(source, bound.statement_text)
+    root = Path(sink.path)
+    home = root / "_wavesql" / job
+    output = root / f"job={job}"
+    report = InsertReport(sink.name, job, "incremental" if bound.continuous else "replace",
+                          output=str(output))
+    late = _late_target(bound, session, base_dir)
+    with _flock(home / "lock", f"INSERT INTO {sink.name} (job {job})",
+                hint="another process runs the same statement of the same file; wait for it "
+                     "(one checkpoint takes one writer at a time)"):
+        _describe_job(home, job, source, bound)
+        if bound.continuous:
+            keep = [bound.query_span]
+            query_text = blank_outside(text, keep)
+            if bound.late_span is not None:
+                a, b = bound.late_span
+                query_text = query_text[:a] + blank_outside(query_text[a:b], []) + query_text[b:]
+            cq = session.stream(query_text, str(output), str(home / "checkpoint"),
+                                trigger="availableNow", late=late or str(home / "late"),
+                                max_files_per_trigger=max_files_per_trigger)
+            cq.await_termination()
+            for r in cq.reports:
+                report.batches += 1
+                report.rows_in += r.rows_in
+                report.late += r.late + r.no_time
+                report.rows_out += r.rows_out
+                report.final_out += r.final_out
+        else:
+            report.rows_out = _replace_output(session, bound, text, output)
+            report.final_out = report.rows_out
+    report.seconds = time.monotonic() - began
+    return report
+
+
+def _describe_job(home: Path, job: str, source: str | None, bound) -> None:
+    """``job.json``: which file and statement a job folder belongs to (for people)."""
+    home.mkdir(parents=True, exist_ok=True)
+    info = home / "job.json"
+    if info.exists():
+        return
+    tmp = home / "job.json.tmp"
+    tmp.write_text(json.dumps({"job": job, "file": os.path.abspath(source) if source else None,
+                               "statement": bound.statement_text, "sink": bound.sink.name},
+                              indent=2))
+    os.replace(tmp, info)
+
+
+def _replace_output(session, bound, text: str, output: Path) -> int:
+    """A query over bounded inputs: write its whole result, then swap it in for the
+    statement's previous output (batch 0), so a re-run replaces instead of appending."""
+    import shutil
+
+    from wavesql import planner
+    from wavesql.planner import ir
+    from wavesql.planner.lower import Runtime
+
+    stmt = planner.rewrite(ir.QueryStatement(bound.query))
+    df = planner.lower(stmt, Runtime(session.spark, session.catalog, text))
+    target = output / "batch=000000000"
+    staging = output / "_staging" / target.name
+    df.write.mode("overwrite").parquet(str(staging))
+    old = output / "_staging" / "replaced"
+    if old.exists():
+        shutil.rmtree(old)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+    return session.spark.read.parquet(str(target)).count()
+
+
+# -- query files ------------------------------------------------------------------------------
+@dataclass
+class FileRun:
+    """One run of a query file: its status and the figures of its statements."""
+
+    file: str
+    run_id: int | None = None
+    status: str = "running"  # ok / failed / skipped / interrupted
+    statements: int = 0
+    rows_in: int | None = None
+    rows_out: int | None = None
+    rows_late: int | None = None
+    error: WaveSQLError | BaseException | None = None
+    seconds: float = 0.0
+    results: list = field(default_factory=list)
+
+    def add(self, report: InsertReport) -> None:
+        self.rows_in = (self.rows_in or 0) + report.rows_in
+        self.rows_out = (self.rows_out or 0) + report.rows_out
+        self.rows_late = (self.rows_late or 0) + report.late
+
+
+def lock_dir(catalog) -> Path:
+    """Where per-file run locks live: next to the catalog file (so every process using the
+    catalog sees them), in a temporary folder for an in-memory catalog."""
+    if catalog.path == ":memory:":
+        import tempfile
+
+        return Path(tempfile.gettempdir()) / "wavesql_locks"
+    return Path(catalog.path).parent / ".wavesql_locks"
+
+
+def file_lock(catalog, file: str):
+    """The lock that keeps two runs of one query file apart (across processes too)."""
+    path = os.path.abspath(file)
+    digest = hashlib.sha256(path.encode()).hexdigest()[:16]
+    return _flock(lock_dir(catalog) / f"{Path(path).stem}-{digest}.lock", f"query file {file}",
+                  hint="a run of this file (wavesql run or wavesql schedule) has not finished; "
+                       "see `wavesql runs`")
+
+
+def run_file(session, file: str, *, trigger: str = "run",
+             on_statement: Callable | None = None,
+             stop: Callable[[], bool] | None = None) -> FileRun:
+    """Run every statement of query file ``file`` in order, under the file's lock, and
+    record the run in the catalog's run history.
+
+    ``on_statement(result, seconds)`` is called after each statement (the CLI prints there;
+    an exception it raises fails the run like a failed statement). ``stop()`` is asked
+    between statements: True ends the run as ``interrupted``. A run refused because the file
+    is already running is recorded as ``skipped`` and returned with the ``RUN_IN_PROGRESS``
+    error; other errors end the run as ``failed`` (the remaining statements are not run).
+    """
+    from wavesql.dialect import parse_statements
+
+    catalog = session.catalog
+    path = os.path.abspath(file)
+    run = FileRun(path)
+    began = time.monotonic()
+    try:
+        lock = file_lock(catalog, file)
+        lock.__enter__()
+    except WaveSQLError as err:
+        run.status, run.error = "skipped", err
+        run.run_id = catalog.start_run(path, trigger, status="skipped", error=err.message)
+        return run
+    try:
+        run.run_id = catalog.start_run(path, trigger)
+        try:
+            p = Path(file)
+            if not p.is_file():
+                raise WaveSQLError("FILE_NOT_FOUND", f"query file `{file}` does not exist",
+                                   hint="check the path (relative to the current directory)")
+            text = p.read_text()
+            base_dir = str(p.resolve().parent)
+            for stmt in parse_statements(text, lenient=True):
+                if stop is not None and stop():
+                    run.status = "interrupted"
+                    break
+                started = time.monotonic()
+                try:
+                    result = session._run(stmt, text, base_dir, file)
+                except WaveSQLError as err:
+                    raise err.with_query(err.query or text, source=file) from None
+                run.statements += 1
+                run.results.append(result)
+                if result.report is not None:
+                    run.add(result.report)
+                if on_statement is not None:
+                    on_statement(result, time.monotonic() - started)
+            else:
+                run.status = "ok"
+        except WaveSQLError as err:
+            run.status, run.error = "failed", err
+        except Exception as err:  # noqa: BLE001 - recorded, then shown by the caller
+            from wavesql.spark import translate_runtime_error
+
+            run.status = "failed"
+            try:
+                run.error = translate_runtime_error(err)
+            except Exception:  # noqa: BLE001
+                run.error = err
+        except BaseException as err:  # KeyboardInterrupt / SystemExit: record, then re-raise
+            run.status, run.error = "interrupted", err
+            raise
+        finally:
+            run.seconds = time.monotonic() - began
+            message = None
+            if run.error is not None:
+                message = (f"[{run.error.code}] {run.error.message}"
+                           if isinstance(run.error, WaveSQLError) else repr(run.error))
+            catalog.finish_run(run.run_id, run.status, statements=run.statements,
+                               rows_in=run.rows_in, rows_out=run.rows_out,
+                               rows_late=run.rows_late, error=message)
+    finally:
+        lock.__exit__(None, None, None)
+    return run
