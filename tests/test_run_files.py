@@ -178,7 +178,8 @@ def test_incremental_runs_and_a_killed_run_are_exactly_once(tmp_path):
     data = input_frame(tmp_path / "in")
     assert hot_of(hot) == oracle_hot(data)
     assert windows_of(per_sensor) == oracle_windows(data)
-    assert f"job.wsql:8: insert into hot: 1 batch · in {3 * ROWS} · late 0" in first.stdout
+    assert (f"job.wsql:8: insert into hot: 1 batch · in {3 * ROWS} · late 0 · quarantined 0"
+            in first.stdout)
     assert "job.wsql: 5 statement(s) ok" in first.stdout
     after_first = {p: sorted(f.name for f in p.iterdir()) for p in batches(hot)}
     after_first_windows = batches(per_sensor)

@@ -262,7 +262,7 @@ def _show_runs(args) -> int:
     from wavesql.catalog import Catalog
 
     with Catalog(args.catalog) as catalog:
-        rows = catalog.runs(os.path.abspath(args.file) if args.file else None, args.limit)
+        rows = catalog.runs(os.path.realpath(args.file) if args.file else None, args.limit)
     table = Table(show_lines=False, header_style="bold")
     for c in ("id", "file", "trigger", "started", "seconds", "status", "statements",
               "rows in", "rows out", "late", "error"):

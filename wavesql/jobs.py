@@ -78,6 +78,7 @@ class InsertReport:
     batches: int = 0
     rows_in: int = 0
     late: int = 0  # late rows and rows without event time (both go to the late sink)
+    quarantined: int = 0  # malformed input rows (the runner's quarantine)
     rows_out: int = 0
     final_out: int = 0
     seconds: float = 0.0
@@ -90,7 +91,8 @@ class InsertReport:
         if self.batches == 0:
             return f"insert into {self.sink}: no new input · {self.seconds:.2f} s"
         return (f"insert into {self.sink}: {self.batches} batch{'es' if self.batches != 1 else ''}"
-                f" · in {self.rows_in} · late {self.late} · out {self.rows_out} "
+                f" · in {self.rows_in} · late {self.late} · quarantined {self.quarantined}"
+                f" · out {self.rows_out} "
                 f"(final {self.final_out}) · {self.seconds:.2f} s")
 
 
@@ -104,7 +106,7 @@ def job_id(source: str | None, statement_text: str) -> str:
         canon = "\x1f".join(tokens)
     except Exception:  # noqa: BLE001 - tokenizing cannot fail on parsed text; be safe anyway
         canon = " ".join(statement_text.split())
-    origin = os.path.abspath(source) if source else ""
+    origin = os.path.realpath(source) if source else ""
     digest = hashlib.sha256(f"{origin}\x00{canon}".encode()).hexdigest()[:12]
     stem = re.sub(r"[^A-Za-z0-9_]+", "_", Path(source).stem if source else "query").strip("_")
     return f"{stem or 'query'}-{digest}"
@@ -198,6 +200,7 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
                 report.batches += 1
                 report.rows_in += r.rows_in
                 report.late += r.late + r.no_time
+                report.quarantined += getattr(r, "quarantined", 0)
                 report.rows_out += r.rows_out
                 report.final_out += r.final_out
         else:
@@ -214,7 +217,7 @@ def _describe_job(home: Path, job: str, source: str | None, bound) -> None:
     if info.exists():
         return
     tmp = home / "job.json.tmp"
-    tmp.write_text(json.dumps({"job": job, "file": os.path.abspath(source) if source else None,
+    tmp.write_text(json.dumps({"job": job, "file": os.path.realpath(source) if source else None,
                                "statement": bound.statement_text, "sink": bound.sink.name},
                               indent=2))
     os.replace(tmp, info)
@@ -278,7 +281,7 @@ def lock_dir(catalog) -> Path:
 
 def file_lock(catalog, file: str):
     """The lock that keeps two runs of one query file apart (across processes too)."""
-    path = os.path.abspath(file)
+    path = os.path.realpath(file)
     digest = hashlib.sha256(path.encode()).hexdigest()[:16]
     return _flock(lock_dir(catalog) / f"{Path(path).stem}-{digest}.lock", f"query file {file}",
                   hint="a run of this file (wavesql run or wavesql schedule) has not finished; "
@@ -300,7 +303,7 @@ def run_file(session, file: str, *, trigger: str = "run",
     from wavesql.dialect import parse_statements
 
     catalog = session.catalog
-    path = os.path.abspath(file)
+    path = os.path.realpath(file)
     run = FileRun(path)
     began = time.monotonic()
     try:
