@@ -25,6 +25,10 @@ import time
 import traceback
 from pathlib import Path
 
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+import machine  # noqa: E402
+
 import numpy as np
 
 import data
@@ -419,9 +423,7 @@ def main() -> None:
                    for p in npres.get("threadpool", [])) or "unknown"
     notes = {
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}, "
-                   f"{_cpu_model()}), {_mem_gb():.0f} GB RAM, shared with other work "
-                   f"(load average {load0[0]:.1f} at start, {load1[0]:.1f} at end)",
+        "machine": machine.describe(load0, load1),
         "text": f"Spark {pyspark.__version__}, DuckDB {duckdb.__version__}, numpy "
                 f"{np.__version__} (threadpoolctl: {tp}; OPENBLAS_CORETYPE/L2_SIZE unset for "
                 f"numpy only), pyarrow {pyarrow.__version__}, Python "
@@ -431,20 +433,6 @@ def main() -> None:
     print("\n" + text)
     Path(args.out).write_text("# Signal benchmark results\n\n" + text)
     print(f"written to {args.out}")
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu unknown"
-
-
-def _mem_gb() -> float:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 
 
 if __name__ == "__main__":

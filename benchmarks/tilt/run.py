@@ -33,6 +33,10 @@ import time
 import traceback
 from pathlib import Path
 
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+import machine  # noqa: E402
+
 import numpy as np
 import pandas as pd
 
@@ -605,9 +609,7 @@ def main() -> None:
     ev = meta["events"]
     notes = {
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores ({platform.machine()}, {_cpu_model()}), "
-                   f"{_mem_gb():.0f} GB RAM, shared with other work (load average "
-                   f"{load0[0]:.1f} at start, {load1[0]:.1f} at end)",
+        "machine": machine.describe(load0, load1),
         "data": f"Data: {meta['ticks']:,} ticks of 1 ms per stream (prices, sensor, "
                 f"vibration: {ev['prices']:,} rows; sensor with gaps {ev['sensor_gaps']:,}; "
                 f"4 ms sensor {ev['sensor_4ms']:,}; transactions {ev['transactions']:,}; YSB "
@@ -623,20 +625,6 @@ def main() -> None:
     print("\n" + text)
     Path(args.out).write_text("# TiLT benchmark results\n\n" + text)
     print(f"written to {args.out}")
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu unknown"
-
-
-def _mem_gb() -> float:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 
 
 if __name__ == "__main__":
