@@ -284,3 +284,21 @@ def test_check_reports_every_error(ws, tmp_path):
     located = [(e.code, text.count("\n", 0, e.span.start) + 1) for e in errors]
     assert [line for _, line in located] == [1, 2, 3, 5], located
     assert located[0][0] == "UNKNOWN_COLUMN" and located[2][0] == "MISSING_PATH"
+
+
+# -- in-process: a second run with nothing new does nothing, a third takes only the new file ---
+@pytest.mark.spark
+def test_insert_again_with_nothing_new_does_nothing(ws, tmp_path):
+    write_input(tmp_path / "in", 0)
+    ws.sql(f"CREATE STREAM readings (id BIGINT, sensor STRING, v DOUBLE, ts TIMESTAMP) "
+           f"FROM '{tmp_path / 'in'}' FORMAT parquet EVENT TIME ts")
+    ws.sql(f"CREATE SINK hot TO '{tmp_path / 'hot'}' FORMAT parquet")
+    insert = "INSERT INTO hot SELECT id, sensor, v, ts FROM readings WHERE v >= 0.5"
+    first = ws.execute(insert)[-1].report
+    assert first.batches >= 1 and first.rows_in == ROWS
+    again = ws.execute(insert)[-1].report
+    assert again.batches == 0 and "no new input" in again.summary()
+    write_input(tmp_path / "in", 1)
+    third = ws.execute(insert)[-1].report
+    assert third.rows_in == ROWS  # only the new file
+    assert hot_of(tmp_path / "hot") == oracle_hot(input_frame(tmp_path / "in"))
