@@ -524,6 +524,10 @@ class ContinuousQuery:
         source = parts[0]
         for part in parts[1:]:
             source = source.unionByName(part)
+        return self._start_writer(source, trigger)
+
+    def _start_writer(self, source, trigger: str):
+        """Run ``source`` through this query's micro-batch callback on ``trigger``."""
         writer = (source.writeStream.foreachBatch(self._guarded_batch)
                   .option("checkpointLocation", str(self.checkpoint / "offsets")))
         if trigger == "availableNow":

@@ -189,16 +189,7 @@ class SignalContinuousQuery(ContinuousQuery):
         reader = (self.spark.readStream.format(wav_source.SHORT_NAME)
                   .schema(sp.scan.program.spark_ddl())
                   .options(**scan_options(sp.scan, self.checkpoint, max_files)))
-        writer = (reader.load().writeStream.foreachBatch(self._guarded_batch)
-                  .option("checkpointLocation", str(self.checkpoint / "offsets")))
-        if trigger == "availableNow":
-            writer = writer.trigger(availableNow=True)
-        elif trigger.startswith("every "):
-            writer = writer.trigger(processingTime=trigger[len("every "):])
-        else:
-            raise WaveSQLError("INVALID_OPTION", f"unknown trigger `{trigger}`",
-                               hint="'availableNow' or 'every 10 seconds'")
-        return writer.start()
+        return self._start_writer(reader.load(), trigger)
 
     def _progress_of(self, offset: dict | None) -> tuple[int | None, int | None]:
         """(samples, microseconds since 1970) up to which results are final."""

@@ -222,10 +222,8 @@ def check_text(ws, text: str, base_dir: str = ".") -> list[WaveSQLError]:
     updates (a file that creates a stream and then queries it checks cleanly). A statement
     whose CREATE failed leaves its object undefined, so later uses report it too.
     """
-    from wavesql import planner
     from wavesql.catalog import Catalog
     from wavesql.dialect import WaveSQL, _chunk_end, _split, _tokenize, parse_statements
-    from wavesql.planner import ir
     from wavesql.planner.insert import blank_outside
 
     try:
@@ -241,13 +239,7 @@ def check_text(ws, text: str, base_dir: str = ".") -> list[WaveSQLError]:
         for start, end in chunks:
             try:
                 for stmt in parse_statements(blank_outside(text, [(start, end)]), lenient=True):
-                    ws._user_text = text
-                    bound = planner.rewrite(planner.bind(stmt, scratch, ws, base_dir))
-                    if isinstance(bound, ir.CreateObject):
-                        scratch.create(bound.definition, replace=bound.replace,
-                                       if_not_exists=bound.if_not_exists)
-                    elif isinstance(bound, ir.DropObject):
-                        scratch.drop(bound.name, bound.object_kind, if_exists=bound.if_exists)
+                    ws.bind_into(stmt, text, scratch, base_dir)
             except WaveSQLError as e:
                 errors.append(e)
     finally:

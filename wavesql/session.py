@@ -129,17 +129,23 @@ class Session:
         out = []
         try:
             for stmt in parse_statements(text, lenient=True):
-                self._user_text = text
-                bound = planner.rewrite(planner.bind(stmt, scratch, self, base_dir))
-                if isinstance(bound, ir.CreateObject):
-                    scratch.create(bound.definition, replace=bound.replace,
-                                   if_not_exists=bound.if_not_exists)
-                elif isinstance(bound, ir.DropObject):
-                    scratch.drop(bound.name, bound.object_kind, if_exists=bound.if_exists)
-                out.append(bound)
+                out.append(self.bind_into(stmt, text, scratch, base_dir))
         finally:
             scratch.close()
         return out
+
+    def bind_into(self, stmt: Statement, text: str, scratch, base_dir: str = "."
+                  ) -> ir.Statement:
+        """Bind one statement against the catalog ``scratch`` and apply its DDL there, so
+        that later statements of the same text see what it creates or drops."""
+        self._user_text = text
+        bound = planner.rewrite(planner.bind(stmt, scratch, self, base_dir))
+        if isinstance(bound, ir.CreateObject):
+            scratch.create(bound.definition, replace=bound.replace,
+                           if_not_exists=bound.if_not_exists)
+        elif isinstance(bound, ir.DropObject):
+            scratch.drop(bound.name, bound.object_kind, if_exists=bound.if_exists)
+        return bound
 
     def explain(self, text: str, mode: str = "IR") -> str:
         """``EXPLAIN <mode>`` of one statement, as text (modes: AST, IR, SPARK, ...)."""
