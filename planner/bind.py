@@ -978,10 +978,6 @@ def _bind_insert_into_sink(node: exp.Insert, stmt: ParsedStatement, ctx: BindCon
         raise WaveSQLError("UNSUPPORTED_STATEMENT", f"INSERT INTO sink `{defn.name}` needs a "
                            "query", query_span, hint=f"INSERT INTO {defn.name} SELECT ... "
                            "FROM stream")
-    if defn.format != "parquet":
-        raise WaveSQLError("NOT_IMPLEMENTED", f"INSERT INTO a {defn.format} sink (`{defn.name}`)",
-                           Span.of(table), hint="sinks written by INSERT INTO are Parquet for "
-                           "now: CREATE OR REPLACE SINK ... FORMAT parquet")
     late = query.args.get("late_into") if isinstance(query, exp.Select) else None
     late_span = Span.of(late) if late is not None else None
     text = stmt.text[start - stmt.start:]
@@ -993,6 +989,14 @@ def _bind_insert_into_sink(node: exp.Insert, stmt: ParsedStatement, ctx: BindCon
             text = text[:a] + " " * (b - a) + text[b:]
     inner = ParsedStatement(query, text, start, stmt.end)
     relation = _bind_query(query, inner, ctx, top_level=True)
+    from wavesql.streaming.sinks import flat_format_problem
+
+    problem = flat_format_problem(defn.format, relation.schema.fields)
+    if problem:
+        raise WaveSQLError("SINK_MISMATCH", f"sink `{defn.name}` is CSV, which has no nested "
+                           f"values; the query's column {problem} is", query_span,
+                           hint="write it to a parquet or json sink, or flatten the column "
+                                "(to_json(col), col.field, explode)")
     if defn.columns:
         have = {f.name.lower() for f in relation.schema.fields}
         missing = [c.name for c in defn.columns if c.name.lower() not in have]

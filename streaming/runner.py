@@ -63,6 +63,7 @@ from wavesql.planner import ir
 from wavesql.planner import bad_rows
 from wavesql.planner.lower import Runtime, lower, stream_reader_options
 from wavesql.planner.windows import TIME
+from wavesql.streaming import sinks
 
 FINAL = "_final"
 PROGRESS = "_progress"
@@ -128,7 +129,8 @@ class _Plan:
 def start(session, text: str, output, checkpoint: str | os.PathLike, *,
           trigger: str = "availableNow", late: str | os.PathLike | None = None,
           max_files_per_trigger: int | None = None,
-          clock: Callable[[], float] = time.time) -> "ContinuousQuery":
+          clock: Callable[[], float] = time.time,
+          output_format: str = "parquet") -> "ContinuousQuery":
     """Start ``text`` (one query) as a continuous query. See :meth:`Session.stream`."""
     stmts = parse_statements(text)
     if len(stmts) != 1:
@@ -144,25 +146,39 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     if not isinstance(bound, ir.QueryStatement):
         raise WaveSQLError("UNSUPPORTED_STATEMENT", "only a query can run continuously",
                            hint="DDL runs once: use Session.sql for it")
+    late_format = "parquet"
     if late is None and late_into is not None:
-        late = _late_path(late_into.this, session.catalog)
+        late, late_format = _late_path(late_into.this, session.catalog)
     plan = plan_continuous(bound.relation, stmt)
     cls = ContinuousQuery
     if plan.mode == "signal":  # a query over a SIGNAL: streaming/signals.py
         from .signals import SignalContinuousQuery as cls
 
         bound = plan.signal.bound
+    # Relative paths resolve against this process's current directory, as CREATE's do:
+    # Spark would resolve them against the JVM's, which os.chdir does not move.
+    output = output if callable(output) else _absolute(output)
+    checkpoint = _absolute(checkpoint)
     return cls(session, text, bound, plan,
                            emit_changes=emit is not None and emit.kind == "CHANGES",
                            output=output, checkpoint=Path(checkpoint),
-                           late=Path(late) if late is not None else Path(checkpoint) / "late",
-                           trigger=trigger, max_files=max_files_per_trigger, clock=clock)
+                           late=Path(_absolute(late)) if late is not None
+                           else Path(checkpoint) / "late",
+                           trigger=trigger, max_files=max_files_per_trigger, clock=clock,
+                           output_format=output_format, late_format=late_format)
 
 
-def _late_path(target: exp.Expression, catalog) -> str:
-    """``LATE INTO 'path'`` or ``LATE INTO sink`` (a catalog sink's path)."""
+def _absolute(path) -> str:
+    """A local path made absolute (``~`` expanded); a URI (``s3a://...``) as it is."""
+    text = os.fspath(path)
+    return text if "://" in text else os.path.abspath(os.path.expanduser(text))
+
+
+def _late_path(target: exp.Expression, catalog) -> tuple[str, str]:
+    """``LATE INTO 'path'`` (Parquet) or ``LATE INTO sink``: (path, format). Late rows are
+    flat (``_stream``, ``_reason``, ``_row`` as JSON), so any sink format holds them."""
     if isinstance(target, exp.Literal) and target.is_string:
-        return target.name
+        return target.name, "parquet"
     defn = catalog.get(target.name)
     if not isinstance(defn, cat.SinkDef):
         from wavesql.errors import did_you_mean
@@ -171,10 +187,7 @@ def _late_path(target: exp.Expression, catalog) -> str:
         raise WaveSQLError("UNKNOWN_STREAM", f"LATE INTO `{target.name}`: no such sink",
                            Span.of(target), hint=did_you_mean(target.name, sinks, "sinks")
                            or "CREATE SINK late_rows TO 'late/' FORMAT parquet, or give a path")
-    if defn.format != "parquet":
-        raise WaveSQLError("NOT_IMPLEMENTED", f"late rows are written as Parquet; sink "
-                           f"`{defn.name}` is {defn.format}", Span.of(target))
-    return defn.path
+    return defn.path, defn.format
 
 
 def plan_continuous(root: ir.Relation, stmt) -> _Plan:
@@ -397,7 +410,8 @@ class ContinuousQuery:
     :meth:`wavesql.Session.stream`."""
 
     def __init__(self, session, text, bound, plan: _Plan, *, emit_changes, output,
-                 checkpoint: Path, late: Path, trigger, max_files, clock):
+                 checkpoint: Path, late: Path, trigger, max_files, clock,
+                 output_format: str = "parquet", late_format: str = "parquet"):
         self.session = session
         self.spark = session.spark
         self.text = text
@@ -406,8 +420,11 @@ class ContinuousQuery:
         self.inputs = list(plan.inputs)
         self.emit_changes = emit_changes
         self.output = output
+        #: the format of each batch folder under ``output`` (streaming/sinks.py)
+        self.output_format = output_format
         self.checkpoint = checkpoint
         self.late_path = late
+        self.late_format = late_format
         #: malformed input rows, with the file, the raw record and the reason
         self.quarantine_path = checkpoint / "quarantine"
         self.clock = clock
@@ -654,7 +671,7 @@ class ContinuousQuery:
             late_df = late_parts[0]
             for part in late_parts[1:]:
                 late_df = late_df.unionByName(part)
-            late_df.write.mode("overwrite").parquet(str(self.late_path / f"batch={batch_id:09d}"))
+            sinks.write(late_df, str(self.late_path / f"batch={batch_id:09d}"), self.late_format)
         if quarantine_parts:
             bad = quarantine_parts[0]
             for part in quarantine_parts[1:]:
@@ -721,7 +738,7 @@ class ContinuousQuery:
         # committed the batch: the re-run replaces it, so each batch's rows appear once.
         target = Path(self.output) / f"batch={batch_id:09d}"
         staging = Path(self.output) / "_staging" / target.name
-        out.write.mode("overwrite").parquet(str(staging))
+        sinks.write(out, str(staging), self.output_format)
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)

@@ -302,3 +302,70 @@ def test_insert_again_with_nothing_new_does_nothing(ws, tmp_path):
     third = ws.execute(insert)[-1].report
     assert third.rows_in == ROWS  # only the new file
     assert hot_of(tmp_path / "hot") == oracle_hot(input_frame(tmp_path / "in"))
+
+
+# -- CSV and JSON sinks: the same incremental job, read back by Spark's readers and pandas -----
+@pytest.mark.spark
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_insert_into_csv_and_json_sinks(ws, spark, tmp_path, fmt):
+    write_input(tmp_path / "in", 0)
+    ws.sql(f"CREATE STREAM readings (id BIGINT, sensor STRING, v DOUBLE, ts TIMESTAMP) "
+           f"FROM '{tmp_path / 'in'}' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    ws.sql(f"CREATE SINK hot TO '{tmp_path / 'hot'}' FORMAT {fmt}")
+    ws.sql(f"CREATE SINK per_sensor TO '{tmp_path / 'per'}' FORMAT {fmt}")
+    hot = "INSERT INTO hot SELECT id, sensor, v, ts FROM readings WHERE v >= 0.5"
+    per = (f"INSERT INTO per_sensor SELECT _time, sensor, count(*) AS n, sum(id) AS ids "
+           f"FROM readings [RANGE {WINDOW_S} SECONDS SLIDE {WINDOW_S} SECONDS] GROUP BY sensor")
+    ws.execute(hot), ws.execute(per)
+    write_input(tmp_path / "in", 1)
+    second = ws.execute(hot)[-1].report
+    assert second.rows_in == ROWS  # incremental in any format
+    ws.execute(per)
+
+    # the batch folders hold files of the sink's format, nothing else
+    files = {p.suffix for p in (tmp_path / "hot").glob("job=*/batch=*/part-*")}
+    assert files == {f".{fmt}"}
+    data = input_frame(tmp_path / "in")
+    # read back by pandas (an oracle independent of Spark's readers) ...
+    assert hot_of_format(tmp_path / "hot", fmt) == oracle_hot(data)
+    windows = read_format(tmp_path / "per", fmt)
+    assert windows["_final"].all()
+    got = sorted((int(t), s, int(n), int(i)) for t, s, n, i in zip(
+        to_us(utc(windows["_time"])), windows.sensor, windows.n, windows.ids))
+    assert got == oracle_windows(data)
+    # ... and by Spark, with job and batch as partition columns, as the README says
+    reader = spark.read.option("header", "true") if fmt == "csv" else spark.read
+    back = reader.format(fmt).load(str(tmp_path / "per"))
+    assert {"job", "batch", "_time", "_final", "_progress"} <= set(back.columns)
+    assert back.count() == len(windows)
+
+
+def utc(column: pd.Series) -> pd.Series:
+    """ISO-8601 text with an offset (as Spark writes CSV/JSON timestamps) -> naive UTC."""
+    return pd.to_datetime(column, utc=True).dt.tz_localize(None)
+
+
+def read_format(sink: Path, fmt: str) -> pd.DataFrame:
+    read = pd.read_csv if fmt == "csv" else (lambda p: pd.read_json(p, lines=True, precise_float=True))
+    parts = [read(p) for p in sorted(sink.glob(f"job=*/batch=*/part-*.{fmt}"))
+             if p.stat().st_size]
+    return pd.concat(parts, ignore_index=True)
+
+
+def hot_of_format(sink: Path, fmt: str) -> list[tuple]:
+    rows = read_format(sink, fmt)
+    return sorted(zip(rows.id, rows.sensor, rows.v, to_us(utc(rows.ts))))
+
+
+@pytest.mark.spark
+def test_csv_sink_refuses_nested_columns(ws, tmp_path):
+    write_input(tmp_path / "in", 0)
+    ws.sql(f"CREATE STREAM readings (id BIGINT, sensor STRING, v DOUBLE, ts TIMESTAMP) "
+           f"FROM '{tmp_path / 'in'}' FORMAT parquet EVENT TIME ts")
+    ws.sql(f"CREATE SINK flat TO '{tmp_path / 'flat'}' FORMAT csv")
+    from wavesql.errors import WaveSQLError
+
+    with pytest.raises(WaveSQLError) as err:
+        ws.execute("INSERT INTO flat SELECT id, array(v, v) AS pair FROM readings")
+    assert err.value.code == "SINK_MISMATCH" and "pair" in err.value.message
+    assert err.value.span is not None and "json" in err.value.hint

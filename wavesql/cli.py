@@ -52,7 +52,8 @@ def _show_status(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: options, and one sub-command per verb (module docstring)."""
     parser = argparse.ArgumentParser(prog="wavesql", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--master", help="Spark master URL (default local[*])")
@@ -84,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     status_p.add_argument("--json", action="store_true", help="the figures as JSON")
     demo_p = sub.add_parser("demo", help="generate demo data and run the demo queries")
     demo_p.add_argument("directory", nargs="?", default="wavesql_demo")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     try:
         if args.verb is None and args.command is None and _interactive():

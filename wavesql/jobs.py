@@ -12,7 +12,8 @@ never duplicates rows either.
 
 Where things go (sink path ``S``, job id ``J``)::
 
-    S/job=J/batch=000000007/part-*.parquet   micro-batch 7's rows (with _final, _progress)
+    S/job=J/batch=000000007/part-*.parquet   micro-batch 7's rows (with _final, _progress),
+                                             or part-*.csv / part-*.json: the sink's format
     S/job=J/_progress/batch=000000007.json   what micro-batch 7 did (rows in/late/out...)
     S/_wavesql/J/checkpoint/                 Spark's offsets + the runner's state
     S/_wavesql/J/late/                       late rows (unless the query says LATE INTO)
@@ -194,7 +195,8 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
                 query_text = query_text[:a] + blank_outside(query_text[a:b], []) + query_text[b:]
             cq = session.stream(query_text, str(output), str(home / "checkpoint"),
                                 trigger="availableNow", late=late or str(home / "late"),
-                                max_files_per_trigger=max_files_per_trigger)
+                                max_files_per_trigger=max_files_per_trigger,
+                                output_format=sink.format)
             cq.await_termination()
             for r in cq.reports:
                 report.batches += 1
@@ -231,12 +233,13 @@ def _replace_output(session, bound, text: str, output: Path) -> int:
     from wavesql import planner
     from wavesql.planner import ir
     from wavesql.planner.lower import Runtime
+    from wavesql.streaming import sinks
 
     stmt = planner.rewrite(ir.QueryStatement(bound.query))
     df = planner.lower(stmt, Runtime(session.spark, session.catalog, text))
     target = output / "batch=000000000"
     staging = output / "_staging" / target.name
-    df.write.mode("overwrite").parquet(str(staging))
+    sinks.write(df, str(staging), bound.sink.format)
     old = output / "_staging" / "replaced"
     if old.exists():
         shutil.rmtree(old)
@@ -244,7 +247,7 @@ def _replace_output(session, bound, text: str, output: Path) -> int:
         os.replace(target, old)
     os.replace(staging, target)
     shutil.rmtree(old, ignore_errors=True)
-    return session.spark.read.parquet(str(target)).count()
+    return sinks.count(session.spark, str(target), bound.sink.format, df.schema)
 
 
 # -- query files ------------------------------------------------------------------------------

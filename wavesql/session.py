@@ -162,7 +162,8 @@ class Session:
 
     def stream(self, text: str, output, checkpoint: str | os.PathLike, *,
                trigger: str = "availableNow", late: str | os.PathLike | None = None,
-               max_files_per_trigger: int | None = None, clock=None):
+               max_files_per_trigger: int | None = None, clock=None,
+               output_format: str = "parquet"):
         """Start ``text`` as a continuous query over the streams' directories (or, for a
         query over a SIGNAL, over its directory of arriving WAV files: streaming/signals.py).
 
@@ -179,6 +180,9 @@ class Session:
         late : path, optional
             Late-row sink (``LATE INTO`` in the query also sets it); default
             ``<checkpoint>/late``.
+        output_format : str
+            ``parquet`` (default), ``csv`` (with a header line) or ``json``: the format of
+            each micro-batch's folder under ``output``.
 
         Returns
         -------
@@ -189,7 +193,8 @@ class Session:
         from wavesql.streaming import start
 
         return start(self, text, output, checkpoint, trigger=trigger, late=late,
-                     max_files_per_trigger=max_files_per_trigger, clock=clock or time.time)
+                     max_files_per_trigger=max_files_per_trigger, clock=clock or time.time,
+                     output_format=output_format)
 
     def close(self) -> None:
         """Close the catalog (the SparkSession is left to its owner)."""
