@@ -253,11 +253,12 @@ def test_insert_errors_are_positioned(ws, tmp_path):
     write_input(tmp_path / "in", 0)
     ws.sql(f"CREATE STREAM readings (id BIGINT, sensor STRING, v DOUBLE, ts TIMESTAMP) "
            f"FROM '{tmp_path / 'in'}' FORMAT parquet EVENT TIME ts")
-    ws.sql(f"CREATE SINK j TO '{tmp_path / 'j'}' FORMAT json")
+    ws.sql(f"CREATE SINK c TO '{tmp_path / 'c'}' FORMAT csv")
     ws.sql(f"CREATE SINK p (id BIGINT, extra INT) TO '{tmp_path / 'p'}' FORMAT parquet")
     cases = {
         "INSERT INTO readings SELECT 1 AS x": ("WRONG_OBJECT_KIND", "readings"),
-        "INSERT INTO j SELECT id FROM readings": ("NOT_IMPLEMENTED", "j"),
+        "INSERT INTO c SELECT named_struct('i', id) AS s FROM readings": (
+            "SINK_MISMATCH", "SELECT named_struct('i', id) AS s FROM readings"),
         "INSERT INTO p (id) SELECT id FROM readings": ("NOT_IMPLEMENTED", "id"),
         "INSERT INTO p SELECT id FROM readings": ("SINK_MISMATCH", "SELECT id FROM readings"),
         "INSERT INTO p SELECT idd FROM readings": ("UNKNOWN_COLUMN", "idd"),
