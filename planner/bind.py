@@ -168,6 +168,11 @@ def _explained_statement(stmt: ParsedStatement, target: exp.Expression) -> Parse
 # ---------------------------------------------------------------------------------------
 def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindContext,
                 top_level: bool = False) -> ir.Relation:
+    from . import combine
+
+    # MERGE(...) / ZIP(...) become subqueries first, so everything else binds them as such
+    given = node
+    node = combine.expand(node, lambda table: _resolve_relation(table.name, table, ctx))
     _check_functions(node, ctx)
     node, streams = _extract_relation_to_streams(node, ctx)
     node, windows = _extract_windows(node, ctx)
@@ -181,7 +186,7 @@ def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCon
     inputs = own + _bind_inputs(node, ctx, skip={name for name, _ in own})
     # Plain Spark SQL at the top level: hand Spark the user's exact text, so that Spark sees
     # what the user typed and its error positions map back one to one.
-    if top_level and stmt is not None and not own and not binned:
+    if top_level and stmt is not None and not own and not binned and node is given:
         sql, offset = stmt.text, stmt.start
     else:
         sql, offset = to_spark_sql(node), None
@@ -609,7 +614,7 @@ def _construct_name(node: exp.Expression) -> str:
     names = {
         "StreamWindow": "a stream window `[...]`",
         "Emit": "EMIT", "LateInto": "LATE INTO", "RelationToStream": "ISTREAM/DSTREAM/RSTREAM",
-        "Resample": "RESAMPLE", "SyncRange": "SYNC JOIN", "SyncJoin": "SYNC JOIN",
+        "Resample": "RESAMPLE", "Combine": "MERGE/ZIP", "SyncRange": "SYNC JOIN", "SyncJoin": "SYNC JOIN",
     }
     return names.get(type(node).__name__, type(node).__name__)
 

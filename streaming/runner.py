@@ -40,6 +40,10 @@ Exactly once: Spark re-runs a micro-batch after a crash with the same id and the
 every file this runner writes is named by the batch id and overwritten on a re-run, and the
 state a batch starts from is the committed state of the batch before it (``state.json`` is
 written last, atomically).
+
+Files still being written when Spark lists them (copied into place rather than renamed) are
+waited for and then read whole, by the runner itself from the batch's file list in Spark's
+log: see :mod:`.files`.
 """
 
 from __future__ import annotations
@@ -137,6 +141,12 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
         raise WaveSQLError("UNSUPPORTED_STATEMENT", f"a continuous query is one statement, got "
                            f"{len(stmts)}")
     stmt = stmts[0]
+    for zipped in stmt.node.find_all(wn.Combine):
+        if zipped.kind == "ZIP":  # planner/combine.py: row numbers from the first row on
+            raise WaveSQLError("STREAMING_RULE", "ZIP cannot run continuously: pairing the "
+                               "i-th rows numbers every row since the beginning of each input",
+                               Span.of(zipped), hint="ZIP the output of a query over a "
+                               "recorded stretch (a batch query), or join on a key instead")
     emit = next(iter(stmt.node.find_all(wn.Emit)), None)
     late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
     session._user_text = text
@@ -512,12 +522,7 @@ class ContinuousQuery:
         frames = []
         for inp in self.inputs:
             s = inp.stream
-            options = stream_reader_options(s)
-            ddl = ir.Schema.of_columns(s.columns).ddl()
-            if bad_rows.applies(s, options):
-                # malformed CSV/JSON rows are marked, then quarantined (planner/bad_rows.py)
-                options.update(bad_rows.reader_options(s.format))
-                ddl = bad_rows.schema_ddl(ddl, s.format)
+            ddl, options = _reader_settings(s)
             reader = self.spark.readStream.format(s.format).schema(ddl).options(**options)
             if max_files is not None:
                 reader = reader.option("maxFilesPerTrigger", str(max_files))
@@ -590,10 +595,11 @@ class ContinuousQuery:
         arrived = self._arrivals(batch_id)  # for the result latency
         buffers, fresh, progress = {}, {}, {}
         late_parts, quarantine_parts, cached = [], [], [batch_df]
+        read_files: list[str] = []  # what this batch reads (streaming/files.py)
         for inp in self.inputs:
             s = inp.stream
             mine = state["inputs"].get(s.key, {"progress": None, "max_ts": None})
-            rows = batch_df.where(F.col("__src") == inp.index).select(f"{inp.column}.*", "__file")
+            rows = self._input_rows(spark, batch_df, inp, batch_id, read_files)
             marked = bad_rows.CORRUPT_COLUMN in rows.columns
             malformed = (F.col(bad_rows.CORRUPT_COLUMN).isNotNull() if marked else F.lit(False))
             ts = F.unix_micros(F.col(f"`{s.event_time}`"))
@@ -651,6 +657,7 @@ class ContinuousQuery:
                                "max_ts": max_ts}
             fresh[s.key] = on_time
             buffers[s.key] = self._read_buffer(spark, inp, state).unionByName(on_time)
+        quarantine_parts += self._changed_files(spark, batch_id, read_files)
         known = [p["progress"] for p in progress.values()]
         overall = None if any(p is None for p in known) else min(known)
         previous = state["progress"]
@@ -689,6 +696,52 @@ class ContinuousQuery:
         self.reports.append(report)
         for df in cached + [out]:
             df.unpersist()
+
+    def _changed_files(self, spark, batch_id: int, read_files: list[str]) -> list:
+        """Quarantine records (``_record`` NULL) for files earlier batches read that changed
+        since -- their new content is not read -- and the record of this batch's files."""
+        from . import files
+
+        changed = files.changed_since_read(self.checkpoint, batch_id)
+        files.record_read(self.checkpoint, batch_id, read_files, changed)
+        if not changed:
+            return []
+        owner = {}
+        for inp in self.inputs:
+            for path, *_ in changed:
+                if _belongs(path, inp.stream.path):
+                    owner.setdefault(path, inp.stream.name)
+        rows = [(owner.get(path), f"file://{path}", None, files.describe_change(b, then, now))
+                for path, b, then, now in changed]
+        return [spark.createDataFrame(
+            rows, "_stream string, _file string, _record string, " + f"{REASON} string")]
+
+    def _input_rows(self, spark, batch_df, inp: _Input, batch_id: int,
+                    read_files: list[str] | None = None):
+        """The batch's new rows of ``inp`` (its columns and ``__file``), read whole.
+
+        Spark's file source fixed each new file's size when it listed it, so a file still
+        being written then (copied in place) would be read in part and never again. The
+        batch's files are taken from Spark's file log instead, waited for until complete,
+        and read as they are now (streaming/files.py); a re-run of the batch reads the same
+        files, so it stays exactly once.
+        """
+        from pyspark.sql import functions as F
+
+        from . import files
+
+        listed = [p for p, _ in files.batch_files(self.checkpoint, inp.index, batch_id)]
+        if not listed or not all(_belongs(p, inp.stream.path) for p in listed):
+            return batch_df.where(F.col("__src") == inp.index).select(
+                f"{inp.column}.*", "__file")
+        files.wait_until_ready(listed, inp.stream.format)
+        if read_files is not None:
+            read_files.extend(listed)
+        s = inp.stream
+        ddl, options = _reader_settings(s)
+        frame = spark.read.format(s.format).schema(ddl).options(**options).load(listed)
+        return frame.select(*[F.col(f"`{c}`") for c in frame.columns],
+                            F.input_file_name().alias("__file"))
 
     def _results(self, spark, streams: dict, previous: int | None, overall: int | None):
         from pyspark.sql import functions as F
@@ -831,6 +884,33 @@ class ContinuousQuery:
         tmp = folder / f"batch={report.batch:09d}.json.tmp"
         tmp.write_text(json.dumps(asdict(report)))
         os.replace(tmp, folder / f"batch={report.batch:09d}.json")
+
+
+def _reader_settings(s: cat.StreamDef) -> tuple[str, dict]:
+    """(schema DDL, reader options) a continuous query reads stream ``s``'s files with."""
+    options = stream_reader_options(s)
+    ddl = ir.Schema.of_columns(s.columns).ddl()
+    if bad_rows.applies(s, options):
+        # malformed CSV/JSON rows are marked, then quarantined (planner/bad_rows.py)
+        options.update(bad_rows.reader_options(s.format))
+        ddl = bad_rows.schema_ddl(ddl, s.format)
+    return ddl, options
+
+
+def _belongs(uri: str, stream_path: str) -> bool:
+    """Whether the file ``uri`` (from Spark's file log) is one of ``stream_path``'s."""
+    import fnmatch
+
+    from .files import local_path
+
+    path = local_path(uri)
+    if path is None:
+        return False
+    root = os.path.abspath(stream_path)
+    path = os.path.abspath(path)
+    if any(ch in root for ch in "*?["):
+        return fnmatch.fnmatch(path, root) or fnmatch.fnmatch(os.path.dirname(path), root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 class _Held:

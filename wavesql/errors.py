@@ -51,6 +51,8 @@ ERROR_CODES: dict[str, str] = {
     "CONFLICT": "another process changed the same definition concurrently",
     # types and planning
     "TYPE_ERROR": "an expression has the wrong type for where it is used",
+    "SCHEMA_MISMATCH": "the inputs of MERGE do not have the same columns and types",
+    "ZIP_ORDER": "an input of ZIP has no order to pair rows by (no event time, no BY column)",
     "NOT_IMPLEMENTED": "the construct parses but is not implemented yet",
     "STREAMING_RULE": "the query cannot run over an unbounded stream as written",
     # signals (raised by kernels in wavesql.udfs, positioned by the planner)
@@ -64,6 +66,8 @@ ERROR_CODES: dict[str, str] = {
     "SIGNAL_GAP": "a gap in sample numbers where the query asked for none (degap 'error')",
     "OVERLAPPING_SEGMENTS": "two segments of one signal (one rewindow key) hold the same sample "
                             "number",
+    "NON_FINITE_SAMPLES": "a signal function failed on NaN or infinite samples (see the "
+                          "non-finite policy in udfs/registry.py)",
     "MISALIGNED_CHANNELS": "the channels (SigSeg columns) of one row differ in start or width",
     "CORRUPT_FILE": "a signal file is not readable (bad header, missing chunks)",
     "TRUNCATED_FILE": "a signal file ends before its header says it should",
@@ -71,6 +75,10 @@ ERROR_CODES: dict[str, str] = {
     "CHANNEL_MISMATCH": "a file has a different number of channels than the signal declares",
     "MALFORMED_ROW": "a CSV/JSON row does not parse as the stream's columns (batch queries "
                      "fail on it; continuous queries quarantine it)",
+    "INCOMPLETE_FILE": "an input file of a continuous query was still being written when its "
+                       "micro-batch had to read it (nothing of the batch is committed)",
+    "FILE_CHANGED": "a file a continuous query already read changed afterwards (grew, shrank "
+                    "or was rewritten)",
     "OVERLAPPING_FILES": "two files of one signal claim the same samples",
     "INVALID_FILE_TIMESTAMP": "a file name does not carry a readable start time",
     "OUT_OF_ORDER_FILE": "a new file sorts before one a stream already read (it would rewrite "
@@ -78,6 +86,8 @@ ERROR_CODES: dict[str, str] = {
     # running
     "JAVA_MISSING": "no usable Java runtime was found for Spark",
     "SPARK_ERROR": "Spark rejected the query; the message is Spark's",
+    "SPARK_UNAVAILABLE": "the connection to Spark was lost (its JVM exited) or its "
+                         "SparkContext was stopped while a query ran",
     "FILE_NOT_FOUND": "a query file passed to execute_file does not exist",
     # query files, sinks and schedules (wavesql run / schedule)
     "SINK_MISMATCH": "an INSERT INTO query does not produce the columns its sink declares",

@@ -43,6 +43,8 @@ from wavesql.dialect.nodes import (
     LateInto,
     RelationToStream,
     Resample,
+    Combine,
+    ZipInput,
     ShowObjects,
     StreamWindow,
     SyncRange,
@@ -70,6 +72,8 @@ __all__ = [
     "Emit",
     "LateInto",
     "Resample",
+    "Combine",
+    "ZipInput",
 ]
 
 
@@ -166,7 +170,8 @@ def parse_statements(text: str, *, lenient: bool = False) -> list[Statement]:
                        WaveSQLError("PARSE_ERROR", f"malformed statement ({error!r})",
                                     Span(start, end), query=text))
             if not lenient or _is_wavesql_statement(chunk) or any(
-                    t.token_type == TokenType.L_BRACKET for t in chunk):
+                    t.token_type == TokenType.L_BRACKET for t in chunk) or \
+                    _has_wavesql_table_function(chunk):
                 raise failure from error
             names = tuple(t.text for t in chunk if t.token_type in (TokenType.VAR,
                                                                      TokenType.IDENTIFIER))
@@ -393,6 +398,15 @@ def _is_wavesql_statement(chunk: list[Token]) -> bool:
     if words[0] == "SHOW":
         return len(words) > 1 and words[1] in ("STREAMS", "SIGNALS", "SINKS")
     return words[0] in ("CREATE", "DROP") and any(w in OBJECT_KINDS for w in words[1:])
+
+
+def _has_wavesql_table_function(chunk: list[Token]) -> bool:
+    """``FROM/JOIN RESAMPLE|MERGE|ZIP (``: WaveSQL's table sources, which Spark lacks."""
+    for before, word, after in zip(chunk, chunk[1:], chunk[2:]):
+        if (before.text.upper() in ("FROM", "JOIN") and after.token_type == TokenType.L_PAREN
+                and word.text.upper() in ("RESAMPLE", "MERGE", "ZIP")):
+            return True
+    return False
 
 
 _TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: [^>]*>")

@@ -46,6 +46,8 @@ from wavesql.dialect.nodes import (
     LateInto,
     RelationToStream,
     Resample,
+    Combine,
+    ZipInput,
     ShowObjects,
     StreamWindow,
     SyncRange,
@@ -489,14 +491,46 @@ class WaveSQLParser(SparkParser):
                      parse_bracket: bool = False, is_db_reference: bool = False,
                      parse_partition: bool = False, consume_pipe: bool = False) -> exp.Expr | None:
         if not schema and not is_db_reference and self._next.token_type == TokenType.L_PAREN:
-            word = self._word() if self._curr.token_type == TokenType.VAR else ""
+            word = self._word() if self._curr.token_type in (TokenType.VAR, TokenType.MERGE) \
+                else ""
             if word == "RESAMPLE":
                 return self._parse_resample(alias_tokens)
+            if word in ("MERGE", "ZIP"):
+                return self._parse_combine(word, alias_tokens)
             if word in RELATION_TO_STREAM_KINDS:
                 return self._parse_relation_to_stream(with_alias=True)
         return super()._parse_table(schema=schema, joins=joins, alias_tokens=alias_tokens,
                                     parse_bracket=parse_bracket, is_db_reference=is_db_reference,
                                     parse_partition=parse_partition, consume_pipe=consume_pipe)
+
+    def _parse_combine(self, kind: str, alias_tokens: t.Collection[TokenType] | None) -> Combine:
+        first = self._curr
+        usage = ("MERGE(stream, stream[, ...])" if kind == "MERGE"
+                 else "ZIP(stream [BY column], stream [BY column][, ...])")
+        self._advance(2)
+        inputs = []
+        while True:
+            start = self._curr
+            table = self._parse_table_parts()
+            if table is None or not table.name:
+                self._fail(f"expected a stream name in {kind}(", hint=usage)
+            order = None
+            if kind == "ZIP" and self._match_text_seq("BY"):
+                order = self._parse_column()
+                if order is None:
+                    self._fail("expected a column after BY", hint=usage)
+            inputs.append(self._positioned(ZipInput(this=table, order=order), start))
+            if not self._match(TokenType.COMMA):
+                break
+        if not self._match(TokenType.R_PAREN):
+            self._fail(f"expected `,` or ) in {kind}(", hint=usage)
+        if len(inputs) < 2:
+            self._fail(f"{kind} needs two or more inputs", first, hint=usage)
+        node = self._positioned(Combine(kind=kind, expressions=inputs), first)
+        alias = self._parse_table_alias(alias_tokens or self.TABLE_ALIAS_TOKENS)
+        if alias:
+            node.set("alias", alias)
+        return node
 
     def _parse_resample(self, alias_tokens: t.Collection[TokenType] | None) -> Resample:
         first = self._curr
@@ -694,6 +728,12 @@ def _within_group_sql(self, e: exp.WithinGroup) -> str:
 class SparkOutGenerator(SparkGenerator):
     """Spark's generator with the fixes WaveSQL needs to hand user SQL back to Spark."""
 
+    # Spark's strict-non-reserved words cannot be a bare alias even outside ANSI mode
+    # (`FROM t AS right` is a syntax error): back-quote them, as a user who wrote them had to.
+    RESERVED_KEYWORDS = SparkGenerator.RESERVED_KEYWORDS | {
+        "anti", "cross", "except", "full", "inner", "intersect", "join", "lateral", "left",
+        "minus", "natural", "on", "right", "semi", "setminus", "union", "using"}
+
     TRANSFORMS = {
         **SparkGenerator.TRANSFORMS,
         exp.RegexpReplace: _regexp_replace_sql,
@@ -726,6 +766,9 @@ class WaveSQLGenerator(SparkOutGenerator):
         Emit: lambda self, e: self.seg(f"EMIT {e.kind}"),
         LateInto: lambda self, e: self.seg(f"LATE INTO {self.sql(e, 'this')}"),
         Resample: lambda self, e: self.resample_sql(e),
+        Combine: lambda self, e: self.combine_sql(e),
+        ZipInput: lambda self, e: self.sql(e, "this") + (
+            f" BY {self.sql(e, 'order')}" if e.args.get("order") else ""),
     }
 
     def wave_interval_sql(self, node: exp.Expr | None, keyword: bool = False) -> str:
@@ -802,6 +845,11 @@ class WaveSQLGenerator(SparkOutGenerator):
     def relationtostream_sql(self, e: RelationToStream) -> str:
         alias = self.sql(e, "alias")
         return f"{e.kind} {self.wrap(e)}" + (f" AS {alias}" if alias else "")
+
+    def combine_sql(self, e: Combine) -> str:
+        alias = self.sql(e, "alias")
+        return (f"{e.kind}({self.expressions(e, flat=True)})"
+                + (f" AS {alias}" if alias else ""))
 
     def resample_sql(self, e: Resample) -> str:
         args = [self.sql(e, "this"), self.sql(e, "time"),

@@ -45,6 +45,8 @@ __all__ = [
     "Emit",
     "LateInto",
     "Resample",
+    "Combine",
+    "ZipInput",
     "OBJECT_KINDS",
     "WINDOW_KINDS",
     "EXPLAIN_KINDS",
@@ -288,6 +290,31 @@ class Resample(WaveSQLNode):
     """
 
     arg_types = {"this": True, "time": True, "period": True, "method": False, "alias": False}
+
+
+class Combine(WaveSQLNode):
+    """``MERGE(a, b, ...)`` or ``ZIP(a [BY col], b [BY col], ...)`` as a table source.
+
+    ``MERGE`` is the union of its inputs with a ``_source`` column naming each row's input;
+    ``ZIP`` pairs the i-th rows of its inputs (planner/combine.py has the semantics).
+
+    Args:
+        kind: ``"MERGE"`` or ``"ZIP"``.
+        expressions: ``ZipInput`` per input.
+        alias: ``exp.TableAlias`` or ``None``.
+    """
+
+    arg_types = {"kind": True, "expressions": True, "alias": False}
+
+    @property
+    def kind(self) -> str:
+        return self.args["kind"]
+
+
+class ZipInput(WaveSQLNode):
+    """One input of MERGE/ZIP: ``this`` an ``exp.Table``, ``order`` the ``BY`` column (ZIP)."""
+
+    arg_types = {"this": True, "order": False}
 
 
 #: Args WaveSQL adds to sqlglot's own node classes (see the module docstring).
