@@ -42,6 +42,9 @@ Options (all strings)
                        between micro-batches (see *Streaming*); the continuous-query runner
                        passes ``<checkpoint>/signal_state``.
 ``max_files_per_trigger``  streaming only: read at most this many new files per micro-batch.
+``settle_ms``          streaming only: how long a file whose header does not say where its
+                       data ends must have been left alone before it is read (default 1000,
+                       or ``$WAVESQL_FILE_SETTLE_SECONDS``); see *Files still being written*.
 
 Windows
 -------
@@ -79,8 +82,20 @@ sample. **The partial tail window is never emitted in streaming** until the stre
 marked finished by a file ``*.eof`` in the directory (``final: true``); a ``.wav`` arriving
 after the marker is ``OUT_OF_ORDER_FILE``. So the union of all micro-batches equals the batch
 read of the same files (without the marker: minus the tail piece(s) still waiting). Files
-must be complete when they appear (write ``x.wav.part``, then rename); files already read
-must stay in place. Without ``state_dir``, stateful programs need a finite look-back (the
+already read must stay in place and unchanged.
+
+**Files still being written** are deferred, not read in part: a new file is taken only once
+it is complete -- its header parses and declares exactly the data present, or, for a header
+that does not say where the data ends (a streaming recorder's unpatched size 0/0xFFFFFFFF)
+or a file shorter than its header says (being copied in place), once it has not been
+modified for ``settle_ms`` (``_TRUNCATED_GRACE`` times that for a truncated file, which is
+then read leniently as a truncated file, as before). A deferred file holds back every file
+after it in timeline order, so the timeline never changes; a later trigger takes them (with
+``availableNow``, the run waits for them instead, up to the same bounds). Offsets record each
+file's size (``"sizes"``): a file read by an earlier micro-batch whose size changed is
+``FILE_CHANGED`` -- its samples are already on the timeline, and moving them would duplicate
+or drop windows. Writing ``x.wav.part`` and renaming it into place avoids all of this.
+Headers are read once per (path, size, modification time), not on every micro-batch. Without ``state_dir``, stateful programs need a finite look-back (the
 Evaluator does not survive between micro-batches, so each batch warms up from the look-back
 region); ``sequential`` or an unbounded look-back in streaming is then ``NOT_IMPLEMENTED``.
 
@@ -116,6 +131,7 @@ import json
 import logging
 import math
 import os
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
@@ -138,7 +154,12 @@ _log = logging.getLogger("wavesql.wav_source")
 _DEFAULTS = {"segment": 4096, "partition_samples": 8_388_608, "block_samples": 1 << 20}
 _OPTIONS = ("path", "rate", "channels", "timeline", "epoch_us", "tolerance", "segment",
             "window", "slide", "program", "partition_samples", "block_samples", "lookback",
-            "sequential", "strict", "state_dir", "max_files_per_trigger")
+            "sequential", "strict", "state_dir", "max_files_per_trigger", "settle_ms")
+#: Streaming: a file whose header does not say where its data ends is read once it has not
+#: been modified for this long (``settle_ms``; ``$WAVESQL_FILE_SETTLE_SECONDS``).
+_SETTLE_MS = int(float(os.environ.get("WAVESQL_FILE_SETTLE_SECONDS", "1.0")) * 1000)
+#: ... and a truncated one (its header declares more data) after this many times that.
+_TRUNCATED_GRACE = 10
 
 
 # ---------------------------------------------------------------------------------- options
@@ -162,6 +183,7 @@ class WavOptions:
     strict: bool = False
     state_dir: str | None = None
     max_files_per_trigger: int | None = None
+    settle_ms: int = _SETTLE_MS
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> "WavOptions":
@@ -232,7 +254,8 @@ class WavOptions:
             block_samples=integer("block_samples", _DEFAULTS["block_samples"], 1),
             lookback=integer("lookback", None, 0), sequential=flag("sequential"),
             strict=flag("strict"), state_dir=opts.get("state_dir") or None,
-            max_files_per_trigger=integer("max_files_per_trigger", None, 1))
+            max_files_per_trigger=integer("max_files_per_trigger", None, 1),
+            settle_ms=integer("settle_ms", _SETTLE_MS, 0))
 
 
 def _bad(path: str, message: str, hint: str | None = None) -> WavError:
@@ -339,7 +362,8 @@ def _program(text: str):
 
 
 def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
-         files: Sequence[str] | None = None, allow_empty: bool | None = None) -> WavPlan:
+         files: Sequence[str] | None = None, allow_empty: bool | None = None,
+         read=None, identity=None) -> WavPlan:
     """Check the options and files and place the files on their timeline (driver side).
 
     Parameters
@@ -353,6 +377,10 @@ def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
         The files to plan (default: list ``path``); streaming passes its own listing.
     allow_empty : bool, optional
         Whether no files is fine (default: in streaming).
+    read : callable, optional
+        ``read(path, strict=...) -> WavInfo`` in place of ``read_info`` (a header cache).
+    identity : callable, optional
+        How to tell two names of one file apart (``plan_timeline``'s ``identity``).
 
     Raises
     ------
@@ -372,7 +400,7 @@ def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
                        "check the FROM path of the signal")
     rate, channels = o.rate, o.channels
     if paths and (rate is None or channels is None):
-        first = read_info(sorted(paths)[0], strict=o.strict)
+        first = (read or read_info)(sorted(paths)[0], strict=o.strict)
         rate = first.rate if rate is None else rate
         channels = channels or tuple(f"ch{i + 1}" for i in range(first.channels))
     if channels is None:
@@ -396,7 +424,8 @@ def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
                        "query as a batch")
     placements = plan_timeline(paths, rate if rate is not None else 1, mode=o.timeline,
                                channels=len(channels), epoch_us=o.epoch_us,
-                               tolerance=o.tolerance, strict=o.strict) if paths else []
+                               tolerance=o.tolerance, strict=o.strict,
+                               read=read, identity=identity) if paths else []
     truncated = [p.path for p in placements if p.info.truncated]
     for p in truncated:
         _log.warning("%s is truncated; reading the whole frames present", p)
@@ -686,7 +715,7 @@ class _Scan:
     def __getstate__(self):
         # The plan (every file's header) stays on the driver; partitions carry their files.
         state = dict(self.__dict__)
-        for key in ("_plan", "_cached"):
+        for key in ("_plan", "_cached", "_infos", "_stats"):
             state.pop(key, None)
         return state
 
@@ -710,12 +739,97 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
     """Micro-batches over a growing directory of WAV files (offsets: module docstring)."""
 
     def __init__(self, options, schema):
+        #: header cache: path -> ((size, mtime_ns), WavInfo); filled before the first plan
+        self._infos: dict[str, tuple[tuple[int, int], object]] = {}
         self._init_scan(options, schema, streaming=True)
         self._frozen: tuple[list[str], bool] | None = None  # availableNow: listing, eof
         self._cached: tuple[tuple[str, ...], WavPlan] | None = None
+        self._stats: dict[str, os.stat_result] = {}  # this latestOffset call's stats
 
     def initialOffset(self) -> dict:
         return {"end": None, "files": [], "final": False}
+
+    def _stat(self, path: str) -> os.stat_result:
+        """``os.stat``, once per file and ``latestOffset`` call (``self._stats``)."""
+        st = self._stats.get(path)
+        if st is None:
+            st = self._stats[path] = os.stat(path)
+        return st
+
+    def _identity(self, path: str):
+        """Device and inode: one file under two names is placed once (as realpath would
+        tell, without its per-component lstat calls)."""
+        try:
+            st = self._stat(path)
+        except OSError:
+            return os.path.realpath(path)  # read_info then says what is wrong
+        return (st.st_dev, st.st_ino)
+
+    def _info(self, path: str, *, strict: bool = False):
+        """``read_info`` once per (path, size, modification time)."""
+        st = self._stat(path)
+        key = (st.st_size, st.st_mtime_ns)
+        hit = self._infos.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        info = read_info(path, strict=strict)
+        self._infos[path] = (key, info)
+        return info
+
+    def _not_ready(self, path: str, now: float) -> bool:
+        """Whether the new file ``path`` may still be being written (module docstring)."""
+        settle = self.options.settle_ms / 1000.0
+        try:
+            st = self._stat(path)
+        except FileNotFoundError:
+            return True  # renamed away between the listing and now
+        quiet = now - st.st_mtime
+        try:
+            info = self._info(path)
+        except WavError:
+            return quiet < settle  # a header not written yet; once quiet, plan() says why
+        if info.truncated:
+            return quiet < settle * _TRUNCATED_GRACE
+        return info.open_ended and quiet < settle
+
+    def _admit(self, start: dict, listed: list[str]) -> tuple[list[str], bool]:
+        """The files a micro-batch may read: the known ones (checked unchanged), then the
+        new ones in timeline order up to the first that is not complete yet. Returns them
+        and whether one was held back."""
+        known = list(start.get("files") or [])
+        sizes = start.get("sizes")
+        if sizes is not None and len(sizes) == len(known):
+            for path, size in zip(known, sizes):
+                try:
+                    now_size = self._stat(path).st_size
+                except FileNotFoundError:
+                    continue  # _plan_files reports it (MISSING_PATH)
+                if now_size != size:
+                    raise WavError("FILE_CHANGED", path, f"the file was read by an earlier "
+                                   f"micro-batch with {size} bytes and now has {now_size}",
+                                   "files of a stream must not change once read: write each "
+                                   "file aside and rename it into place; restore the file, or "
+                                   "start the query from a fresh checkpoint")
+        seen = set(known)
+        new = sorted((f for f in listed if f not in seen), key=self._order_key)
+        now, admitted = time.time(), []
+        for path in new:
+            if self._not_ready(path, now):
+                _log.info("%s: not complete yet; deferred with the files after it", path)
+                return known + admitted, True
+            admitted.append(path)
+        return known + admitted, False
+
+    def _order_key(self, path: str):
+        """Timeline order of new files, from their names alone."""
+        from wavesql.udfs.wav import _natural_key, parse_file_timestamp
+
+        if self.options.timeline == "timestamped":
+            try:
+                return (0, parse_file_timestamp(path), _natural_key(path))
+            except WavError:
+                return (1, 0, _natural_key(path))  # plan() reports the bad name
+        return (0, 0, _natural_key(path))
 
     def prepareForTriggerAvailableNow(self) -> None:
         # availableNow: read what is there now and not what arrives during the run.
@@ -727,7 +841,8 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
         if self._cached is not None and self._cached[0] == key:
             p = self._cached[1]
         else:
-            p = plan(self.options, streaming=True, files=files)
+            p = plan(self.options, streaming=True, files=files, read=self._info,
+                     identity=self._identity)
             self._cached = (key, p)
         order = [x.path for x in p.placements]
         if order[:len(known)] != list(known):
@@ -745,16 +860,32 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
         return p
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        start = start or self.initialOffset()
+        self._stats = {}  # stat each file once per call (readiness, sizes, header cache)
+        try:
+            return self._latest(start or self.initialOffset())
+        finally:
+            self._stats = {}
+
+    def _latest(self, start: dict) -> dict:
         known = list(start.get("files") or [])
         listed, eof = self._frozen or (list_wav_files(self.options.path),
                                        _eof_marked(self.options.path))
-        final = bool(start.get("final")) or eof
         if start.get("final") and set(listed) - set(known):
             new = sorted(set(listed) - set(known))[0]
             raise WavError("OUT_OF_ORDER_FILE", new, "the file arrived after the stream was "
                            "marked finished (*.eof)", "remove the .eof marker before adding "
                            "files, and restart the query from a fresh checkpoint")
+        listed, held = self._admit(start, listed)
+        if held and self._frozen is not None:
+            # availableNow: wait for the files present at the start rather than end the
+            # run without them (bounded: the truncated-file grace)
+            deadline = time.time() + self.options.settle_ms / 1000.0 * (_TRUNCATED_GRACE + 1)
+            while held and time.time() < deadline:
+                time.sleep(min(0.1, self.options.settle_ms / 4000.0 + 0.01))
+                self._stats = {}
+                listed, held = self._admit(start, self._frozen[0])
+        # the end of the recording is only final once every file before the marker is in
+        final = bool(start.get("final")) or (eof and not held)
         p = self._plan_files(known, listed)
         cap = self.options.max_files_per_trigger
         if cap is not None and len(p.placements) > len(known) + cap:
@@ -771,10 +902,18 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
             k_end = (p.runs[-1].end - n) // m + 1
         if start.get("end") is not None:
             k_end = max(k_end, start["end"] // m) if k_end is not None else start["end"] // m
-        return {"end": None if k_end is None else k_end * m,
-                "files": [x.path for x in p.placements], "final": final}
+        files = [x.path for x in p.placements]
+        return {"end": None if k_end is None else k_end * m, "files": files,
+                "final": final, "sizes": [self._size(f) for f in files]}
+
+    def _size(self, path: str) -> int | None:
+        try:
+            return self._stat(path).st_size
+        except OSError:
+            return None
 
     def partitions(self, start: dict, end: dict):
+        self._stats = {}
         m = self.options.slide
         if end.get("end") is None:
             return []

@@ -249,7 +249,12 @@ class Evaluator:
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
     def _run(self, rows: "_Rows", discard_before: int | None):
-        """(output columns, indices of the kept rows) for ``rows``."""
+        """(output columns, indices of the kept rows) for ``rows``; NaN and Inf samples
+        propagate quietly (no floating-point warnings: ``registry``'s non-finite policy)."""
+        with np.errstate(all="ignore"):
+            return self._run_rows(rows, discard_before)
+
+    def _run_rows(self, rows: "_Rows", discard_before: int | None):
         keep = np.ones(rows.k, dtype=bool)
         if discard_before is not None:
             keep &= rows.starts >= discard_before

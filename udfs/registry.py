@@ -18,6 +18,38 @@ States are plain picklable values (dicts of ints, floats, strings, tuples and nu
 because Spark carries them across micro-batches. Kernels never mutate a state they are
 given, so re-running a batch from a saved state reproduces the same output.
 
+Non-finite samples (NaN, +Inf, -Inf)
+------------------------------------
+Samples may be NaN or infinite (float WAV files hold them; so does arithmetic upstream).
+One policy holds for every function, checked for each registered one by
+``tests/test_kernels_nonfinite.py`` (segments with a NaN, a +Inf, a -Inf, all NaN, empty):
+
+- **The result follows IEEE 754 / numpy propagation**, as each entry's doc and its family
+  module say. Nothing is replaced, skipped or clipped silently, except where a function
+  documents it (``trimpeak`` ignores NaN when looking for the peak, ``zero_crossings`` skips
+  NaN like zeros, ``threshold_ranges`` counts NaN as not above, ``cfar`` ignores NaN
+  scores). In short: shape functions move samples untouched; statistics are NaN when a
+  sample is NaN (Inf follows IEEE: ``seg_max`` of [1, Inf] is Inf, ``seg_std`` NaN);
+  pointwise functions and windows act per sample; spectra (``fft``, ``psd``,
+  ``spectrogram``, ``band_energy``...) are NaN in every bin one non-finite sample reaches
+  (all of them for ``fft``); wavelet coefficients are NaN/Inf where their support touches
+  one; filters and ``resample`` carry it in their delay line -- an FIR for ``len(taps)``
+  samples, an IIR (Butterworth, notch, ``iir``) **until a gap in sample numbers resets its
+  state**, across segments and micro-batches.
+- **No floating-point warnings**: kernels run under ``numpy.errstate(all='ignore')``
+  (:func:`call`, the vectorised forms, and the program evaluator), so ``Inf - Inf`` gives
+  NaN quietly instead of a warning per window in the executors' logs.
+- **Never an exception from inside numpy, scipy or PyWavelets**: every registered kernel
+  and vectorised form is wrapped so that, should one fail on an input holding non-finite
+  samples, the failure is ``SignalError("NON_FINITE_SAMPLES")`` naming the function (the
+  query's error, with its code, like any other signal-function error); the other errors are
+  the documented codes (``EMPTY_SEGMENT``, ``SEGMENT_TOO_SHORT``, ...).
+
+In a WHERE, a NaN result compares as Spark compares it -- equal to NaN and greater than
+every number (``udfs/program.py``) -- so ``WHERE seg_rms(ch1) > 0.1`` keeps a window whose
+samples hold a NaN; ``WHERE seg_rms(ch1) < 1e300`` keeps exactly the non-empty windows whose
+samples are all finite.
+
 Values kernels see: :class:`~wavesql.udfs.sigseg.SigSeg`,
 :class:`~wavesql.udfs.kernels.values.Spectrum`, :class:`~wavesql.udfs.kernels.values.Ranges`,
 Python ``float``/``int``/``bool``/``str`` and 1-D numpy arrays. The families register
@@ -35,11 +67,15 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .sigseg import SignalError
+import numpy as np
+
+from .sigseg import SegBlock, SigSeg, SignalError
 
 #: The logical types a type rule speaks (the lead engineer maps them onto Spark types).
 LOGICAL_TYPES = ("sigseg", "spectrum", "double", "bigint", "int", "boolean", "string",
@@ -279,12 +315,73 @@ _LOADED = False
 
 
 def register(fn: SignalFunction) -> SignalFunction:
-    """Add ``fn`` to the registry (names are unique, case-insensitive)."""
+    """Add ``fn`` to the registry (names are unique, case-insensitive).
+
+    The entry stored has its kernel and vectorised form wrapped by :func:`guarded` (the
+    non-finite policy in the module docstring); the entry is returned as stored.
+    """
     key = fn.name.lower()
     if key in _REGISTRY:
         raise ValueError(f"signal function {fn.name!r} is defined twice")
+    fn = dataclasses.replace(
+        fn, kernel=guarded(fn.name, fn.kernel),
+        batch=guarded(fn.name, fn.batch, quiet=True) if fn.batch is not None else None)
     _REGISTRY[key] = fn
     return fn
+
+
+def has_nonfinite(values: Sequence[Any]) -> bool:
+    """Whether any of ``values`` (segments, blocks, spectra, arrays, numbers) holds a NaN or
+    an infinity."""
+    for v in values:
+        if isinstance(v, (SigSeg, SegBlock)):
+            data = v.samples if isinstance(v, SigSeg) else v.data
+        elif hasattr(v, "bins") and hasattr(v, "n"):  # a Spectrum
+            data = v.bins
+        elif isinstance(v, (float, np.floating, np.ndarray)):
+            data = v
+        else:
+            continue
+        try:
+            if not np.all(np.isfinite(data)):
+                return True
+        except TypeError:
+            continue
+    return False
+
+
+def guarded(name: str, kernel: Callable, quiet: bool = False) -> Callable:
+    """``kernel`` that never fails from inside numpy/scipy/PyWavelets on non-finite input.
+
+    A :class:`SignalError` passes through; any other exception raised while an argument
+    holds NaN or Inf becomes ``SignalError("NON_FINITE_SAMPLES")`` naming ``name``; on
+    finite input it is re-raised as it is (a bug to fix, not to hide). ``quiet`` also
+    turns numpy's floating-point warnings off (the vectorised forms, once per block; the
+    per-row kernels get it from :func:`call` and the program evaluator, once per block).
+    """
+    if getattr(kernel, "__wavesql_guarded__", False):
+        return kernel
+
+    @functools.wraps(kernel)
+    def run(*args):
+        try:
+            if quiet:
+                with np.errstate(all="ignore"):
+                    return kernel(*args)
+            return kernel(*args)
+        except SignalError:
+            raise
+        except Exception as err:  # noqa: BLE001 - translated below, or re-raised unchanged
+            if not has_nonfinite(args):
+                raise
+            raise SignalError(
+                "NON_FINITE_SAMPLES",
+                f"{name}: failed on NaN or infinite samples ({type(err).__name__}: {err})",
+                hint="drop the windows holding NaN or Inf before it, e.g. WHERE "
+                     "seg_rms(ch1) < 1e300 (NaN compares above every number)") from None
+
+    run.__wavesql_guarded__ = True
+    return run
 
 
 def _ensure_loaded() -> None:
@@ -355,13 +452,14 @@ def call(name: str, *args, state: Any = None):
     """
     fn = require(name)
     full = fn.bind_args(args)
-    if fn.stateful:
-        if state is None:
-            state = fn.init_state(*full[1:])
-        return fn.kernel(*full, state)
-    if state is not None:
-        raise SignalError("TYPE_ERROR", f"{fn.name} is stateless and takes no state")
-    return fn.kernel(*full)
+    with np.errstate(all="ignore"):  # IEEE propagation, quietly (module docstring)
+        if fn.stateful:
+            if state is None:
+                state = fn.init_state(*full[1:])
+            return fn.kernel(*full, state)
+        if state is not None:
+            raise SignalError("TYPE_ERROR", f"{fn.name} is stateless and takes no state")
+        return fn.kernel(*full)
 
 
 def flush(name: str, state: Any):

@@ -706,7 +706,8 @@ def _natural_key(path: str):
 
 def plan_timeline(paths: Iterable, rate, *, mode: str = "concatenate",
                   channels: int | None = None, start_sample: int = 0, epoch_us: int = 0,
-                  tolerance: int = 0, strict: bool = False) -> list[FilePlacement]:
+                  tolerance: int = 0, strict: bool = False,
+                  read=None, identity=None) -> list[FilePlacement]:
     """Place files on one sample timeline.
 
     Parameters
@@ -731,6 +732,12 @@ def plan_timeline(paths: Iterable, rate, *, mode: str = "concatenate",
         end is taken as its continuation (clock jitter in recorder file names); default 0.
     strict : bool
         Truncated files raise ``TRUNCATED_FILE`` instead of contributing the frames present.
+    read : callable, optional
+        ``read(path, strict=...) -> WavInfo`` in place of :func:`read_info` (the streaming
+        reader passes one that caches headers by path, size and modification time).
+    identity : callable, optional
+        ``identity(path)`` -> a key equal for two names of the same file (default
+        ``os.path.realpath``; the streaming reader passes device and inode from its stats).
 
     Returns
     -------
@@ -755,11 +762,12 @@ def plan_timeline(paths: Iterable, rate, *, mode: str = "concatenate",
     """
     if mode not in ("concatenate", "timestamped"):
         raise ValueError(f"mode must be 'concatenate' or 'timestamped', got {mode!r}")
-    unique: dict[str, str] = {}
+    unique: dict = {}
+    same = identity or os.path.realpath
     for p in map(os.fspath, paths):
-        unique.setdefault(os.path.realpath(p), p)
+        unique.setdefault(same(p), p)
     ordered = sorted(unique.values(), key=_natural_key)
-    infos = [read_info(p, strict=strict) for p in ordered]
+    infos = [(read or read_info)(p, strict=strict) for p in ordered]
     for info in infos:
         check_declared(info, rate, channels)
     if mode == "concatenate":

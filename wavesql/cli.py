@@ -125,6 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     except WaveSQLError as e:
         err.print(str(e), markup=False)
         return 1
+    except Exception as e:  # a Spark failure outside a statement (Spark stopped, JVM lost)
+        from wavesql.spark import is_runtime_error, translate_runtime_error
+
+        if not is_runtime_error(e):
+            raise
+        err.print(str(translate_runtime_error(e)), markup=False)
+        return 1
 
 
 def _interactive() -> bool:
@@ -141,13 +148,25 @@ def _connect(args):
     # log lines (task failures with JVM stack traces) would bury it. WAVESQL_SPARK_LOG_LEVEL
     # brings them back for debugging.
     os.environ.setdefault("WAVESQL_SPARK_LOG_LEVEL", "OFF")
+    # Likewise Py4J's traceback on the root logger when the JVM goes away mid-call: the
+    # command reports that as SPARK_UNAVAILABLE.
+    import logging
+
+    logging.getLogger().addFilter(_not_from_py4j)
 
     return wavesql.connect(master=args.master, catalog=args.catalog)
 
 
+def _not_from_py4j(record) -> bool:
+    return "py4j" not in record.pathname.replace("\\", "/").split("/")
+
+
 def _run_text(ws, text: str, max_rows: int, source: str | None = None) -> int:
+    from wavesql.spark import runtime_errors
+
     try:
-        results = ws.execute(text, source=source)
+        with runtime_errors():  # DDL and Spark commands run here, not when rows are fetched
+            results = ws.execute(text, source=source)
     except WaveSQLError as e:
         err.print(str(e), markup=False)
         return 1
@@ -306,17 +325,16 @@ def _seconds(run: dict) -> str:
 
 
 def show_result(result, max_rows: int = 50) -> None:
-    """Print one statement's result: a table of rows, or its status line."""
-    from pyspark.errors import PySparkException
+    """Print one statement's result: a table of rows, or its status line.
 
-    from wavesql.spark import translate_runtime_error
+    Raises WaveSQLError for a failure while the rows are fetched (``SPARK_ERROR`` with
+    Spark's message, ``SPARK_UNAVAILABLE``, or the code a signal function raised)."""
+    from wavesql.spark import runtime_errors
 
     df = result.dataframe
     started = time.perf_counter()
-    try:
+    with runtime_errors():
         rows = df.limit(max_rows + 1).collect()
-    except PySparkException as e:
-        raise translate_runtime_error(e) from None
     elapsed = time.perf_counter() - started
     columns = df.columns
     if columns == ["status"] and len(rows) == 1:

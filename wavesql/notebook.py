@@ -450,10 +450,8 @@ def run(session, text: str, *, limit: int = DEFAULT_LIMIT, file: str | None = No
     fetching rows; the statements before it are shown first, so a failing last
     statement does not hide what the earlier ones did.
     """
-    from pyspark.errors import PySparkException
-
     from wavesql.dialect import parse_statements
-    from wavesql.spark import translate_runtime_error
+    from wavesql.spark import runtime_errors
 
     started = time.perf_counter()
     done: list[StatementResult] = []
@@ -461,15 +459,15 @@ def run(session, text: str, *, limit: int = DEFAULT_LIMIT, file: str | None = No
     def fetch(res) -> None:
         t0 = time.perf_counter()
         df = res.dataframe
-        try:
+        with runtime_errors():
             rows = df.limit(limit + 1).collect()
-        except PySparkException as e:
-            raise translate_runtime_error(e) from None
         done.append(StatementResult(res.statement.text, df, list(df.columns), rows[:limit],
                                     len(rows) > limit, time.perf_counter() - t0))
 
     try:
-        for res in session.execute_file(file) if file else []:
+        with runtime_errors():
+            executed = session.execute_file(file) if file else []
+        for res in executed:
             fetch(res)
         try:
             statements = parse_statements(text, lenient=True)
@@ -479,7 +477,8 @@ def run(session, text: str, *, limit: int = DEFAULT_LIMIT, file: str | None = No
         # then still shows what the ones before it did (a CREATE that worked, say).
         for stmt in statements:
             try:
-                (res,) = session.execute(stmt.text)
+                with runtime_errors():  # DDL and Spark commands run here
+                    (res,) = session.execute(stmt.text)
             except WaveSQLError as err:
                 raise _anchor(err, stmt.text, text, stmt.start) from None
             fetch(res)

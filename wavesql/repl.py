@@ -693,12 +693,9 @@ class Repl:
             return error_text(e)
         if job.cancelled.is_set():
             return Text("cancelled", style="yellow")
-        from py4j.protocol import Py4JError
-        from pyspark.errors import PySparkException
+        from wavesql.spark import is_runtime_error, translate_runtime_error
 
-        from wavesql.spark import translate_runtime_error
-
-        if isinstance(e, (PySparkException, Py4JError)):
+        if is_runtime_error(e):
             return error_text(translate_runtime_error(e))
         return Text(f"internal error: {type(e).__name__}: {e}", style="bold red")
 
@@ -757,9 +754,7 @@ class Repl:
     # -- statements ----------------------------------------------------------------------
     def _statements(self, job: _Job, text: str, pieces: list[tuple[int, str]]) -> None:
         """Worker: execute ``pieces`` of ``text`` and emit each result as it completes."""
-        from pyspark.errors import PySparkException
-
-        from wavesql.spark import translate_runtime_error
+        from wavesql.spark import is_runtime_error, translate_runtime_error
 
         sc = self.session.spark.sparkContext
         sc.setJobGroup(job.group, "wavesql REPL statement", True)
@@ -779,8 +774,8 @@ class Repl:
                         df = result.dataframe
                         try:
                             rows = df.limit(self.max_rows + 1).collect()
-                        except PySparkException as e:
-                            if job.cancelled.is_set():
+                        except Exception as e:
+                            if job.cancelled.is_set() or not is_runtime_error(e):
                                 raise
                             raise translate_runtime_error(e) from None
                         job.emit(*self._render(df, rows, time.perf_counter() - started))

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 
 from wavesql.errors import Span, WaveSQLError
 
@@ -247,27 +248,199 @@ _RAISED_HINTS = {
                      "INTO) quarantines such rows instead, with the reason",
 }
 
+#: Java exception class names (``org.apache.spark.SparkException: ``) before a message.
+_JAVA_CLASS = re.compile(r"^(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error|Throwable)\b:?\s*")
+#: Spark's wrapper around a task's own failure.
+_TASK_FAILURE = re.compile(r"Job aborted due to stage failure: .*?most recent failure: "
+                           r"Lost task [^)]*\)(?: \([^)]*\))?: (?P<cause>.*)", re.DOTALL)
+_UNAVAILABLE_HINT = ("the query did not finish; start a new session (restart `wavesql`, or "
+                     "the notebook kernel). If Spark's JVM died, look for an OutOfMemoryError "
+                     "in its log (WAVESQL_SPARK_LOG_LEVEL=WARN) and give the driver more "
+                     "memory (spark.driver.memory)")
+_STOPPED = ("stopped SparkContext", "SparkContext was shut down", "SparkContext has been shutdown",
+            "Answer from Java side is empty", "Error while sending or receiving",
+            "Error while receiving", "Connection refused", "closed the connection")
 
-def translate_runtime_error(error: Exception) -> WaveSQLError:
+
+def runtime_error_types() -> tuple[type[BaseException], ...]:
+    """The exception classes Spark raises while a query runs: PySpark's own, Py4J's (a
+    Java exception PySpark does not convert -- a failed job, a failed write -- arrives as
+    ``Py4JJavaError``; a lost JVM as ``Py4JNetworkError`` or a refused connection)."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JError, ConnectionError)
+
+
+def is_runtime_error(error: BaseException) -> bool:
+    """Whether ``error`` came from Spark running a query (see :func:`runtime_error_types`),
+    including a call into a SparkContext that was stopped (PySpark then fails with an
+    ``AttributeError`` on its dropped JVM handle) and an I/O error on the way to a JVM that
+    no longer answers."""
+    if isinstance(error, WaveSQLError):
+        return False
+    if isinstance(error, runtime_error_types()):
+        return True
+    if isinstance(error, AttributeError):
+        return _context_stopped()
+    return isinstance(error, (OSError, EOFError)) and _jvm_gone()
+
+
+@contextmanager
+def runtime_errors():
+    """Translate the Spark errors raised inside the block into WaveSQLError.
+
+    Every place a user meets a query's rows or side effects runs it inside this block (the
+    CLI, the REPL, the notebook, query files), so a Java failure never reaches them as a
+    Py4J stack trace::
+
+        with runtime_errors():
+            rows = df.collect()
+    """
+    try:
+        yield
+    except Exception as err:
+        if not is_runtime_error(err):
+            raise
+        raise translate_runtime_error(err) from None
+
+
+def translate_runtime_error(error: BaseException) -> WaveSQLError:
     """A WaveSQLError for an exception Spark raised while *running* a query.
 
     Errors raised in Python workers (a kernel's SignalError, a WAV file that changed after
     planning) reach the driver only as traceback text; their ``[CODE]`` is recovered from
-    it. Anything else becomes ``SPARK_ERROR`` with Spark's first line.
+    it. A lost JVM or a stopped SparkContext is ``SPARK_UNAVAILABLE``. Anything else becomes
+    ``SPARK_ERROR`` with the first meaningful line of Spark's (or Java's) message -- for a
+    failed task the task's own exception, with its root cause -- never the Java stack.
     """
     from wavesql.errors import ERROR_CODES
 
-    raised = _RAISED_ERROR.search(str(error))
+    if isinstance(error, WaveSQLError):
+        return error
+    text = _text(error)
+    if text is None or _unavailable(error, text):
+        return WaveSQLError("SPARK_UNAVAILABLE", _unavailable_message(error, text),
+                            hint=_UNAVAILABLE_HINT)
+    raised = _RAISED_ERROR.search(text)
     if raised and raised.group("code") in ERROR_CODES:
         # a check compiled into the plan (raise_error), e.g. planner/bad_rows.py
         return WaveSQLError(raised.group("code"), raised.group("message"),
                             hint=_RAISED_HINTS.get(raised.group("code")))
-    found = [m for m in _WORKER_ERROR.finditer(str(error)) if m.group("code") in ERROR_CODES]
+    found = [m for m in _WORKER_ERROR.finditer(text) if m.group("code") in ERROR_CODES]
     if found:
         m = found[-1]
         return WaveSQLError(m.group("code"), m.group("message"),
                             hint=m.group("hint") or "raised while the query ran, in a Spark task")
-    return WaveSQLError("SPARK_ERROR", _first_line(error),
-                        hint=f"Spark error condition {_condition(error)}" if _condition(error)
-                        else None)
+    condition = _condition(error) if not _is_py4j(error) else ""
+    message, java_condition = _java_message(text)
+    condition = condition or java_condition
+    return WaveSQLError("SPARK_ERROR", message,
+                        hint=f"Spark error condition {condition}" if condition else None)
 
+
+def _is_py4j(error: BaseException) -> bool:
+    from py4j.protocol import Py4JError
+
+    return isinstance(error, Py4JError)
+
+
+def _text(error: BaseException) -> str | None:
+    """``str(error)``; None when it cannot be had (a Py4JJavaError asks the JVM for its
+    text, which fails when the JVM is gone)."""
+    try:
+        return str(error)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _context_stopped() -> bool:
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return False
+    sc = SparkContext._active_spark_context
+    return sc is None or getattr(sc, "_jsc", None) is None
+
+
+def _jvm_gone() -> bool:
+    """Whether Spark's JVM does not answer (a call through the gateway fails); False when
+    no gateway was ever started (nothing to have lost)."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover
+        return False
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return False
+    try:
+        gateway.jvm.java.lang.System.currentTimeMillis()
+    except Exception:  # noqa: BLE001 - any failure here means it is unreachable
+        return True
+    return False
+
+
+def _unavailable(error: BaseException, text: str) -> bool:
+    from py4j.protocol import Py4JJavaError, Py4JNetworkError
+
+    if isinstance(error, (Py4JNetworkError, ConnectionError)):
+        return True
+    if isinstance(error, AttributeError):
+        return _context_stopped()
+    if isinstance(error, (OSError, EOFError)):
+        return _jvm_gone()
+    if isinstance(error, Py4JJavaError):
+        head = text.split("\n\tat ", 1)[0]
+        return "Cannot call methods on a stopped SparkContext" in head or (
+            "SparkContext was shut down" in head)
+    from py4j.protocol import Py4JError
+
+    if isinstance(error, Py4JError):  # e.g. "PythonUtils does not exist in the JVM"
+        return any(s in text for s in _STOPPED) or _jvm_gone()
+    return False
+
+
+def _unavailable_message(error: BaseException, text: str | None) -> str:
+    if isinstance(error, AttributeError) or (text and "stopped SparkContext" in text):
+        return "Spark is not running: its SparkContext was stopped"
+    return "lost the connection to Spark (its JVM exited or stopped answering)"
+
+
+def _java_message(text: str) -> tuple[str, str]:
+    """(first meaningful line, error condition) of an error's text: for a Py4JJavaError
+    the Java exception's message (not Py4J's ``An error occurred while calling o80...``), a
+    failed task's own exception rather than Spark's ``Job aborted`` wrapper, without class
+    names, ``[CONDITION]`` and ``SQLSTATE``, followed by the root cause (the last
+    ``Caused by``, or a Python worker's exception line) when it says more. Never a stack."""
+    lines = text.strip().splitlines()
+    if lines and lines[0].startswith("An error occurred while calling"):
+        lines = lines[1:]
+    first = next((ln.strip() for ln in lines if ln.strip()), "")
+    first = re.sub(r"^:\s*", "", first)
+    failure = _TASK_FAILURE.search(first)
+    if failure:
+        first = failure.group("cause")
+    first, condition = _clean(first)
+    causes = [ln[len("Caused by: "):] for ln in lines if ln.startswith("Caused by: ")]
+    python = [ln.strip() for ln in lines if _PYTHON_ERROR.match(ln.strip())]
+    root = causes[-1] if causes else python[-1] if python else ""
+    if root:
+        root = _clean(root)[0]
+        if root and root not in first:
+            first = f"{first.rstrip('. ')}: {root}" if first else root
+    if len(first) > 600:
+        first = first[:597] + "..."
+    return first or "Spark failed while running the query", condition
+
+
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
+
+
+def _clean(line: str) -> tuple[str, str]:
+    """A message without its Java class name, ``[CONDITION]`` and ``SQLSTATE`` tail."""
+    line = _JAVA_CLASS.sub("", line.strip())
+    condition = ""
+    match = re.match(r"^\[([A-Z_.]+)\]\s*", line)
+    if match:
+        condition, line = match.group(1), line[match.end():]
+    return re.sub(r"\s*SQLSTATE: \w+.*$", "", line).strip(), condition

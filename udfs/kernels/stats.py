@@ -4,8 +4,9 @@ Conventions shared by the family, chosen to match SQL aggregates over the sample
 
 - computed in float64 whatever the sample type;
 - an empty segment gives NaN (``zero_crossings`` gives 0), never an error: a statistic of
-  no samples is undefined, like SQL's ``avg`` of no rows, and a NaN fails every comparison
-  in a ``WHERE``, so empty windows drop out of filters;
+  no samples is undefined, like SQL's ``avg`` of no rows. In a ``WHERE`` a NaN compares as
+  in Spark (equal to NaN, above every number: ``seg_std(ch1) > 0.01`` keeps it, ``< 0.01``
+  drops it; see the non-finite policy in ``udfs/registry.py``);
 - NaN samples propagate (the result is NaN), as in numpy; +-Inf follow IEEE arithmetic;
 - degenerate denominators give NaN: ``seg_std`` of one sample, ``seg_kurtosis`` and
   ``crest_factor`` of a constant / all-zero segment.

@@ -1,0 +1,224 @@
+"""Input files that appear while they are still being written.
+
+A continuous query lists its input directories on every trigger, and a file copied into
+place (not written aside and renamed) can be listed before it is complete: a CSV/JSON file
+whose last line is half written, a Parquet file without its footer, a WAV file whose data
+is still growing. What WaveSQL does, so that no row is lost or duplicated silently:
+
+**A file is read only once it is complete**, judged by:
+
+- *Parquet*: it ends with a valid footer (``PAR1`` magic at both ends, a footer length that
+  fits), which writers put last -- so an unfinished Parquet file is never taken for one;
+- *WAV*: its header parses and declares exactly the data present (see the WAV source);
+- otherwise (CSV, JSON, a WAV header that does not say where the data ends) *quiet*: its
+  modification time is at least :data:`SETTLE_SECONDS` old (1 s by default;
+  ``$WAVESQL_FILE_SETTLE_SECONDS``, or the WAV source's ``settle_ms`` option) -- a writer
+  that is still writing keeps touching it. A writer that stalls longer than that in the
+  middle of a file defeats this; the change is then caught afterwards (below).
+
+**Parquet/CSV/JSON streams** (Spark's file source, :mod:`.runner`): Spark picks a batch's new
+files itself, with the sizes it saw when it listed them, and never looks at a file again, so
+rows written after that would be lost without a word (and a half-written Parquet file fails
+the read). The runner therefore reads each micro-batch's files itself, from Spark's file log
+(:func:`batch_files`): it first waits until every file is complete (:func:`wait_until_ready`,
+polling up to :data:`READY_TIMEOUT_SECONDS`), then reads them whole -- with the sizes they
+have *then*. The file list of a batch is fixed in the checkpoint before the batch runs, so a
+batch re-run after a crash reads the same files: exactly once. A file that is still not
+complete after the timeout fails the batch with ``INCOMPLETE_FILE`` naming it; nothing of
+the batch is committed, and running the query again (``wavesql run``, or restarting it)
+redoes that batch from the same file list. Each batch also records the size and
+modification time of the files it read (``<checkpoint>/files/``) and checks the files of
+the :data:`WATCH_BATCHES` batches before it: a file that changed after it was read (rows
+appended by a writer that had stalled, a rewrite) gets a record in
+``<checkpoint>/quarantine`` -- ``_file``, ``_record`` NULL, ``_reason`` "file grew by N bytes
+after micro-batch B read it: the change is not read" -- once, so the loss is never silent.
+
+**WAV signals** (:mod:`wavesql.sources.wav_source`): the WAV stream reader lists files
+itself, so it *defers* a file that is not yet quiet -- and every file after it in timeline
+order, so the timeline never has to change -- until a later trigger. A file already read
+that changes afterwards (grows, shrinks, is rewritten) is ``FILE_CHANGED`` naming it: its
+samples are already on the timeline, and moving them would duplicate or drop windows.
+
+Still the safest way to feed a continuous query: write each file aside (``x.wav.part``,
+``.x.parquet``, or another folder) and rename it into place when it is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+from urllib.parse import unquote, urlparse
+
+#: How long (seconds) a file must have been left alone before it is read.
+SETTLE_SECONDS = float(os.environ.get("WAVESQL_FILE_SETTLE_SECONDS", "1.0"))
+#: How long a micro-batch waits for its files to become complete before it fails.
+READY_TIMEOUT_SECONDS = float(os.environ.get("WAVESQL_FILE_READY_TIMEOUT_SECONDS", "120"))
+
+_MAGIC = b"PAR1"
+
+
+def local_path(path: str) -> str | None:
+    """The local path of ``path`` (a plain path or a ``file:`` URI), else None (HDFS, S3:
+    WaveSQL cannot look at such files itself)."""
+    if "://" in path or path.startswith("file:"):
+        parsed = urlparse(path)
+        if parsed.scheme not in ("file", ""):
+            return None
+        return unquote(parsed.path)
+    return path
+
+
+def parquet_complete(path: str, size: int | None = None) -> bool:
+    """Whether the Parquet file at ``path`` ends with a valid footer."""
+    try:
+        with open(path, "rb") as f:
+            if size is None:
+                size = os.fstat(f.fileno()).st_size
+            if size < 12:
+                return False
+            head = f.read(4)
+            f.seek(size - 8)
+            tail = f.read(8)
+    except OSError:
+        return False
+    if head != _MAGIC or len(tail) != 8 or tail[4:] != _MAGIC:
+        return False
+    (footer,) = struct.unpack("<I", tail[:4])
+    return 0 < footer <= size - 12
+
+
+def why_not_ready(path: str, fmt: str, settle: float, now: float) -> str | None:
+    """None when the file at ``path`` looks complete; else what is missing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "it is gone"
+    if fmt == "parquet":  # the footer comes last: a file with one is complete
+        return None if parquet_complete(path, st.st_size) else "it has no Parquet footer yet"
+    age = now - st.st_mtime
+    if age < settle:
+        return f"it was modified {max(age, 0.0):.2f} s ago (less than {settle:g} s)"
+    return None
+
+
+def wait_until_ready(paths: Sequence[str], fmt: str, *, settle: float | None = None,
+                     timeout: float | None = None, clock: Callable[[], float] = time.time,
+                     sleep: Callable[[float], None] = time.sleep) -> None:
+    """Return once every file of ``paths`` is complete (module docstring); raise
+    ``INCOMPLETE_FILE`` naming the first that is not after ``timeout`` seconds."""
+    from wavesql.errors import WaveSQLError
+
+    settle = SETTLE_SECONDS if settle is None else settle
+    timeout = READY_TIMEOUT_SECONDS if timeout is None else timeout
+    deadline = clock() + timeout
+    pending = [p for p in (local_path(x) for x in paths) if p is not None]
+    while pending:
+        now = clock()
+        reasons = {p: why_not_ready(p, fmt, settle, now) for p in pending}
+        pending = [p for p, r in reasons.items() if r is not None]
+        if not pending:
+            return
+        if now >= deadline:
+            first = pending[0]
+            raise WaveSQLError(
+                "INCOMPLETE_FILE", f"{first}: not complete after {timeout:g} s: "
+                f"{reasons[first]}",
+                hint="nothing of this micro-batch was committed; when the file is complete, "
+                     "run the query again (wavesql run, or restart it) and the batch is redone "
+                     "from the same files. Write files aside and rename them into place")
+        sleep(min(0.1, max(settle / 4, 0.01)))
+
+
+def batch_files(checkpoint: Path, source: int, batch_id: int) -> list[tuple[str, int]]:
+    """``(path, modification time in ms when Spark listed it)`` of the files micro-batch
+    ``batch_id`` reads from source ``source``, from Spark's file-source log
+    (``<checkpoint>/offsets/sources/<source>/<batch>[.compact]``: a ``v1`` line, then one JSON
+    line per file), in the log's order."""
+    folder = Path(checkpoint) / "offsets" / "sources" / str(source)
+    found: dict[str, int] = {}
+    for name in (str(batch_id), f"{batch_id}.compact"):
+        try:
+            lines = (folder / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("batchId") == batch_id and entry.get("path"):
+                found.setdefault(entry["path"], int(entry.get("timestamp") or 0))
+    return list(found.items())
+
+
+# -- files read, and files that changed after they were read --------------------------------
+#: How many earlier micro-batches' files each batch checks for changes.
+WATCH_BATCHES = 10
+
+
+def _stat_key(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _record_path(checkpoint: Path, batch_id: int) -> Path:
+    return Path(checkpoint) / "files" / f"{batch_id:09d}.json"
+
+
+def changed_since_read(checkpoint: Path, batch_id: int) -> list[tuple[str, int, list, list]]:
+    """Files read by the :data:`WATCH_BATCHES` batches before ``batch_id`` that changed
+    since (``(path, batch, [size, mtime_ns] then, now or None when gone)``), each reported
+    once: :func:`record_read` notes the change, so the next batch does not report it again."""
+    seen: dict[str, tuple[int, list]] = {}
+    for b in range(max(0, batch_id - WATCH_BATCHES), batch_id):
+        try:
+            record = json.loads(_record_path(checkpoint, b).read_text())
+        except (OSError, ValueError):
+            continue
+        for path, key in record.items():
+            seen[path] = (b, key)
+    out = []
+    for path, (b, key) in seen.items():
+        now = _stat_key(path)
+        if now != key:
+            out.append((path, b, key, now))
+    return out
+
+
+def record_read(checkpoint: Path, batch_id: int, paths: Sequence[str],
+                changed: Sequence[tuple] = ()) -> None:
+    """Note the size and modification time of the files batch ``batch_id`` read (and of
+    the ``changed`` ones it reported), atomically; a re-run of the batch rewrites it."""
+    record = {}
+    for uri in paths:
+        local = local_path(uri)
+        if local is not None:
+            record[local] = _stat_key(local)
+    for path, _, _, now in changed:
+        record[path] = now
+    target = _record_path(checkpoint, batch_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, target)
+    for old in target.parent.glob("*.json"):  # keep the watch window
+        if old.stem.isdigit() and int(old.stem) < batch_id - WATCH_BATCHES:
+            old.unlink(missing_ok=True)
+
+
+def describe_change(batch: int, before: list, now: list | None) -> str:
+    """The quarantine reason for a file that changed after batch ``batch`` read it."""
+    if now is None:
+        return f"file removed after micro-batch {batch} read it"
+    grew = now[0] - before[0] if before else None
+    what = (f"grew by {grew} bytes" if grew and grew > 0 else
+            f"shrank by {-grew} bytes" if grew and grew < 0 else "was rewritten")
+    return (f"file {what} after micro-batch {batch} read it: the change is not read "
+            "(write files aside and rename them into place)")
