@@ -135,6 +135,16 @@ def _partition_samples(signal, width: int, rt: Runtime) -> int:
 def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
     """The program as a ``mapInArrow`` over the input's rows (segments not read straight
     from a WAV signal, e.g. a view's): one Python pass per Arrow batch."""
+    if rel.program.stateful:
+        # State carried from row to row is only right over one ordered pass of the samples;
+        # a mapInArrow sees partitions in any order and restarts per partition. The binder
+        # refuses stateful functions over views, and rewrite pushes those over a signal into
+        # its scan, so reaching here is a planner bug, not a wrong result to hand back.
+        raise WaveSQLError("NOT_IMPLEMENTED", "a stateful signal function ("
+                           + ", ".join(sorted(c["call"] for c in rel.program.calls()
+                                              if _is_stateful(c["call"])))
+                           + ") was left outside the signal's scan",
+                           hint="this is a WaveSQL bug: please report the query")
     program_json = rel.program.to_json()
     passthrough = tuple(rel.passthrough)
 
@@ -150,6 +160,12 @@ def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
     df = lower_relation(rel.input, rt).select(*[f"`{c}`" for c in
                                                  rel.program.channels + passthrough])
     return df.mapInArrow(run, rel.schema.ddl())
+
+
+def _is_stateful(name: str) -> bool:
+    from wavesql.udfs import registry
+
+    return registry.require(name).stateful
 
 
 def _lower_window_scan(rel: ir.WindowScan, rt: Runtime):

@@ -60,18 +60,27 @@ def _fixpoint(rel: ir.Relation, rules: list[Rule], limit: int = 50) -> ir.Relati
 
 
 def _apply(rel: ir.Relation, rules: list[Rule]) -> ir.Relation:
-    if isinstance(rel, ir.SqlQuery):
-        inputs = tuple((n, _apply(r, rules)) for n, r in rel.inputs)
-        if inputs != rel.inputs:
-            rel = dataclasses.replace(rel, inputs=inputs)
-    elif isinstance(rel, ir.ViewRef):
-        body = _apply(rel.body, rules)
-        if body != rel.body:
-            rel = dataclasses.replace(rel, body=body)
-    elif isinstance(rel, ir.SignalStage):
-        inner = _apply(rel.input, rules)
-        if inner != rel.input:
-            rel = dataclasses.replace(rel, input=inner)
+    """``rules`` applied bottom-up: first inside every child relation, whatever the node
+    (a SYNC JOIN's control, a window's input, a view's body ...), then to ``rel`` itself.
+
+    Generic over the IR's dataclass fields, so a new operator's inputs are rewritten too
+    (a rule missed inside SYNC JOIN once ran a detector per scan partition, restarting
+    its state every 2^20 samples)."""
+    changes = {}
+    for f in dataclasses.fields(rel):
+        value = getattr(rel, f.name)
+        if isinstance(value, ir.Relation):
+            new = _apply(value, rules)
+        elif (isinstance(value, tuple) and value and all(
+                isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], ir.Relation)
+                for v in value)):
+            new = tuple((n, _apply(r, rules)) for n, r in value)  # SqlQuery.inputs
+        else:
+            continue
+        if new != value:
+            changes[f.name] = new
+    if changes:
+        rel = dataclasses.replace(rel, **changes)
     for rule in rules:
         rel = rule(rel)
     return rel

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from wavesql.datasets import array_recording
 from wavesql.udfs.sigseg import sample_at
@@ -21,8 +22,15 @@ def _micros(value) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def test_detectaudio_finds_every_event_and_syncs_the_exact_audio(ws, tmp_path):
-    truth = array_recording(tmp_path / "data" / "array")
+@pytest.mark.parametrize("seconds, events", [(8.0, 6), (50.0, 40)])
+def test_detectaudio_finds_every_event_and_syncs_the_exact_audio(ws, tmp_path, seconds, events):
+    # 50 s is 2.4 M samples: the scan runs in several partitions, and the detector (stateful)
+    # must still see one unbroken signal (it once restarted at every 2^20 samples under SYNC)
+    # -- an event starts just after the first partition's end, inside a restarted detector's
+    # warm-up (256 windows), so the restart would miss it
+    truth = array_recording(tmp_path / "data" / "array", seconds=seconds, events=events,
+                            file_seconds=min(seconds / 4, 10.0),
+                            also_at=(2**20 + 1000,) if seconds > 30 else ())
     shutil.copy(EXAMPLES / "detectaudio.wsql", tmp_path)
     rows = ws.execute_file(tmp_path / "detectaudio.wsql")[-1].dataframe.collect()
     assert len(rows) == len(truth.event_starts)  # every event, no false alarm

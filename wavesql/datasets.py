@@ -37,8 +37,12 @@ class ArrayTruth:
 
 def array_recording(folder, *, seconds: float = 8.0, rate: int = 48_000, events: int = 6,
                     file_seconds: float = 2.0, tone_hz: float = 5250.0,
-                    delays: tuple[int, ...] = (0, 9, 17, 26), seed: int = 3) -> ArrayTruth:
+                    delays: tuple[int, ...] = (0, 9, 17, 26), seed: int = 3,
+                    also_at: tuple[int, ...] = ()) -> ArrayTruth:
     """Write ``array_000.wav``, ``array_001.wav`` ... (float32, 4 channels) under ``folder``.
+
+    ``also_at``: first samples of extra events placed exactly there (tests put one where a
+    scan partition or a file begins), besides the ``events`` random ones.
 
     Events are 20 ms Hann-shaped bursts of ``tone_hz`` (5250 Hz: between bins 3 and 4 of a
     32-point FFT at 48 kHz, the band DETECTAUDIO scores), at least 0.4 s apart and after
@@ -55,7 +59,10 @@ def array_recording(folder, *, seconds: float = 8.0, rate: int = 48_000, events:
     length = int(0.020 * rate)
     burst = np.hanning(length) * np.sin(2 * np.pi * tone_hz * np.arange(length) / rate)
     slots = np.arange(int(0.5 * rate), frames - int(0.4 * rate), int(0.4 * rate))
-    starts = sorted(int(s) for s in rng.choice(slots, size=events, replace=False))
+    fixed = [int(s) for s in also_at]
+    free = [s for s in slots if all(abs(int(s) - f) >= int(0.4 * rate) for f in fixed)]
+    starts = sorted([int(s) for s in rng.choice(free, size=events, replace=False)] + fixed)
+    events = len(starts)
     gains = rng.uniform(0.25, 0.45, size=(events, channels))
     for e, start in enumerate(starts):
         for c, delay in enumerate(delays):
