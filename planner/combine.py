@@ -1,17 +1,17 @@
 """``MERGE`` and ``ZIP``: combining several streams into one relation.
 
-``MERGE(a, b, ...)``
+``MERGE(a [AS name], b [AS name], ...)``
     The union of its inputs, each row tagged with ``_source``, the name of the input it came
-    from (``UNION ALL`` keeps every row: nothing is deduplicated). The inputs must have the
+    from (its ``AS`` name if given) (``UNION ALL`` keeps every row: nothing is deduplicated). The inputs must have the
     same columns (names and types, in any order; the first input's order is kept), so that a
     row's meaning never depends on which input it came from. In a continuous query the union
     runs as any ``UNION ALL`` of streams does there: its progress is the minimum of the
     inputs' (an idle input holds it back unless it declares a ``HEARTBEAT``), so a merged
     result is final only when every input has promised it.
 
-``ZIP(a [BY col], b [BY col], ...)``
+``ZIP(a [AS name] [BY col], b [AS name] [BY col], ...)``
     Pairs the *i*-th rows of its inputs: row *i* of the result has ``_index`` = *i* (from 0)
-    and one struct column per input, named after the input, holding that input's *i*-th row.
+    and one struct column per input, named after the input (its ``AS`` name), holding that input's *i*-th row.
     Rows are numbered in the order of the ``BY`` column, by default the stream's
     ``EVENT TIME`` (a signal: its segments' start sample); ties are broken by the remaining
     columns of simple types, so the pairing is deterministic. Like any zip, the result is as
@@ -56,7 +56,8 @@ def expand(node: exp.Expression, resolve: Callable[[exp.Table], ir.Relation]) ->
     node = node.copy()
     for combine in list(node.find_all(wn.Combine)):
         inputs = [(i, resolve(i.this)) for i in combine.expressions]
-        names = [i.this.name for i, _ in inputs]
+        names = [(i.args["alias"].name if i.args.get("alias") else i.this.name)
+                 for i, _ in inputs]
         if combine.kind == "ZIP":
             _no_duplicates(inputs, names)
             sql = _zip_sql(inputs, names)
@@ -99,8 +100,8 @@ def _merge_sql(inputs, names) -> str:
                                     "(CAST, AS, NULL AS missing_column)")
     cols = ", ".join(_q(f.name) for f in columns)
     return " UNION ALL ".join(
-        f"SELECT '{name.replace(chr(39), chr(39) * 2)}' AS {SOURCE}, {cols} FROM {_q(name)}"
-        for name in names)
+        f"SELECT '{name.replace(chr(39), chr(39) * 2)}' AS {SOURCE}, {cols} "
+        f"FROM {_q(node.this.name)}" for (node, _), name in zip(inputs, names))
 
 
 def _no_duplicates(inputs, names) -> None:
@@ -109,8 +110,7 @@ def _no_duplicates(inputs, names) -> None:
         if name.lower() in seen:
             raise WaveSQLError("INVALID_OPTION", f"ZIP names `{name}` twice; its columns are "
                                "named after the inputs", Span.of(node),
-                               hint=f"make a view of it under another name: CREATE VIEW "
-                                    f"{name}_2 AS SELECT * FROM {name}")
+                               hint=f"name the inputs: ZIP({name} AS a, {name} AS b)")
         seen.add(name.lower())
 
 
@@ -142,7 +142,8 @@ def _zip_sql(inputs, names) -> str:
                 if not f.type.lower().startswith(_NESTED) and _q(f.name) != order]
         row = ", ".join(_q(f.name) for f in rel.schema.fields)
         parts.append(f"(SELECT CAST(row_number() OVER (ORDER BY {', '.join([order] + ties)})"
-                     f" - 1 AS BIGINT) AS {INDEX}, struct({row}) AS __row FROM {_q(name)})"
+                     f" - 1 AS BIGINT) AS {INDEX}, struct({row}) AS __row "
+                     f"FROM {_q(node.this.name)})"
                      f" __zip{k}")
         outputs.append(f"__zip{k}.__row AS {_q(name)}")
     joins = " ".join(f"JOIN {p} ON __zip0.{INDEX} = __zip{k}.{INDEX}"

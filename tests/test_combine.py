@@ -58,6 +58,8 @@ def us(ts) -> int:
     "SELECT * FROM MERGE(a, b) AS m",
     "SELECT z._index FROM ZIP(a BY t, b BY x.y, c) AS z",
     "SELECT * FROM t JOIN MERGE(a, b, c) ON TRUE",
+    "SELECT * FROM MERGE(a AS north, b AS south)",
+    "SELECT * FROM ZIP(a AS x BY t, a AS y BY u) AS z",
 ])
 def test_round_trip(text):
     assert to_sql(parse_one(to_sql(parse_one(text)))) == to_sql(parse_one(text)) == text
@@ -68,6 +70,7 @@ def test_round_trip(text):
     ("SELECT * FROM ZIP(a BY, b)", "expected a column after BY"),
     ("SELECT * FROM MERGE(a, (SELECT 1))", "expected a table name"),
     ("SELECT * FROM MERGE(a b)", "expected `,` or ) in MERGE("),
+    ("SELECT * FROM ZIP(a AS BY t, b)", "expected a name after AS"),
 ])
 def test_syntax_errors(ws, text, message):
     with pytest.raises(WaveSQLError) as err:
@@ -113,6 +116,20 @@ def test_zip_pairs_the_ith_rows(ws, streams):
 
 
 @pytest.mark.spark
+def test_named_inputs(ws, streams):
+    """AS names the inputs: MERGE's tag, ZIP's struct columns -- so a stream zips with
+    itself (each row with the row of the next rank of another order)."""
+    got = Counter(r._source for r in ws.sql("SELECT * FROM MERGE(a AS x, b AS y)").collect())
+    assert got == {"x": 40, "y": 25}
+    rows = ws.sql("SELECT first.k AS k1, second.k AS k2, first.ts AS t1, second.ts AS t2 "
+                  "FROM ZIP(a AS first, a AS second BY k) ORDER BY _index").collect()
+    by_time = sorted(streams["a"], key=lambda r: (r[2], r[0], r[1]))
+    by_key = sorted(streams["a"], key=lambda r: (r[0], r[1], r[2]))
+    assert [(r.k1, us(r.t1), r.k2, us(r.t2)) for r in rows] == [
+        (p[0], p[2], q[0], q[2]) for p, q in zip(by_time, by_key)]
+
+
+@pytest.mark.spark
 def test_zip_of_signals_pairs_segments(ws, tmp_path):
     for name in ("left", "right"):
         ws.sql(f"CREATE SIGNAL {name} (voice FLOAT) RATE 44100 HZ FROM '{COUNTING_WAV}' "
@@ -135,7 +152,7 @@ def test_zip_needs_an_order(ws, streams):
     assert err.value.code == "UNKNOWN_COLUMN" and err.value.span.start == 23
     with pytest.raises(WaveSQLError) as err:
         ws.sql("SELECT * FROM ZIP(a, a)")
-    assert err.value.code == "INVALID_OPTION"
+    assert err.value.code == "INVALID_OPTION" and "ZIP(a AS a, a AS b)" in err.value.hint
     assert ws.sql("SELECT count(*) AS n FROM ZIP(va BY k, b)").collect()[0].n == 25
 
 

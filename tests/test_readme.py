@@ -198,6 +198,31 @@ def test_sync_example(ws, scratch):
 
 
 @pytest.mark.spark
+def test_merge_zip_examples(ws, scratch):
+    rng = np.random.default_rng(5)
+    plants = {}
+    for name, n in (("north", 7), ("south", 5)):
+        table = pa.table({"id": pa.array(np.arange(n), pa.int64()),
+                          "sensor": pa.array([f"{name[0]}{i % 2}" for i in range(n)]),
+                          "v": pa.array(rng.normal(size=n)),
+                          "ts": pa.array(rng.permutation(n) * 1_000_000, pa.timestamp("us"))})
+        (scratch / name).mkdir()
+        pq.write_table(table, scratch / name / "part-0.parquet")
+        ws.sql(f"CREATE STREAM {name} (id BIGINT, sensor STRING, v DOUBLE, ts TIMESTAMP) "
+               f"FROM '{name}/' FORMAT parquet EVENT TIME ts")
+        plants[name] = table.to_pandas()
+    merged, zipped = [ws.sql(s).collect()
+                      for s in statements(block("FROM MERGE(north, south)", "sql"))]
+    want = sorted((name, r.sensor, r.v) for name, df in plants.items()
+                  for r in df.itertuples())
+    assert sorted((r._source, r.sensor, r.v) for r in merged) == want
+    # ZIP ... BY id pairs the rows with equal rank of id; stops at the shorter input (5)
+    north, south = (plants[n].sort_values("id") for n in ("north", "south"))
+    assert sorted(r.drift for r in zipped) == sorted(
+        a - b for a, b in zip(north.v, south.v))
+
+
+@pytest.mark.spark
 def test_time_examples(ws, scratch):
     write_trades(scratch / "data" / "trades")
     write_trades(scratch / "data" / "quotes")

@@ -505,8 +505,8 @@ class WaveSQLParser(SparkParser):
 
     def _parse_combine(self, kind: str, alias_tokens: t.Collection[TokenType] | None) -> Combine:
         first = self._curr
-        usage = ("MERGE(stream, stream[, ...])" if kind == "MERGE"
-                 else "ZIP(stream [BY column], stream [BY column][, ...])")
+        usage = ("MERGE(stream [AS name], stream [AS name][, ...])" if kind == "MERGE"
+                 else "ZIP(stream [AS name] [BY column], stream [AS name] [BY column][, ...])")
         self._advance(2)
         inputs = []
         while True:
@@ -514,12 +514,17 @@ class WaveSQLParser(SparkParser):
             table = self._parse_table_parts()
             if table is None or not table.name:
                 self._fail(f"expected a stream name in {kind}(", hint=usage)
+            name = None
+            if self._match(TokenType.ALIAS):  # explicit AS only: `BY` would read as an alias
+                name = self._parse_id_var(any_token=True)
+                if name is None or name.name.upper() == "BY":
+                    self._fail(f"expected a name after AS in {kind}(", hint=usage)
             order = None
             if kind == "ZIP" and self._match_text_seq("BY"):
                 order = self._parse_column()
                 if order is None:
                     self._fail("expected a column after BY", hint=usage)
-            inputs.append(self._positioned(ZipInput(this=table, order=order), start))
+            inputs.append(self._positioned(ZipInput(this=table, alias=name, order=order), start))
             if not self._match(TokenType.COMMA):
                 break
         if not self._match(TokenType.R_PAREN):
@@ -768,6 +773,7 @@ class WaveSQLGenerator(SparkOutGenerator):
         Resample: lambda self, e: self.resample_sql(e),
         Combine: lambda self, e: self.combine_sql(e),
         ZipInput: lambda self, e: self.sql(e, "this") + (
+            f" AS {self.sql(e, 'alias')}" if e.args.get("alias") else "") + (
             f" BY {self.sql(e, 'order')}" if e.args.get("order") else ""),
     }
 

@@ -312,9 +312,11 @@ class Combine(WaveSQLNode):
 
 
 class ZipInput(WaveSQLNode):
-    """One input of MERGE/ZIP: ``this`` an ``exp.Table``, ``order`` the ``BY`` column (ZIP)."""
+    """One input of MERGE/ZIP: ``this`` an ``exp.Table``, ``alias`` its name in the result
+    (``AS name``: the ``_source`` tag, ZIP's struct column), ``order`` the ``BY`` column
+    (ZIP)."""
 
-    arg_types = {"this": True, "order": False}
+    arg_types = {"this": True, "alias": False, "order": False}
 
 
 #: Args WaveSQL adds to sqlglot's own node classes (see the module docstring).
