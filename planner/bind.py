@@ -399,7 +399,6 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext,
     control may be one of them."""
     if not any(j.args.get("sync") is not None for j in node.find_all(exp.Join)):
         return node, ()
-    from .sync import output_fields
 
     node = node.copy()
     inputs: list[tuple[str, ir.Relation]] = []
@@ -408,58 +407,95 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext,
         syncs = [j for j in joins if j.args.get("sync") is not None]
         if not syncs:
             continue
-        join = syncs[0]
-        if len(joins) > 1:
-            raise WaveSQLError("NOT_IMPLEMENTED", "a SYNC JOIN is implemented alone in its "
-                               "SELECT (one control, one signal)", Span.of(joins[1]),
-                               hint="SYNC each signal in its own SELECT and join the results "
-                                    "on the control columns")
-        control_table, signal_table = select.args["from_"].this, join.this
-        if not isinstance(control_table, exp.Table) or not isinstance(signal_table, exp.Table):
+        if len(syncs) != len(joins):
+            other = next(j for j in joins if j.args.get("sync") is None)
+            raise WaveSQLError("NOT_IMPLEMENTED", "a SYNC JOIN is implemented with other SYNC "
+                               "JOINs only, not with other joins in its SELECT", Span.of(other),
+                               hint="SYNC in a view or subquery, then join its result")
+        control_table = select.args["from_"].this
+        if not isinstance(control_table, exp.Table):
             raise WaveSQLError("NOT_IMPLEMENTED", "SYNC JOIN reads a named control stream "
-                               "(or view) and a named signal", Span.of(join),
+                               "(or view) and a named signal", Span.of(syncs[0]),
                                hint="make the control a CREATE VIEW")
-        defn = ctx.catalog.get(signal_table.name)
-        if not isinstance(defn, cat.SignalDef):
-            raise WaveSQLError("STREAMING_RULE", f"SYNC JOIN needs a signal, `{signal_table.name}`"
-                               " is not one", Span.of(signal_table),
-                               hint="SYNC aligns recorded signals; join event streams with JOIN")
-        if signal_table.args.get("window") is not None:
-            raise WaveSQLError("INVALID_OPTION", "a SYNC JOIN takes its ranges from the control "
-                               "rows, not from a window", Span.of(signal_table.args["window"]))
         control = _resolve_input(control_table, ctx, derived or {})
-        signal = _resolve_relation(signal_table.name, signal_table.this, ctx)
-        calias, salias = control_table.alias_or_name, signal_table.alias_or_name
-        sync = join.args["sync"]
-        start_sql, end_sql = to_spark_sql(sync.args["start"]), to_spark_sql(sync.args["end"])
-        # Analyse the bounds now: an unknown column or a wrong type is a bind-time error.
-        probe = ctx.env.analyze(
-            f"SELECT {start_sql} AS a, {end_sql} AS b FROM {control_table.name} AS {calias}",
-            ((control_table.name.lower(), control),), None)
-        for field, bound in zip(probe.fields, (sync.args["start"], sync.args["end"])):
-            if not (field.type.startswith("timestamp") or field.type in
-                    ("bigint", "int", "smallint", "tinyint")):
-                raise WaveSQLError("TYPE_ERROR", f"a SYNC range bound must be a TIMESTAMP or a "
-                                   f"sample number (BIGINT), not {field.type}", Span.of(bound),
-                                   hint="e.g. ON RANGE (d.t_from, d.t_to) with TIMESTAMP columns")
-        channels = [c.name for c in defn.channels]
-        fields = output_fields(control.schema.fields, channels, calias, salias)
-        schema = ir.Schema(tuple(ir.Field(n, t) for n, t in fields))
+        calias = control_table.alias_or_name
+        rel: ir.Relation = control
+        synced: list[tuple[str, cat.SignalDef, exp.Table]] = []  # (alias, signal, its table)
+        for join in syncs:
+            rel = _bind_sync(join, rel, control, control_table, calias, synced, ctx)
         name = f"__wavesql_sync_{len(inputs)}"
-        inputs.append((name, ir.SyncJoin(control, calias, signal, salias, start_sql, end_sql,
-                                         sync.args.get("missing") or "NULL", schema,
-                                         control.bounded and signal.bounded)))
-        join.pop()
+        inputs.append((name, rel))
+        for join in syncs:
+            join.pop()
         select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name))))
         expressions = []
         for e in select.expressions:
             if isinstance(e, exp.Star):
-                expressions += [exp.Column(this=exp.Star(), table=exp.to_identifier(calias)),
-                                exp.Column(this=exp.Star(), table=exp.to_identifier(salias))]
+                expressions += [exp.Column(this=exp.Star(), table=exp.to_identifier(a))
+                                for a in [calias] + [a for a, _, _ in synced]]
             else:
                 expressions.append(e)
         select.set("expressions", expressions)
     return node, tuple(inputs)
+
+
+def _bind_sync(join: exp.Join, previous: ir.Relation, control: ir.Relation,
+               control_table: exp.Table, calias: str, synced: list, ctx: BindContext
+               ) -> ir.SyncJoin:
+    """One ``SYNC JOIN signal ON RANGE (...)`` of a SELECT over ``previous`` (the control,
+    or the SYNC JOIN before it: several SYNCs of one SELECT chain, each keyed by the
+    control's columns). Appends ``(alias, signal, table)`` to ``synced``."""
+    from .sync import output_fields
+
+    signal_table = join.this
+    if not isinstance(signal_table, exp.Table):
+        raise WaveSQLError("NOT_IMPLEMENTED", "SYNC JOIN reads a named control stream "
+                           "(or view) and a named signal", Span.of(join),
+                           hint="make the control a CREATE VIEW")
+    defn = ctx.catalog.get(signal_table.name)
+    if not isinstance(defn, cat.SignalDef):
+        raise WaveSQLError("STREAMING_RULE", f"SYNC JOIN needs a signal, `{signal_table.name}`"
+                           " is not one", Span.of(signal_table),
+                           hint="SYNC aligns recorded signals; join event streams with JOIN")
+    if signal_table.args.get("window") is not None:
+        raise WaveSQLError("INVALID_OPTION", "a SYNC JOIN takes its ranges from the control "
+                           "rows, not from a window", Span.of(signal_table.args["window"]))
+    salias = signal_table.alias_or_name
+    taken = [calias] + [a for a, _, _ in synced]
+    if salias.lower() in (a.lower() for a in taken):
+        raise WaveSQLError("INVALID_OPTION", f"`{salias}` names two inputs of this SELECT",
+                           Span.of(signal_table), hint=f"give it another alias: "
+                                                       f"SYNC JOIN {signal_table.name} AS s2")
+    if synced and synced[0][1].rate_hz != defn.rate_hz:
+        first_alias, first, _ = synced[0]
+        raise WaveSQLError(
+            "RATE_MISMATCH", f"signals SYNCed in one SELECT must share a rate: "
+            f"`{first.name}` is {first.rate_hz:g} Hz, `{defn.name}` {defn.rate_hz:g} Hz",
+            Span.of(signal_table),
+            hint=f"resample one in a view: CREATE VIEW {defn.name}_r AS SELECT "
+                 f"resample(...) ..., or SYNC each in its own SELECT and join the results")
+    signal = _resolve_relation(signal_table.name, signal_table.this, ctx)
+    sync = join.args["sync"]
+    start_sql, end_sql = to_spark_sql(sync.args["start"]), to_spark_sql(sync.args["end"])
+    # Analyse the bounds now: an unknown column or a wrong type is a bind-time error.
+    probe = ctx.env.analyze(
+        f"SELECT {start_sql} AS a, {end_sql} AS b FROM {control_table.name} AS {calias}",
+        ((control_table.name.lower(), control),), None)
+    for field, bound in zip(probe.fields, (sync.args["start"], sync.args["end"])):
+        if not (field.type.startswith("timestamp") or field.type in
+                ("bigint", "int", "smallint", "tinyint")):
+            raise WaveSQLError("TYPE_ERROR", f"a SYNC range bound must be a TIMESTAMP or a "
+                               f"sample number (BIGINT), not {field.type}", Span.of(bound),
+                               hint="e.g. ON RANGE (d.t_from, d.t_to) with TIMESTAMP columns")
+    synced.append((salias, defn, signal_table))
+    fields = output_fields(control.schema.fields,
+                           [(a, [c.name for c in d.channels]) for a, d, _ in synced], calias)
+    schema = ir.Schema(tuple(ir.Field(n, t) for n, t in fields))
+    return ir.SyncJoin(previous, calias, signal, salias, start_sql, end_sql,
+                       sync.args.get("missing") or "NULL", schema,
+                       previous.bounded and signal.bounded,
+                       carried=tuple((a, tuple(c.name for c in d.channels))
+                                     for a, d, _ in synced[:-1]))
 
 
 def _bin_band_joins(node: exp.Expression, ctx: BindContext):

@@ -208,6 +208,9 @@ class SyncJoin(Relation):
     missing: str
     schema: Schema
     bounded: bool = True
+    #: ``(alias, channels)`` of the signals SYNCed before this one in its SELECT: ``control``
+    #: is then that SYNC JOIN, and the range is still over the control's columns.
+    carried: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def children(self):
         return (self.control, self.signal)

@@ -190,7 +190,7 @@ def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
         lower_relation(rel.control, rt), rel.control_alias, lower_relation(rel.signal, rt),
         [c.name for c in s.channels], rate=s.rate_hz, epoch_us=s.epoch_us, segment=s.segment,
         start_sql=rel.start_sql, end_sql=rel.end_sql, signal_alias=rel.signal_alias,
-        policy=rel.missing, signal_name=s.name)
+        policy=rel.missing, signal_name=s.name, carried=rel.carried)
 
 
 def _lower_rewindow(rel: ir.Rewindow, rt: Runtime):

@@ -16,6 +16,9 @@ Semantics (user documentation):
   (``udfs/sync.py``).
 * Every control row gives exactly one output row (identical control rows give identical
   output rows); a row whose range is NULL gets NULL segments.
+* Several SYNC JOINs of one SELECT chain: each takes its own range over the control's
+  columns (a SYNC's result carries the earlier signals' structs along), and the signals
+  must share a rate (``RATE_MISMATCH`` otherwise, checked at bind).
 * The result exposes the control row as a struct named by its alias (``d.t_from``) and the
   channels as a struct named by the signal's alias (``m.ch1``), plus a top-level copy of
   every column whose name is unique; ``SELECT *`` is ``d.*, m.*``.
@@ -33,6 +36,7 @@ from __future__ import annotations
 from wavesql.errors import WaveSQLError
 
 CONTROL = "__ctl"
+_CARRIED = "__synced_"  # an earlier SYNC's signal struct, riding on the control
 
 
 def sample_number(column, dtype, rate: float, epoch_us: int):
@@ -55,10 +59,17 @@ def sample_number(column, dtype, rate: float, epoch_us: int):
 
 def sync_frame(control, control_alias: str, signal_rows, channels: list[str], *, rate: float,
                epoch_us: int, segment: int, start_sql: str, end_sql: str, signal_alias: str,
-               policy: str, signal_name: str):
-    """The SYNC JOIN of ``control`` (DataFrame) with the signal's stored segments."""
+               policy: str, signal_name: str, carried: tuple = ()):
+    """The SYNC JOIN of ``control`` (DataFrame) with the signal's stored segments.
+
+    ``carried``: ``(alias, channels)`` of the signals SYNCed before this one in the same
+    SELECT; ``control`` is then that SYNC's result, whose control struct is unpacked again
+    (the range is over the control's columns) and whose signal structs ride along."""
     from pyspark.sql import functions as F
 
+    if carried:
+        control = control.select(F.col(f"`{control_alias}`.*"),
+                                 *[F.col(f"`{a}`").alias(_CARRIED + a) for a, _ in carried])
     names = control.columns
     aliased = control.alias(control_alias)
     ranged = aliased.select(
@@ -102,29 +113,39 @@ def sync_frame(control, control_alias: str, signal_rows, channels: list[str], *,
     cut = gathered.mapInArrow(run, out_schema)
     repeated = cut.withColumn("__copy", F.explode(F.sequence(F.lit(1).cast("bigint"),
                                                             F.col("__n"))))
-    unique = _unique_names(names, channels, {control_alias.lower(), signal_alias.lower()})
+    own = [n for n in names if not n.startswith(_CARRIED)]
+    signals = list(carried) + [(signal_alias, channels)]
+    unique = _unique_names(own, signals, control_alias)
+    structs = [F.col(f"{CONTROL}.`{_CARRIED + a}`").alias(a) for a, _ in carried]
+    flat = [F.col(f"{CONTROL}.`{_CARRIED + a}`.`{c}`").alias(c)
+            for a, chans in carried for c in chans if c.lower() in unique]
     return repeated.select(
-        F.col(CONTROL).alias(control_alias),
-        F.struct(*[F.col(f"`{c}`") for c in channels]).alias(signal_alias),
-        *[F.col(f"{CONTROL}.`{n}`").alias(n) for n in names if n.lower() in unique],
-        *[F.col(f"`{c}`") for c in channels if c.lower() in unique])
+        F.struct(*[F.col(f"{CONTROL}.`{n}`").alias(n) for n in own]).alias(control_alias),
+        *structs, F.struct(*[F.col(f"`{c}`") for c in channels]).alias(signal_alias),
+        *[F.col(f"{CONTROL}.`{n}`").alias(n) for n in own if n.lower() in unique],
+        *flat, *[F.col(f"`{c}`") for c in channels if c.lower() in unique])
 
 
-def _unique_names(control: list[str], channels: list[str], aliases: set[str]) -> set[str]:
-    lower = [n.lower() for n in control] + [c.lower() for c in channels]
+def _unique_names(control: list[str], signals: list, control_alias: str) -> set[str]:
+    """Names that get a top-level copy: those of exactly one control column or channel,
+    and not an alias (``signals``: ``(alias, channels)`` pairs)."""
+    lower = [n.lower() for n in control] + [c.lower() for _, chans in signals for c in chans]
+    aliases = {control_alias.lower()} | {a.lower() for a, _ in signals}
     return {n for n in lower if lower.count(n) == 1 and n not in aliases}
 
 
-def output_fields(control_fields, channels: list[str], control_alias: str, signal_alias: str):
-    """The result schema of :func:`sync_frame` as ``(name, type)`` pairs."""
+def output_fields(control_fields, signals: list, control_alias: str):
+    """The result schema of :func:`sync_frame` as ``(name, type)`` pairs, for the SYNCs of
+    ``signals`` (``(alias, channels)`` pairs, in the SELECT's order) over one control."""
     from wavesql.udfs.program import SPARK_TYPES
 
     sigseg = SPARK_TYPES["sigseg"]
     names = [f.name for f in control_fields]
-    unique = _unique_names(names, channels, {control_alias.lower(), signal_alias.lower()})
+    unique = _unique_names(names, signals, control_alias)
     struct = ",".join(f"`{f.name}`:{f.type}" for f in control_fields)
-    out = [(control_alias, f"struct<{struct}>"),
-           (signal_alias, "struct<" + ",".join(f"`{c}`:{sigseg}" for c in channels) + ">")]
+    out = [(control_alias, f"struct<{struct}>")]
+    out += [(a, "struct<" + ",".join(f"`{c}`:{sigseg}" for c in chans) + ">")
+            for a, chans in signals]
     out += [(f.name, f.type) for f in control_fields if f.name.lower() in unique]
-    out += [(c, sigseg) for c in channels if c.lower() in unique]
+    out += [(c, sigseg) for _, chans in signals for c in chans if c.lower() in unique]
     return out

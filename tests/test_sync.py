@@ -159,3 +159,78 @@ def test_cut_range_rules():
     with pytest.raises(Exception) as err:
         cut_range(pieces, 6, 12, 10.0, "ERROR")
     assert "SIGNAL_GAP" in str(err.value)
+
+
+def test_several_signals_in_one_select(ws, tmp_path):
+    """Two SYNC JOINs over one control, each with its own range: each signal's segments are
+    those of a SYNC of it alone (numpy oracle), the control row is kept once."""
+    folder, truth = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    other = tmp_path / "other"
+    other.mkdir()
+    z = (np.random.default_rng(9).standard_normal((16000, 1)) * 0.1).astype(np.float32)
+    write_wav(other / "z.wav", z, RATE, "float32")
+    ws.sql(f"CREATE SIGNAL acc (z FLOAT) RATE {RATE} HZ FROM '{other}' FORMAT wav SEGMENT 700")
+    rng = np.random.default_rng(4)
+    ranges = [(int(a), int(a) + int(rng.integers(1, 3000)) * 125)
+              for a in rng.integers(1000, 14000 * 125, 25)] + [(0, 125), (0, 125)]
+    _control(ws, tmp_path, ranges)
+    rows = ws.sql("SELECT c.id, r.x, y, q.z AS acc_z FROM ctl c "
+                  "SYNC JOIN rec r ON RANGE (c.a, c.b) "
+                  "SYNC JOIN acc q ON RANGE (c.a - INTERVAL 1 MILLISECOND, c.b)").collect()
+    assert sorted(r.id for r in rows) == list(range(len(ranges)))
+    for row in rows:
+        a, b = ranges[row.id]
+        lo, hi = sample_at(a, RATE), sample_at(b, RATE)
+        want = _expected(truth, lo, hi, "NULL")
+        if want is None:
+            assert row.x is None and row.y is None
+        else:
+            np.testing.assert_array_equal(np.asarray(row.x.samples, np.float32), want[:, 0])
+            np.testing.assert_array_equal(np.asarray(row.y.samples, np.float32), want[:, 1])
+        lo_z = sample_at(a - 1000, RATE)
+        if lo_z < 0 or hi > len(z):  # beyond the recording: NULL (MISSING NULL)
+            assert row.acc_z is None
+            continue
+        assert row.acc_z.start == lo_z
+        np.testing.assert_array_equal(np.asarray(row.acc_z.samples, np.float32), z[lo_z:hi, 0])
+    star = ws.sql("SELECT * FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
+                  "SYNC JOIN acc q ON RANGE (c.a, c.b)")
+    assert star.columns == ["id", "a", "b", "x", "y", "z"]
+    # the same signal twice, under two aliases and two ranges
+    rows = ws.sql("SELECT c.id, p.z AS before, n.z AS after FROM ctl c "
+                  "SYNC JOIN acc p ON RANGE (c.a - INTERVAL 10 MILLISECONDS, c.a) "
+                  "SYNC JOIN acc n ON RANGE (c.a, c.a + INTERVAL 10 MILLISECONDS)").collect()
+    for row in rows:
+        at = sample_at(ranges[row.id][0], RATE)
+        if at < 80:
+            assert row.before is None and row.after.start == at
+            continue
+        assert row.before.start == at - 80 and row.after.start == at
+        np.testing.assert_array_equal(np.asarray(row.after.samples, np.float32),
+                                      z[at:at + 80, 0])
+
+
+def test_several_signals_errors(ws, tmp_path):
+    folder, _ = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    ws.sql(f"CREATE SIGNAL counting (voice FLOAT) RATE 44100 HZ FROM '{COUNTING_WAV}' "
+           "FORMAT wav SEGMENT 4096")
+    _control(ws, tmp_path, [(0, 1000)])
+    cases = {
+        "SELECT * FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
+        "SYNC JOIN counting m ON RANGE (c.a, c.b)": ("RATE_MISMATCH", "counting"),
+        "SELECT * FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
+        "SYNC JOIN rec r ON RANGE (c.a, c.b)": ("INVALID_OPTION", "rec"),
+        "SELECT * FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
+        "JOIN ctl d ON c.id = d.id": ("NOT_IMPLEMENTED", "ctl"),
+    }
+    for text, (code, underlined) in cases.items():
+        with pytest.raises(WaveSQLError) as err:
+            ws.sql(text)
+        assert err.value.code == code, (text, err.value)
+        assert text[err.value.span.start:err.value.span.end] == underlined, err.value.span
+    assert "resample" in WaveSQLError.__str__(
+        pytest.raises(WaveSQLError, ws.sql, list(cases)[0]).value)
