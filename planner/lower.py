@@ -86,15 +86,10 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
     s = rel.signal
     if rt.streams is not None and ("signal", s.key) in rt.streams:
         return rt.streams[("signal", s.key)]  # a continuous signal query's micro-batch
-    channels = [c.name for c in s.channels]
-    program = rel.program or Program.identity(channels)
+    program = rel.program or Program.identity([c.name for c in s.channels])
     width, slide = rel.window or (s.segment, s.segment)
-    options = {
-        "path": s.path, "rate": repr(s.rate_hz), "channels": json.dumps(channels),
-        "window": str(width), "slide": str(slide), "program": program.to_json(),
-    }
+    options = _wav_options(s, program, width, slide)
     options["partition_samples"] = str(_partition_samples(s, width, rt))
-    options.update(dict(s.options))
     if program.stateful:
         if slide < width:
             raise WaveSQLError(
@@ -108,6 +103,17 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
     wav_source.register(rt.spark)
     return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
             .options(**options).load())
+
+
+def _wav_options(signal, program, width: int, slide: int) -> dict:
+    """The WAV source's options for ``signal`` read in ``[SAMPLES width SLIDE slide]``."""
+    channels = [c.name for c in signal.channels]
+    options = {
+        "path": signal.path, "rate": repr(signal.rate_hz), "channels": json.dumps(channels),
+        "window": str(width), "slide": str(slide), "program": program.to_json(),
+    }
+    options.update(dict(signal.options))
+    return options
 
 
 def _partition_samples(signal, width: int, rt: Runtime) -> int:
@@ -182,15 +188,47 @@ def _lower_stream_of(rel: ir.StreamOf, rt: Runtime):
                               source, rel.window.time_column)
 
 
+#: ``wavesql.sync.read`` (Spark conf): ``files`` (default) -- a SYNC over a signal's WAV files
+#: reads each range's samples from the files it overlaps, so the cost follows the audio the
+#: ranges ask for, not the recording's length; ``join`` -- the range join with time binning
+#: over the stored segments (the recording scanned and shuffled once), which is also what
+#: runs wherever the signal's rows are not plain files (a continuous query's micro-batch).
+SYNC_READ_CONF = "wavesql.sync.read"
+
+
 def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
+    from wavesql.udfs.program import Program
+
     from .sync import sync_frame
 
     s = rel.signal.signal
+    channels = [c.name for c in s.channels]
+    mode = rt.spark.conf.get(SYNC_READ_CONF, "files").lower()
+    if mode not in ("files", "join"):
+        raise WaveSQLError("INVALID_OPTION", f"{SYNC_READ_CONF} is {mode!r}",
+                           hint="'files' (read each range from the WAV files) or 'join' "
+                                "(binned range join over the stored segments)")
+    # (the scan's window does not matter here: the files' samples are what a range cuts)
+    direct = (mode == "files" and rel.signal.program is None
+              and (rt.streams is None or ("signal", s.key) not in rt.streams))
+    placements = signal_rows = None
+    if direct:
+        from wavesql.sources import wav_source
+
+        from wavesql.udfs.wav import WavError
+
+        options = _wav_options(s, Program.identity(channels), s.segment, s.segment)
+        try:
+            placements = wav_source.plan(options).placements  # the files' headers, checked
+        except WavError as err:  # as the scan would report it, only before any job
+            raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
+    else:
+        signal_rows = lower_relation(rel.signal, rt)
     return sync_frame(
-        lower_relation(rel.control, rt), rel.control_alias, lower_relation(rel.signal, rt),
-        [c.name for c in s.channels], rate=s.rate_hz, epoch_us=s.epoch_us, segment=s.segment,
+        lower_relation(rel.control, rt), rel.control_alias, signal_rows,
+        channels, rate=s.rate_hz, epoch_us=s.epoch_us, segment=s.segment,
         start_sql=rel.start_sql, end_sql=rel.end_sql, signal_alias=rel.signal_alias,
-        policy=rel.missing, signal_name=s.name, carried=rel.carried)
+        policy=rel.missing, signal_name=s.name, carried=rel.carried, placements=placements)
 
 
 def _lower_rewindow(rel: ir.Rewindow, rt: Runtime):

@@ -23,7 +23,12 @@ Semantics (user documentation):
   channels as a struct named by the signal's alias (``m.ch1``), plus a top-level copy of
   every column whose name is unique; ``SELECT *`` is ``d.*, m.*``.
 
-Lowering: a **range join with time binning**, never a nested loop. Stored segments are
+Lowering, two ways (``wavesql.sync.read``, planner/lower.py). By default (``files``) the
+ranges -- identical control rows grouped first -- are handed to one ``mapInArrow`` pass that
+reads each range's samples from the WAV files it overlaps (the timeline the scan would use)
+and cuts them: the cost follows the audio asked for, not the recording's length, and the
+recording is neither scanned nor shuffled. The other way (``join``, and what a signal that is
+not plain files needs) is a **range join with time binning**, never a nested loop. Stored segments are
 binned by ``floor(sample / SEGMENT)``; each control range is expanded to the bins it
 overlaps (``explode(sequence(...))``) and equi-joined on the bin id plus the overlap
 predicate; the overlapping pieces of each range are collected and one ``mapInArrow`` pass
@@ -59,12 +64,16 @@ def sample_number(column, dtype, rate: float, epoch_us: int):
 
 def sync_frame(control, control_alias: str, signal_rows, channels: list[str], *, rate: float,
                epoch_us: int, segment: int, start_sql: str, end_sql: str, signal_alias: str,
-               policy: str, signal_name: str, carried: tuple = ()):
+               policy: str, signal_name: str, carried: tuple = (), placements=None):
     """The SYNC JOIN of ``control`` (DataFrame) with the signal's stored segments.
 
     ``carried``: ``(alias, channels)`` of the signals SYNCed before this one in the same
     SELECT; ``control`` is then that SYNC's result, whose control struct is unpacked again
-    (the range is over the control's columns) and whose signal structs ride along."""
+    (the range is over the control's columns) and whose signal structs ride along.
+
+    ``placements``: the signal's WAV files on its timeline. Given, the ranges read their
+    samples from the files themselves (``udfs.sync.read_batch``) and ``signal_rows`` is not
+    used: no scan of the whole recording, no shuffle of it."""
     from pyspark.sql import functions as F
 
     if carried:
@@ -80,6 +89,31 @@ def sync_frame(control, control_alias: str, signal_rows, channels: list[str], *,
         CONTROL, sample_number(F.col("__a"), types["__a"], rate, epoch_us).alias("__s0"),
         sample_number(F.col("__b"), types["__b"], rate, epoch_us).alias("__s1"))
     groups = ranged.groupBy(CONTROL, "__s0", "__s1").agg(F.count(F.lit(1)).alias("__n"))
+    if placements is not None:
+        cut = _read_from_files(groups, channels, rate, policy, signal_name, placements)
+    else:
+        cut = _binned_join(groups, signal_rows, channels, rate, policy, signal_name, segment)
+    repeated = cut.withColumn("__copy", F.explode(F.sequence(F.lit(1).cast("bigint"),
+                                                            F.col("__n"))))
+    own = [n for n in names if not n.startswith(_CARRIED)]
+    signals = list(carried) + [(signal_alias, channels)]
+    unique = _unique_names(own, signals, control_alias)
+    structs = [F.col(f"{CONTROL}.`{_CARRIED + a}`").alias(a) for a, _ in carried]
+    flat = [F.col(f"{CONTROL}.`{_CARRIED + a}`.`{c}`").alias(c)
+            for a, chans in carried for c in chans if c.lower() in unique]
+    return repeated.select(
+        F.struct(*[F.col(f"{CONTROL}.`{n}`").alias(n) for n in own]).alias(control_alias),
+        *structs, F.struct(*[F.col(f"`{c}`") for c in channels]).alias(signal_alias),
+        *[F.col(f"{CONTROL}.`{n}`").alias(n) for n in own if n.lower() in unique],
+        *flat, *[F.col(f"`{c}`") for c in channels if c.lower() in unique])
+
+
+def _binned_join(groups, signal_rows, channels, rate, policy, signal_name, segment):
+    """The range join with time binning: stored segments binned by ``segment``, each range
+    expanded to the bins it overlaps, equi-join on the bin plus the overlap predicate; the
+    pieces of each range collected and cut in one ``mapInArrow`` pass."""
+    from pyspark.sql import functions as F
+
     b = F.lit(segment)
     bins = F.when(F.col("__s1") > F.col("__s0"), F.sequence(
         F.floor(F.col("__s0") / b), F.floor((F.col("__s1") - 1) / b)))
@@ -99,10 +133,6 @@ def sync_frame(control, control_alias: str, signal_rows, channels: list[str], *,
                          & (wanted["__bin"] == first_common), "left")
     gathered = joined.groupBy(CONTROL, "__s0", "__s1", "__n").agg(
         F.collect_list("__piece").alias("__pieces"))
-    out_schema = (f"{CONTROL} {gathered.schema[CONTROL].dataType.simpleString()}, "
-                  "__s0 bigint, __s1 bigint, __n bigint, "
-                  + ", ".join(f"`{c}` struct<start:bigint,rate:double,samples:array<float>>"
-                              for c in channels))
 
     def run(batches):
         from wavesql.udfs.sync import sync_batch
@@ -110,20 +140,28 @@ def sync_frame(control, control_alias: str, signal_rows, channels: list[str], *,
         for batch in batches:
             yield sync_batch(batch, channels, rate, policy, f"`{signal_name}`")
 
-    cut = gathered.mapInArrow(run, out_schema)
-    repeated = cut.withColumn("__copy", F.explode(F.sequence(F.lit(1).cast("bigint"),
-                                                            F.col("__n"))))
-    own = [n for n in names if not n.startswith(_CARRIED)]
-    signals = list(carried) + [(signal_alias, channels)]
-    unique = _unique_names(own, signals, control_alias)
-    structs = [F.col(f"{CONTROL}.`{_CARRIED + a}`").alias(a) for a, _ in carried]
-    flat = [F.col(f"{CONTROL}.`{_CARRIED + a}`.`{c}`").alias(c)
-            for a, chans in carried for c in chans if c.lower() in unique]
-    return repeated.select(
-        F.struct(*[F.col(f"{CONTROL}.`{n}`").alias(n) for n in own]).alias(control_alias),
-        *structs, F.struct(*[F.col(f"`{c}`") for c in channels]).alias(signal_alias),
-        *[F.col(f"{CONTROL}.`{n}`").alias(n) for n in own if n.lower() in unique],
-        *flat, *[F.col(f"`{c}`") for c in channels if c.lower() in unique])
+    return gathered.mapInArrow(run, _cut_schema(groups, channels))
+
+
+def _read_from_files(groups, channels, rate, policy, signal_name, placements):
+    """Each range's samples read from the WAV files it overlaps (``udfs.sync.read_batch``)."""
+    placements = list(placements)
+
+    def run(batches):
+        from wavesql.udfs.sync import read_batch
+
+        for batch in batches:
+            yield read_batch(batch, placements, channels, rate, policy, f"`{signal_name}`")
+
+    return groups.mapInArrow(run, _cut_schema(groups, channels))
+
+
+def _cut_schema(groups, channels) -> str:
+    """The ranges (``groups``' columns) and one cut segment per channel."""
+    return (f"{CONTROL} {groups.schema[CONTROL].dataType.simpleString()}, "
+            "__s0 bigint, __s1 bigint, __n bigint, "
+            + ", ".join(f"`{c}` struct<start:bigint,rate:double,samples:array<float>>"
+                        for c in channels))
 
 
 def _unique_names(control: list[str], signals: list, control_alias: str) -> set[str]:

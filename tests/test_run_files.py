@@ -234,15 +234,25 @@ def test_many_random_kills(tmp_path):
             write_input(tmp_path / "in", files)
             files += 1
         proc = start(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
-        delay = rng.uniform(5, 40)
         began = time.monotonic()
-        kills += kill_when(proc, lambda: time.monotonic() - began > delay)
+        if cycle % 2:  # at a random moment: starting up, mid-batch, between statements ...
+            delay = rng.uniform(1, 15)
+            ready = lambda: time.monotonic() - began > delay  # noqa: E731
+        else:  # a random moment after a new batch reached the sink (mid-run for sure)
+            seen, extra = len(batches(hot)), rng.uniform(0, 2)
+            landed = []
+
+            def ready():
+                if not landed and len(batches(hot)) > seen:
+                    landed.append(time.monotonic())
+                return bool(landed) and time.monotonic() - landed[0] > extra
+        kills += kill_when(proc, ready)
     final = run(tmp_path, "run", "job.wsql")
     assert final.returncode == 0, final.stdout + final.stderr
     data = input_frame(tmp_path / "in")
-    assert kills >= 3
     assert hot_of(hot) == oracle_hot(data)
     assert windows_of(per_sensor) == oracle_windows(data)
+    assert kills >= 3, f"only {kills} of 8 runs were killed before they ended"
 
 
 # -- in-process: the statement's errors ----------------------------------------------------------

@@ -16,6 +16,15 @@ RATE = 8000
 SECOND = 1_000_000
 
 
+@pytest.fixture(autouse=True, params=["files", "join"])
+def read_mode(request, spark):
+    """Every test runs with both ways of reading a range (planner/lower.py SYNC_READ_CONF):
+    from the WAV files directly, and the binned range join over the stored segments."""
+    spark.conf.set("wavesql.sync.read", request.param)
+    yield request.param
+    spark.conf.unset("wavesql.sync.read")
+
+
 def _timeline(tmp_path):
     """Two channels, three timestamped files: [0, 5000), [5000, 9000), gap, [12000, 15000)."""
     rng = np.random.default_rng(5)
@@ -234,3 +243,18 @@ def test_several_signals_errors(ws, tmp_path):
         assert text[err.value.span.start:err.value.span.end] == underlined, err.value.span
     assert "resample" in WaveSQLError.__str__(
         pytest.raises(WaveSQLError, ws.sql, list(cases)[0]).value)
+
+
+def test_read_mode_decides_whether_the_recording_is_scanned(ws, tmp_path, read_mode):
+    """`files` reads only the ranges' samples: no scan of the signal in the plan."""
+    folder, _ = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    _control(ws, tmp_path, [(0, 1000)])
+    df = ws.sql("SELECT c.id, r.x FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b)")
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert ("wavesql_wav" in plan.lower() or "BatchScan" in plan) == (read_mode == "join"), plan
+    ws.spark.conf.set("wavesql.sync.read", "sometimes")
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT c.id, r.x FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b)")
+    assert err.value.code == "INVALID_OPTION"

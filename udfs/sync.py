@@ -106,6 +106,60 @@ def sync_batch(batch: pa.RecordBatch, channels: Sequence[str], rate: float, poli
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def read_batch(batch: pa.RecordBatch, placements: Sequence, channels: Sequence[str],
+               rate: float, policy: str, what: str) -> pa.RecordBatch:
+    """Add one segment column per channel, cut to ``[__s0, __s1)``, read straight from the
+    signal's files (``placements``: its :class:`~wavesql.udfs.wav.FilePlacement` list,
+    in timeline order) -- only the samples the ranges cover are read.
+
+    The pieces are the files' parts overlapping the range, so a gap between two files is a
+    gap here exactly as in :func:`sync_batch`, and the cut is the same :func:`cut_range`.
+    """
+    from .wav import WavError, read_frames
+
+    names = batch.schema.names
+    lo_col, hi_col = batch.column(names.index("__s0")), batch.column(names.index("__s1"))
+    bounded = np.logical_and(lo_col.is_valid().to_numpy(zero_copy_only=False),
+                             hi_col.is_valid().to_numpy(zero_copy_only=False))
+    lo = lo_col.fill_null(0).to_numpy(zero_copy_only=False)
+    hi = hi_col.fill_null(0).to_numpy(zero_copy_only=False)
+    ends = np.array([p.end_sample for p in placements], dtype=np.int64)
+    out_columns: dict[str, list] = {ch: [] for ch in channels}
+    for i in range(batch.num_rows):
+        if not bounded[i]:  # a NULL bound: no range, NULL segments
+            for ch in channels:
+                out_columns[ch].append(None)
+            continue
+        a, b = int(lo[i]), int(hi[i])
+        pieces: list[list[SigSeg]] = [[] for _ in channels]
+        k = int(np.searchsorted(ends, a, side="right"))  # the first file ending after a
+        while b > a and k < len(placements) and placements[k].start_sample < b:
+            f = placements[k]
+            s, e = max(a, f.start_sample), min(b, f.end_sample)
+            try:
+                frames = read_frames(f.info, s - f.start_sample, e - s)
+            except WavError:
+                raise
+            except FileNotFoundError:
+                raise WavError("MISSING_PATH", f.path, "the file disappeared after the query "
+                               "was planned", "files of a signal must stay in place while it "
+                               "is read") from None
+            except ValueError as err:  # shorter than its header said when planned
+                raise WavError("TRUNCATED_FILE", f.path, str(err),
+                               "a file shrank after planning") from None
+            for c in range(len(channels)):
+                pieces[c].append(SigSeg(s, rate, frames[:, c]))
+            k += 1
+        for c, ch in enumerate(channels):
+            out_columns[ch].append(cut_range(pieces[c], a, b, rate, policy, what))
+    arrays = [batch.column(k) for k in range(batch.num_columns)]
+    fields = [batch.schema.field(k) for k in range(batch.num_columns)]
+    for ch in channels:
+        arrays.append(_sigseg_array(out_columns[ch]))
+        fields.append(pa.field(ch, arrays[-1].type))
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
 def _sigseg_array(segs: Sequence[SigSeg | None]) -> pa.StructArray:
     present = [s for s in segs if s is not None]
     widths = np.array([s.width if s is not None else 0 for s in segs], dtype=np.int32)

@@ -1,6 +1,6 @@
 """WaveSQL SYNC benchmark (issue 5): DETECTAUDIO with SYNC vs a per-sample interval join.
 
-    python benchmarks/sync/run.py [--seconds 120] [--reps 3] [--only a,a_fixed,b,c,d,e,scan,plan]
+    python benchmarks/sync/run.py [--seconds 120] [--reps 3] [--only a,b,c,d,e,scan,plan]
 
 One 4-channel 48 kHz recording (``wavesql.datasets.array_recording``, tone bursts at known
 times in noise and hum) is written once as WAV files (what WaveSQL reads) and as Parquet
@@ -15,8 +15,6 @@ loudly, marked in the table, and makes the script exit with status 1.
 Variants (README.md says which comparisons are fair):
 
   a        WaveSQL: examples/detectaudio.wsql as shipped (detector + SYNC), end to end
-  a_fixed  the same text with the planner's rewrite also applied inside SYNC JOIN's control
-           (a benchmark-local patch of ``planner.rewrite._apply``, see README)
   b        WaveSQL: the ``events`` view alone (detector, no SYNC)
   c        WaveSQL: SYNC alone over the events precomputed into Parquet
   d        Spark SQL: the precomputed events joined to the per-sample Parquet with
@@ -31,8 +29,6 @@ Each variant runs once as a warm-up, then ``--reps`` timed runs; medians are rep
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import datetime as dt
 import json
 import os
@@ -57,13 +53,11 @@ CHANNELS = ("ch1", "ch2", "ch3", "ch4")
 PAD_US = 5_000  # the query's 5 ms either side of an event
 ROW_GROUP = 1 << 20
 _VERSION = 1  # bump when the data layout changes: old caches are regenerated
-VARIANTS = ("a", "a_fixed", "b", "c", "d", "e", "scan", "plan")
+VARIANTS = ("a", "b", "c", "d", "e", "scan", "plan")
 STAGES = ("scan", "plan")  # parts of c, not answers: no samples/s
 TITLES = {
     "a": ("WaveSQL local[2]", "detector + SYNC (examples/detectaudio.wsql, as shipped)",
           "WAV files"),
-    "a_fixed": ("WaveSQL local[2]", "detector + SYNC, rewrite applied inside SYNC's control",
-                "WAV files"),
     "b": ("WaveSQL local[2]", "detector only (the `events` view, no SYNC)", "WAV files"),
     "c": ("WaveSQL local[2]", "SYNC only, events precomputed", "WAV files + events Parquet"),
     "d": ("Spark SQL local[2]", "per-sample interval join, events precomputed",
@@ -262,33 +256,6 @@ def duckdb_text() -> str:
             "MILLISECOND GROUP BY e.event) q")
 
 
-@contextlib.contextmanager
-def rewrite_inside_sync():
-    """Let ``planner.rewrite`` also rewrite a SYNC JOIN's control and signal (today its
-    ``_apply`` does not descend into SyncJoin, so a detector in the control runs as a
-    per-partition mapInArrow stage instead of inside the scan). Benchmark-local; the
-    proposed fix is the same few lines in planner/rewrite.py."""
-    import importlib
-
-    from wavesql.planner import ir
-
-    rewrite = importlib.import_module("wavesql.planner.rewrite")  # the module, not the function
-    original = rewrite._apply
-
-    def patched(rel, rules):
-        if isinstance(rel, ir.SyncJoin):
-            control, signal = original(rel.control, rules), original(rel.signal, rules)
-            if control != rel.control or signal != rel.signal:
-                rel = dataclasses.replace(rel, control=control, signal=signal)
-        return original(rel, rules)
-
-    rewrite._apply = patched
-    try:
-        yield
-    finally:
-        rewrite._apply = original
-
-
 # ---------------------------------------------------------------------------- timing
 class Bench:
     def __init__(self, reps: int, warmup: int, want: dict, scanned: int, spark=None):
@@ -437,7 +404,7 @@ def table(bench: Bench, meta: dict, notes: dict) -> str:
                    f"{r['median']:.3f} | {rate} | "
                    f"{r['events'] if r['events'] is not None else '—'} | {check} | "
                    + " ".join(f"{t:.2f}" for t in r["times"]) + " |")
-    full = "a_fixed" if rows.get("a_fixed", {}).get("check") == "ok" else "a"
+    full = "a"
     out += ["", "Ratios (time of the slower ÷ time of the faster; > 1 means the first is "
             "faster):", "", "| comparison | ratio | target |", "|---|---|---|",
             f"| WaveSQL SYNC only (c) vs Spark SQL per-sample join (d) | "
@@ -449,10 +416,6 @@ def table(bench: Bench, meta: dict, notes: dict) -> str:
             f"{fmt(ratio(rows, full, 'e'))}× | — |",
             f"| cost of SYNC: time without SYNC (b) ÷ time with ({full}) | "
             f"{fmt(_inv(ratio(rows, 'b', full)))}× | paper: 0.9× |"]
-    if full == "a_fixed" and rows.get("a"):
-        out.append(f"| cost of SYNC as shipped: b ÷ a (a's answer "
-                   f"{'ok' if rows['a'].get('check') == 'ok' else 'is wrong'}) | "
-                   f"{fmt(_inv(ratio(rows, 'b', 'a')))}× | — |")
     out += ["", "Notes: " + notes["text"]]
     bad = [r for r in rows.values() if r["error"] or r["check"] not in (None, "ok")]
     if bad:
@@ -536,11 +499,6 @@ def main() -> int:
     def wavesql_full():
         return to_answer(ws.sql(full).selectExpr(*reduce_ws).collect())
 
-    def wavesql_full_fixed():
-        with rewrite_inside_sync():
-            df = ws.sql(full)
-        return to_answer(df.selectExpr(*reduce_ws).collect())
-
     def wavesql_events():
         got = sorted(tuple(r) for r in ws.sql("SELECT event, t_from, t_to FROM events")
                      .collect())
@@ -563,8 +521,7 @@ def main() -> int:
         spark.sql(ssql).explain()
         print(duck.execute("EXPLAIN " + dsql).fetchall()[0][1])
 
-    plan = {"a": (wavesql_full, True), "a_fixed": (wavesql_full_fixed, True),
-            "b": (wavesql_events, False), "c": (wavesql_sync_only, True),
+    plan = {"a": (wavesql_full, True), "b": (wavesql_events, False), "c": (wavesql_sync_only, True),
             "d": (lambda: to_answer(spark.sql(ssql).collect()), True),
             "e": (lambda: to_answer(duck.execute(dsql).fetchall()), True),
             "scan": (wavesql_scan, False), "plan": (lambda: ws.sql(sync_only), False)}
