@@ -121,13 +121,15 @@ class _Input:
 class _Plan:
     """How a continuous query is evaluated: ``mode`` is ``windowed`` (CQL windows: a row is
     final when its ``_time`` is below progress), ``over`` (OVER windows with bounded
-    PRECEDING frames: final when its event time is below progress) or ``rows`` (row by row:
-    final as it comes)."""
+    PRECEDING frames: final when its event time is below progress), ``rows`` (row by row:
+    final as it comes) or ``sync`` (row by row over a SYNC JOIN's control stream: a row is
+    final once the signal's files cover its range, and waits in the buffer until then)."""
 
     inputs: tuple
     mode: str
     time_column: str | None  # the result column compared with progress
     signal: object = None  # mode ``signal``: a streaming.signals.SignalPlan
+    sync: object = None  # mode ``sync``: the ir.SyncJoin (see ContinuousQuery._sync_split)
 
 
 def start(session, text: str, output, checkpoint: str | os.PathLike, *,
@@ -178,6 +180,54 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                            output_format=output_format, late_format=late_format)
 
 
+def _watch_path(path: str) -> str:
+    """What Spark's file source lists for a signal's FROM path: its folder (a single file's
+    folder, filtered to .wav files) or its glob."""
+    if os.path.isdir(path) or any(c in path for c in "*?["):
+        return path
+    return os.path.dirname(path) or "."
+
+
+def _complete_placements(signal: cat.SignalDef, now: float) -> list:
+    """The signal's files that are complete now, placed on its timeline (wav_source.plan).
+    A file is complete when its header declares exactly the data present, or -- a header
+    that cannot say (streamed WAV) -- when it has not been modified for the settle time."""
+    from wavesql.planner.lower import _wav_options
+    from wavesql.sources import wav_source
+    from wavesql.udfs.program import Program
+    from wavesql.udfs.wav import WavError, read_info
+
+    from . import files
+
+    complete = []
+    for path in wav_source.list_wav_files(signal.path):
+        try:
+            info = read_info(path)
+        except (OSError, WavError):
+            info = None  # a header still being written: wait for it to settle
+        if (info is not None and not info.truncated and not info.open_ended) or \
+                files.why_not_ready(path, "wav", files.SETTLE_SECONDS, now) is None:
+            complete.append(path)
+    if not complete:
+        return []
+    channels = [c.name for c in signal.channels]
+    options = _wav_options(signal, Program.identity(channels), signal.segment, signal.segment)
+    try:
+        return wav_source.plan(options, files=complete).placements
+    except WavError as err:
+        raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
+
+
+def _fingerprint(placements, end: int) -> str:
+    """What identifies the files placed before ``end`` (names, places, lengths): a digest,
+    so the state stays one line however many files the signal has."""
+    import hashlib
+
+    used = sorted((os.path.basename(p.path), p.start_sample, p.info.frames)
+                  for p in placements if p.start_sample < end)
+    return hashlib.sha256(json.dumps(used).encode()).hexdigest()
+
+
 def _absolute(path) -> str:
     """A local path made absolute (``~`` expanded); a URI (``s3a://...``) as it is."""
     text = os.fspath(path)
@@ -203,6 +253,9 @@ def _late_path(target: exp.Expression, catalog) -> tuple[str, str]:
 def plan_continuous(root: ir.Relation, stmt) -> _Plan:
     """The streams a continuous query reads, each with the look-back its windows need;
     enforce the streaming rules (DESIGN.md §4) with errors before anything runs."""
+    syncs = [rel for rel in ir.walk(root) if isinstance(rel, ir.SyncJoin)]
+    if syncs:
+        return _plan_sync(root, syncs, stmt)
     windows: dict[str, list] = {}
     scans: dict[str, cat.StreamDef] = {}
     queries: list[ir.SqlQuery] = []
@@ -264,6 +317,39 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
     rules = tuple(dict.fromkeys(r for t in trees if t is not None
                                 for r in _nested_lookback(t, stream, stmt)))
     return _Plan((_Input(0, stream, rules),), "over", stream.event_time)
+
+
+def _plan_sync(root: ir.Relation, syncs: list, stmt) -> _Plan:
+    """A continuous SYNC JOIN: its control is a catalog stream read row by row; the signal's
+    WAV folder is watched, and each control row is synced once the recording covers its
+    range (``ContinuousQuery._sync_split``)."""
+    if len(syncs) > 1:
+        raise WaveSQLError("NOT_IMPLEMENTED", "several SYNC JOINs in one continuous query",
+                           Span.of(stmt.node),
+                           hint="run one continuous query per signal, over the same control")
+    sync = syncs[0]
+    if not isinstance(sync.control, ir.StreamScan):
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN reads its ranges from a "
+                           "catalog stream (not a view or a signal's results)",
+                           Span.of(stmt.node), hint="write the control rows to a stream's "
+                           "folder (INSERT INTO a sink it reads), then SYNC over that stream")
+    stream = sync.control.stream
+    if stream.event_time is None:
+        raise WaveSQLError("STREAMING_RULE", f"stream `{stream.name}` has no EVENT TIME",
+                           Span.of(stmt.node), hint="a continuous query needs event time to "
+                           "know which rows are late: CREATE OR REPLACE STREAM ... EVENT TIME "
+                           "ts WATERMARK 5 SECONDS")
+    for rel in ir.walk(root):
+        if isinstance(rel, (ir.WindowScan, ir.StreamOf, ir.SignalStage, ir.Rewindow)):
+            raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows or "
+                               "signal functions around it", Span.of(stmt.node),
+                               hint="SYNC in one continuous query; process its results in a "
+                                    "query over them")
+        if isinstance(rel, ir.SqlQuery):
+            tree = _parsed(rel)
+            if tree is not None:
+                _check_row_by_row(tree, stmt)
+    return _Plan((_Input(0, stream),), "sync", None, sync=sync)
 
 
 def _nested_lookback(tree, stream: cat.StreamDef, stmt) -> list:
@@ -543,6 +629,17 @@ class ContinuousQuery:
             parts.append(ticks.select(F.lit(-1).alias("__src"), *[
                 F.lit(None).cast(df.schema).alias(o.column)
                 for o, df in zip(self.inputs, frames)], F.lit(None).cast("string").alias("__file")))
+        if self.plan.mode == "sync":
+            # New WAV files must run a micro-batch too (control rows wait for them): Spark's
+            # binaryFile source lists them, tagged -2; the content column is never read.
+            watch = (self.spark.readStream.format("binaryFile")
+                     .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, "
+                             "content BINARY")
+                     .option("pathGlobFilter", "*.[wW][aA][vV]")
+                     .load(_watch_path(self.plan.sync.signal.signal.path)))
+            parts.append(watch.select(F.lit(-2).alias("__src"), *[
+                F.lit(None).cast(df.schema).alias(o.column)
+                for o, df in zip(self.inputs, frames)], F.col("path").alias("__file")))
         source = parts[0]
         for part in parts[1:]:
             source = source.unionByName(part)
@@ -664,7 +761,12 @@ class ContinuousQuery:
         report.progress_us = overall
         report.inputs = {k: v["progress"] for k, v in progress.items()}
 
-        stateful = self.plan.mode != "rows"
+        sync_state = None
+        if self.plan.mode == "sync":  # synced: the rows the recording now covers
+            key = self.inputs[0].stream.key
+            ready, buffers[key], sync_state = self._sync_split(buffers[key], state)
+            fresh = {key: ready}
+        stateful = self.plan.mode not in ("rows", "sync")
         out = self._results(spark, buffers if stateful else fresh, previous, overall)
         out = out.persist()
         if stateful:
@@ -685,7 +787,8 @@ class ContinuousQuery:
                 bad = bad.unionByName(part)
             bad.write.mode("overwrite").parquet(
                 str(self.quarantine_path / f"batch={batch_id:09d}"))
-        report.buffered = self._write_state(spark, batch_id, buffers, progress, overall)
+        report.buffered = self._write_state(spark, batch_id, buffers, progress, overall,
+                                            sync_state)
         report.state_bytes = sum(f.stat().st_size for f in self._state_dir(batch_id).rglob("*")
                                  if f.is_file())
         report.finished_at = self.clock()
@@ -748,7 +851,7 @@ class ContinuousQuery:
 
         rt = Runtime(spark, self.session.catalog, self.text, streams=streams)
         result = lower(self.bound, rt)
-        if self.plan.mode == "rows":  # row by row: every row is final as it comes
+        if self.plan.mode in ("rows", "sync"):  # row by row: every row is final as it comes
             return result.withColumn(PROGRESS, _timestamp(overall))
         t = F.unix_micros(F.col(f"`{self.plan.time_column}`"))
         after = t >= F.lit(previous) if previous is not None else F.lit(True)
@@ -758,6 +861,52 @@ class ContinuousQuery:
             pending = ~before if overall is not None else F.lit(True)
             final = final.unionByName(result.where(pending).withColumn(FINAL, F.lit(False)))
         return final.withColumn(PROGRESS, _timestamp(overall))
+
+    def _sync_split(self, candidates, state: dict):
+        """(rows to sync now, rows that keep waiting, the signal's state) for a continuous
+        SYNC JOIN.
+
+        A control row is final once the recording covers its range: its end sample is at
+        or before the end of the signal's complete files (files still being written do not
+        count), or its range is NULL or reversed (NULL either way). The others wait in the
+        buffer -- so state is the control rows the signal has not caught up with, however
+        long the streams run. Files must arrive in timeline order: one that lands before
+        the end already used would change results already delivered (``OUT_OF_ORDER_FILE``).
+        """
+        from pyspark.sql import functions as F
+
+        from wavesql.planner.sync import sample_number
+
+        sync = self.plan.sync
+        s = sync.signal.signal
+        placements = _complete_placements(s, self.clock())
+        before = state.get("signal") or {"end": None, "files": None}
+        end = max((p.end_sample for p in placements), default=None)
+        if before["end"] is not None:
+            if (end is None or end < before["end"]
+                    or _fingerprint(placements, before["end"]) != before["files"]):
+                raise WaveSQLError(
+                    "OUT_OF_ORDER_FILE", f"signal `{s.name}`: the files up to sample "
+                    f"{before['end']} changed after results over them were delivered (a file "
+                    "arrived out of timeline order, or one was removed)",
+                    hint="add a signal's files in time order; to redo the results, start the "
+                         "query again with a new checkpoint")
+        if end is None:
+            signal_state = before
+        else:
+            signal_state = {"end": end, "files": _fingerprint(placements, end)}
+        ranged = candidates.alias(sync.control_alias).select(
+            "*", F.expr(sync.start_sql).alias("__a"), F.expr(sync.end_sql).alias("__b"))
+        types = {f.name: f.dataType for f in ranged.schema.fields}
+        s0 = sample_number(F.col("__a"), types["__a"], s.rate_hz, s.epoch_us)
+        s1 = sample_number(F.col("__b"), types["__b"], s.rate_hz, s.epoch_us)
+        ready = s0.isNull() | s1.isNull() | (s1 < s0)
+        if end is not None:
+            ready = ready | (s1 <= F.lit(end))
+        marked = ranged.withColumn("__ready", ready).drop("__a", "__b")
+        now = marked.where("__ready").drop("__ready")
+        waiting = marked.where("NOT __ready").drop("__ready")
+        return now, waiting, signal_state
 
     def _arrivals(self, batch_id: int) -> list[float]:
         """Modification times (s since 1970) of the files this batch reads, from Spark's
@@ -823,7 +972,7 @@ class ContinuousQuery:
         return spark.createDataFrame([], schema)
 
     def _write_state(self, spark, batch_id: int, buffers: dict, progress: dict,
-                     overall: int | None) -> int:
+                     overall: int | None, sync_state: dict | None = None) -> int:
         folder = self._state_dir(batch_id)
         if folder.exists():  # a re-run of this batch after a crash: redo it from scratch
             shutil.rmtree(folder)
@@ -834,6 +983,8 @@ class ContinuousQuery:
             buf.write.parquet(str(folder / f"buffer_{inp.index}"))
             kept += spark.read.parquet(str(folder / f"buffer_{inp.index}")).count()
         state = {"batch": batch_id, "progress": overall, "inputs": progress}
+        if sync_state is not None:
+            state["signal"] = sync_state
         tmp = folder / "state.json.tmp"
         tmp.write_text(json.dumps(state))
         os.replace(tmp, folder / "state.json")  # the commit point of this batch's state
@@ -849,6 +1000,8 @@ class ContinuousQuery:
 
         if self.plan.mode == "rows":
             return buf.limit(0)  # row-by-row queries keep nothing
+        if self.plan.mode == "sync":
+            return buf  # _sync_split kept exactly the rows still waiting for the signal
         if overall is None:
             return buf  # nothing is final yet
         ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))

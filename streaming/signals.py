@@ -99,7 +99,7 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
         elif isinstance(rel, ir.StreamScan):
             refuse("NOT_IMPLEMENTED", "a continuous query over a signal and a stream",
                    "run the signal query continuously on its own, and join its output")
-        elif isinstance(rel, (ir.SignalStage, ir.SyncJoin, ir.Rewindow, ir.WindowScan,
+        elif isinstance(rel, (ir.SignalStage, ir.Rewindow, ir.WindowScan,
                               ir.StreamOf, ir.SplitScan)):
             refuse("NOT_IMPLEMENTED", f"{type(rel).__name__} in a continuous signal query",
                    "a continuous signal query reads one signal in sample windows, e.g. "
