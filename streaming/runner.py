@@ -299,6 +299,13 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
         return _Plan(tuple(inputs), "windowed", TIME)
     trees = [_parsed(q) for q in queries]
     overs = [w for t in trees if t is not None for w in t.find_all(exp.Window)]
+    band = _band_join(queries, trees, scans, stmt)
+    if band is not None:
+        if overs:
+            raise WaveSQLError("NOT_IMPLEMENTED", "OVER windows around a continuous interval "
+                               "join", Span.of(stmt.node),
+                               hint="join in one continuous query, window its output in another")
+        return band
     for tree in trees:
         if tree is not None:
             _check_row_by_row(tree, stmt)
@@ -317,6 +324,72 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
     rules = tuple(dict.fromkeys(r for t in trees if t is not None
                                 for r in _nested_lookback(t, stream, stmt)))
     return _Plan((_Input(0, stream, rules),), "over", stream.event_time)
+
+
+def _band_join(queries: list, trees: list, scans: dict, stmt) -> _Plan | None:
+    """A continuous interval join (``planner/band.py``) of two streams, or None.
+
+    Each micro-batch pairs the new rows of each side with everything buffered of the other
+    (and with each other) -- every pair once, final as it is emitted -- and keeps of each
+    side only the rows a future row of the other side can still match: side ``a`` (where
+    ``a.t`` lies in ``[b.t + lo, b.t + hi]``) from ``progress(b) + lo`` on, side ``b`` from
+    ``progress(a) - hi`` on. So state is bounded by the band and the watermarks."""
+    from wavesql.planner.band import find_band
+
+    found = []
+    for tree in trees:
+        if tree is None:
+            continue
+        for join in tree.find_all(exp.Join):
+            band = find_band(join.args.get("on"))
+            if band is not None:
+                found.append((tree, join, band))
+    if not found:
+        return None
+    if len(found) > 1 or len(scans) != 2:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join is implemented "
+                           "between two streams, one join per query", Span.of(stmt.node),
+                           hint="split the query: one continuous join per query")
+    tree, join, band = found[0]
+    if (join.args.get("side") or "") or (join.args.get("kind") or "INNER").upper() not in (
+            "INNER", ""):
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous OUTER interval join (its unmatched "
+                           "rows would have to wait for the other side's progress)",
+                           Span.of(stmt.node), hint="use an inner join")
+    names = {}  # alias -> stream name, through the bin subqueries of planner/band.py
+    select = join.parent_select
+    for source in [select.args["from_"].this] + [j.this for j in select.args["joins"]]:
+        if isinstance(source, exp.Table):
+            names[source.alias_or_name.lower()] = source.name.lower()
+        elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
+            inner = source.this.args["from_"].this
+            if isinstance(inner, exp.Table):
+                names[source.alias_or_name.lower()] = inner.name.lower()
+    by_name = {st.name.lower(): st for st in scans.values()}
+    a = by_name.get(names.get(band.a.table.lower(), ""))
+    b = by_name.get(names.get(band.b.table.lower(), ""))
+    if a is None or b is None or a.key == b.key:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join joins two different "
+                           "catalog streams (not a stream with itself, not views)",
+                           Span.of(stmt.node))
+    for side, column in ((a, band.a), (b, band.b)):
+        if side.event_time is None or side.event_time.lower() != column.name.lower():
+            raise WaveSQLError("STREAMING_RULE", f"a continuous interval join's band must be "
+                               f"on the streams' event times; `{column.sql()}` is not "
+                               f"`{side.name}`'s EVENT TIME", Span.of(stmt.node),
+                               hint="declare it: CREATE OR REPLACE STREAM ... EVENT TIME "
+                                    f"{column.name} WATERMARK ...")
+    rest = tree.copy()
+    for j in rest.find_all(exp.Join):
+        j.pop()  # the join itself is what this mode evaluates; the rest must be row by row
+    _check_row_by_row(rest, stmt)
+    ordered = sorted(scans.items())
+    inputs = []
+    for index, (key, stream) in enumerate(ordered):
+        # keep rows with event time >= progress(other side) + offset
+        other, offset = (b.key, band.lo) if key == a.key else (a.key, -band.hi)
+        inputs.append(_Input(index, stream, (("band", other, offset),)))
+    return _Plan(tuple(inputs), "band", None)
 
 
 def _plan_sync(root: ir.Relation, syncs: list, stmt) -> _Plan:
@@ -690,7 +763,7 @@ class ContinuousQuery:
         batch_df = batch_df.persist()
         report = BatchReport(batch_id, None, started_at=self.clock())
         arrived = self._arrivals(batch_id)  # for the result latency
-        buffers, fresh, progress = {}, {}, {}
+        buffers, fresh, progress, olds = {}, {}, {}, {}
         late_parts, quarantine_parts, cached = [], [], [batch_df]
         read_files: list[str] = []  # what this batch reads (streaming/files.py)
         for inp in self.inputs:
@@ -753,7 +826,8 @@ class ContinuousQuery:
             progress[s.key] = {"progress": max(candidates) if candidates else None,
                                "max_ts": max_ts}
             fresh[s.key] = on_time
-            buffers[s.key] = self._read_buffer(spark, inp, state).unionByName(on_time)
+            olds[s.key] = self._read_buffer(spark, inp, state)
+            buffers[s.key] = olds[s.key].unionByName(on_time)
         quarantine_parts += self._changed_files(spark, batch_id, read_files)
         known = [p["progress"] for p in progress.values()]
         overall = None if any(p is None for p in known) else min(known)
@@ -766,8 +840,14 @@ class ContinuousQuery:
             key = self.inputs[0].stream.key
             ready, buffers[key], sync_state = self._sync_split(buffers[key], state)
             fresh = {key: ready}
-        stateful = self.plan.mode not in ("rows", "sync")
-        out = self._results(spark, buffers if stateful else fresh, previous, overall)
+        stateful = self.plan.mode not in ("rows", "sync", "band")
+        if self.plan.mode == "band":  # every pair with a new row in it, once
+            ka, kb = (inp.stream.key for inp in self.inputs)
+            out = self._results(spark, {ka: fresh[ka], kb: buffers[kb]}, previous, overall)
+            out = out.unionByName(self._results(spark, {ka: olds[ka], kb: fresh[kb]},
+                                                previous, overall))
+        else:
+            out = self._results(spark, buffers if stateful else fresh, previous, overall)
         out = out.persist()
         if stateful:
             by_final = {r[0]: r[1] for r in out.groupBy(FINAL).count().collect()}
@@ -851,7 +931,7 @@ class ContinuousQuery:
 
         rt = Runtime(spark, self.session.catalog, self.text, streams=streams)
         result = lower(self.bound, rt)
-        if self.plan.mode in ("rows", "sync"):  # row by row: every row is final as it comes
+        if self.plan.mode in ("rows", "sync", "band"):  # final as it comes
             return result.withColumn(PROGRESS, _timestamp(overall))
         t = F.unix_micros(F.col(f"`{self.plan.time_column}`"))
         after = t >= F.lit(previous) if previous is not None else F.lit(True)
@@ -979,7 +1059,7 @@ class ContinuousQuery:
         folder.mkdir(parents=True)
         kept = 0
         for inp in self.inputs:
-            buf = self._prune(buffers[inp.stream.key], inp, overall)
+            buf = self._prune(buffers[inp.stream.key], inp, overall, progress)
             buf.write.parquet(str(folder / f"buffer_{inp.index}"))
             kept += spark.read.parquet(str(folder / f"buffer_{inp.index}")).count()
         state = {"batch": batch_id, "progress": overall, "inputs": progress}
@@ -993,13 +1073,20 @@ class ContinuousQuery:
                 shutil.rmtree(old, ignore_errors=True)
         return kept
 
-    def _prune(self, buf, inp: _Input, overall: int | None):
+    def _prune(self, buf, inp: _Input, overall: int | None, progress: dict | None = None):
         """Keep the rows results at or after ``overall`` can still need (the look-back)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         if self.plan.mode == "rows":
             return buf.limit(0)  # row-by-row queries keep nothing
+        if self.plan.mode == "band":  # what the other side's future rows can still match
+            _, other, offset = inp.lookback[0]
+            bound = (progress or {}).get(other, {}).get("progress")
+            if bound is None:
+                return buf
+            ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
+            return buf.where(ts >= F.lit(bound + offset))
         if self.plan.mode == "sync":
             return buf  # _sync_split kept exactly the rows still waiting for the signal
         if overall is None:
