@@ -97,3 +97,38 @@ def test_a_continuous_query_quarantines_malformed_rows_and_counts_reconcile(ws, 
         "b,notanumber,2024-01-01 00:00:01", "d,4.0", "f,6.0,not a time"]
     assert all(r._file.endswith("part-1.csv") and r._stream == "ticks" for r in bad)
     assert all(r._reason.startswith("malformed: read as {") for r in bad)
+
+
+@pytest.mark.parametrize("fmt, empty", [
+    ("csv", ""), ("csv", "sym,px,ts\n"), ("json", ""), ("json", "\n\n")])
+def test_empty_files_are_no_rows_batch_and_continuous(ws, spark, tmp_path, fmt, empty):
+    """A zero-byte file, or one with only a header or blank lines, holds no rows: no error,
+    nothing quarantined, the counts reconcile."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    good = GOOD_CSV if fmt == "csv" else (
+        '{"sym": "a", "px": 1.0, "ts": "2024-01-01 00:00:00"}\n'
+        '{"sym": "c", "px": 3.0, "ts": "2024-01-01 00:00:02"}\n')
+    (folder / f"part-0.{fmt}").write_text(good)
+    (folder / f"part-1.{fmt}").write_text(empty)
+    _stream(ws, folder, fmt, options="")
+    assert sorted(r.sym for r in ws.sql("SELECT sym FROM ticks").collect()) == ["a", "c"]
+    cq = ws.stream("SELECT sym, px FROM ticks", tmp_path / "out", tmp_path / "ckpt",
+                   max_files_per_trigger=1, clock=lambda: 0.0)
+    cq.await_termination()
+    totals = cq.status()
+    assert totals["rows_in"] == totals["on_time"] == 2 and totals["quarantined"] == 0
+    assert sorted(r.sym for r in spark.read.parquet(str(tmp_path / "out")).collect()) == [
+        "a", "c"]
+
+
+def test_an_empty_wav_file_is_a_clear_error_naming_it(ws, tmp_path):
+    from wavesql.errors import WaveSQLError
+
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "a.wav").write_bytes(b"")
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql(f"CREATE SIGNAL mic (x FLOAT) RATE 8000 HZ FROM '{tmp_path / 'rec'}' "
+               "FORMAT wav SEGMENT 512")
+        ws.sql("SELECT * FROM mic").collect()
+    assert err.value.code == "CORRUPT_FILE" and "a.wav" in err.value.message
