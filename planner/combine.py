@@ -17,8 +17,9 @@
     columns of simple types, so the pairing is deterministic. Like any zip, the result is as
     long as the shortest input: the extra rows of longer inputs have no partner and are not
     in the result (count them with ``count(*)`` per input if that matters).
-    ZIP numbers rows from the beginning of each input, which a continuous query cannot do
-    with bounded state: it is refused there (``STREAMING_RULE`` from the row numbering).
+    A continuous ZIP is refused (``STREAMING_RULE``, streaming/runner.py): numbering rows
+    would take only a counter per input, but an input faster than the others would make
+    the query keep its unpaired rows without bound.
 
 Both are rewritten here, before anything else is bound, into a plain subquery over the
 inputs; so they compose with everything a subquery composes with (windows over it in an

@@ -145,10 +145,12 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     stmt = stmts[0]
     for zipped in stmt.node.find_all(wn.Combine):
         if zipped.kind == "ZIP":  # planner/combine.py: row numbers from the first row on
-            raise WaveSQLError("STREAMING_RULE", "ZIP cannot run continuously: pairing the "
-                               "i-th rows numbers every row since the beginning of each input",
-                               Span.of(zipped), hint="ZIP the output of a query over a "
-                               "recorded stretch (a batch query), or join on a key instead")
+            raise WaveSQLError("STREAMING_RULE", "ZIP does not run continuously: it numbers "
+                               "each input's rows from the first, and a continuous query "
+                               "would have to keep every row of a faster input until the "
+                               "slower ones catch up", Span.of(zipped),
+                               hint="ZIP the output of a query over a recorded stretch (a "
+                                    "batch query), or join on a key instead")
     emit = next(iter(stmt.node.find_all(wn.Emit)), None)
     late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
     session._user_text = text
