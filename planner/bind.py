@@ -15,6 +15,8 @@ position (see ``wavesql.spark_errors``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import glob
 import os
 import re
@@ -358,8 +360,12 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext,
         sql = asof_join_relation(left.name, right.name, lalias, ralias, lcols, rcols,
                                  outer=outer, **cond.as_kwargs())
         name = f"__wavesql_asof_{len(inputs)}"
-        inputs.append((name, _temporal_query(
-            sql, ((left.name.lower(), lrel), (right.name.lower(), rrel)), ctx)))
+        query = _temporal_query(sql, ((left.name.lower(), lrel), (right.name.lower(), rrel)),
+                                ctx)
+        asof = (left.name.lower(), right.name.lower(),
+                tuple((k, tuple(map(tuple, v)) if k == "keys" else v)
+                      for k, v in cond.as_kwargs().items()), outer)
+        inputs.append((name, dataclasses.replace(query, asof=asof)))
         join.pop()
         select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name))))
         expressions = []

@@ -307,6 +307,10 @@ class SqlQuery(Relation):
     bounded: bool = True
     # Offset of ``sql`` inside the user's text when it is the user's own text, else None.
     source_offset: int | None = None
+    #: An ASOF JOIN's parameters when ``sql`` is one (planner/temporal.py): ``(left input,
+    #: right input, AsofCondition.as_kwargs() items, outer)``; continuous queries evaluate
+    #: it incrementally (streaming/runner.py).
+    asof: tuple | None = None
 
     def children(self):
         return tuple(r for _, r in self.inputs)

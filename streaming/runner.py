@@ -130,6 +130,7 @@ class _Plan:
     time_column: str | None  # the result column compared with progress
     signal: object = None  # mode ``signal``: a streaming.signals.SignalPlan
     sync: object = None  # mode ``sync``: the ir.SyncJoin (see ContinuousQuery._sync_split)
+    asof: dict | None = None  # mode ``asof``: left/right stream keys, the right key columns
 
 
 def start(session, text: str, output, checkpoint: str | os.PathLike, *,
@@ -301,6 +302,8 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
         return _Plan(tuple(inputs), "windowed", TIME)
     trees = [_parsed(q) for q in queries]
     overs = [w for t in trees if t is not None for w in t.find_all(exp.Window)]
+    if any(q.asof is not None for q in queries):
+        return _asof_join(queries, trees, scans, stmt)
     band = _band_join(queries, trees, scans, stmt)
     if band is not None:
         if overs:
@@ -326,6 +329,53 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
     rules = tuple(dict.fromkeys(r for t in trees if t is not None
                                 for r in _nested_lookback(t, stream, stmt)))
     return _Plan((_Input(0, stream, rules),), "over", stream.event_time)
+
+
+def _asof_join(queries: list, trees: list, scans: dict, stmt) -> _Plan:
+    """A continuous ``ASOF JOIN`` (backward: each left row with the latest right row at or
+    before its time, per key; planner/temporal.py).
+
+    A left row is final once the right stream's progress has passed its time -- no right
+    row that could match it can still come -- and waits in the state until then. The right
+    side keeps, per key, the rows from ``m`` on and the last rows before ``m`` (ties
+    included), ``m`` being the earliest time a waiting or future left row can have: the
+    smaller of the left progress and the oldest waiting left row. So state is bounded by
+    the watermarks and the number of keys."""
+    asofs = [(i, q) for i, q in enumerate(queries) if q.asof is not None]
+    if len(asofs) > 1 or len(scans) != 2:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN is implemented between "
+                           "two streams, one per query", Span.of(stmt.node),
+                           hint="split the query: one continuous ASOF JOIN per query")
+    index, query = asofs[0]
+    left_name, right_name, params, outer = query.asof
+    params = dict(params)
+    rels = dict(query.inputs)
+    left, right = rels.get(left_name), rels.get(right_name)
+    if not isinstance(left, ir.StreamScan) or not isinstance(right, ir.StreamScan) \
+            or left.stream.key == right.stream.key:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN joins two different "
+                           "catalog streams (not views, not a stream with itself)",
+                           Span.of(stmt.node))
+    if params["direction"] != "backward":
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous forward ASOF JOIN (its match is "
+                           "known only once a later right row arrives)", Span.of(stmt.node),
+                           hint="write the time condition as left.ts >= right.ts (backward)")
+    for stream, column in ((left.stream, params["left_time"]),
+                           (right.stream, params["right_time"])):
+        if stream.event_time is None or stream.event_time.lower() != column.lower():
+            raise WaveSQLError("STREAMING_RULE", f"a continuous ASOF JOIN compares the "
+                               f"streams' event times; `{column}` is not `{stream.name}`'s "
+                               "EVENT TIME", Span.of(stmt.node),
+                               hint="declare it: CREATE OR REPLACE STREAM ... EVENT TIME "
+                                    f"{column} WATERMARK ...")
+    for i, tree in enumerate(trees):
+        if i != index and tree is not None:
+            _check_row_by_row(tree, stmt)
+    ordered = sorted(scans.items())
+    inputs = tuple(_Input(k, st) for k, (_, st) in enumerate(ordered))
+    info = {"left": left.stream.key, "right": right.stream.key,
+            "keys": [r for _, r in params["keys"]]}
+    return _Plan(inputs, "asof", None, asof=info)
 
 
 def _band_join(queries: list, trees: list, scans: dict, stmt) -> _Plan | None:
@@ -842,7 +892,9 @@ class ContinuousQuery:
             key = self.inputs[0].stream.key
             ready, buffers[key], sync_state = self._sync_split(buffers[key], state)
             fresh = {key: ready}
-        stateful = self.plan.mode not in ("rows", "sync", "band")
+        stateful = self.plan.mode not in ("rows", "sync", "band", "asof")
+        if self.plan.mode == "asof":
+            fresh = self._asof_split(buffers, progress)
         if self.plan.mode == "band":  # every pair with a new row in it, once
             ka, kb = (inp.stream.key for inp in self.inputs)
             out = self._results(spark, {ka: fresh[ka], kb: buffers[kb]}, previous, overall)
@@ -933,7 +985,7 @@ class ContinuousQuery:
 
         rt = Runtime(spark, self.session.catalog, self.text, streams=streams)
         result = lower(self.bound, rt)
-        if self.plan.mode in ("rows", "sync", "band"):  # final as it comes
+        if self.plan.mode in ("rows", "sync", "band", "asof"):  # final as it comes
             return result.withColumn(PROGRESS, _timestamp(overall))
         t = F.unix_micros(F.col(f"`{self.plan.time_column}`"))
         after = t >= F.lit(previous) if previous is not None else F.lit(True)
@@ -943,6 +995,38 @@ class ContinuousQuery:
             pending = ~before if overall is not None else F.lit(True)
             final = final.unionByName(result.where(pending).withColumn(FINAL, F.lit(False)))
         return final.withColumn(PROGRESS, _timestamp(overall))
+
+    def _asof_split(self, buffers: dict, progress: dict) -> dict:
+        """The streams to evaluate a continuous ASOF JOIN over now (the left rows whose match
+        is final, all kept right rows); ``buffers`` is updated to what is kept (see
+        :func:`_asof_join`)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        kl, kr = self.plan.asof["left"], self.plan.asof["right"]
+        left = next(i.stream for i in self.inputs if i.stream.key == kl)
+        right = next(i.stream for i in self.inputs if i.stream.key == kr)
+        lt = F.unix_micros(F.col(f"`{left.event_time}`"))
+        rt = F.unix_micros(F.col(f"`{right.event_time}`"))
+        done = progress[kr]["progress"]
+        candidates = buffers[kl]
+        final = lt < F.lit(done) if done is not None else F.lit(False)
+        ready = candidates.where(final)
+        waiting = candidates.where(~final)
+        oldest = waiting.agg(F.min(lt)).first()[0]
+        bounds = [v for v in (progress[kl]["progress"], oldest) if v is not None]
+        everything = kept = buffers[kr]
+        if bounds:
+            m = min(bounds)
+            # the last right rows before m per key (ties kept: the batch rule breaks them)
+            w = Window.partitionBy(*[F.col(f"`{k}`") for k in self.plan.asof["keys"]],
+                                   rt < F.lit(m)).orderBy(rt.desc())
+            kept = (kept.withColumn("__rank", F.rank().over(w))
+                    .where((rt >= F.lit(m)) | (F.col("__rank") == 1)).drop("__rank"))
+        buffers[kr], buffers[kl] = kept, waiting
+        # the ready rows are matched against every right row there is: one of them may be
+        # older than what is kept for the rows still to come
+        return {kl: ready, kr: everything}
 
     def _sync_split(self, candidates, state: dict):
         """(rows to sync now, rows that keep waiting, the signal's state) for a continuous
@@ -1089,8 +1173,8 @@ class ContinuousQuery:
                 return buf
             ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
             return buf.where(ts >= F.lit(bound + offset))
-        if self.plan.mode == "sync":
-            return buf  # _sync_split kept exactly the rows still waiting for the signal
+        if self.plan.mode in ("sync", "asof"):
+            return buf  # _sync_split / _asof_split kept exactly what later rows need
         if overall is None:
             return buf  # nothing is final yet
         ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
