@@ -332,8 +332,13 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext,
         except WaveSQLError as err:
             where = method_node if err.hint and "linear" in err.hint else resample.args["period"]
             raise WaveSQLError(err.code, err.message, Span.of(where), err.hint) from None
+        from .temporal import is_numeric
+
         name = f"__wavesql_resample_{len(inputs)}"
-        inputs.append((name, _temporal_query(sql, ((table.name.lower(), source),), ctx)))
+        query = _temporal_query(sql, ((table.name.lower(), source),), ctx)
+        numeric = tuple(c for c, t in columns if c.lower() != time_col.lower() and is_numeric(t))
+        inputs.append((name, dataclasses.replace(
+            query, resample=(table.name.lower(), time_col, period, method, numeric))))
         alias = resample.args.get("alias")
         resample.replace(exp.Table(this=exp.to_identifier(name), alias=alias.copy() if alias
                                    else exp.TableAlias(this=exp.to_identifier(table.name))))

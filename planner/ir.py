@@ -311,6 +311,9 @@ class SqlQuery(Relation):
     #: right input, AsofCondition.as_kwargs() items, outer)``; continuous queries evaluate
     #: it incrementally (streaming/runner.py).
     asof: tuple | None = None
+    #: A RESAMPLE's parameters when ``sql`` is one: ``(input, time column, period us,
+    #: method, numeric columns)`` (continuous evaluation, streaming/runner.py).
+    resample: tuple | None = None
 
     def children(self):
         return tuple(r for _, r in self.inputs)

@@ -131,6 +131,7 @@ class _Plan:
     signal: object = None  # mode ``signal``: a streaming.signals.SignalPlan
     sync: object = None  # mode ``sync``: the ir.SyncJoin (see ContinuousQuery._sync_split)
     asof: dict | None = None  # mode ``asof``: left/right stream keys, the right key columns
+    resample: dict | None = None  # mode ``resample``: method, interpolated columns
 
 
 def start(session, text: str, output, checkpoint: str | os.PathLike, *,
@@ -304,6 +305,8 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
     overs = [w for t in trees if t is not None for w in t.find_all(exp.Window)]
     if any(q.asof is not None for q in queries):
         return _asof_join(queries, trees, scans, stmt)
+    if any(q.resample is not None for q in queries):
+        return _resample(root, queries, trees, scans, stmt)
     band = _band_join(queries, trees, scans, stmt)
     if band is not None:
         if overs:
@@ -376,6 +379,46 @@ def _asof_join(queries: list, trees: list, scans: dict, stmt) -> _Plan:
     info = {"left": left.stream.key, "right": right.stream.key,
             "keys": [r for _, r in params["keys"]]}
     return _Plan(inputs, "asof", None, asof=info)
+
+
+def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) -> _Plan:
+    """A continuous ``RESAMPLE`` of one stream (planner/temporal.py).
+
+    A grid point ``t`` is final once no row that could change it can still come: for
+    ``'prev'``, ``'null'`` and ``'zero'`` when ``t`` is below the input's progress; for
+    ``'linear'`` also only once every interpolated column has a value at or after ``t``
+    below progress (the right end of its interpolation has arrived). The result's progress is
+    that bound, and the state keeps the rows from it on plus the last row before it (per
+    interpolated column: its last non-NULL value), which bracket the grid points to come."""
+    found = [(i, q) for i, q in enumerate(queries) if q.resample is not None]
+    if len(found) > 1 or len(scans) != 1:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous RESAMPLE is implemented over one "
+                           "stream, once per query", Span.of(stmt.node),
+                           hint="one continuous RESAMPLE per query; combine their outputs")
+    index, query = found[0]
+    source, time_col, period, method, numeric = query.resample
+    stream = next(iter(scans.values()))
+    rel = dict(query.inputs).get(source)
+    if not isinstance(rel, ir.StreamScan):
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous RESAMPLE reads a catalog stream "
+                           "(not a view)", Span.of(stmt.node))
+    if stream.event_time is None or stream.event_time.lower() != time_col.lower():
+        raise WaveSQLError("STREAMING_RULE", f"a continuous RESAMPLE puts the stream's event "
+                           f"time on the grid; `{time_col}` is not `{stream.name}`'s EVENT "
+                           "TIME", Span.of(stmt.node))
+    if root.schema.find(time_col) is None:
+        raise WaveSQLError("STREAMING_RULE", f"a continuous RESAMPLE must keep the grid time "
+                           f"`{time_col}` in its result", Span.of(stmt.node),
+                           hint=f"add {time_col} to the SELECT: it says when a row is final")
+    for i, tree in enumerate(trees):
+        if i != index and tree is not None:
+            _check_row_by_row(tree, stmt)
+    last = [("rows", (), 1, None)]  # the last row before the cut brackets the next points
+    if method == "linear":
+        last += [("rows", (), 1, f"`{c}` IS NOT NULL") for c in numeric]
+    inp = _Input(0, stream, tuple(last))
+    return _Plan((inp,), "resample", time_col,
+                 resample={"method": method, "numeric": list(numeric)})
 
 
 def _band_join(queries: list, trees: list, scans: dict, stmt) -> _Plan | None:
@@ -884,6 +927,8 @@ class ContinuousQuery:
         known = [p["progress"] for p in progress.values()]
         overall = None if any(p is None for p in known) else min(known)
         previous = state["progress"]
+        if self.plan.mode == "resample":
+            overall = self._resample_final(buffers, overall, previous)
         report.progress_us = overall
         report.inputs = {k: v["progress"] for k, v in progress.items()}
 
@@ -995,6 +1040,25 @@ class ContinuousQuery:
             pending = ~before if overall is not None else F.lit(True)
             final = final.unionByName(result.where(pending).withColumn(FINAL, F.lit(False)))
         return final.withColumn(PROGRESS, _timestamp(overall))
+
+    def _resample_final(self, buffers: dict, overall: int | None, previous: int | None):
+        """Up to when a continuous RESAMPLE's grid points are final (see :func:`_resample`):
+        the input's progress, and for ``'linear'`` no later than just past the last time
+        below it at which every interpolated column has had a value."""
+        from pyspark.sql import functions as F
+
+        if overall is None or self.plan.resample["method"] != "linear" \
+                or not self.plan.resample["numeric"]:
+            return overall
+        inp = self.inputs[0]
+        ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
+        below = buffers[inp.stream.key].where(ts < F.lit(overall))
+        ends = below.agg(*[F.max(F.when(F.col(f"`{c}`").isNotNull(), ts))
+                           for c in self.plan.resample["numeric"]]).first()
+        if any(v is None for v in ends):
+            return previous  # some column has no value yet: no grid point is final
+        bound = min(overall, min(ends) + 1)
+        return bound if previous is None else max(previous, bound)
 
     def _asof_split(self, buffers: dict, progress: dict) -> dict:
         """The streams to evaluate a continuous ASOF JOIN over now (the left rows whose match
