@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 from collections import Counter
 
 import numpy as np
@@ -56,7 +59,11 @@ def _arriving(folder, frame, parts, rng):
     edges = np.linspace(0, len(frame), parts + 1).astype(int)
     folder.mkdir()
     for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
-        frame.iloc[lo:hi].sample(frac=1, random_state=i).to_parquet(folder / f"p{i:02d}.parquet")
+        path = folder / f"p{i:02d}.parquet"
+        frame.iloc[lo:hi].sample(frac=1, random_state=i).to_parquet(path)
+        # Spark takes files by modification time: make it the arrival order
+        stamp = time.time() - 3600 + i
+        os.utime(path, (stamp, stamp))
 
 
 @pytest.mark.parametrize("band", BANDS)

@@ -4,7 +4,10 @@ every row, late rows kept and counted, heartbeats, restarts, bounded state."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
+import os
+import time
 from collections import Counter
 
 import numpy as np
@@ -22,13 +25,21 @@ def _micros(value: dt.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * SECOND + delta.microseconds
 
 
+_WRITTEN = itertools.count()
+
+
 def _write(folder, name, frame):
+    """Write a Parquet file whose modification time is later than every file written before:
+    Spark's file source takes files in that order, and two files written within the same
+    millisecond could otherwise come in either order (the later one making the other late)."""
     folder.mkdir(parents=True, exist_ok=True)
     frame = frame.copy()
     for col in ("ts", "punct"):
         if col in frame:
             frame[col] = pd.to_datetime(frame[col], unit="us").astype("datetime64[us]")
     frame.to_parquet(folder / name)
+    stamp = time.time() - 3600 + next(_WRITTEN) * 0.01
+    os.utime(folder / name, (stamp, stamp))
 
 
 def _trades(n, seed, span_s=60, skew_s=2.0):
@@ -142,10 +153,15 @@ def test_csv_and_json_directories_stream_too(ws, spark, tmp_path):
         for i, chunk in enumerate(_split(data, 2)):
             frame = chunk.assign(ts=pd.to_datetime(chunk.ts, unit="us").dt.strftime(
                 "%Y-%m-%d %H:%M:%S.%f"))
+            path = folder / f"part-{i}.{fmt}"
             if fmt == "csv":
-                frame.to_csv(folder / f"part-{i}.csv", index=False)
+                frame.to_csv(path, index=False)
             else:
-                frame.to_json(folder / f"part-{i}.json", orient="records", lines=True)
+                frame.to_json(path, orient="records", lines=True)
+            # Spark takes files in modification-time order: written in the same millisecond,
+            # part-1 could come first and make every row of part-0 late (it did, under load)
+            stamp = time.time() - 3600 + next(_WRITTEN) * 0.01
+            os.utime(path, (stamp, stamp))
         ws.sql(f"CREATE STREAM t_{fmt} (sym STRING, px DOUBLE, ts TIMESTAMP) FROM '{folder}' "
                f"FORMAT {fmt} EVENT TIME ts WATERMARK 2 SECONDS")
         sql = f"SELECT sym, count(*) AS n FROM t_{fmt} [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY sym"

@@ -3,6 +3,9 @@ tested in tests/test_temporal.py): results against numpy/pandas, errors with pos
 
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -100,7 +103,11 @@ def _arriving(folder, frame, parts, rng, spread_us):
     frame["ts"] = pd.to_datetime(frame["ts"], unit="us").astype("datetime64[us]")
     edges = np.linspace(0, len(frame), parts + 1).astype(int)
     for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
-        frame.iloc[lo:hi].sample(frac=1, random_state=i).to_parquet(folder / f"p{i:02d}.parquet")
+        path = folder / f"p{i:02d}.parquet"
+        frame.iloc[lo:hi].sample(frac=1, random_state=i).to_parquet(path)
+        # Spark takes files by modification time: make it the arrival order
+        stamp = time.time() - 3600 + i
+        os.utime(path, (stamp, stamp))
 
 
 @pytest.mark.parametrize("kind, op", [("ASOF LEFT JOIN", ">="), ("ASOF JOIN", ">")])
