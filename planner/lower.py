@@ -116,6 +116,22 @@ def _wav_options(signal, program, width: int, slide: int) -> dict:
     return options
 
 
+def signal_placements(signal, files: list[str] | None = None) -> list:
+    """The signal's WAV files (default: all of them; else ``files``) placed on its timeline,
+    headers checked (``sources.wav_source.plan``); a bad file is the WaveSQLError the scan
+    would report, raised before any job."""
+    from wavesql.sources import wav_source
+    from wavesql.udfs.program import Program
+    from wavesql.udfs.wav import WavError
+
+    options = _wav_options(signal, Program.identity([c.name for c in signal.channels]),
+                           signal.segment, signal.segment)
+    try:
+        return wav_source.plan(options, files=files).placements
+    except WavError as err:
+        raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
+
+
 def _partition_samples(signal, width: int, rt: Runtime) -> int:
     """Samples per scan partition: about two tasks per core.
 
@@ -197,8 +213,6 @@ SYNC_READ_CONF = "wavesql.sync.read"
 
 
 def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
-    from wavesql.udfs.program import Program
-
     from .sync import sync_frame
 
     s = rel.signal.signal
@@ -213,15 +227,7 @@ def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
               and (rt.streams is None or ("signal", s.key) not in rt.streams))
     placements = signal_rows = None
     if direct:
-        from wavesql.sources import wav_source
-
-        from wavesql.udfs.wav import WavError
-
-        options = _wav_options(s, Program.identity(channels), s.segment, s.segment)
-        try:
-            placements = wav_source.plan(options).placements  # the files' headers, checked
-        except WavError as err:  # as the scan would report it, only before any job
-            raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
+        placements = signal_placements(s)
     else:
         signal_rows = lower_relation(rel.signal, rt)
     return sync_frame(

@@ -196,9 +196,8 @@ def _complete_placements(signal: cat.SignalDef, now: float) -> list:
     """The signal's files that are complete now, placed on its timeline (wav_source.plan).
     A file is complete when its header declares exactly the data present, or -- a header
     that cannot say (streamed WAV) -- when it has not been modified for the settle time."""
-    from wavesql.planner.lower import _wav_options
+    from wavesql.planner.lower import signal_placements
     from wavesql.sources import wav_source
-    from wavesql.udfs.program import Program
     from wavesql.udfs.wav import WavError, read_info
 
     from . import files
@@ -212,14 +211,7 @@ def _complete_placements(signal: cat.SignalDef, now: float) -> list:
         if (info is not None and not info.truncated and not info.open_ended) or \
                 files.why_not_ready(path, "wav", files.SETTLE_SECONDS, now) is None:
             complete.append(path)
-    if not complete:
-        return []
-    channels = [c.name for c in signal.channels]
-    options = _wav_options(signal, Program.identity(channels), signal.segment, signal.segment)
-    try:
-        return wav_source.plan(options, files=complete).placements
-    except WavError as err:
-        raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
+    return signal_placements(signal, complete) if complete else []
 
 
 def _fingerprint(placements, end: int) -> str:
