@@ -128,3 +128,27 @@ def test_continuous_sync_rules(ws, tmp_path, recording):
         ws.stream("SELECT count(*) FROM events e SYNC JOIN array4 a "
                   "ON RANGE (e.t_from, e.t_to)", tmp_path / "o", tmp_path / "c")
     assert err.value.code == "STREAMING_RULE"
+
+
+def test_wavesql_run_syncs_each_event_once_across_runs(ws, spark, tmp_path, recording):
+    """A query file with INSERT INTO ... SYNC JOIN, run after each arrival (as `wavesql
+    run` does): the sink ends with every event once, equal to the batch SYNC."""
+    from wavesql.jobs import run_file
+
+    truth = recording
+    n = truth.event_length
+    shutil.copy(tmp_path / "all" / "array_000.wav", tmp_path / "sig" / "array_000.wav")
+    _define(ws, tmp_path)
+    ws.sql(f"CREATE SINK audio TO '{tmp_path / 'audio'}' FORMAT parquet")
+    job = tmp_path / "job.wsql"
+    job.write_text(f"INSERT INTO audio {QUERY};\n")
+    _events(tmp_path / "ctl", "c1", [(i, s, s + n) for i, s in enumerate(truth.event_starts)])
+    first = run_file(ws, str(job))
+    assert first.status == "ok", first.error
+    for name in ("array_001.wav", "array_002.wav", "array_003.wav"):
+        shutil.copy(tmp_path / "all" / name, tmp_path / "sig" / name)
+    second = run_file(ws, str(job))
+    assert second.status == "ok", second.error
+    rows = spark.read.parquet(str(tmp_path / "audio")).collect()
+    assert sorted(r.event for r in rows) == list(range(len(truth.event_starts)))
+    assert _answer(rows) == _answer(ws.sql(QUERY).collect())
