@@ -38,7 +38,8 @@ class Runtime:
     catalog: object
     user_text: str = ""
     #: Stream name (lower case) -> DataFrame standing in for the stream's files: the
-    #: continuous runner evaluates the batch plan over its buffered rows this way.
+    #: continuous runner evaluates the batch plan over its buffered rows this way (and
+    #: ``("placements", signal key)`` -> the signal files a continuous SYNC may read).
     streams: dict | None = None
 
 
@@ -227,7 +228,8 @@ def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
               and (rt.streams is None or ("signal", s.key) not in rt.streams))
     placements = signal_rows = None
     if direct:
-        placements = signal_placements(s)
+        given = rt.streams.get(("placements", s.key)) if rt.streams is not None else None
+        placements = given if given is not None else signal_placements(s)
     else:
         signal_rows = lower_relation(rel.signal, rt)
     return sync_frame(

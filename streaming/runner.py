@@ -357,20 +357,30 @@ def _asof_join(queries: list, trees: list, scans: dict, stmt) -> _Plan:
                            hint="write the time condition as left.ts >= right.ts (backward)")
     for stream, column in ((left.stream, params["left_time"]),
                            (right.stream, params["right_time"])):
-        if stream.event_time is None or stream.event_time.lower() != column.lower():
-            raise WaveSQLError("STREAMING_RULE", f"a continuous ASOF JOIN compares the "
-                               f"streams' event times; `{column}` is not `{stream.name}`'s "
-                               "EVENT TIME", Span.of(stmt.node),
-                               hint="declare it: CREATE OR REPLACE STREAM ... EVENT TIME "
-                                    f"{column} WATERMARK ...")
-    for i, tree in enumerate(trees):
-        if i != index and tree is not None:
-            _check_row_by_row(tree, stmt)
+        _require_event_time(stream, column, "a continuous ASOF JOIN compares the streams' "
+                            "event times", stmt)
+    _check_row_by_row_except(trees, index, stmt)
     ordered = sorted(scans.items())
     inputs = tuple(_Input(k, st) for k, (_, st) in enumerate(ordered))
     info = {"left": left.stream.key, "right": right.stream.key,
             "keys": [r for _, r in params["keys"]]}
     return _Plan(inputs, "asof", None, asof=info)
+
+
+def _require_event_time(stream: cat.StreamDef, column: str, why: str, stmt) -> None:
+    """``column`` must be ``stream``'s EVENT TIME: progress is kept in event time."""
+    if stream.event_time is None or stream.event_time.lower() != column.lower():
+        raise WaveSQLError("STREAMING_RULE", f"{why}; `{column}` is not `{stream.name}`'s "
+                           "EVENT TIME", Span.of(stmt.node),
+                           hint=f"declare it: CREATE OR REPLACE STREAM ... EVENT TIME {column} "
+                                "WATERMARK ...")
+
+
+def _check_row_by_row_except(trees: list, index: int, stmt) -> None:
+    """Every query but the ``index``-th (the operator the mode evaluates) is row by row."""
+    for i, tree in enumerate(trees):
+        if i != index and tree is not None:
+            _check_row_by_row(tree, stmt)
 
 
 def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) -> _Plan:
@@ -394,17 +404,13 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
     if not isinstance(rel, ir.StreamScan):
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous RESAMPLE reads a catalog stream "
                            "(not a view)", Span.of(stmt.node))
-    if stream.event_time is None or stream.event_time.lower() != time_col.lower():
-        raise WaveSQLError("STREAMING_RULE", f"a continuous RESAMPLE puts the stream's event "
-                           f"time on the grid; `{time_col}` is not `{stream.name}`'s EVENT "
-                           "TIME", Span.of(stmt.node))
+    _require_event_time(stream, time_col, "a continuous RESAMPLE puts the stream's event "
+                        "time on the grid", stmt)
     if root.schema.find(time_col) is None:
         raise WaveSQLError("STREAMING_RULE", f"a continuous RESAMPLE must keep the grid time "
                            f"`{time_col}` in its result", Span.of(stmt.node),
                            hint=f"add {time_col} to the SELECT: it says when a row is final")
-    for i, tree in enumerate(trees):
-        if i != index and tree is not None:
-            _check_row_by_row(tree, stmt)
+    _check_row_by_row_except(trees, index, stmt)
     last = [("rows", (), 1, None)]  # the last row before the cut brackets the next points
     if method == "linear":
         last += [("rows", (), 1, f"`{c}` IS NOT NULL") for c in numeric]
@@ -460,12 +466,8 @@ def _band_join(queries: list, trees: list, scans: dict, stmt) -> _Plan | None:
                            "catalog streams (not a stream with itself, not views)",
                            Span.of(stmt.node))
     for side, column in ((a, band.a), (b, band.b)):
-        if side.event_time is None or side.event_time.lower() != column.name.lower():
-            raise WaveSQLError("STREAMING_RULE", f"a continuous interval join's band must be "
-                               f"on the streams' event times; `{column.sql()}` is not "
-                               f"`{side.name}`'s EVENT TIME", Span.of(stmt.node),
-                               hint="declare it: CREATE OR REPLACE STREAM ... EVENT TIME "
-                                    f"{column.name} WATERMARK ...")
+        _require_event_time(side, column.name, "a continuous interval join's band must be "
+                            "on the streams' event times", stmt)
     rest = tree.copy()
     for j in rest.find_all(exp.Join):
         j.pop()  # the join itself is what this mode evaluates; the rest must be row by row
@@ -927,8 +929,11 @@ class ContinuousQuery:
         sync_state = None
         if self.plan.mode == "sync":  # synced: the rows the recording now covers
             key = self.inputs[0].stream.key
-            ready, buffers[key], sync_state = self._sync_split(buffers[key], state)
-            fresh = {key: ready}
+            ready, buffers[key], sync_state, placements = self._sync_split(buffers[key],
+                                                                           state)
+            # the SYNC reads the very files the split judged complete (no second listing)
+            fresh = {key: ready,
+                     ("placements", self.plan.sync.signal.signal.key): placements}
         stateful = self.plan.mode not in ("rows", "sync", "band", "asof")
         if self.plan.mode == "asof":
             fresh = self._asof_split(buffers, progress)
@@ -1085,8 +1090,8 @@ class ContinuousQuery:
         return {kl: ready, kr: everything}
 
     def _sync_split(self, candidates, state: dict):
-        """(rows to sync now, rows that keep waiting, the signal's state) for a continuous
-        SYNC JOIN.
+        """(rows to sync now, rows that keep waiting, the signal's state, its complete files
+        placed) for a continuous SYNC JOIN.
 
         A control row is final once the recording covers its range: its end sample is at
         or before the end of the signal's complete files (files still being written do not
@@ -1128,28 +1133,15 @@ class ContinuousQuery:
         marked = ranged.withColumn("__ready", ready).drop("__a", "__b")
         now = marked.where("__ready").drop("__ready")
         waiting = marked.where("NOT __ready").drop("__ready")
-        return now, waiting, signal_state
+        return now, waiting, signal_state, placements
 
     def _arrivals(self, batch_id: int) -> list[float]:
         """Modification times (s since 1970) of the files this batch reads, from Spark's
-        file-source log (``<checkpoint>/offsets/sources/<i>/<batch>[.compact]``: one JSON
-        line per file with its ``timestamp`` in ms) -- no Spark job needed."""
-        found = []
-        for i in range(len(self.inputs)):
-            folder = self.checkpoint / "offsets" / "sources" / str(i)
-            for name in (str(batch_id), f"{batch_id}.compact"):
-                try:
-                    lines = (folder / name).read_text().splitlines()[1:]
-                except OSError:
-                    continue
-                for line in lines:
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue
-                    if entry.get("batchId") == batch_id and entry.get("timestamp"):
-                        found.append(entry["timestamp"] / 1000.0)
-        return found
+        file-source log (streaming/files.py ``batch_files``) -- no Spark job needed."""
+        from . import files
+
+        return [ms / 1000.0 for i in range(len(self.inputs))
+                for _, ms in files.batch_files(self.checkpoint, i, batch_id) if ms]
 
     def _deliver(self, out, batch_id: int) -> None:
         if callable(self.output):

@@ -70,11 +70,7 @@ def sync_batch(batch: pa.RecordBatch, channels: Sequence[str], rate: float, poli
     row's range) by one segment column per channel, cut to ``[__s0, __s1)``; other columns
     pass through."""
     names = batch.schema.names
-    lo_col, hi_col = batch.column(names.index("__s0")), batch.column(names.index("__s1"))
-    bounded = np.logical_and(lo_col.is_valid().to_numpy(zero_copy_only=False),
-                             hi_col.is_valid().to_numpy(zero_copy_only=False))
-    lo = lo_col.fill_null(0).to_numpy(zero_copy_only=False)
-    hi = hi_col.fill_null(0).to_numpy(zero_copy_only=False)
+    bounded, lo, hi = _ranges(batch)
     pieces = batch.column(names.index("__pieces"))
     offsets = pieces.offsets.to_numpy()
     values = pieces.values
@@ -117,12 +113,7 @@ def read_batch(batch: pa.RecordBatch, placements: Sequence, channels: Sequence[s
     """
     from .wav import WavError, read_frames
 
-    names = batch.schema.names
-    lo_col, hi_col = batch.column(names.index("__s0")), batch.column(names.index("__s1"))
-    bounded = np.logical_and(lo_col.is_valid().to_numpy(zero_copy_only=False),
-                             hi_col.is_valid().to_numpy(zero_copy_only=False))
-    lo = lo_col.fill_null(0).to_numpy(zero_copy_only=False)
-    hi = hi_col.fill_null(0).to_numpy(zero_copy_only=False)
+    bounded, lo, hi = _ranges(batch)
     ends = np.array([p.end_sample for p in placements], dtype=np.int64)
     out_columns: dict[str, list] = {ch: [] for ch in channels}
     for i in range(batch.num_rows):
@@ -158,6 +149,15 @@ def read_batch(batch: pa.RecordBatch, placements: Sequence, channels: Sequence[s
         arrays.append(_sigseg_array(out_columns[ch]))
         fields.append(pa.field(ch, arrays[-1].type))
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _ranges(batch: pa.RecordBatch):
+    """(both bounds present, ``__s0``, ``__s1``) per row; NULL bounds read as 0."""
+    lo_col, hi_col = batch.column("__s0"), batch.column("__s1")
+    bounded = np.logical_and(lo_col.is_valid().to_numpy(zero_copy_only=False),
+                             hi_col.is_valid().to_numpy(zero_copy_only=False))
+    return (bounded, lo_col.fill_null(0).to_numpy(zero_copy_only=False),
+            hi_col.fill_null(0).to_numpy(zero_copy_only=False))
 
 
 def _sigseg_array(segs: Sequence[SigSeg | None]) -> pa.StructArray:
