@@ -262,14 +262,11 @@ def _lower_view(rel: ir.ViewRef, rt: Runtime):
 INTERNAL_PREFIX = "__wavesql_"
 
 
-def register_inputs(inputs, rt: Runtime) -> None:
-    """Make each input visible to Spark SQL as a temporary view under its WaveSQL name.
-
-    Every input is lowered before any is registered: lowering one may run a nested query
-    whose own internal views would otherwise replace a sibling's of the same name."""
-    frames = [(name, lower_relation(rel, rt)) for name, rel in inputs]
-    for name, df in frames:
-        df.createOrReplaceTempView(name)
+def lower_inputs(inputs, rt: Runtime) -> list:
+    """``(name, DataFrame)`` of each input. Every input is lowered before any is registered:
+    lowering one may run a nested query whose own internal views would otherwise replace a
+    sibling's of the same name."""
+    return [(name, lower_relation(rel, rt)) for name, rel in inputs]
 
 
 def drop_internal_views(spark, names) -> None:
@@ -283,19 +280,34 @@ def drop_internal_views(spark, names) -> None:
 
 def run_sql(sql: str, inputs, rt: Runtime, offset: int | None):
     """``spark.sql(sql)`` over ``inputs``, Spark's errors translated to the user's text."""
+    return run_sql_frames(sql, lower_inputs(inputs, rt), rt, offset)
+
+
+def run_sql_frames(sql: str, frames, rt: Runtime, offset: int | None):
+    """``spark.sql(sql)`` with each ``(name, DataFrame)`` of ``frames`` visible as a
+    temporary view (internal ones dropped again once Spark has analysed ``sql``)."""
     from pyspark.errors import PySparkException
 
-    register_inputs(inputs, rt)
+    for name, df in frames:
+        df.createOrReplaceTempView(name)
     try:
         return rt.spark.sql(sql)
     except PySparkException as err:
         raise translate_spark_error(err, sql, rt.user_text or sql, offset) from None
     finally:
-        drop_internal_views(rt.spark, [name for name, _ in inputs])
+        drop_internal_views(rt.spark, [name for name, _ in frames])
 
 
 def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
-    return run_sql(rel.sql, rel.inputs, rt, rel.source_offset)
+    from . import time_windows
+
+    frames = lower_inputs(rel.inputs, rt)
+    # RANGE-framed OVER windows run in parallel chunks of event time (planner/time_windows.py)
+    sql, views = time_windows.rewrite(rel.sql, frames, rt, run_sql_frames,
+                                      time_windows.streams_below(rel))
+    if views:
+        return run_sql_frames(sql, frames + list(views.items()), rt, None)
+    return run_sql_frames(rel.sql, frames, rt, rel.source_offset)
 
 
 _RELATION_RULES: dict[type, Callable] = {

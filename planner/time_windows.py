@@ -1,0 +1,453 @@
+"""Time-chunked OVER windows: RANGE frames evaluated in parallel chunks of event time.
+
+Spark runs ``avg(v) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 20 MILLISECONDS PRECEDING AND
+CURRENT ROW)`` in **one partition** (there is no PARTITION BY to split on), and its sliding
+frame re-aggregates every row's whole frame: one core, O(rows x frame). TiLT's observation
+is that a time-bounded frame needs only the rows within its interval, so the stream can be
+cut into chunks of event time, each handed the rows that precede it by the frame's reach
+(*context*), and evaluated independently (TiLT's boundary resolution). Here:
+
+1. every row goes to its own chunk ``floor(t / C)`` and, flagged as context, to the chunks
+   whose frames reach it (``explode(sequence(...))``; with ``C`` at least
+   :data:`MIN_CHUNK_FRAMES` frame reaches, that is at most one or two more);
+2. ``groupBy(chunk).applyInArrow`` runs the numpy kernel of ``udfs/time_windows.py`` on each
+   chunk: frames by binary search, sums in row order, spreads in two passes;
+3. the SELECT that held the windows reads the kernel's output instead, its windows replaced
+   by the result columns; its WHERE moved below the windows (SQL filters before windowing).
+
+The rewrite is applied at lowering, to batch queries only (the continuous runner evaluates
+OVER windows over its own bounded buffers, streaming/runner.py), to the SELECTs where it is
+exact: the window's ORDER BY is one ascending TIMESTAMP expression, the frame is ``RANGE
+BETWEEN <interval> PRECEDING|CURRENT ROW AND CURRENT ROW|<interval> PRECEDING|FOLLOWING``,
+the function one of :data:`udfs.time_windows.FUNCTIONS` over a numeric argument (not
+DECIMAL), the SELECT reads one table (no join) and has no GROUP BY (windows over groups run
+after aggregation). In one SELECT the windows sharing the most common (PARTITION BY, ORDER
+BY) are chunked together; any other window stays Spark's, over the same filtered rows.
+Windows with a PARTITION BY are left to Spark by default: Spark already spreads their
+partitions over the cores, and on the TiLT fraud detector (50 customers, frames of a few
+rows) the JVM <-> Python crossing cost more than the chunking saved (0.78x); ``SET
+wavesql.windows.chunked = all`` chunks them too, ``false`` turns the rewrite off (the tests
+compare all three with Spark's own windows).
+
+The chunk length ``C`` targets :func:`_target_rows` rows per chunk, from a density estimate
+read from the Parquet footers of the streams below the query (row count, min/max of the
+event time) or, for other inputs, from one aggregate job over the filtered rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from sqlglot import exp
+
+from udfs import time_windows as kernel
+from wavesql.dialect import parse_one, to_spark_sql
+
+from . import ir
+
+CONF = "wavesql.windows.chunked"
+#: A chunk spans at least this many frame reaches, so context stays a small fraction.
+MIN_CHUNK_FRAMES = 16
+
+_FUNCTIONS = {
+    exp.Sum: "sum", exp.Avg: "avg", exp.Count: "count", exp.Min: "min", exp.Max: "max",
+    exp.StddevPop: "stddev_pop", exp.StddevSamp: "stddev_samp", exp.Stddev: "stddev_samp",
+    exp.VariancePop: "var_pop", exp.Variance: "var_samp",
+}
+_NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double")
+_counter = itertools.count()
+
+
+def rewrite(sql: str, inputs, rt, run_sql, streams=()):
+    """``(sql, extra views)``: ``sql`` with its chunkable windows read from chunked passes,
+    each registered under a view name returned in ``extra`` (name -> DataFrame); ``sql``
+    unchanged (and no views) when nothing applies. ``inputs``: ``(name, DataFrame)`` the
+    query reads; ``run_sql(sql, frames, rt, offset)`` runs Spark SQL over such frames;
+    ``streams``: the catalog streams below the query (for the density estimate)."""
+    mode = _mode(rt.spark)
+    if rt.streams is not None or mode == "false":
+        return sql, {}
+    if "OVER" not in sql.upper():
+        return sql, {}
+    try:
+        tree = parse_one(sql)
+    except Exception:  # noqa: BLE001 -- text Spark accepts but the dialect does not: leave it
+        return sql, {}
+    views: dict = {}
+    selects = sorted(tree.find_all(exp.Select), key=lambda s: -_depth(s))
+    for select in selects:
+        planned = _plan_select(select)
+        if planned is None or (planned.partition and mode != "all"):
+            continue
+        name = f"__wavesql_timewin_{next(_counter)}"
+        df = _chunked(select, planned, name, inputs, rt, run_sql, views, streams)
+        if df is None:
+            continue
+        views[name] = df
+    if not views:
+        return sql, {}
+    return to_spark_sql(tree), views
+
+
+def _mode(spark) -> str:
+    """``true`` (default): chunk un-partitioned windows, the ones Spark runs in a single
+    partition; ``all``: PARTITION BY windows too; ``false``: never."""
+    return str(spark.conf.get(CONF, "true")).lower()
+
+
+def _depth(node) -> int:
+    d = 0
+    while node.parent is not None:
+        node, d = node.parent, d + 1
+    return d
+
+
+class _Planned:
+    def __init__(self, windows, specs, args, order, partition):
+        self.windows = windows        # the exp.Window nodes replaced
+        self.specs = specs            # kernel.Spec per window
+        self.args = args              # argument expressions (kernel.arg_column(i))
+        self.order = order            # ORDER BY expression
+        self.partition = partition    # PARTITION BY expressions
+
+
+def _plan_select(select: exp.Select) -> _Planned | None:
+    from_ = select.args.get("from_")
+    if (from_ is None or not isinstance(from_.this, exp.Table) or select.args.get("joins")
+            or select.args.get("laterals") or select.args.get("group")
+            or select.args.get("having")):
+        return None
+    mine = [w for w in select.find_all(exp.Window) if w.find_ancestor(exp.Select) is select]
+    if any(isinstance(n, exp.AggFunc) and n.find_ancestor(exp.Window) is None
+           and n.find_ancestor(exp.Select) is select for n in select.find_all(exp.AggFunc)):
+        return None  # an aggregate query: its windows run over the groups
+    groups: dict[tuple, list] = {}
+    for w in mine:
+        shape = _shape(w)
+        if shape is not None:
+            groups.setdefault(shape[0], []).append((w, shape[1]))
+    if not groups:
+        return None
+    key, chosen = max(groups.items(), key=lambda kv: len(kv[1]))
+    windows, specs, args = [], [], []
+    for w, (func, arg, before, after) in chosen:
+        index = None
+        if arg is not None:
+            index = len(args)
+            args.append(arg)
+        windows.append(w)
+        specs.append(kernel.Spec(func, index, before, after))
+    first = chosen[0][0]
+    order = first.args["order"].expressions[0].this
+    return _Planned(windows, specs, args, order, list(first.args.get("partition_by") or []))
+
+
+def _shape(window: exp.Window):
+    """``((partition sql, order sql), (func, arg, before, after))`` or None."""
+    from .types import interval_us
+
+    func = window.this
+    name = _FUNCTIONS.get(type(func))
+    if name is None or window.args.get("alias") or isinstance(func, exp.Distinct):
+        return None
+    if any(isinstance(a, exp.Distinct) for a in func.args.values()):
+        return None
+    arg = func.this
+    if isinstance(arg, exp.Star):
+        if name != "count":
+            return None
+        arg = None
+    elif arg is None or len([v for v in func.args.values() if v is not None]) > 1 + (
+            name == "count" and func.args.get("big_int") is not None):
+        return None
+    order = window.args.get("order")
+    spec = window.args.get("spec")
+    if order is None or len(order.expressions) != 1 or spec is None:
+        return None
+    key = order.expressions[0]
+    if key.args.get("desc"):  # NULLS FIRST/LAST: NULL times are peers of each other only
+        return None
+    if str(spec.args.get("kind") or "").upper() != "RANGE" or spec.args.get("exclude"):
+        return None
+    try:
+        before = _bound(spec.args.get("start"), spec.args.get("start_side"), interval_us)
+        after = _bound(spec.args.get("end"), spec.args.get("end_side"), interval_us)
+    except Exception:  # noqa: BLE001 -- not an interval bound: Spark's window
+        return None
+    if before is None or after is None:
+        return None
+    before, after = -before, after  # start: t - before; end: t + after
+    if before < 0 or after < -before:
+        return None
+    partition = tuple(to_spark_sql(p) for p in window.args.get("partition_by") or ())
+    return (partition, to_spark_sql(key.this)), (name, arg, before, after)
+
+
+def _bound(value, side, interval_us):
+    """Signed offset (us) of a frame bound from the current row, None if not an interval."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return 0 if value.upper() == "CURRENT ROW" else None
+    if not isinstance(value, exp.Interval):
+        return None
+    us = interval_us(value)
+    side = str(side or "").upper()
+    if side == "PRECEDING":
+        return -us
+    if side == "FOLLOWING":
+        return us
+    return None
+
+
+def _visible_ctes(select: exp.Select) -> list[exp.CTE]:
+    """The CTEs ``select`` may reference: those of enclosing WITHs defined before it."""
+    ctes: list[exp.CTE] = []
+    node = select
+    while node.parent is not None:
+        parent = node.parent
+        if isinstance(parent, exp.CTE):
+            with_ = parent.parent
+            earlier = []
+            for cte in with_.expressions:
+                if cte is parent:
+                    break
+                earlier.append(cte)
+            ctes = earlier + ctes
+            node = with_.parent  # the query owning this WITH: skip its own WITH below
+            if node is None:
+                break
+            continue
+        with_ = parent.args.get("with_") if isinstance(parent, exp.Query) else None
+        if with_ is not None and node is not with_:
+            ctes = list(with_.expressions) + ctes
+        node = parent
+    if isinstance(select.args.get("with_"), exp.With):
+        ctes = ctes + list(select.args["with_"].expressions)
+    return ctes
+
+
+def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, streams):
+    """The chunked pass's DataFrame, ``select`` rewritten to read it; None to leave it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    table = select.args["from_"].this
+    alias = table.alias_or_name
+    where = select.args.get("where")
+    base = exp.select(exp.Star()).from_(table.copy())
+    if where is not None:
+        base = base.where(where.this.copy())
+    ctes = _visible_ctes(select)
+    if ctes:
+        base.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
+    helpers = [exp.alias_(a.copy(), kernel.arg_column(i), quoted=True)
+               for i, a in enumerate(planned.args)]
+    helpers.append(exp.alias_(planned.order.copy(), "__wavesql_t", quoted=True))
+    helpers += [exp.alias_(p.copy(), kernel.key_column(i), quoted=True)
+                for i, p in enumerate(planned.partition)]
+    inner = base.copy()
+    inner.set("expressions", [exp.Column(this=exp.Star(), table=exp.to_identifier(alias))]
+              + helpers)
+    all_inputs = list(inputs) + list(views.items())
+    try:
+        child = _sql(run_sql, to_spark_sql(inner), all_inputs, rt)
+    except Exception:  # noqa: BLE001 -- Spark will report it on the original text
+        return None
+    fields = {f.name: f for f in child.schema.fields}
+    if not isinstance(fields["__wavesql_t"].dataType, T.TimestampType):
+        return None
+    for i in range(len(planned.args)):
+        if fields[kernel.arg_column(i)].dataType.simpleString() not in _NUMERIC:
+            return None
+    source = [f for f in child.schema.fields if not f.name.startswith("__wavesql_")]
+    used = _used_columns(select, planned.windows, [f.name for f in source])
+    passthrough = [f.name for f in source if f.name.lower() in used]
+    if len({n.lower() for n in passthrough}) != len(passthrough):
+        return None  # duplicate names (a join below): keep Spark's window
+    # Send each column once: an argument or the time that is a column already sent is read
+    # from it (Arrow's JVM <-> Python crossing costs more than the window arithmetic).
+    sent = {n.lower(): n for n in passthrough}
+    helpers_sent: list[str] = []
+
+    def column_for(expr, helper):
+        if isinstance(expr, exp.Column) and expr.name.lower() in sent \
+                and fields.get(sent[expr.name.lower()]) is not None:
+            return sent[expr.name.lower()]
+        helpers_sent.append(helper)
+        return helper
+
+    args = [column_for(a, kernel.arg_column(i)) for i, a in enumerate(planned.args)]
+    time_col = column_for(planned.order, "__wavesql_t")
+    specs = tuple(kernel.Spec(s.func, None if s.arg is None else args[s.arg], s.before, s.after)
+                  for s in planned.specs)
+    chunk_us, origin = _chunk_length(rt, child, planned, streams)
+    reach_before = max(s.before for s in planned.specs)
+    reach_after = max(max(s.after, 0) for s in planned.specs)
+    us = F.unix_micros(F.col("__wavesql_t")) - F.lit(origin)
+    own = F.floor(us / chunk_us)
+    chunks = F.sequence(F.floor((us - reach_after) / chunk_us),
+                        F.floor((us + reach_before) / chunk_us))
+    keys = [kernel.key_column(i) for i in range(len(planned.partition))]
+    staged = child.select(*[F.col(f"`{c}`") for c in passthrough + helpers_sent + keys],
+                          own.alias("__own"), F.explode_outer(chunks).alias("__chunk"))
+    staged = staged.select("*", F.coalesce(F.col("__chunk") != F.col("__own"), F.lit(False))
+                           .alias(kernel.CONTEXT)).drop("__own")
+    out_fields = [fields[c] for c in passthrough] + [
+        T.StructField(kernel.result_column(i), _result_type(s, fields), s.func != "count")
+        for i, s in enumerate(specs)]
+    nkeys = len(keys)
+    keep = tuple(passthrough)
+
+    def run(batch):
+        return kernel.evaluate(batch, specs, time_col, nkeys, keep)
+
+    out = staged.groupBy("__chunk").applyInArrow(run, T.StructType(out_fields))
+    _replace(select, planned, name, alias, passthrough, used)
+    return out
+
+
+def _sql(run_sql_frames, sql, frames, rt):
+    return run_sql_frames(sql, frames, rt, None)
+
+
+def _used_columns(select, windows, names) -> set[str]:
+    """Lower-case source columns ``select`` needs outside the chunked windows (all on ``*``)."""
+    replaced = {id(w) for w in windows}
+    used: set[str] = set()
+    for node in select.walk():
+        if isinstance(node, exp.Star) or (isinstance(node, exp.Column)
+                                          and isinstance(node.this, exp.Star)):
+            if node.find_ancestor(exp.Select) is select:
+                return {n.lower() for n in names}
+        if isinstance(node, exp.Column):
+            w = node.find_ancestor(exp.Window)
+            while w is not None and id(w) not in replaced:
+                w = w.find_ancestor(exp.Window)
+            if w is None:
+                used.add(node.name.lower())
+    return used
+
+
+def _result_type(spec, fields):
+    from pyspark.sql import types as T
+
+    kind = kernel.FUNCTIONS[spec.func]
+    if kind == "bigint":
+        return T.LongType()
+    if kind == "double":
+        return T.DoubleType()
+    arg = fields[spec.arg].dataType
+    if kind == "arg":
+        return arg
+    return T.LongType() if isinstance(arg, T.IntegralType) else T.DoubleType()  # sum
+
+
+def _replace(select, planned, name, alias, passthrough, used):
+    """Point ``select`` at the chunked view: windows -> result columns, WHERE gone."""
+    for i, w in enumerate(planned.windows):
+        w.replace(exp.column(kernel.result_column(i), table=alias, quoted=True))
+    select.set("where", None)
+    select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name),
+                                                alias=exp.TableAlias(
+                                                    this=exp.to_identifier(alias)))))
+    expressions = []
+    for e in select.expressions:
+        if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
+            expressions += [exp.column(c, table=alias, quoted=True) for c in passthrough]
+        else:
+            expressions.append(e)
+    select.set("expressions", expressions)
+
+
+# ------------------------------------------------------------------- chunk length
+def _target_rows(spark) -> int:
+    """Rows per chunk: enough chunks for every core, none so big it strains a worker."""
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    override = spark.conf.get("wavesql.windows.chunk_rows", None)
+    if override:
+        return max(1, int(override))
+    return 1 << 18 if cores <= 2 else 1 << 17
+
+
+def _chunk_length(rt, child, planned: _Planned, streams) -> tuple[int, int]:
+    """``(C, origin)`` in microseconds, from a density estimate of the rows."""
+    reach = max(s.before + max(s.after, 0) for s in planned.specs)
+    target = _target_rows(rt.spark)
+    estimate = _footer_estimate(streams)
+    if estimate is None:
+        estimate = _counted(child)
+    n, lo, hi = estimate
+    if not n or lo is None:
+        return max(1, MIN_CHUNK_FRAMES * reach), 0
+    span = hi - lo + 1
+    chunk = max(1, span * target // max(n, 1), MIN_CHUNK_FRAMES * reach)
+    return int(chunk), int(lo)
+
+
+def _counted(child) -> tuple:
+    """Rows and time span of ``child``, by one aggregate job over it."""
+    from pyspark.sql import functions as F
+
+    row = child.agg(F.count("*").alias("n"), F.min(F.unix_micros("__wavesql_t")).alias("lo"),
+                    F.max(F.unix_micros("__wavesql_t")).alias("hi")).first()
+    return row["n"], row["lo"], row["hi"]
+
+
+def _footer_estimate(streams) -> tuple | None:
+    """Rows and event-time span of the Parquet streams below the query, from their files'
+    footers (row counts, min/max statistics): no Spark job, and nothing below the windows
+    (another window, a join) is computed twice. A WHERE or a join only thins the rows, so the
+    estimate errs towards smaller chunks. None when a stream is not Parquet or lacks them."""
+    import glob
+    import os
+
+    import pyarrow.parquet as pq
+
+    if not streams:
+        return None
+    rows, lo, hi = 0, None, None
+    for s in streams:
+        if s.format != "parquet" or s.event_time is None:
+            return None
+        path = s.path
+        files = (sorted(glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True))
+                 if os.path.isdir(path) else sorted(glob.glob(path)))
+        if not files or len(files) > 256:
+            return None
+        for f in files:
+            try:
+                meta = pq.ParquetFile(f).metadata
+            except Exception:  # noqa: BLE001 -- unreadable footer: count instead
+                return None
+            names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+            if s.event_time not in names:
+                return None
+            col = names.index(s.event_time)
+            rows += meta.num_rows
+            for g in range(meta.num_row_groups):
+                st = meta.row_group(g).column(col).statistics
+                if st is None or not st.has_min_max:
+                    return None
+                a, b = _micros(st.min), _micros(st.max)
+                if a is None or b is None:
+                    return None
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
+    return rows, lo, hi
+
+
+def _micros(value) -> int | None:
+    import datetime as dt
+
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return None
+
+
+def streams_below(rel) -> list:
+    """The catalog streams ``rel`` reads."""
+    return [r.stream for r in ir.walk(rel) if isinstance(r, ir.StreamScan)]

@@ -1,0 +1,327 @@
+"""Kernel of time-chunked OVER windows: ``agg(x) OVER ([PARTITION BY k] ORDER BY ts RANGE
+BETWEEN a PRECEDING AND b FOLLOWING)`` over one time chunk, in numpy (no Spark import).
+
+``planner/time_windows.py`` cuts a stream into chunks of event time and sends every row to
+its own chunk and, as *context*, to the chunks whose frames reach it; this module evaluates
+the frames of one chunk's own rows from the rows it was given (own + context) and returns the
+own rows with the window results. That is TiLT's boundary resolution: a RANGE frame needs
+only the rows within its interval, so each chunk is independent and they run in parallel,
+instead of the single Spark partition an un-partitioned ``OVER (ORDER BY ts)`` forces.
+
+Semantics are Spark's (tests/test_time_windows.py compares with Spark's own windows):
+the frame of a row at ``t`` is every row of its partition with ``t - a <= ts <= t + b``
+(equal times are peers); NULL arguments are skipped; ``sum``/``min``/``max``/``avg`` of no
+value are NULL; ``count`` of none is 0; ``stddev_samp``/``var_samp`` of one value are NULL,
+``_pop`` of one value 0; ``NaN`` is a value (``max`` sees it as greatest, as Spark orders
+it); an infinity makes ``sum``/``avg`` infinite (both signs: NaN) and the spread NaN. Rows
+whose time is NULL are peers of each other only: their frame is the NULL-time rows of their
+partition.
+
+Arithmetic, so results match Spark's to the last bits where it matters: a frame of up to
+:data:`NARROW` rows is summed directly, in row order (``np.add.reduceat``), as Spark's
+sliding frame recomputes it; wider frames use prefix sums in extended precision
+(``np.longdouble``) with the non-finite values counted apart, and the spread of a frame is
+computed about the frame's own mean (two passes), never as ``E[x^2] - E[x]^2`` of large
+sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+#: Mean frame width (rows) up to which frames are summed directly.
+NARROW = 64
+#: Functions and what they return: ``"arg"`` the argument's type, else a fixed one.
+FUNCTIONS = {
+    "sum": "sum", "avg": "double", "count": "bigint", "min": "arg", "max": "arg",
+    "stddev_pop": "double", "stddev_samp": "double", "var_pop": "double", "var_samp": "double",
+}
+
+#: Column names of the arrays the planner adds (``__wavesql_`` keeps them off user names).
+CONTEXT = "__wavesql_ctx"
+
+
+def arg_column(i: int) -> str:
+    return f"__wavesql_a{i}"
+
+
+def key_column(i: int) -> str:
+    return f"__wavesql_k{i}"
+
+
+def result_column(i: int) -> str:
+    return f"__wavesql_w{i}"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One window: ``func`` over the column named ``arg`` (None: ``count(*)``), frame
+    ``[t - before, t + after]`` in microseconds (``after`` < 0: ends before the row)."""
+
+    func: str
+    arg: str | None
+    before: int
+    after: int
+
+
+def evaluate(table: pa.Table, specs: tuple[Spec, ...], time: str, keys: int,
+             passthrough: tuple[str, ...]) -> pa.Table:
+    """The own rows of ``table`` (``CONTEXT`` false) with the columns ``passthrough`` and
+    one result column per spec (:func:`result_column`); ``time`` names the TIMESTAMP (or
+    integer microseconds) column the frames are measured on."""
+    n = table.num_rows
+    us_col = table.column(time)
+    if pa.types.is_timestamp(us_col.type):
+        us_col = us_col.cast(pa.timestamp("us", tz=us_col.type.tz)).cast(pa.int64())
+    has_time = ~np.asarray(us_col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    us = us_col.fill_null(0).to_numpy().astype(np.int64, copy=False)
+    codes = [_codes(table.column(key_column(i))) for i in range(keys)]
+    # Partitions, then NULL times first (one peer group per partition), then time.
+    order = np.lexsort((us, has_time, *reversed(codes))) if n else np.zeros(0, np.int64)
+    us, has_time = us[order], has_time[order]
+    segment = _segments([c[order] for c in codes] + [has_time], n)
+    own = ~np.asarray(table.column(CONTEXT).to_numpy(zero_copy_only=False), dtype=bool)[order]
+    out = {name: table.column(name).take(pa.array(order[own])) for name in passthrough}
+    for i, spec in enumerate(specs):
+        lo, hi = _frames(us, has_time, segment, spec.before, spec.after)
+        lo, hi = lo[own], hi[own]
+        if spec.arg is None:
+            out[result_column(i)] = pa.array(hi - lo, pa.int64())
+            continue
+        column = table.column(spec.arg)
+        out[result_column(i)] = _aggregate(spec.func, column, order, lo, hi)
+    return pa.table(out)
+
+
+def _codes(column: pa.ChunkedArray) -> np.ndarray:
+    """Dense integer codes of a key column, NULL its own code (Spark groups NULLs)."""
+    encoded = column.combine_chunks().dictionary_encode(null_encoding="encode")
+    return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _segments(sorted_codes: list[np.ndarray], n: int) -> np.ndarray:
+    """Segment number of each sorted row: a new segment wherever any code changes."""
+    change = np.zeros(n, dtype=bool)
+    for c in sorted_codes:
+        change[1:] |= c[1:] != c[:-1]
+    return np.cumsum(change)
+
+
+def _frames(us, has_time, segment, before: int, after: int):
+    """Row ranges ``[lo, hi)`` of every row's frame (rows sorted by segment, then time)."""
+    n = len(us)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    # One sortable key: segment in the high part, time in the low part. The span of the
+    # chunk plus the frame reach fits easily in the 2^62 / segments left for it.
+    t0 = int(us[has_time].min()) if has_time.any() else 0
+    span = (int(us[has_time].max()) - t0 if has_time.any() else 0) + before + max(after, 0) + 2
+    width = span + abs(min(after, 0)) + 2
+    if int(segment[-1] + 1) * width >= 2 ** 62:
+        raise ValueError("time window chunk too wide to index")  # planner keeps chunks small
+    base = segment.astype(np.int64) * width + 1
+    rel = np.where(has_time, us - t0 + before + 1, 0)
+    key = base + rel
+    lo = np.searchsorted(key, np.where(has_time, key - before, base), side="left")
+    hi = np.searchsorted(key, np.where(has_time, key + after, base + width - 1), side="right")
+    # NULL-time rows (rel 0) are peers of each other only: their range is the rows at rel 0.
+    null_hi = np.searchsorted(key, base, side="right")
+    hi = np.where(has_time, hi, null_hi)
+    return lo.astype(np.int64), np.maximum(hi, lo).astype(np.int64)
+
+
+def _aggregate(func: str, column: pa.ChunkedArray, order, lo, hi) -> pa.Array:
+    arrow_type = column.type
+    valid = ~np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)[order]
+    integral = pa.types.is_integer(arrow_type)
+    dtype = np.int64 if integral else np.float64
+    x = column.fill_null(0).to_numpy().astype(dtype, copy=False)[order]
+    count = _prefix_count(valid, lo, hi)
+    empty = count == 0
+    if func == "count":
+        return pa.array(count, pa.int64())
+    if func in ("min", "max"):
+        result = _extreme(func, x, valid, lo, hi, integral)
+        return pa.array(result, mask=empty).cast(arrow_type)
+    if func in ("sum", "avg"):
+        total = _sum(x, lo, hi, integral)
+        if func == "sum":
+            return pa.array(total, mask=empty, type=pa.int64() if integral else pa.float64())
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return pa.array(total / np.maximum(count, 1), mask=empty, type=pa.float64())
+    # spread
+    sample = func.endswith("_samp")
+    var = _variance(x.astype(np.float64, copy=False), valid, lo, hi, count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = var / (count - 1 if sample else count)
+    if func.startswith("stddev"):
+        var = np.sqrt(var)
+    return pa.array(var, mask=empty | (sample & (count == 1)), type=pa.float64())
+
+
+def _merge_moments(a: tuple, b: tuple) -> tuple:
+    """Chan et al.'s pairwise update of (count, mean, sum of squared deviations)."""
+    na, ma, sa = a
+    nb, mb, sb = b
+    n = na + nb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n > 0, nb / n, 0.0)
+        delta = mb - ma
+        mean = ma + delta * share
+        m2 = sa + sb + delta * delta * na * share
+    return n, mean, m2
+
+
+def _prefix_count(valid, lo, hi) -> np.ndarray:
+    c = np.concatenate([[0], np.cumsum(valid, dtype=np.int64)])
+    return c[hi] - c[lo]
+
+
+def _narrow(lo, hi) -> bool:
+    return len(lo) == 0 or float(np.mean(hi - lo)) <= NARROW
+
+
+def _sum(x, lo, hi, integral: bool) -> np.ndarray:
+    """Sum of ``x[lo:hi]`` per row (0 for an empty range)."""
+    if integral:
+        c = np.concatenate([[0], np.cumsum(x, dtype=np.int64)])
+        return c[hi] - c[lo]
+    if _narrow(lo, hi):
+        return _reduce(np.add, x, lo, hi, 0.0)
+    finite = np.isfinite(x)
+    (total,) = _tree_query((np.where(finite, x, 0.0),), lo, hi, lambda a, b: (a[0] + b[0],))
+    if not finite.all():
+        for bad in (np.nan, np.inf, -np.inf):
+            hit = np.isnan(x) if bad != bad else x == bad
+            k = np.concatenate([[0], np.cumsum(hit, dtype=np.int64)])
+            # nan + anything = nan, inf + -inf = nan: numpy's own addition decides
+            total = np.where(k[hi] > k[lo], total + bad, total)
+    return total
+
+
+def _tree_query(leaves: tuple, lo, hi, merge) -> tuple:
+    """Merge of ``leaves[lo:hi]`` per row, by a bottom-up segment tree, vectorised over the
+    rows: O(n log n), and every value is combined with others of its own magnitude
+    (pairwise), so a wide frame's sum or spread is as accurate as summing it directly --
+    unlike differences of running totals, which inherit the error of the whole prefix."""
+    n = len(leaves[0])
+    size = 1
+    while size < max(n, 1):
+        size *= 2
+    tree = []
+    for leaf in leaves:
+        t = np.zeros(2 * size, dtype=np.float64)
+        t[size:size + n] = leaf
+        tree.append(t)
+    for level_start in _levels(size):
+        idx = np.arange(level_start, 2 * level_start)
+        merged = merge(tuple(t[2 * idx] for t in tree), tuple(t[2 * idx + 1] for t in tree))
+        for t, m in zip(tree, merged):
+            t[idx] = m
+    left, right = lo + size, hi + size
+    acc_l = tuple(np.zeros(len(lo)) for _ in leaves)
+    acc_r = tuple(np.zeros(len(lo)) for _ in leaves)
+    while True:
+        active = left < right
+        if not active.any():
+            break
+        take = active & (left % 2 == 1)
+        acc_l = _merge_where(take, merge(acc_l, tuple(t[left] for t in tree)), acc_l)
+        left = left + take
+        take = active & (right % 2 == 1)
+        right = right - take
+        acc_r = _merge_where(take, merge(tuple(t[right] for t in tree), acc_r), acc_r)
+        left, right = left // 2, right // 2
+    return merge(acc_l, acc_r)
+
+
+def _merge_where(mask, merged: tuple, old: tuple) -> tuple:
+    return tuple(np.where(mask, m, o) for m, o in zip(merged, old))
+
+
+def _levels(size: int):
+    level = size // 2
+    while level >= 1:
+        yield level
+        level //= 2
+
+
+def _reduce(ufunc, x, lo, hi, identity) -> np.ndarray:
+    """``ufunc.reduce(x[lo:hi])`` per row, in row order, ``identity`` for empty ranges."""
+    if len(lo) == 0:
+        return np.zeros(0, dtype=x.dtype)
+    padded = np.append(x, np.asarray([identity], dtype=x.dtype))
+    idx = np.empty(2 * len(lo), dtype=np.int64)
+    idx[0::2], idx[1::2] = lo, hi
+    out = ufunc.reduceat(padded, idx)[0::2]
+    return np.where(hi > lo, out, identity)
+
+
+def _extreme(func: str, x, valid, lo, hi, integral: bool) -> np.ndarray:
+    """min / max over each range, NULLs skipped (their rows answer NULL elsewhere)."""
+    if integral:
+        info = np.iinfo(np.int64)
+        fill = info.max if func == "min" else info.min
+    else:
+        fill = np.inf if func == "min" else -np.inf
+    y = np.where(valid, x, fill)
+    # max: NaN is the greatest value (np.maximum propagates it); min: NaN only if all are
+    # (np.fmin skips it) -- Spark's ordering of NaN.
+    ufunc = np.fmin if func == "min" else np.maximum
+    if _narrow(lo, hi):
+        return _reduce(ufunc, y, lo, hi, fill)
+    return _sparse_table(ufunc, y, lo, hi, fill)
+
+
+def _sparse_table(ufunc, y, lo, hi, fill) -> np.ndarray:
+    """Range min/max in O(n log n): level k holds ``ufunc`` over ``y[i:i + 2^k]``."""
+    n = len(y)
+    width = np.maximum(hi - lo, 1)
+    k = np.floor(np.log2(width)).astype(np.int64)
+    out = np.full(len(lo), fill, dtype=y.dtype)
+    level = y
+    for j in range(int(k.max()) + 1 if len(k) else 0):
+        rows = k == j
+        if rows.any():
+            a = level[np.minimum(lo[rows], len(level) - 1)]
+            b = level[np.clip(hi[rows] - (1 << j), 0, len(level) - 1)]
+            out[rows] = ufunc(a, b)
+        step = 1 << j
+        if step >= n:
+            break
+        level = ufunc(level[:-step], level[step:]) if len(level) > step else level
+    return np.where(hi > lo, out, fill)
+
+
+def _variance(x, valid, lo, hi, count) -> np.ndarray:
+    """Sum of squared deviations from the frame's mean, per row (two passes)."""
+    n = len(lo)
+    out = np.zeros(n)
+    if n == 0:
+        return out
+    y = np.where(valid, x, 0.0)
+    finite = np.isfinite(y)
+    bad = np.concatenate([[0], np.cumsum(~finite, dtype=np.int64)])
+    nonfinite = bad[hi] > bad[lo]
+    y = np.where(finite, y, 0.0)
+    width = hi - lo
+    if _narrow(lo, hi) and int(width.max()) <= 8 * NARROW:
+        w = int(width.max())
+        block = max(1, (1 << 20) // max(w, 1))
+        cols = np.arange(w)
+        for s in range(0, n, block):
+            l, h, c = lo[s:s + block], hi[s:s + block], count[s:s + block]
+            idx = np.minimum(l[:, None] + cols, len(y) - 1)
+            m = (cols < (h - l)[:, None]) & valid[idx]
+            vals = np.where(m, y[idx], 0.0)
+            mean = vals.sum(axis=1) / np.maximum(c, 1)
+            dev = np.where(m, vals - mean[:, None], 0.0)
+            out[s:s + block] = (dev * dev).sum(axis=1)
+    else:
+        ones = valid.astype(np.float64)
+        _, _, m2 = _tree_query((ones, y, np.zeros(len(y))), lo, hi, _merge_moments)
+        out = np.maximum(m2, 0.0)
+    return np.where(nonfinite, np.nan, out)
