@@ -83,6 +83,7 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
     from wavesql.udfs.program import Program
 
     from wavesql.sources import wav_source
+    from wavesql.udfs.wav import WavError
 
     s = rel.signal
     if rt.streams is not None and ("signal", s.key) in rt.streams:
@@ -101,9 +102,20 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
             options["sequential"] = "true"  # unbounded memory (IIR): one ordered pass
         else:
             options["lookback"] = str(lookback)
-    wav_source.register(rt.spark)
-    return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
-            .options(**options).load())
+    if str(rt.spark.conf.get(SCAN_CONF, "driver")).lower() == "source":
+        wav_source.register(rt.spark)
+        return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
+                .options(**options).load())
+    try:
+        return wav_source.batch_frame(rt.spark, program.spark_ddl(), options)
+    except WavError as err:
+        raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
+
+
+#: ``wavesql.wav.scan`` (Spark conf): ``driver`` (default) -- a batch WAV scan is planned in
+#: this process and run as mapInArrow tasks (sources/wav_source.py: batch_frame); ``source``
+#: -- through the ``wavesql_wav`` Python data source (the streaming reads always are).
+SCAN_CONF = "wavesql.wav.scan"
 
 
 def _wav_options(signal, program, width: int, slide: int) -> dict:
@@ -133,6 +145,9 @@ def signal_placements(signal, files: list[str] | None = None) -> list:
         raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
 
 
+TASKS_PER_CORE = 2
+
+
 def _partition_samples(signal, width: int, rt: Runtime) -> int:
     """Samples per scan partition: about two tasks per core.
 
@@ -150,7 +165,7 @@ def _partition_samples(signal, width: int, rt: Runtime) -> int:
             total += wav.read_info(path).frames
         except (OSError, wav.WavError):
             pass  # the scan reports unreadable files itself, naming them
-    tasks = 2 * max(1, rt.spark.sparkContext.defaultParallelism)
+    tasks = TASKS_PER_CORE * max(1, rt.spark.sparkContext.defaultParallelism)
     per_task = -(-total // tasks)
     return max(1 << 20, -(-per_task // width) * width)
 

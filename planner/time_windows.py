@@ -40,7 +40,7 @@ import itertools
 
 from sqlglot import exp
 
-from udfs import time_windows as kernel
+from wavesql.udfs import time_windows as kernel
 from wavesql.dialect import parse_one, to_spark_sql
 
 from . import ir

@@ -1017,3 +1017,37 @@ def load(spark, schema: str | None = None, *, streaming: bool = False, **options
     register(spark)
     source = spark.readStream if streaming else spark.read
     return source.format(SHORT_NAME).schema(schema or checked.spark_ddl).options(**opts).load()
+
+
+def batch_frame(spark, schema: str, options: Mapping[str, str]):
+    """A batch read planned here, on the driver, and run as ``mapInArrow`` tasks.
+
+    The same partitions and the same reading as the ``wavesql_wav`` source's batch reader,
+    without a Python data source: Spark plans one of those by starting Python processes on
+    the driver (the schema, then the partitions) for every query, about 0.2 s of fixed cost
+    that dominated short reads (benchmarks/signals/README.md). Here the plan is made in
+    this process, and each task is one partition index handed to a reused Python worker.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    opts = WavOptions.parse(options)
+    checked = plan(opts)
+    struct = _parse_datatype_string(schema)
+    target = to_arrow_schema(struct, timezone="UTC")
+    produced = _program(checked.program_json).arrow_schema().names
+    absent = [f.name for f in target if f.name not in produced]
+    if absent:
+        raise _bad(opts.path, f"schema column(s) {absent} are not outputs of the program "
+                   f"(it outputs {produced})")
+    parts = checked.partitions()
+    program_json, channels, stateful = checked.program_json, checked.channels, checked.stateful
+
+    def run(batches):
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                for batch in read_partition(parts[i], opts, program_json, channels, stateful):
+                    yield _conform(batch, target)
+
+    n = len(parts)
+    return spark.range(0, n, 1, max(1, n)).mapInArrow(run, struct)

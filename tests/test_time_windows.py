@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from udfs import time_windows as tw
+from wavesql.udfs import time_windows as tw
 
 FUNCS = ("sum", "avg", "count", "min", "max", "stddev_pop", "stddev_samp", "var_pop",
          "var_samp")
@@ -212,7 +212,7 @@ QUERIES = [
 def test_chunked_windows_equal_spark_windows(ws, tmp_path, query, estimate, monkeypatch):
     """``estimate``: chunk length from the Parquet footers, or (as for CSV/JSON streams)
     from a counting job over the rows."""
-    from planner import time_windows
+    from wavesql.planner import time_windows
     from tests.test_tilt import _pandas
 
     if estimate == "counted":

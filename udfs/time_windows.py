@@ -198,7 +198,8 @@ def _sum(x, lo, hi, integral: bool) -> np.ndarray:
             hit = np.isnan(x) if bad != bad else x == bad
             k = np.concatenate([[0], np.cumsum(hit, dtype=np.int64)])
             # nan + anything = nan, inf + -inf = nan: numpy's own addition decides
-            total = np.where(k[hi] > k[lo], total + bad, total)
+            with np.errstate(invalid="ignore"):
+                total = np.where(k[hi] > k[lo], total + bad, total)
     return total
 
 
