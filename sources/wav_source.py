@@ -6,6 +6,10 @@ windows on an absolute grid, runs the query's signal stage (a
 record batches of the program's output -- raw samples never cross into the JVM unless the
 program asks for them (the identity program does: one SigSeg column per channel).
 
+Batch queries of the planner do not go through the data source: :func:`batch_frame` plans
+the same partitions on the driver and runs them as ``mapInArrow`` tasks (no Python planning
+processes per query); streaming reads and ``SET wavesql.wav.scan = source`` use it.
+
 >>> register(spark)                                                   # doctest: +SKIP
 >>> df = (spark.read.format("wavesql_wav").schema(prog.spark_ddl())   # doctest: +SKIP
 ...       .options(path="rec/", rate="48000", channels='["ch1"]', window="4096",

@@ -291,7 +291,9 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
                     "STREAMING_RULE", f"stream `{stream.name}` is read without a window in a "
                     "windowed continuous query", Span.of(stmt.node),
                     hint="window every stream of the query, e.g. [RANGE 1 MINUTE]")
-            inputs.append(_Input(index, stream, _window_lookback(windows[key], stmt)))
+            rules = _window_lookback(windows[key], stmt)
+            inputs.append(_Input(index, stream, rules + _resample_lookback(
+                queries, key, max((r[1] for r in rules if r[0] == "time"), default=0), stmt)))
         return _Plan(tuple(inputs), "windowed", TIME)
     trees = [_parsed(q) for q in queries]
     overs = [w for t in trees if t is not None for w in t.find_all(exp.Window)]
@@ -381,6 +383,32 @@ def _check_row_by_row_except(trees: list, index: int, stmt) -> None:
     for i, tree in enumerate(trees):
         if i != index and tree is not None:
             _check_row_by_row(tree, stmt)
+
+
+def _resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
+    """What a RESAMPLE of stream ``key`` inside a windowed continuous query needs kept.
+
+    The query's rows are final by ``_time`` (TiLT's imputation: a grid point joined to its
+    bucket, final once the bucket is); a ``'prev'``/``'null'``/``'zero'`` grid point needs
+    the rows up to it, which the window's look-back (``reach_us``) keeps, plus the last row
+    before that look-back, so that the grid continues across a dropout longer than it.
+    ``'linear'`` also needs the next value after the point, which may come after its
+    window is final: refused."""
+    rules: tuple = ()
+    for q in queries:
+        if q.resample is None:
+            continue
+        rel = dict(q.inputs).get(q.resample[0])
+        if not isinstance(rel, ir.StreamScan) or rel.stream.key != key:
+            continue
+        if q.resample[3] == "linear":
+            raise WaveSQLError("NOT_IMPLEMENTED", "a 'linear' RESAMPLE inside a windowed "
+                               "continuous query", Span.of(stmt.node),
+                               hint="its points need the next reading, which can come after "
+                                    "their window is final; resample with 'prev', 'null' or "
+                                    "'zero', or run the RESAMPLE as its own continuous query")
+        rules = (("rows", (), 1, None, reach_us),)
+    return rules
 
 
 def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) -> _Plan:

@@ -55,6 +55,11 @@ def corpus(spark, tmp_path_factory):
                f"FORMAT {spec.format}" + (f" OPTIONS ({options})" if options else ""))
     yield ws, expected
     ws.close()
+    # corpus queries may leave temporary views (CREATE TEMP VIEW, CACHE TABLE): drop them so
+    # they never reach a later module's name resolution or hints
+    for table in spark.catalog.listTables():
+        if table.isTemporary:
+            spark.catalog.dropTempView(table.name)
 
 
 def test_corpus_is_big_enough():

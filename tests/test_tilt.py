@@ -7,6 +7,7 @@ runs the example file itself, copied beside it, so its relative paths resolve th
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import numpy as np
@@ -63,9 +64,11 @@ def _same(got: pd.DataFrame, want: pd.DataFrame, keys: list[str], exact=(), clos
                                    rtol=rtol, atol=atol, err_msg=c)
 
 
-def _stream(ws, spark, tmp_path, query: str, frame: pd.DataFrame, folder: str):
+def _stream(ws, spark, tmp_path, query: str, frame: pd.DataFrame, folder: str,
+            closed_us: int = gen.CLOSED_US):
     """Run ``query`` continuously over its input, already written in several files, closed
-    by a punctuation row; return (final rows as pandas, the ContinuousQuery)."""
+    by a punctuation row; return (final rows as pandas, the ContinuousQuery). ``closed_us``:
+    the result's progress at the end."""
     gen.write_punctuation(tmp_path / "data" / folder, frame)
     cq = ws.stream(query, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
                    clock=lambda: 0.0)
@@ -74,7 +77,7 @@ def _stream(ws, spark, tmp_path, query: str, frame: pd.DataFrame, folder: str):
     assert out.where("NOT _final").count() == 0  # no EMIT CHANGES: only final rows
     assert sum(r.late + r.no_time for r in cq.reports) == 0
     assert sum(r.rows_in for r in cq.reports) == len(frame) + 1
-    assert cq.progress_us == gen.CLOSED_US  # the punctuation closed the stream
+    assert cq.progress_us == closed_us  # the punctuation closed the stream
     return _pandas(out.where("_final").drop("_final", "_progress")), cq
 
 
@@ -223,14 +226,32 @@ WINDOWED = {
                   dict(keys=["_time"], close=["rms", "kurtosis", "crest"])),
     "ysb": ("ysb", lambda: gen.ysb_events(SHORT), ref.ysb,
             dict(keys=["_time", "campaign"], exact=["n"])),
+    # a grid point is final with its bucket (_time); the 'null' RESAMPLE rides along
+    "impute": ("sensor_gaps", lambda: gen.sensor_with_gaps(LONG), ref.impute,
+               dict(keys=["ts"], exact=["imputed"], close=["v"])),
+    # an outage of 35 s, longer than the window's look-back (20 s): the grid must go on
+    # across it from the last reading before it, which the state keeps
+    "impute_outage": ("sensor_gaps", lambda: _with_outage(gen.sensor_with_gaps(LONG)),
+                      ref.impute, dict(keys=["ts"], exact=["imputed"], close=["v"])),
 }
+
+
+def _with_outage(frame: pd.DataFrame, us: int = 35_000_000):
+    """``frame`` with the readings after its 46th percentile row moved ``us`` later: the
+    second of 4 files then ends just after the outage, so that batch's progress is past the
+    outage's start + 20 s (the pre-outage rows leave the window's look-back) while the
+    bucket the outage ends in is not final yet."""
+    out = frame.copy()
+    late = out.index > int(len(out) * 0.46)
+    out.loc[late, "ts"] += us
+    return out
 
 
 @pytest.mark.parametrize("app", sorted(WINDOWED))
 def test_windowed_apps_stream_to_the_reference(ws, spark, tmp_path, app):
     folder, build, reference, check = WINDOWED[app]
     frame = build()
-    _, query = _example(ws, tmp_path, app, {folder: frame}, parts=4)
+    _, query = _example(ws, tmp_path, app.split("_")[0], {folder: frame}, parts=4)
     got, cq = _stream(ws, spark, tmp_path, query, frame, folder)
     assert len(cq.reports) == 5
     _same(got, reference(frame), **check)
@@ -258,3 +279,54 @@ def test_over_window_apps_stream_to_the_reference(ws, spark, tmp_path, app):
     got, cq = _stream(ws, spark, tmp_path, query, frame, folder)
     assert len(cq.reports) == 5
     _same(got, reference(frame), **check)
+
+
+def test_resample_streams_to_the_reference(ws, spark, tmp_path):
+    # a 'linear' grid point is final once the next reading after it has arrived
+    sensor = gen.sensor(SHORT, seed=4, period_us=4 * gen.TICK_US)
+    _, query = _example(ws, tmp_path, "resample", {"sensor_4ms": sensor}, parts=4)
+    # the result's progress stops just past the last reading: a 'linear' point after it
+    # would need a next reading, and none will come
+    last = int(sensor["ts"].iloc[-1])
+    got, cq = _stream(ws, spark, tmp_path, query, sensor, "sensor_4ms", closed_us=last + 1)
+    assert len(cq.reports) == 5
+    _same(got, ref.resample(sensor), ["ts"], close=["v"], rtol=1e-12)
+
+
+def test_pan_tompkins_streams_to_the_reference(ws, spark, tmp_path):
+    # the recording arrives file by file, a micro-batch each; the filters' state is carried
+    # from one batch to the next in the checkpoint; the .eof marker flushes the tail
+    codes = gen.ecg(60.0)  # 12 000 samples, 6 windows of 2000, in 5 files cut anywhere
+    staging = tmp_path / "staging"
+    gen.write_ecg(codes, staging, parts=5)
+    folder = tmp_path / "data" / "ecg"
+    folder.mkdir(parents=True)
+    files = sorted(staging.glob("*.wav"))
+    shutil.copy(files[0], folder / files[0].name)
+    shutil.copy(EXAMPLES / "pan_tompkins.wsql", tmp_path / "pan_tompkins.wsql")
+    ws.execute_file(tmp_path / "pan_tompkins.wsql")  # CREATE SIGNAL (and a batch query)
+    query = parse_statements((tmp_path / "pan_tompkins.wsql").read_text())[-1].text
+    for i, f in enumerate(files):
+        if i:
+            shutil.copy(f, folder / f.name)
+            os.utime(folder / f.name, (1_000_000 + i, 1_000_000 + i))  # arrival order
+        if i == len(files) - 1:
+            (folder / "end.eof").write_text("")
+        ws.stream(query, tmp_path / "out", tmp_path / "ckpt").await_termination()
+    out = spark.read.parquet(str(tmp_path / "out")).where("_final").collect()
+    out.sort(key=lambda r: r.mwi.start)
+    assert [r.mwi.start for r in out] == list(range(0, len(codes), 2000))
+    got = np.concatenate([np.asarray(r.mwi.samples, np.float64) for r in out])
+    want = ref.pan_tompkins(gen.ecg_samples(codes))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
+def test_linear_resample_in_a_windowed_continuous_query_is_refused(ws, tmp_path):
+    """Its grid points need the next reading, which may come after their bucket is final."""
+    frame = gen.sensor_with_gaps(SHORT)
+    _, query = _example(ws, tmp_path, "impute", {"sensor_gaps": frame}, parts=2)
+    linear = query.replace("'null'", "'linear'")
+    assert linear != query
+    with pytest.raises(WaveSQLError) as err:
+        ws.stream(linear, tmp_path / "out", tmp_path / "ckpt")
+    assert err.value.code == "NOT_IMPLEMENTED" and "linear" in err.value.message
