@@ -140,12 +140,39 @@ def signal_placements(signal, files: list[str] | None = None) -> list:
     options = _wav_options(signal, Program.identity([c.name for c in signal.channels]),
                            signal.segment, signal.segment)
     try:
-        return wav_source.plan(options, files=files).placements
+        return wav_source.plan(options, files=files, read=_cached_header).placements
     except WavError as err:
         raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
 
 
 TASKS_PER_CORE = 2
+
+
+#: WAV headers read by :func:`signal_placements`: path -> ((size, mtime_ns), WavInfo). A
+#: continuous SYNC places its signal's files at every micro-batch; a header is read again
+#: only when the file's size or modification time changed.
+_HEADERS: dict = {}
+_HEADERS_MAX = 100_000
+
+
+def _cached_header(path: str, strict: bool = False):
+    import os
+
+    from wavesql.udfs.wav import read_info
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return read_info(path, strict=strict)  # it says what is wrong, as without a cache
+    key = (st.st_size, st.st_mtime_ns, strict)
+    hit = _HEADERS.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    info = read_info(path, strict=strict)
+    if len(_HEADERS) >= _HEADERS_MAX:
+        _HEADERS.clear()
+    _HEADERS[path] = (key, info)
+    return info
 
 
 def _partition_samples(signal, width: int, rt: Runtime) -> int:

@@ -1047,11 +1047,11 @@ def batch_frame(spark, schema: str, options: Mapping[str, str]):
     parts = checked.partitions()
     program_json, channels, stateful = checked.program_json, checked.channels, checked.stateful
 
-    def run(batches):
+    def wav_scan(batches):  # the name shows in Spark's plans: MapInArrow wav_scan(id)
         for b in batches:
             for i in b.column(0).to_pylist():
                 for batch in read_partition(parts[i], opts, program_json, channels, stateful):
                     yield _conform(batch, target)
 
     n = len(parts)
-    return spark.range(0, n, 1, max(1, n)).mapInArrow(run, struct)
+    return spark.range(0, n, 1, max(1, n)).mapInArrow(wav_scan, struct)

@@ -152,3 +152,30 @@ def test_wavesql_run_syncs_each_event_once_across_runs(ws, spark, tmp_path, reco
     rows = spark.read.parquet(str(tmp_path / "audio")).collect()
     assert sorted(r.event for r in rows) == list(range(len(truth.event_starts)))
     assert _answer(rows) == _answer(ws.sql(QUERY).collect())
+
+
+def test_signal_placements_read_a_header_again_only_when_the_file_changed(tmp_path,
+                                                                         monkeypatch):
+    """A continuous SYNC places its signal's files at every micro-batch: headers come from
+    a cache keyed by size and modification time."""
+    import importlib
+    import os
+
+    from wavesql.udfs import wav
+
+    lower = importlib.import_module("wavesql.planner.lower")  # the module, not lower()
+
+    path = tmp_path / "a.wav"
+    wav.write_wav(path, np.zeros(100, np.float32), 1000, "float32")
+    reads = []
+    real = wav.read_info
+    monkeypatch.setattr(wav, "read_info", lambda p, **kw: reads.append(p) or real(p, **kw))
+    monkeypatch.setattr(lower, "_HEADERS", {})
+    assert lower._cached_header(str(path)).frames == 100
+    assert lower._cached_header(str(path)).frames == 100
+    assert len(reads) == 1
+    wav.write_wav(path, np.zeros(300, np.float32), 1000, "float32")  # rewritten: new size
+    os.utime(path, ns=(1, 1))
+    assert lower._cached_header(str(path)).frames == 300 and len(reads) == 2
+    with pytest.raises(OSError):  # a missing file: read_info's own error, as without a cache
+        lower._cached_header(str(tmp_path / "gone.wav"))
