@@ -31,7 +31,8 @@ compare all three with Spark's own windows).
 
 The chunk length ``C`` targets :func:`_target_rows` rows per chunk, from a density estimate
 read from the Parquet footers of the streams below the query (row count, min/max of the
-event time) or, for other inputs, from one aggregate job over the filtered rows.
+event time) or, for other inputs, from one aggregate job over the filtered rows. Inputs
+estimated under :data:`MIN_ROWS` rows keep Spark's window.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ from . import ir
 CONF = "wavesql.windows.chunked"
 #: A chunk spans at least this many frame reaches, so context stays a small fraction.
 MIN_CHUNK_FRAMES = 16
+#: Inputs estimated below this many rows keep Spark's window (``wavesql.windows.min_rows``):
+#: the chunked pass costs a shuffle and a Python pass's set-up (~0.2 s), which only pays
+#: where Spark's single-partition window is slow.
+MIN_ROWS = 100_000
 
 _FUNCTIONS = {
     exp.Sum: "sum", exp.Avg: "avg", exp.Count: "count", exp.Min: "min", exp.Max: "max",
@@ -281,7 +286,10 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, stream
     time_col = column_for(planned.order, "__wavesql_t")
     specs = tuple(kernel.Spec(s.func, None if s.arg is None else args[s.arg], s.before, s.after)
                   for s in planned.specs)
-    chunk_us, origin = _chunk_length(rt, child, planned, streams)
+    estimate = _footer_estimate(streams) or _counted(child)
+    if (estimate[0] or 0) < _min_rows(rt.spark):
+        return None  # small input: Spark's window costs less than a Python pass's set-up
+    chunk_us, origin = _chunk_length(rt, planned, estimate)
     reach_before = max(s.before for s in planned.specs)
     reach_after = max(max(s.after, 0) for s in planned.specs)
     us = F.unix_micros(F.col("__wavesql_t")) - F.lit(origin)
@@ -370,13 +378,15 @@ def _target_rows(spark) -> int:
     return 1 << 18 if cores <= 2 else 1 << 17
 
 
-def _chunk_length(rt, child, planned: _Planned, streams) -> tuple[int, int]:
-    """``(C, origin)`` in microseconds, from a density estimate of the rows."""
+def _min_rows(spark) -> int:
+    """Below this many (estimated) rows the windows stay Spark's."""
+    return int(spark.conf.get("wavesql.windows.min_rows", str(MIN_ROWS)))
+
+
+def _chunk_length(rt, planned: _Planned, estimate: tuple) -> tuple[int, int]:
+    """``(C, origin)`` in microseconds, from a density estimate ``(rows, first, last)``."""
     reach = max(s.before + max(s.after, 0) for s in planned.specs)
     target = _target_rows(rt.spark)
-    estimate = _footer_estimate(streams)
-    if estimate is None:
-        estimate = _counted(child)
     n, lo, hi = estimate
     if not n or lo is None:
         return max(1, MIN_CHUNK_FRAMES * reach), 0

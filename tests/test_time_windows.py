@@ -223,6 +223,7 @@ def test_chunked_windows_equal_spark_windows(ws, tmp_path, query, estimate, monk
            f"FROM '{folder}' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
     sql = QUERIES[query]
     ws.spark.conf.set("wavesql.windows.chunk_rows", "300")  # ~15 chunks, many boundaries
+    ws.spark.conf.set("wavesql.windows.min_rows", "0")  # small data, chunked all the same
     ws.spark.conf.set("wavesql.windows.chunked", "all")  # PARTITION BY windows too
     try:
         chunked = ws.sql(sql)
@@ -234,8 +235,8 @@ def test_chunked_windows_equal_spark_windows(ws, tmp_path, query, estimate, monk
         assert "FlatMapGroupsInArrow" not in plain._jdf.queryExecution().executedPlan().toString()
         want = _pandas(plain)
     finally:
-        ws.spark.conf.unset("wavesql.windows.chunk_rows")
-        ws.spark.conf.unset("wavesql.windows.chunked")
+        for key in ("chunk_rows", "chunked", "min_rows"):
+            ws.spark.conf.unset(f"wavesql.windows.{key}")
     assert list(got.columns) == list(want.columns)
     assert chunked.schema == plain.schema
     assert len(got) == len(want) > 0
@@ -262,7 +263,12 @@ def test_partitioned_windows_stay_with_spark_by_default(ws, tmp_path):
         return "FlatMapGroupsInArrow" in ws.sql(sql)._jdf.queryExecution().executedPlan() \
             .toString()
 
-    assert chunked(plain) and not chunked(partitioned)
+    assert not chunked(plain)  # 4000 rows: under wavesql.windows.min_rows, Spark's window
+    ws.spark.conf.set("wavesql.windows.min_rows", "0")
+    try:
+        assert chunked(plain) and not chunked(partitioned)
+    finally:
+        ws.spark.conf.unset("wavesql.windows.min_rows")
 
 
 @pytest.mark.spark
@@ -270,6 +276,7 @@ def test_unsupported_windows_stay_with_spark(ws, tmp_path):
     folder = _write(tmp_path, np.random.default_rng(9))
     ws.sql(f"CREATE STREAM ticks (ts TIMESTAMP, v DOUBLE, q INT, k BIGINT) "
            f"FROM '{folder}' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    ws.spark.conf.set("wavesql.windows.min_rows", "0")  # not left out for being small
     for sql in (
         # ROWS frames, unbounded frames, DESC order, a GROUP BY query: Spark's own windows
         "SELECT avg(v) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM ticks",
@@ -283,3 +290,4 @@ def test_unsupported_windows_stay_with_spark(ws, tmp_path):
         df = ws.sql(sql)
         assert "FlatMapGroupsInArrow" not in df._jdf.queryExecution().executedPlan().toString()
         df.collect()
+    ws.spark.conf.unset("wavesql.windows.min_rows")
