@@ -287,7 +287,7 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, stream
     specs = tuple(kernel.Spec(s.func, None if s.arg is None else args[s.arg], s.before, s.after)
                   for s in planned.specs)
     estimate = _footer_estimate(streams) or _counted(child)
-    if (estimate[0] or 0) < _min_rows(rt.spark):
+    if estimate is None or (estimate[0] or 0) < _min_rows(rt.spark):
         return None  # small input: Spark's window costs less than a Python pass's set-up
     chunk_us, origin = _chunk_length(rt, planned, estimate)
     reach_before = max(s.before for s in planned.specs)
@@ -395,12 +395,18 @@ def _chunk_length(rt, planned: _Planned, estimate: tuple) -> tuple[int, int]:
     return int(chunk), int(lo)
 
 
-def _counted(child) -> tuple:
-    """Rows and time span of ``child``, by one aggregate job over it."""
+def _counted(child) -> tuple | None:
+    """Rows and time span of ``child``, by one aggregate job over it; None if the job fails
+    (bad input): the query then runs as written and reports it where it always does."""
     from pyspark.sql import functions as F
 
-    row = child.agg(F.count("*").alias("n"), F.min(F.unix_micros("__wavesql_t")).alias("lo"),
-                    F.max(F.unix_micros("__wavesql_t")).alias("hi")).first()
+    from wavesql.spark import runtime_error_types
+
+    try:
+        row = child.agg(F.count("*").alias("n"), F.min(F.unix_micros("__wavesql_t")).alias("lo"),
+                        F.max(F.unix_micros("__wavesql_t")).alias("hi")).first()
+    except runtime_error_types():
+        return None
     return row["n"], row["lo"], row["hi"]
 
 
