@@ -78,17 +78,18 @@ def rewrite(sql: str, inputs, rt, run_sql, streams=()):
         tree = parse_one(sql)
     except Exception:  # noqa: BLE001 -- text Spark accepts but the dialect does not: leave it
         return sql, {}
+    selects = sorted(tree.find_all(exp.Select), key=lambda s: -_depth(s))  # inner first
+    planned = [(select, p) for select in selects
+               if (p := _plan_select(select)) is not None and (not p.partition or mode == "all")]
+    if not planned:
+        return sql, {}
+    footers = _footer_estimate(streams)  # once per query: the same streams for every SELECT
     views: dict = {}
-    selects = sorted(tree.find_all(exp.Select), key=lambda s: -_depth(s))
-    for select in selects:
-        planned = _plan_select(select)
-        if planned is None or (planned.partition and mode != "all"):
-            continue
+    for select, plan in planned:
         name = f"__wavesql_timewin_{next(_counter)}"
-        df = _chunked(select, planned, name, inputs, rt, run_sql, views, streams)
-        if df is None:
-            continue
-        views[name] = df
+        df = _chunked(select, plan, name, inputs, rt, run_sql, views, footers)
+        if df is not None:
+            views[name] = df
     if not views:
         return sql, {}
     return to_spark_sql(tree), views
@@ -232,7 +233,7 @@ def _visible_ctes(select: exp.Select) -> list[exp.CTE]:
     return ctes
 
 
-def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, streams):
+def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footers):
     """The chunked pass's DataFrame, ``select`` rewritten to read it; None to leave it."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -256,7 +257,7 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, stream
               + helpers)
     all_inputs = list(inputs) + list(views.items())
     try:
-        child = _sql(run_sql, to_spark_sql(inner), all_inputs, rt)
+        child = run_sql(to_spark_sql(inner), all_inputs, rt, None)
     except Exception:  # noqa: BLE001 -- Spark will report it on the original text
         return None
     fields = {f.name: f for f in child.schema.fields}
@@ -286,7 +287,7 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, stream
     time_col = column_for(planned.order, "__wavesql_t")
     specs = tuple(kernel.Spec(s.func, None if s.arg is None else args[s.arg], s.before, s.after)
                   for s in planned.specs)
-    estimate = _footer_estimate(streams) or _counted(child)
+    estimate = footers or _counted(child)
     if estimate is None or (estimate[0] or 0) < _min_rows(rt.spark):
         return None  # small input: Spark's window costs less than a Python pass's set-up
     chunk_us, origin = _chunk_length(rt, planned, estimate)
@@ -313,10 +314,6 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, stream
     out = staged.groupBy("__chunk").applyInArrow(run, T.StructType(out_fields))
     _replace(select, planned, name, alias, passthrough, used)
     return out
-
-
-def _sql(run_sql_frames, sql, frames, rt):
-    return run_sql_frames(sql, frames, rt, None)
 
 
 def _used_columns(select, windows, names) -> set[str]:

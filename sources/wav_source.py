@@ -696,20 +696,27 @@ def _conform(batch, target):
 
 
 # ---------------------------------------------------------------------------------- Spark
+def _target_schema(p: WavPlan, schema):
+    """The Arrow schema the scan hands Spark for the Spark ``schema`` (a StructType), checked
+    to be outputs of the plan's program."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    target = to_arrow_schema(schema, timezone="UTC")
+    produced = _program(p.program_json).arrow_schema().names
+    absent = [f.name for f in target if f.name not in produced]
+    if absent:
+        raise _bad(p.options.path, f"schema column(s) {absent} are not outputs of the "
+                   f"program (it outputs {produced})")
+    return target
+
+
 class _Scan:
     """What a reader carries to the workers: options, resolved program, target schema."""
 
     def _init_scan(self, options, schema, streaming: bool):
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         self.options = WavOptions.parse(options)
         self._plan = plan(self.options, streaming=streaming)  # driver-side checks, early
-        self._target = to_arrow_schema(schema, timezone="UTC")
-        produced = _program(self._plan.program_json).arrow_schema().names
-        absent = [f.name for f in self._target if f.name not in produced]
-        if absent:
-            raise _bad(self.options.path, f"schema column(s) {absent} are not outputs of the "
-                       f"program (it outputs {produced})")
+        self._target = _target_schema(self._plan, schema)
         # Fixed for the query: the program and channel names come from the options (or the
         # files present at its start); the rate travels with each partition.
         p = self._plan
@@ -1032,18 +1039,12 @@ def batch_frame(spark, schema: str, options: Mapping[str, str]):
     that dominated short reads (benchmarks/signals/README.md). Here the plan is made in
     this process, and each task is one partition index handed to a reused Python worker.
     """
-    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import _parse_datatype_string
 
     opts = WavOptions.parse(options)
     checked = plan(opts)
     struct = _parse_datatype_string(schema)
-    target = to_arrow_schema(struct, timezone="UTC")
-    produced = _program(checked.program_json).arrow_schema().names
-    absent = [f.name for f in target if f.name not in produced]
-    if absent:
-        raise _bad(opts.path, f"schema column(s) {absent} are not outputs of the program "
-                   f"(it outputs {produced})")
+    target = _target_schema(checked, struct)
     parts = checked.partitions()
     program_json, channels, stateful = checked.program_json, checked.channels, checked.stateful
 

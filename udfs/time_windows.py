@@ -203,18 +203,20 @@ def _sum(x, lo, hi, integral: bool) -> np.ndarray:
     return total
 
 
-def _tree_query(leaves: tuple, lo, hi, merge) -> tuple:
+def _tree_query(leaves: tuple, lo, hi, merge, identity: float = 0.0) -> tuple:
     """Merge of ``leaves[lo:hi]`` per row, by a bottom-up segment tree, vectorised over the
     rows: O(n log n), and every value is combined with others of its own magnitude
     (pairwise), so a wide frame's sum or spread is as accurate as summing it directly --
-    unlike differences of running totals, which inherit the error of the whole prefix."""
+    unlike differences of running totals, which inherit the error of the whole prefix.
+    ``identity`` is ``merge``'s neutral value (0 for sums and moments, the fill for min/max);
+    each leaf keeps its dtype (int64 min/max stay exact)."""
     n = len(leaves[0])
     size = 1
     while size < max(n, 1):
         size *= 2
     tree = []
     for leaf in leaves:
-        t = np.zeros(2 * size, dtype=np.float64)
+        t = np.full(2 * size, identity, dtype=leaf.dtype)
         t[size:size + n] = leaf
         tree.append(t)
     for level_start in _levels(size):
@@ -223,8 +225,8 @@ def _tree_query(leaves: tuple, lo, hi, merge) -> tuple:
         for t, m in zip(tree, merged):
             t[idx] = m
     left, right = lo + size, hi + size
-    acc_l = tuple(np.zeros(len(lo)) for _ in leaves)
-    acc_r = tuple(np.zeros(len(lo)) for _ in leaves)
+    acc_l = tuple(np.full(len(lo), identity, dtype=leaf.dtype) for leaf in leaves)
+    acc_r = tuple(np.full(len(lo), identity, dtype=leaf.dtype) for leaf in leaves)
     while True:
         active = left < right
         if not active.any():
@@ -274,26 +276,7 @@ def _extreme(func: str, x, valid, lo, hi, integral: bool) -> np.ndarray:
     ufunc = np.fmin if func == "min" else np.maximum
     if _narrow(lo, hi):
         return _reduce(ufunc, y, lo, hi, fill)
-    return _sparse_table(ufunc, y, lo, hi, fill)
-
-
-def _sparse_table(ufunc, y, lo, hi, fill) -> np.ndarray:
-    """Range min/max in O(n log n): level k holds ``ufunc`` over ``y[i:i + 2^k]``."""
-    n = len(y)
-    width = np.maximum(hi - lo, 1)
-    k = np.floor(np.log2(width)).astype(np.int64)
-    out = np.full(len(lo), fill, dtype=y.dtype)
-    level = y
-    for j in range(int(k.max()) + 1 if len(k) else 0):
-        rows = k == j
-        if rows.any():
-            a = level[np.minimum(lo[rows], len(level) - 1)]
-            b = level[np.clip(hi[rows] - (1 << j), 0, len(level) - 1)]
-            out[rows] = ufunc(a, b)
-        step = 1 << j
-        if step >= n:
-            break
-        level = ufunc(level[:-step], level[step:]) if len(level) > step else level
+    (out,) = _tree_query((y,), lo, hi, lambda a, b: (ufunc(a[0], b[0]),), identity=fill)
     return np.where(hi > lo, out, fill)
 
 

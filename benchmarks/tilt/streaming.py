@@ -38,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE.parent))  # benchmarks/: machine
+sys.path.insert(0, str(HERE))  # run.py beside this file
 
 import machine  # noqa: E402
 
@@ -76,7 +77,7 @@ def stage(app: str, seconds: float, files: int, staging: Path) -> tuple[list[Pat
 
 
 def run_app(ws, app: str, args, root: Path) -> dict:
-    from benchmarks_tilt_run import example  # run.py beside this file, loaded by main()
+    from run import example  # benchmarks/tilt/run.py: the example file's statements
 
     work = root / app
     if work.exists():
@@ -167,13 +168,6 @@ def main(argv=None) -> None:
     ap.add_argument("--only", default=",".join(APPS))
     ap.add_argument("--out", default=str(HERE / "streaming_results.md"))
     args = ap.parse_args(argv)
-
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("benchmarks_tilt_run", HERE / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["benchmarks_tilt_run"] = module
-    spec.loader.exec_module(module)
 
     import wavesql
 
