@@ -132,3 +132,20 @@ def test_an_empty_wav_file_is_a_clear_error_naming_it(ws, tmp_path):
                "FORMAT wav SEGMENT 512")
         ws.sql("SELECT * FROM mic").collect()
     assert err.value.code == "CORRUPT_FILE" and "a.wav" in err.value.message
+
+
+def test_a_malformed_row_under_a_chunkable_window_is_reported_as_without_it(ws, tmp_path):
+    """The chunked OVER window (planner/time_windows.py) counts a CSV stream's rows while
+    planning; that job failing on the bad row must leave the query as written, so the row
+    is reported where it always is, as MALFORMED_ROW -- not as a raw error from planning."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-1.csv").write_text(BAD_CSV)
+    _stream(ws, tmp_path / "in", "csv")
+    query = ("SELECT ts, avg(px) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 1 SECOND PRECEDING "
+             "AND CURRENT ROW) AS a FROM ticks")
+    ws.spark.conf.set("wavesql.windows.min_rows", "0")
+    try:
+        err = _runtime_error(ws.sql(query))
+    finally:
+        ws.spark.conf.unset("wavesql.windows.min_rows")
+    assert err.code == "MALFORMED_ROW" and "part-1.csv" in err.message

@@ -59,6 +59,27 @@ def test_statfilter_matches_numpy(counting, voice):
         assert row.sd == pytest.approx(sd, rel=1e-9) and row.mean == pytest.approx(mean, abs=1e-12)
 
 
+def test_batch_scan_is_planned_on_the_driver_and_equals_the_data_source(counting):
+    """A batch scan runs as mapInArrow tasks planned here (no Python data source planning
+    per query); ``SET wavesql.wav.scan = source`` reads through the data source: same rows."""
+    query = ("SELECT start_time(voice) AS t, seg_rms(voice) AS r FROM counting [SAMPLES 1000] "
+             "WHERE seg_rms(voice) > 0.01")
+
+    def run():
+        df = counting.sql(query)
+        return df._jdf.queryExecution().executedPlan().toString(), sorted(df.collect())
+
+    plan, rows = run()
+    assert "wav_scan" in plan and "BatchScan" not in plan
+    counting.spark.conf.set("wavesql.wav.scan", "source")
+    try:
+        source_plan, source_rows = run()
+    finally:
+        counting.spark.conf.unset("wavesql.wav.scan")
+    assert "BatchScan" in source_plan and "wav_scan" not in source_plan
+    assert rows == source_rows and len(rows) > 5
+
+
 @pytest.mark.parametrize("n,m", [(1000, 300), (4096, 4096), (256, 512)])
 def test_sample_windows_recut_the_samples_exactly(counting, voice, n, m):
     rows = counting.sql(f"SELECT voice FROM counting [SAMPLES {n} SLIDE {m}]").collect()
