@@ -181,6 +181,7 @@ def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCon
     node, temporal = _extract_temporal(node, ctx, dict(streams + windows))
     node, syncs = _extract_syncs(node, ctx, dict(streams + windows + temporal))
     node, binned = _bin_band_joins(node, ctx)
+    node = _merge_passthrough(node, ctx)
     node, stages = _extract_signal_stages(node, ctx)
     _reject_wavesql_constructs(node)
     _reject_stray_signal_calls(node, ctx)
@@ -592,6 +593,21 @@ def _extract_signal_stages(node: exp.Expression, ctx: BindContext):
             stage = bind_segment_select(select, table, source, defn.name, view)
         stages.append((view, stage))
     return node, tuple(stages)
+
+
+def _merge_passthrough(node: exp.Expression, ctx: BindContext) -> exp.Expression:
+    """Pass-through subqueries over a signal merged into the SELECT that reads them, so
+    that SELECT becomes the signal stage (planner/passthrough.py)."""
+    from .passthrough import merge_into_signal_selects
+
+    ctes = _cte_names(node)
+
+    def is_signal(table: exp.Table) -> bool:
+        return (isinstance(table.this, exp.Identifier) and not table.args.get("db")
+                and table.name.lower() not in ctes
+                and isinstance(ctx.catalog.get(table.name), cat.SignalDef))
+
+    return merge_into_signal_selects(node, is_signal)
 
 
 def _reject_stray_signal_calls(node: exp.Expression, ctx: BindContext) -> None:

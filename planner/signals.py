@@ -95,6 +95,27 @@ class _StageBuilder:
                 return self.channels[node.name.lower()]
         return None
 
+    def field_of(self, node: exp.Expression) -> str | None:
+        """The channel whose field ``node`` reads (``ch1.samples``, ``mic.ch1.start``)."""
+        if isinstance(node, exp.Column) and node.table.lower() in self.channels:
+            db = node.args.get("db")
+            if db is None or (db.name.lower() in self.qualifiers
+                              and not node.args.get("catalog")):
+                return self.channels[node.table.lower()]
+        return None
+
+    def size_of(self, node: exp.Expression) -> str | None:
+        """The channel whose sample count ``node`` is: ``size(ch1.samples)`` (also
+        ``array_size``, ``cardinality``) is ``width(ch1)``, computed next to the samples so
+        that they need not cross into Spark to be counted."""
+        if isinstance(node, exp.ArraySize) or (isinstance(node, exp.Anonymous)
+                                               and node.name.lower() == "cardinality"):
+            arg = node.this if isinstance(node, exp.ArraySize) else (
+                node.expressions[0] if len(node.expressions) == 1 else None)
+            if arg is not None and arg.name.lower() == "samples":
+                return self.field_of(arg)
+        return None
+
     def compile(self, node: exp.Expression) -> dict | None:
         """The program tree of ``node``, or None when it needs anything but channels,
         literals, signal functions and operators."""
@@ -103,6 +124,9 @@ class _StageBuilder:
         channel = self.channel_of(node)
         if channel is not None:
             return {"col": channel}
+        sized = self.size_of(node)
+        if sized is not None:
+            return {"call": "width", "args": [{"col": sized}]}
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return {"lit": node.this}
@@ -302,20 +326,28 @@ def _build_program(select: exp.Select, table: exp.Table, builder: "_StageBuilder
         for name in builder.channels.values():
             builder.output_for({"col": name}, table)
 
-    # Every maximal signal-function call becomes a stage column; bare channels pass through.
+    # Every maximal signal-function call becomes a stage column; bare channels pass through,
+    # and so do channels whose fields the query reads (ch1.start).
     def replace(node: exp.Expression):
         if isinstance(node, exp.Anonymous) and registry.lookup(node.name) is not None:
             tree = builder.compile(node)
             return exp.column(builder.output_for(tree, node), table=alias)
-        channel = builder.channel_of(node)
+        sized = builder.size_of(node)
+        if sized is not None:  # Spark's size() is an INT
+            tree = {"call": "width", "args": [{"col": sized}]}
+            return exp.cast(exp.column(builder.output_for(tree, node), table=alias), "INT")
+        channel = builder.channel_of(node) or builder.field_of(node)
         if channel is not None:
             builder.output_for({"col": channel}, node)
         return node
 
+    def computed_here(e: exp.Expression) -> bool:
+        return any(registry.lookup(a.name) is not None for a in e.find_all(exp.Anonymous)) \
+            or any(builder.size_of(a) for a in e.find_all(exp.ArraySize, exp.Anonymous))
+
     new_expressions = []
     for e in select.expressions:
-        if not isinstance(e, (exp.Alias, exp.Star, exp.Column)) and any(
-                registry.lookup(a.name) is not None for a in e.find_all(exp.Anonymous)):
+        if not isinstance(e, (exp.Alias, exp.Star, exp.Column)) and computed_here(e):
             e = exp.alias_(e, to_sql(e))  # name the column by its text, not by `_sig0`
         new_expressions.append(e.transform(replace, copy=False) if not isinstance(e, exp.Star)
                                else e)

@@ -176,7 +176,7 @@ def test_explain_shows_the_program_pushed_into_the_scan(counting):
     ("SELECT voice FROM counting [SAMPLES 0]", "INVALID_OPTION"),
     ("SELECT voice FROM counting [ROWS 10]", "NOT_IMPLEMENTED"),
     ("SELECT lowpass(voice, 500.0) FROM counting [SAMPLES 256 SLIDE 128]", "STREAMING_RULE"),
-    ("SELECT seg_std(voice) FROM (SELECT voice FROM counting) w", "NOT_IMPLEMENTED"),
+    ("SELECT seg_std(voice) FROM (SELECT voice FROM counting LIMIT 5) w", "NOT_IMPLEMENTED"),
 ])
 def test_bad_signal_queries_get_clear_errors(counting, query, code):
     with pytest.raises(WaveSQLError) as e:
@@ -270,3 +270,72 @@ def test_signal_function_over_a_misspelled_table_is_unknown_stream(counting):
         counting.sql("SELECT seg_rms(voice) FROM countng").collect()
     assert e.value.code == "UNKNOWN_STREAM" and "counting" in (e.value.hint or "")
     assert e.value.span is not None
+
+
+def test_pass_through_subqueries_merge_into_the_signal_stage(counting, voice):
+    # SILENCEFILTER counted: the subquery's filter and the outer count of samples become one
+    # program; only each voiced window's width leaves the scan, never its samples.
+    query = ("SELECT count(*) AS segs, sum(size(voice.samples)) AS samples FROM "
+             "(SELECT voice FROM counting [SAMPLES 4096] WHERE seg_std(voice) > 0.02) q")
+    text = counting.explain(query, "IR")
+    assert "program[_sig0=width(voice)] filter[(seg_std(voice) > 0.02)]" in text
+    assert "(_sig0: bigint)" in text  # no sigseg column out of the scan
+    row = counting.sql(query).first()
+    voiced = [w for _, w in _windows(voice, 4096, 4096)
+              if len(w) > 1 and w.astype(np.float64).std(ddof=1) > 0.02]
+    assert (row.segs, row.samples) == (len(voiced), sum(len(w) for w in voiced))
+    assert len(voiced) > 5
+
+    # A chain of pass-through SELECTs (PASSCHAIN) collapses onto the signal, qualifiers
+    # and the outer WHERE included; a signal function over it now runs in the scan.
+    chain = "counting [SAMPLES 1000] c"
+    for i in range(10):
+        chain = f"(SELECT voice FROM {chain} WHERE {chain.split()[-1]}.voice.start >= {i}) p{i}"
+    rows = counting.sql(f"SELECT p9.voice.start AS s, seg_max(voice) AS peak FROM {chain} "
+                        "WHERE size(p9.voice.samples) = 1000 ORDER BY s").collect()
+    want = [(s, float(w.max())) for s, w in _windows(voice, 1000, 1000)
+            if len(w) == 1000 and s >= 9]
+    assert [(r.s, r.peak) for r in rows] == want
+    assert counting.explain(f"SELECT voice FROM {chain}", "IR").count("SignalScan") == 1
+
+
+def test_channel_fields_are_readable_in_the_signal_select(counting, voice):
+    rows = counting.sql("SELECT voice.start AS s, counting.voice.rate AS r, "
+                        "size(voice.samples) AS n, cardinality(voice.samples) + 1 AS m "
+                        "FROM counting [SAMPLES 100000] WHERE voice.start > 0").collect()
+    assert [(r.s, r.r, r.n, r.m) for r in rows] == [
+        (s, 44100.0, len(w), len(w) + 1) for s, w in _windows(voice, 100000, 100000) if s > 0]
+    schema = counting.sql("SELECT size(voice.samples) AS n FROM counting").schema
+    assert schema["n"].dataType.simpleString() == "int"  # Spark's size() type, kept
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * FROM (SELECT right FROM pair) q",  # a star would see the hidden channel
+    "SELECT q.left FROM (SELECT right FROM pair) q",  # must stay an unknown column
+    "SELECT r FROM (SELECT right AS r FROM pair) q",  # a rename
+    "SELECT right FROM (SELECT right FROM pair LIMIT 2) q",
+    "SELECT right FROM (SELECT right FROM pair ORDER BY right.start) q",
+    "SELECT right FROM (SELECT DISTINCT right FROM pair) q",
+    "SELECT right FROM (SELECT right FROM pair WHERE right.start IN (SELECT 1)) q",
+    "SELECT q.right, o.x FROM (SELECT right FROM pair) q JOIN (SELECT 1 AS x) o",
+    "SELECT right FROM (SELECT right FROM other) q",  # not a signal
+    "SELECT x FROM (SELECT 1 AS x) q",  # no FROM at all
+])
+def test_subqueries_that_change_the_result_are_not_merged(query):
+    from wavesql.dialect import parse_one, to_sql
+    from wavesql.planner.passthrough import merge_into_signal_selects
+
+    node = parse_one(query)
+    merged = merge_into_signal_selects(node, lambda t: t.name.lower() == "pair")
+    assert to_sql(merged) == to_sql(parse_one(query))
+
+
+def test_a_merged_subquery_keeps_its_errors(ws, tmp_path):
+    write_wav(tmp_path / "pair.wav", np.zeros((100, 2)), 8000, "float32")
+    ws.sql(f"CREATE SIGNAL pair (left FLOAT, right FLOAT) RATE 8000 HZ "
+           f"FROM '{tmp_path}/pair.wav' FORMAT wav")
+    with pytest.raises(WaveSQLError) as e:
+        ws.sql("SELECT left FROM (SELECT right FROM pair) q").collect()
+    assert e.value.code == "UNKNOWN_COLUMN"
+    got = ws.sql("SELECT * FROM (SELECT right FROM pair WHERE width(right) > 0) q").columns
+    assert got == ["right"]
