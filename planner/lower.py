@@ -192,7 +192,7 @@ def _partition_samples(signal, width: int, rt: Runtime) -> int:
             total += wav.read_info(path).frames
         except (OSError, wav.WavError):
             pass  # the scan reports unreadable files itself, naming them
-    tasks = 2 * max(1, rt.spark.sparkContext.defaultParallelism)
+    tasks = TASKS_PER_CORE * max(1, rt.spark.sparkContext.defaultParallelism)
     per_task = -(-total // tasks)
     return max(1 << 20, -(-per_task // width) * width)
 
