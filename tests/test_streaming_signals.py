@@ -223,3 +223,24 @@ def test_reader_checkpointed_state_equals_one_sequential_pass(tmp_path):
     got, want = pa.Table.from_batches(batches), pa.Table.from_batches(whole)
     assert got.num_rows == want.num_rows == 41  # 40 windows + the flushed range
     assert got.to_pylist() == want.to_pylist()
+
+
+def test_pass_through_subqueries_stream_like_the_merged_query(ws, spark, tmp_path):
+    # planner/passthrough.py merges the subqueries into the scan's program; a continuous
+    # query over files arriving one per micro-batch gives the batch query's rows.
+    x = _recording(3, 12_000)
+    _write_files(tmp_path / "rec", x, [300, 5_000, 9_000])
+    (tmp_path / "rec" / "done.eof").write_text("")
+    _signal(ws, tmp_path / "rec")
+    query = ("SELECT start_time(voice) AS t, seg_rms(voice) AS rms, size(voice.samples) AS n "
+             "FROM (SELECT voice FROM (SELECT voice FROM mic [SAMPLES 512]) p "
+             "WHERE seg_rms(voice) > 0.1) q")
+    _stream(ws, tmp_path, query, max_files_per_trigger=1)
+    got = _sorted(_out(spark, tmp_path))
+    batch = _sorted(ws.sql(query).toPandas())
+    windows = [x[s:s + 512] for s in range(0, len(x), 512)]
+    rms = np.array([np.sqrt(np.mean(w.astype(np.float64) ** 2)) for w in windows])
+    assert len(got) == len(batch) == int((rms > 0.1).sum()) > 3
+    np.testing.assert_array_equal(got["rms"], batch["rms"])
+    np.testing.assert_allclose(got["rms"], rms[rms > 0.1], rtol=1e-6)
+    assert got["n"].tolist() == [len(w) for w, r in zip(windows, rms) if r > 0.1]
