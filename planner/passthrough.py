@@ -18,7 +18,9 @@ A derived table merges into the SELECT around it only when nothing can change:
   is one the subquery selects or one of its own output aliases (so no column the
   subquery hid becomes visible, and no typo starts to resolve);
 - the subquery's WHERE joins the outer one (both filter the same rows before anything
-  else happens).
+  else happens) -- unless the outer query runs a stateful signal function (a filter,
+  a detector): over the subquery it sees only the windows that passed, with gaps between
+  them, while in the merged SELECT it would run over every window.
 
 Merging runs deepest first, so a chain of any length collapses onto the signal.
 """
@@ -28,6 +30,8 @@ from __future__ import annotations
 from typing import Callable
 
 from sqlglot import exp
+
+from wavesql.udfs import registry
 
 #: The only arguments a mergeable subquery's SELECT may carry.
 _PLAIN_SELECT_ARGS = {"expressions", "from_", "where"}
@@ -62,7 +66,7 @@ def _mergeable(outer: exp.Select, is_signal) -> bool:
     if not isinstance(source, exp.Table) or not is_signal(source):
         return False
     where = inner.args.get("where")
-    if where is not None and where.find(exp.Query) is not None:
+    if where is not None and (where.find(exp.Query) is not None or _runs_stateful(outer, sub)):
         return False
     names = _projected_names(inner, source)
     if names is None or outer.args.get("joins") or outer.args.get("laterals"):
@@ -85,6 +89,14 @@ def _mergeable(outer: exp.Select, is_signal) -> bool:
         if parts[0] not in allowed:
             return False  # a column the subquery does not expose (or a lambda variable)
     return True
+
+
+def _runs_stateful(outer: exp.Select, sub: exp.Subquery) -> bool:
+    for call in outer.find_all(exp.Anonymous):
+        fn = registry.lookup(call.name)
+        if fn is not None and fn.stateful and not _within(call, sub):
+            return True
+    return False
 
 
 def _projected_names(inner: exp.Select, source: exp.Table) -> set[str] | None:

@@ -320,6 +320,9 @@ def test_channel_fields_are_readable_in_the_signal_select(counting, voice):
     "SELECT q.right, o.x FROM (SELECT right FROM pair) q JOIN (SELECT 1 AS x) o",
     "SELECT right FROM (SELECT right FROM other) q",  # not a signal
     "SELECT x FROM (SELECT 1 AS x) q",  # no FROM at all
+    # a stateful function over the windows that passed a filter sees gaps between them;
+    # merged, it would run over every window
+    "SELECT lowpass(right, 100.0) FROM (SELECT right FROM pair WHERE seg_std(right) > 0) q",
 ])
 def test_subqueries_that_change_the_result_are_not_merged(query):
     from wavesql.dialect import parse_one, to_sql
@@ -328,6 +331,17 @@ def test_subqueries_that_change_the_result_are_not_merged(query):
     node = parse_one(query)
     merged = merge_into_signal_selects(node, lambda t: t.name.lower() == "pair")
     assert to_sql(merged) == to_sql(parse_one(query))
+
+
+def test_a_stateful_function_over_an_unfiltered_subquery_merges():
+    from wavesql.dialect import parse_one, to_sql
+    from wavesql.planner.passthrough import merge_into_signal_selects
+
+    node = parse_one("SELECT lowpass(q.right, 100.0) AS y FROM (SELECT right FROM pair) q "
+                     "WHERE seg_std(right) > 0")
+    merged = merge_into_signal_selects(node, lambda t: t.name.lower() == "pair")
+    assert to_sql(merged) == ("SELECT lowpass(q.`right`, 100.0) AS y FROM pair AS q "
+                              "WHERE seg_std(`right`) > 0")
 
 
 def test_a_merged_subquery_keeps_its_errors(ws, tmp_path):
