@@ -602,12 +602,16 @@ def _merge_passthrough(node: exp.Expression, ctx: BindContext) -> exp.Expression
 
     ctes = _cte_names(node)
 
-    def is_signal(table: exp.Table) -> bool:
-        return (isinstance(table.this, exp.Identifier) and not table.args.get("db")
-                and table.name.lower() not in ctes
-                and isinstance(ctx.catalog.get(table.name), cat.SignalDef))
+    def channels_of(table: exp.Table) -> set[str] | None:
+        if (not isinstance(table.this, exp.Identifier) or table.args.get("db")
+                or table.name.lower() in ctes):
+            return None
+        defn = ctx.catalog.get(table.name)
+        if not isinstance(defn, cat.SignalDef):
+            return None
+        return {c.name.lower() for c in defn.channels}
 
-    return merge_into_signal_selects(node, is_signal)
+    return merge_into_signal_selects(node, channels_of)
 
 
 def _reject_stray_signal_calls(node: exp.Expression, ctx: BindContext) -> None:

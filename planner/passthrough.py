@@ -37,45 +37,59 @@ from wavesql.udfs import registry
 _PLAIN_SELECT_ARGS = {"expressions", "from_", "where"}
 
 
-def merge_into_signal_selects(node: exp.Expression,
-                              is_signal: Callable[[exp.Table], bool]) -> exp.Expression:
+def merge_into_signal_selects(
+        node: exp.Expression,
+        channels_of: Callable[[exp.Table], set[str] | None]) -> exp.Expression:
     """``node`` with every mergeable pass-through subquery over a signal merged into the
-    SELECT that reads it (a copy when anything changes; ``node`` itself otherwise)."""
-    if not any(_mergeable(s, is_signal) for s in node.find_all(exp.Select)):
+    SELECT that reads it (a copy when anything changes; ``node`` itself otherwise).
+    ``channels_of(table)`` is the lower-case channel names of the signal ``table`` names,
+    None for anything that is not a signal."""
+    if not any(_mergeable(s, channels_of) for s in node.find_all(exp.Select)):
         return node
     node = node.copy()
     while True:
         # innermost first (reversed pre-order): a chain collapses from the signal outwards
         outer = next((s for s in reversed(list(node.find_all(exp.Select)))
-                      if _mergeable(s, is_signal)), None)
+                      if _mergeable(s, channels_of)), None)
         if outer is None:
             return node
         _merge(outer)
 
 
-def _mergeable(outer: exp.Select, is_signal) -> bool:
+def _mergeable(outer: exp.Select, channels_of) -> bool:
     from_ = outer.args.get("from_")
     sub = from_.this if from_ is not None else None
     if not isinstance(sub, exp.Subquery) or set(_set_args(sub)) - {"this", "alias"}:
         return False  # not a derived table, or one with a window or sample clause of its own
+    if sub.args.get("alias") is not None and sub.args["alias"].columns:
+        return False  # (...) q(a, b) renames the columns
     inner = sub.this
     if not isinstance(inner, exp.Select) or set(_set_args(inner)) - _PLAIN_SELECT_ARGS:
         return False
     inner_from = inner.args.get("from_")
     source = inner_from.this if inner_from is not None else None
-    if not isinstance(source, exp.Table) or not is_signal(source):
+    channels = channels_of(source) if isinstance(source, exp.Table) else None
+    if channels is None:
         return False
+    alias, own = sub.alias.lower(), source.alias_or_name.lower()
+    if {own, alias} & channels:
+        return False  # `voice.start` would be ambiguous between a qualifier and a field
     where = inner.args.get("where")
-    if where is not None and (where.find(exp.Query) is not None or _runs_stateful(outer, sub)):
-        return False
+    if where is not None and (
+            where.find(exp.Query) is not None or _runs_stateful(outer, sub)
+            or (alias and alias != own
+                and any(_qualifier(c) == alias for c in where.find_all(exp.Column)))):
+        return False  # a nested query, a stateful function, or a name only the outer has
     names = _projected_names(inner, source)
     if names is None or outer.args.get("joins") or outer.args.get("laterals"):
         return False
-    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star)
-           for e in outer.expressions):
-        return False
-    alias = sub.alias.lower()
-    allowed = names | {e.alias.lower() for e in outer.expressions if isinstance(e, exp.Alias)}
+    if any(not isinstance(star.parent, exp.Count) and not _within(star, sub)
+           for star in outer.find_all(exp.Star)):
+        return False  # *, q.*, struct(*): would see the channels the subquery hides
+    aliases = {e.alias.lower() for e in outer.expressions if isinstance(e, exp.Alias)}
+    if aliases & (channels - names):
+        return False  # in the merged SELECT the hidden channel would win over the alias
+    allowed = names | aliases
     for column in outer.find_all(exp.Column):
         if _within(column, sub):
             continue  # the subquery's own columns
@@ -87,8 +101,13 @@ def _mergeable(outer: exp.Select, is_signal) -> bool:
             parts = parts[1:]  # q.voice, q.voice.start
         # voice, voice.start -- or something else this simple check cannot place
         if parts[0] not in allowed:
-            return False  # a column the subquery does not expose (or a lambda variable)
+            return False  # a column the subquery does not expose
     return True
+
+
+def _qualifier(column: exp.Column) -> str:
+    """The first part of a qualified column (``q`` of ``q.voice`` and ``q.voice.start``)."""
+    return (column.args.get("db") and column.db or column.table).lower()
 
 
 def _runs_stateful(outer: exp.Select, sub: exp.Subquery) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 from sqlglot import exp
 
 from wavesql.catalog import objects as cat
-from wavesql.dialect import to_sql
+from wavesql.dialect import WaveSQL, deep
 from wavesql.errors import Span, WaveSQLError, did_you_mean
 from wavesql.udfs import registry
 from wavesql.udfs.program import SPARK_TYPES, Output, Program
@@ -332,7 +332,7 @@ def _build_program(select: exp.Select, table: exp.Table, builder: "_StageBuilder
         if isinstance(node, exp.Anonymous) and registry.lookup(node.name) is not None:
             tree = builder.compile(node)
             return exp.column(builder.output_for(tree, node), table=alias)
-        sized = builder.size_of(node)
+        sized = builder.size_of(node) if not _in_nested_query(node, select) else None
         if sized is not None:  # Spark's size() is an INT
             tree = {"call": "width", "args": [{"col": sized}]}
             return exp.cast(exp.column(builder.output_for(tree, node), table=alias), "INT")
@@ -348,7 +348,9 @@ def _build_program(select: exp.Select, table: exp.Table, builder: "_StageBuilder
     new_expressions = []
     for e in select.expressions:
         if not isinstance(e, (exp.Alias, exp.Star, exp.Column)) and computed_here(e):
-            e = exp.alias_(e, to_sql(e))  # name the column by its text, not by `_sig0`
+            # name the column by its text, not by `_sig0` (function names in lower case,
+            # as Spark names size(voice.samples))
+            e = exp.alias_(e, deep(WaveSQL().generate, e, normalize_functions="lower"))
         new_expressions.append(e.transform(replace, copy=False) if not isinstance(e, exp.Star)
                                else e)
     select.set("expressions", new_expressions)
@@ -395,6 +397,17 @@ def _probe_rows(program: Program, starts, rate, zeros):
     from wavesql.udfs.sigseg import SegBlock
 
     return _Rows(starts, rate, {c: SegBlock(starts, rate, zeros) for c in program.channels})
+
+
+def _in_nested_query(node: exp.Expression, select: exp.Select) -> bool:
+    """Whether ``node`` sits in a query nested inside ``select`` (its names are that
+    query's: ``voice`` there may be another relation's column)."""
+    node = node.parent
+    while node is not None and node is not select:
+        if isinstance(node, exp.Query):
+            return True
+        node = node.parent
+    return False
 
 
 def _cols(tree: dict):
