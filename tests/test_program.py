@@ -57,6 +57,25 @@ def test_every_batch_kernel_agrees_with_its_kernel(name, voice):
                                        rtol=1e-9, atol=1e-12, equal_nan=True)
 
 
+@pytest.mark.parametrize("name", ["seg_avg", "seg_std", "seg_rms", "seg_kurtosis",
+                                  "crest_factor"])
+def test_statistics_over_a_block_too_large_to_copy(name, voice):
+    # Overlapping windows are a strided view; above 2^23 samples the statistics reduce it
+    # in place instead of copying it to float64 (udfs/kernels/stats.py: _f64): same values.
+    from wavesql.udfs.kernels.stats import _F64_MAX
+
+    view = np.lib.stride_tricks.sliding_window_view(voice[:8000], 2048)[::1]
+    assert view.size > _F64_MAX and not view.flags.c_contiguous
+    starts = np.arange(view.shape[0], dtype=np.int64)
+    fn = registry.lookup(name)
+    got = np.asarray(fn.batch(SegBlock(starts, 44100.0, view)), float)
+    rows = range(0, view.shape[0], 97)
+    want = [fn.kernel(SigSeg(int(starts[i]), 44100.0, view[i])) for i in rows]
+    np.testing.assert_allclose(got[list(rows)], want, rtol=1e-9, atol=1e-12, equal_nan=True)
+    small = np.asarray(fn.batch(SegBlock(starts[:500], 44100.0, np.ascontiguousarray(view[:500]))))
+    np.testing.assert_allclose(got[:500], small, rtol=1e-12, atol=1e-15, equal_nan=True)
+
+
 def _statfilter(alpha, beta) -> Program:
     return Program(
         ("ch1",),
