@@ -180,3 +180,20 @@ def test_malformed_csv_row_is_an_error_not_silent_nulls(ws, tmp_path):
     with pytest.raises(Exception) as e:
         ws.sql("SELECT * FROM nums").collect()
     assert "three" in str(e.value) or "Malformed" in str(e.value)
+
+
+def test_streams_of_one_schema_join_and_self_join(ws, tmp_path):
+    # Binding analyses each query over empty stand-ins, one per schema and reused across
+    # inputs and queries: two inputs of one schema (or one input twice) must stay apart.
+    for name, offset in (("sa", 0.0), ("sb", 10.0)):
+        (tmp_path / name).mkdir()
+        pq.write_table(pa.table({"k": [1, 2, 3], "v": [offset + 1, offset + 2, offset + 3]}),
+                       tmp_path / name / "p.parquet")
+        ws.sql(f"CREATE STREAM {name} (k BIGINT, v DOUBLE) FROM '{tmp_path / name}' "
+               "FORMAT parquet")
+    rows = ws.sql("SELECT a.k, a.v AS av, b.v AS bv FROM sa a JOIN sb b ON a.k = b.k "
+                  "ORDER BY a.k").collect()
+    assert [tuple(r) for r in rows] == [(1, 1.0, 11.0), (2, 2.0, 12.0), (3, 3.0, 13.0)]
+    rows = ws.sql("SELECT x.k, x.v AS xv, y.v AS yv FROM sa x JOIN sa y ON x.k = y.k + 1 "
+                  "ORDER BY x.k").collect()
+    assert [tuple(r) for r in rows] == [(2, 2.0, 1.0), (3, 3.0, 2.0)]

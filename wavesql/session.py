@@ -75,6 +75,7 @@ class Session:
         self.spark = spark
         self.catalog = catalog
         self._functions: frozenset[str] | None = None
+        self._stand_ins: dict = {}  # schema DDL -> empty DataFrame (analysis stand-ins)
         self._user_text = ""
         #: Keyword arguments for ``INSERT INTO`` jobs (``wavesql.jobs.run_insert``), e.g.
         #: ``{"max_files_per_trigger": 1}``; ``wavesql run`` sets them from its options.
@@ -266,6 +267,16 @@ class Session:
             raise
         return True
 
+    def _stand_in(self, ddl: str):
+        """An empty DataFrame of schema ``ddl``, made once per schema (building one costs
+        ~10 ms of Python -> JVM calls, paid per input of every query otherwise)."""
+        df = self._stand_ins.get(ddl)
+        if df is None:
+            if len(self._stand_ins) >= 256:
+                self._stand_ins.clear()
+            df = self._stand_ins[ddl] = self.spark.createDataFrame([], ddl)
+        return df
+
     def analyze(self, sql: str, inputs, source_offset: int | None) -> ir.Schema:
         from pyspark.errors import PySparkException
 
@@ -276,7 +287,7 @@ class Session:
         registered = []
         try:
             for name, rel in inputs:
-                self.spark.createDataFrame([], rel.schema.ddl()).createOrReplaceTempView(name)
+                self._stand_in(rel.schema.ddl()).createOrReplaceTempView(name)
                 registered.append(name)
             schema = self.spark.sql(sql).schema
         except PySparkException as err:
