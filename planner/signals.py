@@ -36,6 +36,8 @@ from .types import interval_us
 _COMPARE = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.EQ: "=", exp.NEQ: "!="}
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 _TIME_FUNCTIONS = ("start_time", "end_time")
+#: Fields of a channel's segments that signal functions read (``ch1.start``).
+_FIELD_FUNCTIONS = {"start": "start_sample", "rate": "sample_rate"}
 
 
 def signal_window(signal: cat.SignalDef, window: exp.Expression | None) -> tuple[int, int]:
@@ -116,6 +118,13 @@ class _StageBuilder:
                 return self.field_of(arg)
         return None
 
+    def field_call(self, node: exp.Expression) -> dict | None:
+        """``ch1.start`` / ``ch1.rate`` as the signal function reading that field, so the
+        scan outputs the number, not the segment it belongs to."""
+        channel = self.field_of(node)
+        name = _FIELD_FUNCTIONS.get(node.name.lower()) if channel is not None else None
+        return None if name is None else {"call": name, "args": [{"col": channel}]}
+
     def compile(self, node: exp.Expression) -> dict | None:
         """The program tree of ``node``, or None when it needs anything but channels,
         literals, signal functions and operators."""
@@ -127,6 +136,9 @@ class _StageBuilder:
         sized = self.size_of(node)
         if sized is not None:
             return {"call": "width", "args": [{"col": sized}]}
+        field = self.field_call(node)
+        if field is not None:
+            return field
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return {"lit": node.this}
@@ -332,10 +344,14 @@ def _build_program(select: exp.Select, table: exp.Table, builder: "_StageBuilder
         if isinstance(node, exp.Anonymous) and registry.lookup(node.name) is not None:
             tree = builder.compile(node)
             return exp.column(builder.output_for(tree, node), table=alias)
-        sized = builder.size_of(node) if not _in_nested_query(node, select) else None
+        nested = _in_nested_query(node, select)
+        sized = builder.size_of(node) if not nested else None
         if sized is not None:  # Spark's size() is an INT
             tree = {"call": "width", "args": [{"col": sized}]}
             return exp.cast(exp.column(builder.output_for(tree, node), table=alias), "INT")
+        field = builder.field_call(node) if not nested else None
+        if field is not None:
+            return exp.column(builder.output_for(field, node), table=alias)
         channel = builder.channel_of(node) or builder.field_of(node)
         if channel is not None:
             builder.output_for({"col": channel}, node)
@@ -347,6 +363,8 @@ def _build_program(select: exp.Select, table: exp.Table, builder: "_StageBuilder
 
     new_expressions = []
     for e in select.expressions:
+        if isinstance(e, exp.Column) and builder.field_call(e) is not None:
+            e = exp.alias_(e, e.name)  # Spark names voice.start `start`
         if not isinstance(e, (exp.Alias, exp.Star, exp.Column)) and computed_here(e):
             # name the column by its text, not by `_sig0` (function names in lower case,
             # as Spark names size(voice.samples))

@@ -55,7 +55,7 @@ _SPEC = Spectrum(0, 1000.0, 256, np.fft.rfft(_S.samples))
 #: One working call per function: arguments, and the Python type of the result.
 SAMPLE_CALLS = {
     "subseg": ((_S, 10, 20), SigSeg), "append": ((_S, SigSeg(256, 1000.0, np.ones(2))), SigSeg),
-    "width": ((_S,), int), "start_time": ((_S,), int), "end_time": ((_S,), int),
+    "width": ((_S,), int), "start_sample": ((_S,), int), "sample_rate": ((_S,), float), "start_time": ((_S,), int), "end_time": ((_S,), int),
     "dewindow": ((_S, 16), SigSeg),
     "seg_avg": ((_S,), float), "seg_std": ((_S,), float), "seg_rms": ((_S,), float),
     "seg_min": ((_S,), float), "seg_max": ((_S,), float), "seg_kurtosis": ((_S,), float),

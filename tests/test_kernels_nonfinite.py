@@ -165,6 +165,8 @@ ORACLES = {
     "append": lambda x: (Err("TYPE_ERROR") if not x.size  # b no longer adjacent
                          else np.concatenate([x, np.ones(2)])),
     "width": lambda x: x.size,
+    "start_sample": lambda x: 0,
+    "sample_rate": lambda x: float(RATE),
     "start_time": lambda x: 0,
     "end_time": lambda x: int(x.size * 1_000_000 // RATE),
     "dewindow": lambda x: x[:max(x.size - 16, 0)],
@@ -298,7 +300,7 @@ def test_propagation_is_never_silently_finite():
     """A single non-finite sample reaches the output of every function that reads sample
     values -- except where the function documents what it does with it instead."""
     documented = {
-        "width", "start_time", "end_time",  # metadata only
+        "width", "start_sample", "sample_rate", "start_time", "end_time",  # metadata only
         "zero_crossings",                   # skips NaN like zeros; +-Inf have a sign
         "trimpeak",                         # ignores NaN; an Inf is an ordinary extreme
         "threshold_ranges",                 # NaN is not above; Inf above / not

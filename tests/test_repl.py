@@ -92,6 +92,7 @@ def test_completion_from_the_catalog():
     assert _complete(completer, "SELECT transl") == ["translate"]  # Spark functions
     assert _complete(completer, "sel") == ["select"]  # keywords in the case being typed
     assert _complete(completer, "SELECT * FROM trades [SAM") == ["SAMPLES"]
+    assert _complete(completer, "SELECT * FROM trades [RA") == ["RANGE"]  # no functions
     assert _complete(completer, "DROP STREAM t") == ["trades"]
     assert _complete(completer, "STREAM SEL") == ["SELECT"]
     assert _complete(completer, "\\st") == ["\\streams", "\\status", "\\stop"]

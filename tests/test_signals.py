@@ -307,6 +307,12 @@ def test_channel_fields_are_readable_in_the_signal_select(counting, voice):
         (s, 44100.0, len(w), len(w) + 1) for s, w in _windows(voice, 100000, 100000) if s > 0]
     schema = counting.sql("SELECT size(voice.samples) AS n FROM counting").schema
     assert schema["n"].dataType.simpleString() == "int"  # Spark's size() type, kept
+    # start and rate come out of the scan as numbers, without the samples
+    text = counting.explain("SELECT voice.start, voice.rate FROM counting "
+                            "WHERE voice.start > 0", "IR")
+    assert "program[_sig0=start_sample(voice), _sig1=sample_rate(voice)] " \
+           "filter[(start_sample(voice) > 0)]" in text and "samples:" not in text
+    assert counting.sql("SELECT voice.start FROM counting").columns == ["start"]
 
 
 @pytest.mark.parametrize("query", [

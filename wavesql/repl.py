@@ -115,6 +115,10 @@ _EXPLAIN_MODES = ("AST", "IR", "SPARK", "EXTENDED", "FORMATTED", "CODEGEN", "COS
 _NUMERIC_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal")
 
 
+#: What can follow `[` after a stream or signal (CQL and sample windows).
+_WINDOW_WORDS = ("NOW", "PARTITION", "RANGE", "ROWS", "SAMPLES")
+
+
 class WaveSQLLexer(SqlLexer):
     """Pygments' SQL lexer with WaveSQL's words as keywords and ``\\meta`` commands."""
 
@@ -415,6 +419,13 @@ class WaveSQLCompleter(Completer):
                 if col.lower().startswith(word.lower()):
                     yield Completion(col, -len(word), display_meta=f"column of "
                                      f"{objects.get(target, target)}")
+            return
+
+        # Right after `[`: a window, so only the words that open one.
+        if head.rstrip().endswith("["):
+            for kw in _WINDOW_WORDS:
+                if kw.lower().startswith(word.lower()):
+                    yield Completion(kw, -len(word), display_meta="window")
             return
 
         previous = [w.upper() for w in re.findall(r"[\\\w]+", head)]

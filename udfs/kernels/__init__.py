@@ -7,7 +7,8 @@ here imports Spark. :mod:`.values` holds the value types kernels return besides 
 ===========  ===================================================================
 module       functions
 ===========  ===================================================================
-shape        subseg, append, width, start_time, end_time, dewindow
+shape        subseg, append, width, start_sample, sample_rate, start_time, end_time,
+             dewindow
 stats        seg_avg, seg_std, seg_rms, seg_min, seg_max, seg_kurtosis,
              crest_factor, zero_crossings
 windows      hanning, hamming, blackman

@@ -68,6 +68,16 @@ def width(seg: SigSeg) -> int:
     return as_seg(seg, "width").width
 
 
+def start_sample(seg: SigSeg) -> int:
+    """Absolute sample number of the first sample."""
+    return int(as_seg(seg, "start_sample").start)
+
+
+def sample_rate(seg: SigSeg) -> float:
+    """Samples per second."""
+    return float(as_seg(seg, "sample_rate").rate)
+
+
 def start_time(seg: SigSeg) -> int:
     """Microseconds from the signal's epoch to the first sample (rounded down)."""
     return as_seg(seg, "start_time").start_time_us(0)
@@ -135,6 +145,22 @@ register(SignalFunction(
     name="width", kernel=width, batch=_width_batch, params=(SEG,), returns="bigint", output="scalar",
     doc=("Number of samples in the segment (0 for an empty one).\n"
          "Example: SELECT width(ch1) FROM mic")))
+
+register(SignalFunction(
+    name="start_sample", kernel=start_sample, batch=lambda block: block.starts.astype(np.int64),
+    params=(SEG,), returns="bigint", output="scalar",
+    doc=("Absolute sample number of the segment's first sample (the segment's `start` "
+         "field; `ch1.start` in a query over the signal means this, computed without moving "
+         "the samples).\n"
+         "Example: SELECT start_sample(ch1) AS n FROM mic [SAMPLES 4096]")))
+
+register(SignalFunction(
+    name="sample_rate", kernel=sample_rate,
+    batch=lambda block: np.full(block.k, float(block.rate)),
+    params=(SEG,), returns="double", output="scalar",
+    doc=("Samples per second of the segment (its `rate` field; `ch1.rate` in a query over "
+         "the signal means this).\n"
+         "Example: SELECT sample_rate(ch1) FROM mic")))
 
 register(SignalFunction(
     name="start_time", kernel=start_time, batch=_time_batch(0), params=(SEG,), returns="bigint", output="scalar",
