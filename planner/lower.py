@@ -107,7 +107,8 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
         return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
                 .options(**options).load())
     try:
-        return wav_source.batch_frame(rt.spark, program.spark_ddl(), options)
+        return wav_source.batch_frame(rt.spark, program.spark_ddl(), options,
+                                      read=_cached_header)
     except WavError as err:
         raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
 
@@ -145,12 +146,10 @@ def signal_placements(signal, files: list[str] | None = None) -> list:
         raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
 
 
-TASKS_PER_CORE = 2
-
-
-#: WAV headers read by :func:`signal_placements`: path -> ((size, mtime_ns), WavInfo). A
-#: continuous SYNC places its signal's files at every micro-batch; a header is read again
-#: only when the file's size or modification time changed.
+#: WAV headers read while planning: path -> ((size, mtime_ns), WavInfo). A batch scan sizes
+#: its partitions and then plans them from the same headers, and a continuous SYNC places its
+#: signal's files at every micro-batch; a header is read again only when the file's size or
+#: modification time changed.
 _HEADERS: dict = {}
 _HEADERS_MAX = 100_000
 
@@ -175,6 +174,9 @@ def _cached_header(path: str, strict: bool = False):
     return info
 
 
+TASKS_PER_CORE = 2
+
+
 def _partition_samples(signal, width: int, rt: Runtime) -> int:
     """Samples per scan partition: about two tasks per core.
 
@@ -189,7 +191,7 @@ def _partition_samples(signal, width: int, rt: Runtime) -> int:
     total = 0
     for path in wav_files(signal.path):
         try:
-            total += wav.read_info(path).frames
+            total += _cached_header(path).frames
         except (OSError, wav.WavError):
             pass  # the scan reports unreadable files itself, naming them
     tasks = TASKS_PER_CORE * max(1, rt.spark.sparkContext.defaultParallelism)

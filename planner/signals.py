@@ -344,13 +344,11 @@ def _build_program(select: exp.Select, table: exp.Table, builder: "_StageBuilder
         if isinstance(node, exp.Anonymous) and registry.lookup(node.name) is not None:
             tree = builder.compile(node)
             return exp.column(builder.output_for(tree, node), table=alias)
-        nested = _in_nested_query(node, select)
-        sized = builder.size_of(node) if not nested else None
-        if sized is not None:  # Spark's size() is an INT
-            tree = {"call": "width", "args": [{"col": sized}]}
-            return exp.cast(exp.column(builder.output_for(tree, node), table=alias), "INT")
-        field = builder.field_call(node) if not nested else None
-        if field is not None:
+        sized, field = builder.size_of(node), builder.field_call(node)
+        if (sized or field) and not _in_nested_query(node, select):
+            if sized is not None:  # Spark's size() is an INT
+                tree = {"call": "width", "args": [{"col": sized}]}
+                return exp.cast(exp.column(builder.output_for(tree, node), table=alias), "INT")
             return exp.column(builder.output_for(field, node), table=alias)
         channel = builder.channel_of(node) or builder.field_of(node)
         if channel is not None:

@@ -1032,7 +1032,7 @@ def load(spark, schema: str | None = None, *, streaming: bool = False, **options
     return source.format(SHORT_NAME).schema(schema or checked.spark_ddl).options(**opts).load()
 
 
-def batch_frame(spark, schema: str, options: Mapping[str, str]):
+def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None):
     """A batch read planned here, on the driver, and run as ``mapInArrow`` tasks.
 
     The same partitions and the same reading as the ``wavesql_wav`` source's batch reader,
@@ -1040,11 +1040,12 @@ def batch_frame(spark, schema: str, options: Mapping[str, str]):
     the driver (the schema, then the partitions) for every query, about 0.2 s of fixed cost
     that dominated short reads (benchmarks/signals/README.md). Here the plan is made in
     this process, and each task is one partition index handed to a reused Python worker.
+    ``read`` is :func:`plan`'s (a header cache).
     """
     from pyspark.sql.types import _parse_datatype_string
 
     opts = WavOptions.parse(options)
-    checked = plan(opts)
+    checked = plan(opts, read=read)
     struct = _parse_datatype_string(schema)
     target = _target_schema(checked, struct)
     parts = checked.partitions()
