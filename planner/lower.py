@@ -347,8 +347,9 @@ def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
 
     frames = lower_inputs(rel.inputs, rt)
     # RANGE-framed OVER windows run in parallel chunks of event time (planner/time_windows.py)
+    scans = {name.lower(): r.stream for name, r in rel.inputs if isinstance(r, ir.StreamScan)}
     sql, views = time_windows.rewrite(rel.sql, frames, rt, run_sql_frames,
-                                      time_windows.streams_below(rel))
+                                      time_windows.streams_below(rel), scans)
     if views:
         return run_sql_frames(sql, frames + list(views.items()), rt, None)
     return run_sql_frames(rel.sql, frames, rt, rel.source_offset)

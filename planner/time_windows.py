@@ -63,12 +63,14 @@ _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double")
 _counter = itertools.count()
 
 
-def rewrite(sql: str, inputs, rt, run_sql, streams=()):
+def rewrite(sql: str, inputs, rt, run_sql, streams=(), scans=None):
     """``(sql, extra views)``: ``sql`` with its chunkable windows read from chunked passes,
     each registered under a view name returned in ``extra`` (name -> DataFrame); ``sql``
     unchanged (and no views) when nothing applies. ``inputs``: ``(name, DataFrame)`` the
     query reads; ``run_sql(sql, frames, rt, offset)`` runs Spark SQL over such frames;
-    ``streams``: the catalog streams below the query (for the density estimate)."""
+    ``streams``: the catalog streams below the query (for the density estimate);
+    ``scans``: lower-case input name -> the catalog stream it scans as it is (those the
+    windows may read straight from their Parquet files)."""
     mode = _mode(rt.spark)
     if rt.streams is not None or mode == "false":
         return sql, {}
@@ -79,15 +81,18 @@ def rewrite(sql: str, inputs, rt, run_sql, streams=()):
     except Exception:  # noqa: BLE001 -- text Spark accepts but the dialect does not: leave it
         return sql, {}
     selects = sorted(tree.find_all(exp.Select), key=lambda s: -_depth(s))  # inner first
+    scans = scans or {}
     planned = [(select, p) for select in selects
-               if (p := _plan_select(select)) is not None and (not p.partition or mode == "all")]
+               if (p := _plan_select(select)) is not None
+               and (not p.partition or mode == "all" or _direct_stream(select, scans))]
     if not planned:
         return sql, {}
     footers = _footer_estimate(streams)  # once per query: the same streams for every SELECT
     views: dict = {}
     for select, plan in planned:
         name = f"__wavesql_timewin_{next(_counter)}"
-        df = _chunked(select, plan, name, inputs, rt, run_sql, views, footers)
+        df = _chunked(select, plan, name, inputs, rt, run_sql, views, footers,
+                      _direct_stream(select, scans))
         if df is not None:
             views[name] = df
     if not views:
@@ -233,8 +238,11 @@ def _visible_ctes(select: exp.Select) -> list[exp.CTE]:
     return ctes
 
 
-def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footers):
-    """The chunked pass's DataFrame, ``select`` rewritten to read it; None to leave it."""
+def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footers,
+             stream=None):
+    """The chunked pass's DataFrame, ``select`` rewritten to read it; None to leave it.
+    ``stream``: the catalog stream ``select`` reads as it is, whose Parquet files the pass
+    may read itself (:func:`_direct`)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -287,6 +295,14 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footer
     time_col = column_for(planned.order, "__wavesql_t")
     specs = tuple(kernel.Spec(s.func, None if s.arg is None else args[s.arg], s.before, s.after)
                   for s in planned.specs)
+    if stream is not None:
+        frame = dict((n.lower(), df) for n, df in inputs).get(table.name.lower())
+        direct = _direct(planned, fields, passthrough, stream, frame, rt)
+        if direct is not None:
+            _replace(select, planned, name, alias, passthrough, used)
+            return direct
+    if planned.partition and _mode(rt.spark) != "all":
+        return None  # partitioned windows are Spark's unless read straight from the files
     estimate = footers or _counted(child)
     if estimate is None or (estimate[0] or 0) < _min_rows(rt.spark):
         return None  # small input: Spark's window costs less than a Python pass's set-up
@@ -314,6 +330,131 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footer
     out = staged.groupBy("__chunk").applyInArrow(run, T.StructType(out_fields))
     _replace(select, planned, name, alias, passthrough, used)
     return out
+
+
+# ------------------------------------------------------------- straight from the files
+#: Rows one task of the direct pass holds at most (its arrays: ~100 bytes a row).
+MAX_TASK_ROWS = 1 << 22
+#: The direct pass reads at most this many times the stream's rows (row groups read by
+#: several ranges); beyond it (files not in time order) Spark's shuffle costs less.
+MAX_READ_FACTOR = 3
+
+
+def _direct_stream(select: exp.Select, scans: dict):
+    """The catalog stream ``select`` reads as it is (no WHERE, no CTE of that name in the
+    way), if its files may be read straight by the chunked pass; else None."""
+    table = select.args["from_"].this
+    if select.args.get("where") is not None or table.args.get("db") is not None:
+        return None
+    stream = scans.get(table.name.lower())
+    if stream is None or stream.format != "parquet" or dict(stream.options):
+        return None
+    if any(c.alias_or_name.lower() == table.name.lower() for c in _visible_ctes(select)):
+        return None
+    return stream
+
+
+def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
+    """The chunked pass reading the stream's Parquet files itself (sources/parquet_chunks.py):
+    one task per range of event time, each reading the row groups its range and its frames'
+    reach need; no scan, shuffle or sort in Spark before the windows. None when the files
+    or the query are not ones it reads exactly as Spark would (the shuffled pass then)."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from wavesql.sources import parquet_chunks as pc_
+    from wavesql.sources.arrow import conform
+
+    if frame is None:
+        return None
+    names = {n.lower(): n for n in fields if not n.startswith("__wavesql_")}
+
+    def column(e):
+        return names.get(e.name.lower()) if isinstance(e, exp.Column) else None
+
+    time_col = column(planned.order)
+    args = [column(a) for a in planned.args]
+    keys = [column(p) for p in planned.partition]
+    if time_col is None or None in args or None in keys:
+        return None
+    progress = stream.progress_column
+    if progress is not None:
+        progress = names.get(progress.lower())
+        if progress is None:
+            return None
+    needed = list(dict.fromkeys(list(passthrough) + args + keys + [time_col]
+                                + ([progress] if progress else [])))
+    arrow = to_arrow_schema(T.StructType([fields[c] for c in needed]), timezone="UTC")
+    wanted = {f.name: f.type for f in arrow}
+    files = _local_files(frame, stream)
+    tz = str(rt.spark.conf.get("spark.sql.session.timeZone", "")).upper()
+    if not files:
+        return None
+    groups = pc_.index(files, time_col, wanted, utc_naive=tz in ("UTC", "ETC/UTC", "GMT", "Z"))
+    if not groups:
+        return None
+    total = sum(g.rows for g in groups)
+    if total < _min_rows(rt.spark):
+        return None
+    before = max(s.before for s in planned.specs)
+    after = max(max(s.after, 0) for s in planned.specs)
+    cores = max(1, rt.spark.sparkContext.defaultParallelism)
+    from .lower import TASKS_PER_CORE
+
+    override = rt.spark.conf.get("wavesql.windows.chunk_rows", None)
+    per_task = int(override) if override else MAX_TASK_ROWS
+    tasks = max(1 if override else TASKS_PER_CORE * cores, -(-total // max(1, per_task)))
+    ranges = pc_.ranges(groups, tasks, before, after,
+                        max(1, MIN_CHUNK_FRAMES * (before + after)))
+    if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
+        return None
+    specs = tuple(kernel.Spec(s.func, None if s.arg is None else args[s.arg], s.before, s.after)
+                  for s in planned.specs)
+    out_fields = [fields[c] for c in passthrough] + [
+        T.StructField(kernel.result_column(i), _result_type(s, fields), s.func != "count")
+        for i, s in enumerate(specs)]
+    out_type = T.StructType(out_fields)
+    target = to_arrow_schema(out_type, timezone="UTC")
+    columns = list(dict.fromkeys(list(passthrough) + args + keys))
+    keep = tuple(passthrough)
+
+    def time_windows_scan(batches):  # the name shows in Spark's plans
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                table = pc_.read_range(ranges[i], columns, time_col, progress, wanted)
+                for k, key in enumerate(keys):
+                    table = table.append_column(kernel.key_column(k), table.column(key))
+                out = kernel.evaluate(table, specs, time_col, len(keys), keep)
+                for batch in out.to_batches():
+                    yield conform(batch, target)
+
+    n = len(ranges)
+    return rt.spark.range(0, n, 1, n).mapInArrow(time_windows_scan, out_type)
+
+
+def _local_files(frame, stream) -> list[str] | None:
+    """The files Spark's scan of ``stream`` reads (its own listing), as local paths; None if
+    any is remote or sits in a ``key=value`` folder (a partition column Spark would add)."""
+    import os
+    from urllib.parse import unquote, urlparse
+
+    try:
+        uris = frame.inputFiles()
+    except Exception:  # noqa: BLE001 -- the shuffled pass reports it where Spark does
+        return None
+    base = os.path.abspath(stream.path)
+    files = []
+    for uri in uris:
+        parsed = urlparse(uri)
+        if parsed.scheme not in ("", "file"):
+            return None
+        path = unquote(parsed.path)
+        folder = os.path.dirname(path)
+        below = os.path.relpath(folder, base) if os.path.isdir(base) else ""
+        if any("=" in part for part in below.split(os.sep) if part not in ("", ".")):
+            return None
+        files.append(path)
+    return sorted(files)
 
 
 def _used_columns(select, windows, names) -> set[str]:

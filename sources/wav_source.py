@@ -150,6 +150,8 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from wavesql.udfs.wav import FilePlacement, WavError, iter_segments, plan_timeline, read_info
 
+from .arrow import conform
+
 __all__ = ["SHORT_NAME", "WavOptions", "WavPlan", "Run", "WavPartition", "WindowTask",
            "list_wav_files", "plan", "plan_partitions", "iter_window_blocks", "read_partition",
            "WavDataSource", "WavBatchReader", "WavStreamReader", "register", "load"]
@@ -684,19 +686,6 @@ def _save_states(path: str, states: dict) -> None:
     os.replace(tmp, path)  # atomic: a re-run of the batch rewrites the same state
 
 
-def _conform(batch, target):
-    """The batch with exactly Spark's columns and Arrow types (names, order, nullability)."""
-    import pyarrow as pa
-
-    if batch.schema.equals(target):
-        return batch
-    arrays = []
-    for field in target:
-        col = batch.column(field.name)
-        arrays.append(col if col.type.equals(field.type) else col.cast(field.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=target)
-
-
 # ---------------------------------------------------------------------------------- Spark
 def _target_schema(p: WavPlan, schema):
     """The Arrow schema the scan hands Spark for the Spark ``schema`` (a StructType), checked
@@ -735,7 +724,7 @@ class _Scan:
     def read(self, partition: WavPartition):
         for batch in read_partition(partition, self.options, self._program_json,
                                     self._channels, self._stateful):
-            yield _conform(batch, self._target)
+            yield conform(batch, self._target)
 
 
 class WavBatchReader(_Scan, DataSourceReader):
@@ -1055,7 +1044,7 @@ def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None):
         for b in batches:
             for i in b.column(0).to_pylist():
                 for batch in read_partition(parts[i], opts, program_json, channels, stateful):
-                    yield _conform(batch, target)
+                    yield conform(batch, target)
 
     n = len(parts)
     return spark.range(0, n, 1, max(1, n)).mapInArrow(wav_scan, struct)

@@ -85,15 +85,28 @@ def evaluate(table: pa.Table, specs: tuple[Spec, ...], time: str, keys: int,
     segment = _segments([c[order] for c in codes] + [has_time], n)
     own = ~np.asarray(table.column(CONTEXT).to_numpy(zero_copy_only=False), dtype=bool)[order]
     out = {name: table.column(name).take(pa.array(order[own])) for name in passthrough}
+    frames: dict = {}   # (before, after) -> own rows' frames: windows sharing a frame
+    columns: dict = {}  # argument -> its values in order: windows sharing an argument
     for i, spec in enumerate(specs):
-        lo, hi = _frames(us, has_time, segment, spec.before, spec.after)
-        lo, hi = lo[own], hi[own]
+        if (spec.before, spec.after) not in frames:
+            lo, hi = _frames(us, has_time, segment, spec.before, spec.after)
+            frames[spec.before, spec.after] = lo[own], hi[own]
+        lo, hi = frames[spec.before, spec.after]
         if spec.arg is None:
             out[result_column(i)] = pa.array(hi - lo, pa.int64())
             continue
-        column = table.column(spec.arg)
-        out[result_column(i)] = _aggregate(spec.func, column, order, lo, hi)
+        if spec.arg not in columns:
+            columns[spec.arg] = _ordered(table.column(spec.arg), order)
+        out[result_column(i)] = _aggregate(spec.func, columns[spec.arg], lo, hi)
     return pa.table(out)
+
+
+def _ordered(column: pa.ChunkedArray, order):
+    """``(arrow type, valid, values)`` of an argument in row order (NULLs as 0, skipped)."""
+    valid = ~np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)[order]
+    dtype = np.int64 if pa.types.is_integer(column.type) else np.float64
+    x = column.fill_null(0).to_numpy().astype(dtype, copy=False)[order]
+    return column.type, valid, x
 
 
 def _codes(column: pa.ChunkedArray) -> np.ndarray:
@@ -133,12 +146,9 @@ def _frames(us, has_time, segment, before: int, after: int):
     return lo.astype(np.int64), np.maximum(hi, lo).astype(np.int64)
 
 
-def _aggregate(func: str, column: pa.ChunkedArray, order, lo, hi) -> pa.Array:
-    arrow_type = column.type
-    valid = ~np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)[order]
+def _aggregate(func: str, ordered: tuple, lo, hi) -> pa.Array:
+    arrow_type, valid, x = ordered
     integral = pa.types.is_integer(arrow_type)
-    dtype = np.int64 if integral else np.float64
-    x = column.fill_null(0).to_numpy().astype(dtype, copy=False)[order]
     count = _prefix_count(valid, lo, hi)
     empty = count == 0
     if func == "count":
