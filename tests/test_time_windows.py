@@ -71,12 +71,20 @@ def _table(rng, n, keys, nulls, nonfinite):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("narrow", [True, False])
-def test_kernel_matches_row_by_row_oracle(seed, narrow, monkeypatch):
+@pytest.mark.parametrize("presorted", [False, True])
+def test_kernel_matches_row_by_row_oracle(seed, narrow, presorted, monkeypatch):
+    """``presorted``: times in order and never NULL, as a chunk read straight from
+    time-ordered files (the kernel then sorts by partition only, or not at all)."""
     rng = np.random.default_rng(seed)
     if not narrow:  # the prefix-sum / sparse-table paths for wide frames
         monkeypatch.setattr(tw, "NARROW", 0)
     ts, x, k, ctx = _table(rng, 300, keys=1 + seed % 3, nulls=seed % 2 == 0,
                            nonfinite=seed % 3 == 1)
+    keys = 1
+    if presorted:
+        ts = np.sort(rng.integers(0, 400, len(ts))).astype(object)
+        if seed % 3 == 0:  # one partition: no key column at all
+            k[:], keys = 0, 0
     before, after = [(20, 0), (0, 0), (35, 10), (50, -5), (100, 100), (7, 3)][seed]
     table = pa.table({"t": pa.array(list(ts), pa.int64()),
                       "x": pa.array(list(x), pa.float64()),
@@ -84,7 +92,7 @@ def test_kernel_matches_row_by_row_oracle(seed, narrow, monkeypatch):
                       tw.CONTEXT: pa.array(ctx)})
     specs = tuple(tw.Spec(f, "x", before, after) for f in FUNCS) + (
         tw.Spec("count", None, before, after),)
-    out = tw.evaluate(table, specs, "t", 1, ("t", "x", "__wavesql_k0")).to_pydict()
+    out = tw.evaluate(table, specs, "t", keys, ("t", "x", "__wavesql_k0")).to_pydict()
     own = [i for i in range(len(ts)) if not ctx[i]]
     assert len(out["t"]) == len(own)
     got_rows = sorted(zip(*[out[c] for c in out]), key=repr)

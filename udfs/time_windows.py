@@ -79,8 +79,7 @@ def evaluate(table: pa.Table, specs: tuple[Spec, ...], time: str, keys: int,
     has_time = ~np.asarray(us_col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     us = us_col.fill_null(0).to_numpy().astype(np.int64, copy=False)
     codes = [_codes(table.column(key_column(i))) for i in range(keys)]
-    # Partitions, then NULL times first (one peer group per partition), then time.
-    order = np.lexsort((us, has_time, *reversed(codes))) if n else np.zeros(0, np.int64)
+    order = _order(us, has_time, codes)
     us, has_time = us[order], has_time[order]
     segment = _segments([c[order] for c in codes] + [has_time], n)
     own = ~np.asarray(table.column(CONTEXT).to_numpy(zero_copy_only=False), dtype=bool)[order]
@@ -99,6 +98,22 @@ def evaluate(table: pa.Table, specs: tuple[Spec, ...], time: str, keys: int,
             columns[spec.arg] = _ordered(table.column(spec.arg), order)
         out[result_column(i)] = _aggregate(spec.func, columns[spec.arg], lo, hi)
     return pa.table(out)
+
+
+def _order(us, has_time, codes) -> np.ndarray:
+    """Row order: partitions, then NULL times first (one peer group per partition), then
+    time. Rows already in time order (a chunk read straight from time-ordered files) need
+    only a stable sort by partition, a radix sort for up to 2^15 partitions."""
+    n = len(us)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    if has_time.all() and len(codes) <= 1 and bool((us[1:] >= us[:-1]).all()):
+        if not codes:
+            return np.arange(n)
+        (c,) = codes
+        small = c.astype(np.int16) if int(c.max()) < (1 << 15) else c
+        return np.argsort(small, kind="stable")
+    return np.lexsort((us, has_time, *reversed(codes)))
 
 
 def _ordered(column: pa.ChunkedArray, order):
@@ -136,6 +151,11 @@ def _frames(us, has_time, segment, before: int, after: int):
     if int(segment[-1] + 1) * width >= 2 ** 62:
         raise ValueError("time window chunk too wide to index")  # planner keeps chunks small
     base = segment.astype(np.int64) * width + 1
+    if has_time.all():  # no NULL times (the usual case): no peer groups of them to find
+        key = base + (us - t0 + before + 1)
+        lo = np.searchsorted(key, key - before, side="left")
+        hi = np.searchsorted(key, key + after, side="right")
+        return lo.astype(np.int64, copy=False), np.maximum(hi, lo).astype(np.int64, copy=False)
     rel = np.where(has_time, us - t0 + before + 1, 0)
     key = base + rel
     lo = np.searchsorted(key, np.where(has_time, key - before, base), side="left")
@@ -303,17 +323,25 @@ def _variance(x, valid, lo, hi, count) -> np.ndarray:
     y = np.where(finite, y, 0.0)
     width = hi - lo
     if _narrow(lo, hi) and int(width.max()) <= 8 * NARROW:
-        w = int(width.max())
-        block = max(1, (1 << 20) // max(w, 1))
-        cols = np.arange(w)
+        # Each row's frame as a row of a (rows x w) matrix, w the widest frame of a block
+        # of rows (not of the whole chunk: one wide frame would widen every block).
+        w_all = int(width.max())
+        pad = np.zeros(w_all)
+        y_pad = np.concatenate([y, pad])
+        v_pad = np.concatenate([valid, pad.astype(bool)])
+        block = 1 << 16
         for s in range(0, n, block):
-            l, h, c = lo[s:s + block], hi[s:s + block], count[s:s + block]
-            idx = np.minimum(l[:, None] + cols, len(y) - 1)
-            m = (cols < (h - l)[:, None]) & valid[idx]
-            vals = np.where(m, y[idx], 0.0)
+            l, c, wid = lo[s:s + block], count[s:s + block], width[s:s + block]
+            w = int(wid.max()) if len(wid) else 0
+            if w == 0:
+                continue
+            cols = np.arange(w)
+            vals = np.lib.stride_tricks.sliding_window_view(y_pad, w)[l]
+            m = np.lib.stride_tricks.sliding_window_view(v_pad, w)[l] & (cols < wid[:, None])
+            vals = np.where(m, vals, 0.0)
             mean = vals.sum(axis=1) / np.maximum(c, 1)
             dev = np.where(m, vals - mean[:, None], 0.0)
-            out[s:s + block] = (dev * dev).sum(axis=1)
+            out[s:s + block] = np.einsum("ij,ij->i", dev, dev)
     else:
         ones = valid.astype(np.float64)
         _, _, m2 = _tree_query((ones, y, np.zeros(len(y))), lo, hi, _merge_moments)
