@@ -398,13 +398,7 @@ def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
         return None
     before = max(s.before for s in planned.specs)
     after = max(max(s.after, 0) for s in planned.specs)
-    cores = max(1, rt.spark.sparkContext.defaultParallelism)
-    from .lower import TASKS_PER_CORE
-
-    override = rt.spark.conf.get("wavesql.windows.chunk_rows", None)
-    per_task = int(override) if override else MAX_TASK_ROWS
-    tasks = max(1 if override else TASKS_PER_CORE * cores, -(-total // max(1, per_task)))
-    ranges = pc_.ranges(groups, tasks, before, after,
+    ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), before, after,
                         max(1, MIN_CHUNK_FRAMES * (before + after)))
     if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
         return None
@@ -430,6 +424,18 @@ def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
 
     n = len(ranges)
     return rt.spark.range(0, n, 1, n).mapInArrow(time_windows_scan, out_type)
+
+
+def direct_tasks(spark, total: int) -> int:
+    """Tasks of a pass reading ``total`` rows straight from the files: about two per core,
+    none over :data:`MAX_TASK_ROWS` rows (``wavesql.windows.chunk_rows`` overrides)."""
+    from .lower import TASKS_PER_CORE
+
+    override = spark.conf.get("wavesql.windows.chunk_rows", None)
+    if override:
+        return max(1, -(-total // max(1, int(override))))
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    return max(TASKS_PER_CORE * cores, -(-total // MAX_TASK_ROWS))
 
 
 def _local_files(frame, stream) -> list[str] | None:

@@ -39,21 +39,30 @@ class RowGroup:
     rows: int
     lo: int
     hi: int
+    #: No punctuation rows: ``lo`` and ``hi`` are the times of data rows.
+    pure: bool = True
 
 
 @dataclass(frozen=True)
 class Range:
     """One task's share: own rows ``start <= t < end``; reads ``need_lo <= t <= need_hi``
-    from ``groups`` (the row groups that can hold such rows)."""
+    from ``groups`` (the row groups that can hold such rows). With neighbours (a RESAMPLE's,
+    across a gap however long), also the rows at the latest time before ``start`` and at
+    the earliest from ``end`` on: ``before`` / ``after`` are the further row groups that
+    can hold them, nearest first, read only until they are found."""
 
     start: int
     end: int
     need_lo: int
     need_hi: int
     groups: tuple[RowGroup, ...]
+    neighbours: bool = False
+    before: tuple[RowGroup, ...] = ()
+    after: tuple[RowGroup, ...] = ()
 
 
-def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool):
+def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool,
+          progress: str | None = None):
     """The row groups of ``files`` with their event-time spans, or None when a file is not
     read by pyarrow exactly as Spark reads it with the stream's schema.
 
@@ -73,7 +82,9 @@ def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool)
             if schema.get_field_index(name) < 0 or not _readable(schema.field(name).type, want,
                                                                  utc_naive):
                 return None
-        col = [meta.schema.column(i).path for i in range(meta.num_columns)].index(time_col)
+        paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
+        col = paths.index(time_col)
+        punct = paths.index(progress) if progress else None
         for g in range(meta.num_row_groups):
             rg = meta.row_group(g)
             if rg.num_rows == 0:
@@ -84,7 +95,11 @@ def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool)
             lo, hi = micros(st.min), micros(st.max)
             if lo is None or hi is None:
                 return None
-            groups.append(RowGroup(path, g, rg.num_rows, lo, hi))
+            pure = True
+            if punct is not None:
+                pst = rg.column(punct).statistics
+                pure = pst is not None and pst.null_count == rg.num_rows
+            groups.append(RowGroup(path, g, rg.num_rows, lo, hi, pure))
     return groups
 
 
@@ -106,10 +121,15 @@ def micros(value) -> int | None:
     return None
 
 
-def ranges(groups, tasks: int, before: int, after: int, min_span: int) -> list[Range]:
+def ranges(groups, tasks: int, before: int, after: int, min_span: int,
+           neighbours: bool = False) -> list[Range]:
     """About ``tasks`` consecutive time ranges of equal row counts (by the row groups'
     density), each at least ``min_span`` long, with the row groups each one needs: its
-    own rows and the ``before`` / ``after`` microseconds its frames reach beyond them."""
+    own rows and the ``before`` / ``after`` microseconds its frames reach beyond them;
+    with ``neighbours``, also those that can hold the latest rows before the range and the
+    earliest after it (every row of a row group lies within its min/max, and the min and max
+    of a row group without punctuation rows are data rows: the latest data row before
+    ``start`` is at or after each such group's max below ``start``, or min below it)."""
     lo = min(g.lo for g in groups)
     hi = max(g.hi for g in groups)
     cuts = _cuts(groups, lo, hi, tasks, min_span)
@@ -119,8 +139,24 @@ def ranges(groups, tasks: int, before: int, after: int, min_span: int) -> list[R
         own = [g for g in groups if g.hi >= start and g.lo <= end - 1]
         if not own:
             continue
+        read = {g for g in groups if g.hi >= need_lo and g.lo <= need_hi}
+        further_before = further_after = ()
+        if neighbours:
+            # a pure row group's min and max are data rows: one wholly before the range
+            # holds a row at its max, one reaching into it a row at its min
+            floor = max((g.hi if g.hi < start else g.lo for g in groups
+                         if g.pure and g.lo < start), default=None)
+            further_before = tuple(sorted((g for g in groups if g not in read and g.lo < start
+                                   and (floor is None or g.hi >= floor)),
+                                  key=lambda g: -g.hi))
+            ceiling = min((g.lo if g.lo >= end else g.hi for g in groups
+                           if g.pure and g.hi >= end), default=None)
+            further_after = tuple(sorted((g for g in groups if g not in read and g.hi >= end
+                                  and (ceiling is None or g.lo <= ceiling)),
+                                 key=lambda g: g.lo))
         out.append(Range(start, end, need_lo, need_hi,
-                         tuple(g for g in groups if g.hi >= need_lo and g.lo <= need_hi)))
+                         tuple(g for g in groups if g in read), neighbours, further_before,
+                         further_after))
     return out
 
 
@@ -148,25 +184,89 @@ def read_range(r: Range, columns: list[str], time_col: str, progress: str | None
     """The rows of ``r`` (own and context, ``CONTEXT`` true for context) with ``columns``
     as Spark types them; punctuation rows (``progress`` not NULL) are not data."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     read = list(dict.fromkeys(columns + [time_col] + ([progress] if progress else [])))
-    by_file: dict[str, list[int]] = {}
-    for g in r.groups:
-        by_file.setdefault(g.path, []).append(g.index)
-    pieces = [pq.ParquetFile(path).read_row_groups(idx, columns=read, use_threads=False)
-              for path, idx in by_file.items()]
-    table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
-    us = table.column(time_col).cast(pa.timestamp("us")).cast(pa.int64())
+    table = _read(r.groups, read, progress)
+    us = _micros(table, time_col)
     keep = pc.and_(pc.greater_equal(us, r.need_lo), pc.less_equal(us, r.need_hi))
-    if progress:
-        keep = pc.and_(keep, pc.is_null(table.column(progress)))
+    if r.neighbours:
+        pieces = [table]
+        below = _nearest(us, r.start, r.before, "below", read, progress, time_col, pieces)
+        above = _nearest(us, r.end, r.after, "above", read, progress, time_col, pieces)
+        if len(pieces) > 1:
+            table = pa.concat_tables(pieces)
+            us = _micros(table, time_col)
+            keep = pc.and_(pc.greater_equal(us, r.need_lo), pc.less_equal(us, r.need_hi))
+        for t in (below, above):
+            if t is not None:
+                keep = pc.or_(keep, pc.equal(us, t))
     table = table.filter(keep)
-    us = table.column(time_col).cast(pa.timestamp("us")).cast(pa.int64())
+    us = _micros(table, time_col)
     context = pc.or_(pc.less(us, r.start), pc.greater_equal(us, r.end))
     arrays = [_as(table.column(c), wanted[c]) for c in columns]
     return pa.table(arrays + [context], names=columns + [CONTEXT])
 
 
+def _read(groups, columns, progress) -> pa.Table:
+    """The data rows (punctuation rows left out) of ``groups``."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    by_file: dict[str, list[int]] = {}
+    for g in groups:
+        by_file.setdefault(g.path, []).append(g.index)
+    pieces = [pq.ParquetFile(path).read_row_groups(idx, columns=columns, use_threads=False)
+              for path, idx in by_file.items()]
+    table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+    if progress:
+        table = table.filter(pc.is_null(table.column(progress)))
+    return table
+
+
+def _micros(table: pa.Table, time_col: str):
+    return table.column(time_col).cast(pa.timestamp("us")).cast(pa.int64())
+
+
+def _nearest(us, edge: int, further, side: str, columns, progress, time_col, pieces):
+    """The latest time before ``edge`` (``side`` "below") or the earliest from it on
+    ("above") among the rows read and, until it is found, the ``further`` row groups
+    (nearest first; each one read is appended to ``pieces``)."""
+    import pyarrow.compute as pc
+
+    def best(times):
+        if side == "below":
+            return pc.max(pc.filter(times, pc.less(times, edge))).as_py()
+        return pc.min(pc.filter(times, pc.greater_equal(times, edge))).as_py()
+
+    found = best(us)
+    for g in further:
+        if found is not None and (g.hi < found if side == "below" else g.lo > found):
+            break  # this group and the further ones hold nothing nearer
+        table = _read([g], columns, progress)
+        pieces.append(table)
+        t = best(_micros(table, time_col))
+        if t is not None and (found is None or (t > found if side == "below" else t < found)):
+            found = t
+    return found
+
+
 def _as(column: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray:
     return column if column.type.equals(want) else column.cast(want)
+
+
+def null_counts(files, columns) -> int:
+    """NULLs in ``columns`` of ``files``, from the footers' statistics (a row group
+    without them counts as holding NULLs)."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path in files:
+        meta = pq.ParquetFile(path).metadata
+        paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
+        for name in columns:
+            col = paths.index(name)
+            for g in range(meta.num_row_groups):
+                st = meta.row_group(g).column(col).statistics
+                total += meta.row_group(g).num_rows if st is None or st.null_count is None \
+                    else st.null_count
+    return total

@@ -1,0 +1,96 @@
+"""``RESAMPLE`` of a catalog Parquet stream, in parallel ranges of event time.
+
+planner/temporal.py lowers ``RESAMPLE(stream, ts, P, method)`` to Spark SQL whose window
+over the whole series runs in **one Spark partition**: a long un-keyed series is resampled
+by one core, after a scan, a shuffle and a sort. When the RESAMPLE reads a catalog Parquet
+stream as it is, this pass does it TiLT's way instead (as planner/time_windows.py does for
+OVER windows): the stream is cut into ranges of event time from its row groups' min/max
+statistics, and each Spark task reads its range's rows plus the rows at the latest time
+before it and the earliest after it (sources/parquet_chunks.py: ``neighbours``) and puts
+its share of the grid on them in numpy (udfs/time_resample.py). Same semantics, same
+result columns (tests/test_resample_direct.py compares the two).
+
+It applies in batch queries when every column is a number, boolean or timestamp (numpy
+orders those as Spark does, for the duplicate-time rule), ``'linear'`` columns hold no
+NULLs (a NULL's neighbours may lie beyond the range), the files pass
+:func:`sources.parquet_chunks.index` and are in time order (read factor), and the stream
+has at least ``wavesql.resample.min_rows`` rows (100,000; below it the SQL costs less than
+a Python pass's set-up). ``SET wavesql.resample.direct = false`` turns it off.
+"""
+
+from __future__ import annotations
+
+from . import ir
+
+CONF = "wavesql.resample.direct"
+MIN_ROWS = 100_000
+_VALUE_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean",
+                "timestamp")
+
+
+def plan(rel: ir.SqlQuery, rt):
+    """The RESAMPLE ``rel`` as a direct pass over its stream's files, or None (SQL then)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from wavesql.sources import parquet_chunks as pc_
+    from wavesql.sources.arrow import conform
+    from wavesql.udfs.time_resample import resample_range
+
+    from .lower import lower_relation, run_sql_frames
+    from .time_windows import MAX_READ_FACTOR, _local_files, direct_tasks
+
+    if rt.streams is not None or str(rt.spark.conf.get(CONF, "true")).lower() == "false":
+        return None
+    source, time_name, period, method, numeric = rel.resample
+    scan = dict(rel.inputs).get(source)
+    if not isinstance(scan, ir.StreamScan):
+        return None
+    stream = scan.stream
+    if stream.format != "parquet" or dict(stream.options):
+        return None
+    fields = scan.schema.fields
+    if any(f.type.strip().lower() not in _VALUE_TYPES for f in fields):
+        return None
+    names = {f.name.lower(): f.name for f in fields}
+    time_col = names.get(time_name.lower())
+    progress = names.get((stream.progress_column or "").lower())
+    if time_col is None or (stream.progress_column and progress is None):
+        return None
+    frame = lower_relation(scan, rt)
+    struct = frame.schema
+    wanted = {f.name: f.type for f in to_arrow_schema(struct, timezone="UTC")}
+    files = _local_files(frame, stream)
+    if not files:
+        return None
+    tz = str(rt.spark.conf.get("spark.sql.session.timeZone", "")).upper()
+    groups = pc_.index(files, time_col, wanted, utc_naive=tz in ("UTC", "ETC/UTC", "GMT", "Z"),
+                       progress=progress)
+    if not groups:
+        return None
+    total = sum(g.rows for g in groups)
+    if total < int(rt.spark.conf.get("wavesql.resample.min_rows", str(MIN_ROWS))):
+        return None
+    interpolate = tuple(names[c.lower()] for c in numeric) if method == "linear" else ()
+    if interpolate and pc_.null_counts(files, interpolate):
+        return None
+    ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), 0, 0, 16 * period,
+                        neighbours=True)
+    if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
+        return None
+    # the SQL lowering's own result type (names, types, nullability), from Spark's analysis
+    out_type = run_sql_frames(rel.sql, [(source, frame)], rt, None).schema
+    target = to_arrow_schema(out_type, timezone="UTC")
+    columns = [f.name for f in fields]
+
+    def resample_scan(batches):  # the name shows in Spark's plans
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                r = ranges[i]
+                table = pc_.read_range(r, columns, time_col, progress, wanted)
+                out = resample_range(table, time_col, period, method, r.start, r.end,
+                                     interpolate)
+                for batch in out.to_batches():
+                    yield conform(batch, target)
+
+    n = len(ranges)
+    return rt.spark.range(0, n, 1, n).mapInArrow(resample_scan, out_type)

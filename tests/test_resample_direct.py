@@ -1,0 +1,176 @@
+"""RESAMPLE of a Parquet stream in parallel ranges of time (planner/resample_direct.py,
+udfs/time_resample.py) against the Spark SQL lowering of planner/temporal.py
+(``SET wavesql.resample.direct = false``) over the same files: every method, duplicate
+times (the greatest-row rule with NULLs and NaN), gaps far longer than a range (neighbours
+across it), punctuation rows, integer / boolean / timestamp columns, millisecond times;
+and the inputs it leaves to the SQL.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from wavesql.sources import parquet_chunks as pc_
+
+MS = 1000
+T0 = 1_700_000_000_000_000
+
+
+# ---------------------------------------------------------------------------- ranges
+@pytest.mark.parametrize("seed", range(12))
+def test_ranges_read_the_neighbours_across_gaps(seed, tmp_path):
+    """Each range reads exactly its own data rows and the rows at the nearest data times
+    before and after it, wherever they are (gaps wider than ranges, punctuation rows at the
+    edges of row groups, row groups out of order across files)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 600))
+    times = np.sort(rng.integers(0, 1000, n)) * 1000
+    times[n // 2:] += int(rng.integers(0, 3)) * 10_000_000  # maybe a gap wider than a range
+    punct = rng.random(n) < (0.1 if seed % 2 else 0)       # punctuation rows: not data
+    size = int(rng.integers(5, 80))
+    order = np.arange(n)
+    if seed % 3 == 0:  # files written in another order than time (row groups still sorted)
+        blocks = np.array_split(order, 3)
+        order = np.concatenate(blocks[::-1])
+    wanted = {"ts": pa.timestamp("us", tz="UTC"), "row": pa.int64()}
+    table = pa.table({"ts": pa.array(times[order], pa.int64()).cast(wanted["ts"]),
+                      "row": pa.array(order, pa.int64()),
+                      "punct": pa.array([1 if p else None for p in punct[order]], pa.int64())})
+    path = tmp_path / "f.parquet"
+    pq.write_table(table, path, row_group_size=size)
+    groups = pc_.index([str(path)], "ts", wanted, utc_naive=False, progress="punct")
+    data = ~punct
+    for r in pc_.ranges(groups, int(rng.integers(1, 12)), 0, 0, 1, neighbours=True):
+        got = pc_.read_range(r, ["ts", "row"], "ts", "punct", wanted)
+        before = times[data & (times < r.start)]
+        after = times[data & (times >= r.end)]
+        want = data & (((times >= r.start) & (times < r.end))
+                       | (len(before) > 0 and times == (before.max() if len(before) else 0))
+                       | (len(after) > 0 and times == (after.min() if len(after) else 0)))
+        assert sorted(got.column("row").to_pylist()) == np.flatnonzero(want).tolist()
+        context = np.asarray(got.column(pc_.CONTEXT).to_pylist())
+        rows = np.asarray(got.column("row").to_pylist(), dtype=int)
+        assert (context == ((times[rows] < r.start) | (times[rows] >= r.end))).all()
+
+
+# ---------------------------------------------------------------------------- Spark
+def _stream(rng, n, dup_every=0, punct_every=0, unit="us", nulls=False):
+    steps = rng.choice([1 * MS, 2 * MS, 4 * MS, 7 * MS], n)
+    steps[n // 3] = 3_000_000_000  # a 50-minute gap: wider than any range
+    us = T0 + np.cumsum(steps)
+    if dup_every:
+        us[1::dup_every] = us[0::dup_every][:len(us[1::dup_every])]  # equal times
+        us = np.sort(us)
+    v = rng.normal(0, 5, n)
+    v[rng.random(n) < 0.002] = np.nan
+    if dup_every:  # equal values too: the next column decides
+        v[1::dup_every] = v[0::dup_every][:len(v[1::dup_every])]
+    q = rng.integers(-50, 50, n)
+    flag = rng.random(n) < 0.5
+    punct = np.zeros(n, bool)
+    if punct_every:
+        punct[::punct_every] = True
+    tz = "UTC"
+    return pa.table({
+        "ts": pa.array(us, pa.int64()).cast(pa.timestamp("us", tz=tz)).cast(
+            pa.timestamp(unit, tz=tz)),
+        "v": pa.array(v, pa.float64()),
+        "q": pa.array([None if nulls and i % 11 == 0 else int(x) for i, x in enumerate(q)],
+                      pa.int32()),
+        "flag": pa.array(flag),
+        "seen": pa.array(us - 500, pa.int64()).cast(pa.timestamp("us", tz=tz)),
+        "punct": pa.array([T0 if p else None for p in punct], pa.int64()).cast(
+            pa.timestamp("us", tz=tz)),
+    })
+
+
+def _write(folder, table, files=2, row_group_size=200):
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, part in enumerate(np.array_split(np.arange(table.num_rows), files)):
+        pq.write_table(table.take(pa.array(part)), folder / f"part-{i}.parquet",
+                       row_group_size=row_group_size)
+    return folder
+
+
+def _create(ws, folder, types="v DOUBLE, q INT, flag BOOLEAN, seen TIMESTAMP"):
+    ws.sql(f"CREATE OR REPLACE STREAM s (ts TIMESTAMP, {types}, punct TIMESTAMP) "
+           f"FROM '{folder}' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND "
+           f"PROGRESS COLUMN punct")
+
+
+def _compare(ws, sql, expect_direct: bool):
+    from tests.test_tilt import _pandas
+
+    ws.spark.conf.set("wavesql.resample.min_rows", "0")
+    ws.spark.conf.set("wavesql.windows.chunk_rows", "700")  # many ranges
+    try:
+        direct = ws.sql(sql)
+        plan = direct._jdf.queryExecution().executedPlan().toString()
+        assert ("resample_scan" in plan) is expect_direct, plan
+        got = _pandas(direct)
+        ws.spark.conf.set("wavesql.resample.direct", "false")
+        plain = ws.sql(sql)
+        assert "resample_scan" not in plain._jdf.queryExecution().executedPlan().toString()
+        want = _pandas(plain)
+    finally:
+        for key in ("resample.min_rows", "windows.chunk_rows", "resample.direct"):
+            ws.spark.conf.unset(f"wavesql.{key}")
+    assert direct.schema == plain.schema
+    assert len(got) == len(want) > 0
+    got = got.sort_values("ts").reset_index(drop=True)
+    want = want.sort_values("ts").reset_index(drop=True)
+    for c in got.columns:
+        if got[c].dtype == np.float64:
+            np.testing.assert_allclose(got[c].to_numpy(), want[c].to_numpy(), rtol=1e-12,
+                                       atol=0, equal_nan=True, err_msg=c)
+        else:
+            assert got[c].equals(want[c]), c
+    return got
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("method", ["linear", "prev", "null", "zero"])
+@pytest.mark.parametrize("period_ms", [3, 5])
+def test_direct_resample_equals_the_sql(ws, tmp_path, method, period_ms):
+    rng = np.random.default_rng(period_ms)
+    _create(ws, _write(tmp_path / "s", _stream(rng, 4000, dup_every=7, punct_every=53)))
+    got = _compare(ws, f"SELECT * FROM RESAMPLE(s, ts, INTERVAL {period_ms} MILLISECONDS, "
+                       f"'{method}')", expect_direct=True)
+    assert (got["ts"] % (period_ms * MS) == 0).all()
+    assert got["ts"].is_unique
+
+
+@pytest.mark.spark
+def test_direct_resample_inside_a_query_and_millisecond_times(ws, tmp_path):
+    rng = np.random.default_rng(7)
+    _create(ws, _write(tmp_path / "s", _stream(rng, 3000, unit="ms")))
+    _compare(ws, "SELECT ts, v * 2 AS v2, q FROM RESAMPLE(s, ts, INTERVAL 5 MILLISECONDS, "
+                 "'linear') r WHERE q > -40", expect_direct=True)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", ["null in linear column", "string column", "out of order",
+                                  "small input"])
+def test_inputs_the_direct_resample_leaves_to_the_sql(ws, tmp_path, case):
+    rng = np.random.default_rng(3)
+    table = _stream(rng, 3000, nulls=case == "null in linear column")
+    types = "v DOUBLE, q INT, flag BOOLEAN, seen TIMESTAMP"
+    if case == "string column":
+        table = table.set_column(3, "flag", pa.array([str(x) for x in
+                                                      table.column("flag").to_pylist()]))
+        types = types.replace("flag BOOLEAN", "flag STRING")
+    if case == "out of order":
+        table = table.take(pa.array(rng.permutation(table.num_rows)))
+    _create(ws, _write(tmp_path / "s", table), types)
+    sql = "SELECT * FROM RESAMPLE(s, ts, INTERVAL 5 MILLISECONDS, 'linear')"
+    if case == "small input":
+        from tests.test_tilt import _pandas
+
+        df = ws.sql(sql)  # 3000 rows: under wavesql.resample.min_rows
+        assert "resample_scan" not in df._jdf.queryExecution().executedPlan().toString()
+        assert len(_pandas(df)) > 0
+        return
+    _compare(ws, sql, expect_direct=False)
