@@ -62,7 +62,10 @@ generated in chunks of :data:`CHUNK` points). The per-column neighbours of ``'li
 are running ``last_value(...) IGNORE NULLS`` and ``lead(...) IGNORE NULLS`` over the same
 window as the pairing, so the whole operator is one shuffle and one sort. The window is
 partitioned by the keys: **an un-keyed series is processed in a single Spark partition**
-(one task); cutting one long series into time chunks is future work.
+(one task) by this SQL. A batch RESAMPLE of a catalog Parquet stream runs instead in
+parallel ranges of event time, in numpy, with these semantics (planner/resample_direct.py);
+this SQL remains for other inputs, continuous queries and ``SET wavesql.resample.direct =
+false``.
 
 ASOF JOIN
 =========
