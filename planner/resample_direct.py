@@ -70,7 +70,9 @@ def plan(rel: ir.SqlQuery, rt):
     total = sum(g.rows for g in groups)
     if total < int(rt.spark.conf.get("wavesql.resample.min_rows", str(MIN_ROWS))):
         return None
-    interpolate = tuple(names[c.lower()] for c in numeric) if method == "linear" else ()
+    # the PROGRESS COLUMN is NULL on every data row: held as 'prev' it is the same NULL
+    interpolate = tuple(names[c.lower()] for c in numeric
+                        if names[c.lower()] != progress) if method == "linear" else ()
     if interpolate and pc_.null_counts(files, interpolate):
         return None
     ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), 0, 0, 16 * period,

@@ -178,7 +178,7 @@ def _shape(window: exp.Window):
         if name != "count":
             return None
         arg = None
-    elif arg is None or len([v for v in func.args.values() if v is not None]) > 1 + (
+    elif arg is None or len([v for v in func.args.values() if v not in (None, [])]) > 1 + (
             name == "count" and func.args.get("big_int") is not None):
         return None
     order = window.args.get("order")
@@ -419,7 +419,7 @@ def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
         for i, s in enumerate(specs)]
     out_type = T.StructType(out_fields)
     target = to_arrow_schema(out_type, timezone="UTC")
-    columns = list(dict.fromkeys(list(passthrough) + args + keys))
+    columns = list(dict.fromkeys(list(passthrough) + args + keys + [time_col]))
     keep = tuple(passthrough)
 
     def time_windows_scan(batches):  # the name shows in Spark's plans
@@ -574,6 +574,8 @@ def _footer_estimate(streams) -> tuple | None:
 
     import pyarrow.parquet as pq
 
+    from wavesql.sources.parquet_chunks import micros
+
     if not streams:
         return None
     rows, lo, hi = 0, None, None
@@ -599,23 +601,15 @@ def _footer_estimate(streams) -> tuple | None:
                 st = meta.row_group(g).column(col).statistics
                 if st is None or not st.has_min_max:
                     return None
-                a, b = _micros(st.min), _micros(st.max)
+                try:
+                    a, b = micros(st.min), micros(st.max)
+                except (OverflowError, ValueError):  # beyond Python's datetime range
+                    return None
                 if a is None or b is None:
                     return None
                 lo = a if lo is None else min(lo, a)
                 hi = b if hi is None else max(hi, b)
     return rows, lo, hi
-
-
-def _micros(value) -> int | None:
-    import datetime as dt
-
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return None
 
 
 def streams_below(rel) -> list:

@@ -89,12 +89,10 @@ def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool,
             rg = meta.row_group(g)
             if rg.num_rows == 0:
                 continue
-            st = rg.column(col).statistics
-            if st is None or not st.has_min_max or st.null_count is None or st.null_count:
+            span = _statistics_span(rg.column(col).statistics)
+            if span is None:
                 return None
-            lo, hi = micros(st.min), micros(st.max)
-            if lo is None or hi is None:
-                return None
+            lo, hi = span
             pure = True
             if punct is not None:
                 pst = rg.column(punct).statistics
@@ -112,13 +110,26 @@ def _readable(stored: pa.DataType, want: pa.DataType, utc_naive: bool) -> bool:
 
 
 def micros(value) -> int | None:
-    """Microseconds since the epoch of a footer statistic (naive values are UTC)."""
+    """Microseconds since the epoch of a footer statistic (naive values are UTC); None for
+    anything else."""
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
         delta = value - _EPOCH
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     return None
+
+
+def _statistics_span(st):
+    """``(lo, hi)`` microseconds of a time column's statistics, None if unusable (absent,
+    NULLs counted, or beyond what Python's datetime holds)."""
+    if st is None or not st.has_min_max or st.null_count is None or st.null_count:
+        return None
+    try:
+        lo, hi = micros(st.min), micros(st.max)
+    except (OverflowError, ValueError):
+        return None
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def ranges(groups, tasks: int, before: int, after: int, min_span: int,
@@ -185,7 +196,8 @@ def read_range(r: Range, columns: list[str], time_col: str, progress: str | None
     as Spark types them; punctuation rows (``progress`` not NULL) are not data."""
     import pyarrow.compute as pc
 
-    read = list(dict.fromkeys(columns + [time_col] + ([progress] if progress else [])))
+    read = {c: wanted[c] for c in dict.fromkeys(columns + [time_col]
+                                                 + ([progress] if progress else []))}
     table = _read(r.groups, read, progress)
     us = _micros(table, time_col)
     keep = pc.and_(pc.greater_equal(us, r.need_lo), pc.less_equal(us, r.need_hi))
@@ -203,31 +215,58 @@ def read_range(r: Range, columns: list[str], time_col: str, progress: str | None
     table = table.filter(keep)
     us = _micros(table, time_col)
     context = pc.or_(pc.less(us, r.start), pc.greater_equal(us, r.end))
-    arrays = [_as(table.column(c), wanted[c]) for c in columns]
-    return pa.table(arrays + [context], names=columns + [CONTEXT])
+    return pa.table([table.column(c) for c in columns] + [context], names=columns + [CONTEXT])
 
 
-def _read(groups, columns, progress) -> pa.Table:
-    """The data rows (punctuation rows left out) of ``groups``."""
+def _read(groups, wanted: dict[str, pa.DataType], progress) -> pa.Table:
+    """The data rows (punctuation rows left out) of ``groups``, each column as ``wanted``
+    types it (files may store it differently: ms or us, the zone spelt otherwise, a
+    required column beside an optional one)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     by_file: dict[str, list[int]] = {}
     for g in groups:
         by_file.setdefault(g.path, []).append(g.index)
-    pieces = [pq.ParquetFile(path).read_row_groups(idx, columns=columns, use_threads=False)
-              for path, idx in by_file.items()]
+    schema = pa.schema([pa.field(name, t) for name, t in wanted.items()])
+    pieces = []
+    for path, idx in by_file.items():
+        try:
+            piece = pq.ParquetFile(path).read_row_groups(idx, columns=list(wanted),
+                                                         use_threads=False)
+        except FileNotFoundError:
+            raise ReadError("MISSING_PATH", path, "the file was removed after the query was "
+                            "planned", "run the query again") from None
+        except (OSError, pa.ArrowException) as err:
+            reason = " ".join(str(err).split())  # one line: the driver reads it back
+            raise ReadError("CORRUPT_FILE", path, f"cannot read its row groups {idx}: "
+                            f"{reason}", "is the file complete? rewrite or remove it") from None
+        pieces.append(pa.Table.from_arrays(
+            [_as(piece.column(name), t) for name, t in wanted.items()], schema=schema))
     table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
     if progress:
         table = table.filter(pc.is_null(table.column(progress)))
     return table
 
 
+class ReadError(ValueError):
+    """A stream's file cannot be read in a task: ``str()`` names the file and carries the
+    ``[CODE]`` the driver recovers from the worker's traceback (wavesql/spark.py)."""
+
+    def __init__(self, code: str, path: str, message: str, hint: str | None = None):
+        self.code, self.path, self.message, self.hint = code, path, message, hint
+        text = f"{path}: {message} [{code}]"
+        super().__init__(text + (f" (hint: {hint})" if hint else ""))
+
+    def __reduce__(self):  # intact when pickled out of a Spark Python worker
+        return (ReadError, (self.code, self.path, self.message, self.hint))
+
+
 def _micros(table: pa.Table, time_col: str):
     return table.column(time_col).cast(pa.timestamp("us")).cast(pa.int64())
 
 
-def _nearest(us, edge: int, further, side: str, columns, progress, time_col, pieces):
+def _nearest(us, edge: int, further, side: str, wanted, progress, time_col, pieces):
     """The latest time before ``edge`` (``side`` "below") or the earliest from it on
     ("above") among the rows read and, until it is found, the ``further`` row groups
     (nearest first; each one read is appended to ``pieces``)."""
@@ -242,7 +281,7 @@ def _nearest(us, edge: int, further, side: str, columns, progress, time_col, pie
     for g in further:
         if found is not None and (g.hi < found if side == "below" else g.lo > found):
             break  # this group and the further ones hold nothing nearer
-        table = _read([g], columns, progress)
+        table = _read([g], wanted, progress)
         pieces.append(table)
         t = best(_micros(table, time_col))
         if t is not None and (found is None or (t > found if side == "below" else t < found)):

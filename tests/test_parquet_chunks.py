@@ -20,6 +20,8 @@ import pytest
 from wavesql.sources import parquet_chunks as pc_
 from wavesql.udfs import time_windows as tw
 
+T0_US = 1_700_000_000_000_000
+
 
 # ---------------------------------------------------------------------------- ranges
 @pytest.mark.parametrize("seed", range(8))
@@ -226,3 +228,117 @@ def test_inputs_the_direct_pass_leaves_to_spark(ws, tmp_path, case):
         _write(folder, table)
     _create(ws, folder)
     _compare(ws, sql, expect_direct=False)
+
+
+# ------------------------------------------------------------ found in review (regressions)
+def _mixed(table, how):
+    """The first half of ``table`` stored another way Spark reads the same."""
+    first = table.slice(0, table.num_rows // 2)
+    ts = first.schema.field("ts")
+    changed = {"ms": pa.field("ts", pa.timestamp("ms", tz="UTC")),
+               "required": pa.field("ts", ts.type, nullable=False),
+               "zone spelling": pa.field("ts", pa.timestamp("us", tz="+00:00"))}[how]
+    return first.cast(pa.schema([changed] + list(first.schema)[1:])), table.slice(
+        table.num_rows // 2)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("how", ["ms", "required", "zone spelling"])
+def test_direct_windows_over_files_stored_differently(ws, tmp_path, how):
+    frame = _ticks(np.random.default_rng(21), 3000)
+    frame["us"] = frame["us"] // 1000 * 1000  # whole milliseconds: exact in both files
+    a, b = _mixed(_table(frame), how)
+    folder = tmp_path / "ticks"
+    folder.mkdir()
+    pq.write_table(a, folder / "a.parquet", row_group_size=300)
+    pq.write_table(b, folder / "b.parquet", row_group_size=300)
+    _create(ws, folder)
+    _compare(ws, QUERIES[0], expect_direct=True)
+
+
+@pytest.mark.spark
+def test_direct_windows_without_the_time_column_selected(ws, tmp_path):
+    _create(ws, _write(tmp_path / "ticks", _table(_ticks(np.random.default_rng(4), 3000))))
+    _compare(ws, """SELECT v, min(v) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 9 MILLISECONDS
+                                     PRECEDING AND CURRENT ROW) AS lo,
+                       count(q) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 9 MILLISECONDS
+                                      PRECEDING AND CURRENT ROW) AS n FROM ticks""",
+             expect_direct=True)
+
+
+@pytest.mark.spark
+def test_direct_windows_floating_keys_group_as_spark_does(ws, tmp_path):
+    """-0.0 and 0.0 are one partition, every NaN another (Spark normalises the keys)."""
+    n = 600
+    us = T0_US + np.arange(n) * 1000
+    other_nan = np.frombuffer(np.array([0x7FF8000000000001], np.uint64).tobytes(), np.float64)[0]
+    k = np.array([0.0, -0.0, np.nan, other_nan, 1.5])
+    table = pa.table({"ts": pa.array(us, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                      "v": np.ones(n), "q": pa.array(np.zeros(n, np.int32)),
+                      "k": pa.array(k[np.arange(n) % len(k)], pa.float64()),
+                      "punct": pa.nulls(n, pa.timestamp("us", tz="UTC"))})
+    folder = _write(tmp_path / "ticks", table, files=1, row_group_size=100)
+    ws.sql(f"CREATE OR REPLACE STREAM ticks (ts TIMESTAMP, v DOUBLE, q INT, k DOUBLE, "
+           f"punct TIMESTAMP) FROM '{folder}' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    got = _compare(ws, "SELECT ts, k, sum(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN "
+                       "INTERVAL 1 SECOND PRECEDING AND CURRENT ROW) AS s FROM ticks",
+                   expect_direct=True)
+    assert got["s"].max() > 200  # the 240 zeros (of both signs) are one partition
+
+
+@pytest.mark.spark
+def test_direct_window_bigint_sums_as_spark(ws, tmp_path):
+    """avg of BIGINTs is summed in DOUBLE (no wrap-around); a sum past BIGINT fails as in
+    Spark's ANSI mode, never wraps silently."""
+    from wavesql.spark import translate_runtime_error
+
+    n = 400
+    table = pa.table({"ts": pa.array(T0_US + np.arange(n) * 1000, pa.int64()).cast(
+        pa.timestamp("us", tz="UTC")), "q": pa.array(np.full(n, 5 * 10 ** 18), pa.int64())})
+    folder = _write(tmp_path / "big", table, files=1, row_group_size=50)
+    ws.sql(f"CREATE OR REPLACE STREAM big (ts TIMESTAMP, q BIGINT) FROM '{folder}' "
+           f"FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    frame = "OVER (ORDER BY ts RANGE BETWEEN INTERVAL 5 MILLISECONDS PRECEDING AND CURRENT ROW)"
+    got = _compare(ws, f"SELECT ts, avg(q) {frame} AS a FROM big", expect_direct=True)
+    assert (got["a"] == 5e18).all()
+    ws.spark.conf.set("wavesql.windows.min_rows", "0")
+    try:
+        for mode in ("true", "false"):  # the direct pass, then Spark's own window
+            ws.spark.conf.set("wavesql.windows.chunked", mode)
+            with pytest.raises(Exception) as info:
+                ws.sql(f"SELECT ts, sum(q) {frame} AS s FROM big").collect()
+            assert "overflow" in translate_runtime_error(info.value).message.lower()
+    finally:
+        for key in ("min_rows", "chunked"):
+            ws.spark.conf.unset(f"wavesql.windows.{key}")
+
+
+@pytest.mark.spark
+def test_a_damaged_file_is_named_in_the_error(ws, tmp_path):
+    from wavesql.spark import translate_runtime_error
+
+    folder = _write(tmp_path / "ticks", _table(_ticks(np.random.default_rng(2), 3000)),
+                    files=1, row_group_size=1000)
+    path = folder / "part-0.parquet"
+    meta = pq.ParquetFile(path).metadata
+    data = bytearray(path.read_bytes())
+    start = meta.row_group(2).column(1).data_page_offset + 40
+    data[start:start + 200] = bytes(b ^ 0x5A for b in data[start:start + 200])
+    path.write_bytes(bytes(data))  # the footer still reads: the page does not
+    _create(ws, folder)
+    ws.spark.conf.set("wavesql.windows.min_rows", "0")
+    try:
+        with pytest.raises(Exception) as info:
+            ws.sql(QUERIES[0]).collect()
+    finally:
+        ws.spark.conf.unset("wavesql.windows.min_rows")
+    err = translate_runtime_error(info.value)
+    assert err.code == "CORRUPT_FILE" and "part-0.parquet" in err.message
+
+
+def test_index_refuses_times_beyond_pythons_datetime(tmp_path):
+    path = tmp_path / "y10k.parquet"
+    pq.write_table(pa.table({"ts": pa.array([0, 253402300800000000],
+                                            pa.timestamp("us", tz="UTC"))}), path)
+    assert pc_.index([str(path)], "ts", {"ts": pa.timestamp("us", tz="UTC")},
+                     utc_naive=False) is None

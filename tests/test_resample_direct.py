@@ -35,7 +35,7 @@ def test_ranges_read_the_neighbours_across_gaps(seed, tmp_path):
     if seed % 3 == 0:  # files written in another order than time (row groups still sorted)
         blocks = np.array_split(order, 3)
         order = np.concatenate(blocks[::-1])
-    wanted = {"ts": pa.timestamp("us", tz="UTC"), "row": pa.int64()}
+    wanted = {"ts": pa.timestamp("us", tz="UTC"), "row": pa.int64(), "punct": pa.int64()}
     table = pa.table({"ts": pa.array(times[order], pa.int64()).cast(wanted["ts"]),
                       "row": pa.array(order, pa.int64()),
                       "punct": pa.array([1 if p else None for p in punct[order]], pa.int64())})
@@ -174,3 +174,29 @@ def test_inputs_the_direct_resample_leaves_to_the_sql(ws, tmp_path, case):
         assert len(_pandas(df)) > 0
         return
     _compare(ws, sql, expect_direct=False)
+
+
+@pytest.mark.spark
+def test_direct_resample_over_files_stored_differently_and_a_numeric_progress_column(
+        ws, tmp_path):
+    """One file with millisecond times, the other with microseconds (Spark reads both);
+    the PROGRESS COLUMN is a BIGINT, NULL on every data row, which 'linear' does not count
+    as a hole."""
+    rng = np.random.default_rng(17)
+    table = _stream(rng, 4000, punct_every=61)
+    us = (table.column("ts").cast(pa.int64()).to_numpy() // 1000) * 1000  # whole ms
+    table = table.set_column(0, "ts", pa.array(us, pa.int64()).cast(pa.timestamp("us", tz="UTC")))
+    table = table.set_column(5, "punct", table.column("punct").cast(pa.int64()))
+    half = table.num_rows // 2
+    first = table.slice(0, half)
+    first = first.cast(pa.schema([pa.field("ts", pa.timestamp("ms", tz="UTC"))]
+                                 + list(first.schema)[1:]))
+    folder = tmp_path / "s"
+    folder.mkdir()
+    pq.write_table(first, folder / "a.parquet", row_group_size=200)
+    pq.write_table(table.slice(half), folder / "b.parquet", row_group_size=200)
+    ws.sql(f"CREATE OR REPLACE STREAM s (ts TIMESTAMP, v DOUBLE, q INT, flag BOOLEAN, "
+           f"seen TIMESTAMP, punct BIGINT) FROM '{folder}' FORMAT parquet EVENT TIME ts "
+           f"WATERMARK 1 SECOND PROGRESS COLUMN punct")
+    _compare(ws, "SELECT * FROM RESAMPLE(s, ts, INTERVAL 3 MILLISECONDS, 'linear')",
+             expect_direct=True)

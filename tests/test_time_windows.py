@@ -72,12 +72,17 @@ def _table(rng, n, keys, nulls, nonfinite):
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("narrow", [True, False])
 @pytest.mark.parametrize("presorted", [False, True])
-def test_kernel_matches_row_by_row_oracle(seed, narrow, presorted, monkeypatch):
+@pytest.mark.parametrize("batched", [False, True])
+def test_kernel_matches_row_by_row_oracle(seed, narrow, presorted, batched, monkeypatch):
     """``presorted``: times in order and never NULL, as a chunk read straight from
-    time-ordered files (the kernel then sorts by partition only, or not at all)."""
+    time-ordered files (the kernel then sorts by partition only, or not at all);
+    ``batched``: the packed (partition, time) keys searched a few partitions at a time, as
+    for many keys over a long span."""
     rng = np.random.default_rng(seed)
     if not narrow:  # the prefix-sum / sparse-table paths for wide frames
         monkeypatch.setattr(tw, "NARROW", 0)
+    if batched:
+        monkeypatch.setattr(tw, "_KEY_SPACE", 1 << 10)
     ts, x, k, ctx = _table(rng, 300, keys=1 + seed % 3, nulls=seed % 2 == 0,
                            nonfinite=seed % 3 == 1)
     keys = 1
@@ -143,6 +148,25 @@ def test_kernel_integers_keep_their_type_and_sum_exactly():
     assert out.column(tw.result_column(1)).type == pa.int32()
     assert out.column(tw.result_column(1)).to_pylist() == [3, 1, 1]
     assert out.column(tw.result_column(2)).to_pylist() == [3, 3, 3]
+
+
+def test_kernel_min_of_nan_only_frames_is_nan():
+    """Spark orders NaN above every number: a frame of NaNs (and NULLs) has minimum NaN,
+    one with a number has that number."""
+    table = pa.table({"t": pa.array([0, 1, 2, 10, 11], pa.int64()),
+                      "x": pa.array([None, math.nan, math.nan, 3.0, math.nan], pa.float64()),
+                      tw.CONTEXT: pa.array([False] * 5)})
+    for narrow in (64, 0):
+        tw.NARROW, saved = narrow, tw.NARROW
+        try:
+            out = tw.evaluate(table, (tw.Spec("min", "x", 2, 0), tw.Spec("max", "x", 2, 0)),
+                              "t", 0, ("t",)).to_pydict()
+        finally:
+            tw.NARROW = saved
+        lo, hi = out[tw.result_column(0)], out[tw.result_column(1)]
+        assert lo[0] is None and math.isnan(lo[1]) and math.isnan(lo[2])
+        assert lo[3] == 3.0 and lo[4] == 3.0
+        assert math.isnan(hi[4]) and hi[3] == 3.0
 
 
 def test_kernel_empty_chunk():

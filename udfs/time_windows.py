@@ -125,8 +125,15 @@ def _ordered(column: pa.ChunkedArray, order):
 
 
 def _codes(column: pa.ChunkedArray) -> np.ndarray:
-    """Dense integer codes of a key column, NULL its own code (Spark groups NULLs)."""
-    encoded = column.combine_chunks().dictionary_encode(null_encoding="encode")
+    """Dense integer codes of a key column, NULL its own code (Spark groups NULLs). Spark
+    normalises floating keys: ``-0.0`` groups with ``0.0`` and every NaN with every other."""
+    column = column.combine_chunks()
+    if pa.types.is_floating(column.type):
+        x = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
+        x = np.where(np.isnan(x), np.nan, x + 0.0)  # -0.0 + 0.0 is 0.0; one NaN
+        column = pa.array(x, mask=np.asarray(column.is_null().to_numpy(
+            zero_copy_only=False), dtype=bool))
+    encoded = column.dictionary_encode(null_encoding="encode")
     return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
@@ -138,32 +145,55 @@ def _segments(sorted_codes: list[np.ndarray], n: int) -> np.ndarray:
     return np.cumsum(change)
 
 
+#: Width of the packed (segment, time) keys one search handles (int64 with room to spare).
+_KEY_SPACE = 1 << 61
+
+
 def _frames(us, has_time, segment, before: int, after: int):
-    """Row ranges ``[lo, hi)`` of every row's frame (rows sorted by segment, then time)."""
+    """Row ranges ``[lo, hi)`` of every row's frame (rows sorted by segment, then NULL times
+    first, then time).
+
+    Each row gets one sortable key, its segment's offset plus its time relative to the
+    segment's first, so one ``searchsorted`` finds every frame; segments whose keys would
+    not fit in int64 together (many keys over a long span) are searched in batches."""
     n = len(us)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    # One sortable key: segment in the high part, time in the low part. The span of the
-    # chunk plus the frame reach fits easily in the 2^62 / segments left for it.
-    t0 = int(us[has_time].min()) if has_time.any() else 0
-    span = (int(us[has_time].max()) - t0 if has_time.any() else 0) + before + max(after, 0) + 2
-    width = span + abs(min(after, 0)) + 2
-    if int(segment[-1] + 1) * width >= 2 ** 62:
-        raise ValueError("time window chunk too wide to index")  # planner keeps chunks small
-    base = segment.astype(np.int64) * width + 1
+    starts = np.flatnonzero(np.r_[True, segment[1:] != segment[:-1]])
+    sizes = np.diff(np.r_[starts, n])
+    big = np.iinfo(np.int64).max
+    first = np.minimum.reduceat(np.where(has_time, us, big), starts)
+    last = np.maximum.reduceat(np.where(has_time, us, -big), starts)
+    span = np.where(first <= last, last - np.minimum(first, last), 0)
+    width = span + (before + max(after, 0) + abs(min(after, 0)) + 4)
+    if (width >= _KEY_SPACE).any():
+        raise ValueError("time window partition spans too long to index")
+    batch = (np.cumsum(width.astype(np.float64)) // float(_KEY_SPACE)).astype(np.int64)
+    lo, hi = np.empty(n, np.int64), np.empty(n, np.int64)
+    for b in np.unique(batch):
+        segs = np.flatnonzero(batch == b)
+        r0, r1 = int(starts[segs[0]]), int(starts[segs[-1]] + sizes[segs[-1]])
+        w = width[segs]
+        base = np.repeat(np.cumsum(w) - w + 1, sizes[segs])
+        t0 = np.repeat(np.where(first[segs] <= last[segs], first[segs], 0), sizes[segs])
+        lo[r0:r1], hi[r0:r1] = _search(us[r0:r1], has_time[r0:r1], base, t0, before, after)
+        lo[r0:r1] += r0
+        hi[r0:r1] += r0
+    return lo, np.maximum(hi, lo)
+
+
+def _search(us, has_time, base, t0, before: int, after: int):
+    """``_frames`` over rows whose packed keys fit: ``base`` the row's segment offset, ``t0``
+    its segment's first time."""
     if has_time.all():  # no NULL times (the usual case): no peer groups of them to find
         key = base + (us - t0 + before + 1)
-        lo = np.searchsorted(key, key - before, side="left")
-        hi = np.searchsorted(key, key + after, side="right")
-        return lo.astype(np.int64, copy=False), np.maximum(hi, lo).astype(np.int64, copy=False)
-    rel = np.where(has_time, us - t0 + before + 1, 0)
-    key = base + rel
+        return (np.searchsorted(key, key - before, side="left"),
+                np.searchsorted(key, key + after, side="right"))
+    key = base + np.where(has_time, us - t0 + before + 1, 0)
     lo = np.searchsorted(key, np.where(has_time, key - before, base), side="left")
-    hi = np.searchsorted(key, np.where(has_time, key + after, base + width - 1), side="right")
-    # NULL-time rows (rel 0) are peers of each other only: their range is the rows at rel 0.
-    null_hi = np.searchsorted(key, base, side="right")
-    hi = np.where(has_time, hi, null_hi)
-    return lo.astype(np.int64), np.maximum(hi, lo).astype(np.int64)
+    hi = np.searchsorted(key, np.where(has_time, key + after, base), side="right")
+    # NULL-time rows (key = base) are peers of each other only: the rows at their base
+    return lo, hi
 
 
 def _aggregate(func: str, ordered: tuple, lo, hi) -> pa.Array:
@@ -176,10 +206,13 @@ def _aggregate(func: str, ordered: tuple, lo, hi) -> pa.Array:
     if func in ("min", "max"):
         result = _extreme(func, x, valid, lo, hi, integral)
         return pa.array(result, mask=empty).cast(arrow_type)
-    if func in ("sum", "avg"):
+    if func == "sum":
         total = _sum(x, lo, hi, integral)
-        if func == "sum":
-            return pa.array(total, mask=empty, type=pa.int64() if integral else pa.float64())
+        if integral:
+            _check_long_sum(x, lo, hi, total)
+        return pa.array(total, mask=empty, type=pa.int64() if integral else pa.float64())
+    if func == "avg":  # Spark sums an average in DOUBLE, integral arguments too
+        total = _sum(x.astype(np.float64, copy=False), lo, hi, False)
         with np.errstate(invalid="ignore", divide="ignore"):
             return pa.array(total / np.maximum(count, 1), mask=empty, type=pa.float64())
     # spread
@@ -203,6 +236,19 @@ def _merge_moments(a: tuple, b: tuple) -> tuple:
         mean = ma + delta * share
         m2 = sa + sb + delta * delta * na * share
     return n, mean, m2
+
+
+def _check_long_sum(x, lo, hi, total) -> None:
+    """Raise as Spark (ANSI mode) does when a BIGINT sum overflows. The int64 prefix sums
+    give every frame's sum exactly modulo 2^64; a float sum, good to far better than 2^63,
+    tells which multiple of 2^64 away the true sum is."""
+    if len(x) == 0 or float(np.abs(x).max()) * float(np.max(hi - lo, initial=0)) < 2.0 ** 62:
+        return
+    estimate = _sum(x.astype(np.float64), lo, hi, False)
+    wraps = np.round((estimate - total.astype(np.float64)) / 2.0 ** 64)
+    if (wraps != 0).any():
+        raise ArithmeticError("[ARITHMETIC_OVERFLOW] long overflow: a window's sum() exceeds "
+                              "BIGINT; cast its argument to DOUBLE or DECIMAL")
 
 
 def _prefix_count(valid, lo, hi) -> np.ndarray:
@@ -305,9 +351,16 @@ def _extreme(func: str, x, valid, lo, hi, integral: bool) -> np.ndarray:
     # (np.fmin skips it) -- Spark's ordering of NaN.
     ufunc = np.fmin if func == "min" else np.maximum
     if _narrow(lo, hi):
-        return _reduce(ufunc, y, lo, hi, fill)
-    (out,) = _tree_query((y,), lo, hi, lambda a, b: (ufunc(a[0], b[0]),), identity=fill)
-    return np.where(hi > lo, out, fill)
+        out = _reduce(ufunc, y, lo, hi, fill)
+    else:
+        (out,) = _tree_query((y,), lo, hi, lambda a, b: (ufunc(a[0], b[0]),), identity=fill)
+        out = np.where(hi > lo, out, fill)
+    if func == "min" and not integral:
+        nan = valid & np.isnan(x)
+        if nan.any():  # frames whose values are all NaN: their minimum is NaN
+            every = _prefix_count(nan, lo, hi) == _prefix_count(valid, lo, hi)
+            out = np.where(every & (hi > lo), np.nan, out)
+    return out
 
 
 def _variance(x, valid, lo, hi, count) -> np.ndarray:

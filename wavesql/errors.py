@@ -69,7 +69,8 @@ ERROR_CODES: dict[str, str] = {
     "NON_FINITE_SAMPLES": "a signal function failed on NaN or infinite samples (see the "
                           "non-finite policy in udfs/registry.py)",
     "MISALIGNED_CHANNELS": "the channels (SigSeg columns) of one row differ in start or width",
-    "CORRUPT_FILE": "a signal file is not readable (bad header, missing chunks)",
+    "CORRUPT_FILE": "a data file is not readable (a WAV's bad header or missing chunks, a "
+                    "damaged Parquet file)",
     "TRUNCATED_FILE": "a signal file ends before its header says it should",
     "UNSUPPORTED_ENCODING": "a WAV encoding WaveSQL does not read (ADPCM, mu-law, ...)",
     "CHANNEL_MISMATCH": "a file has a different number of channels than the signal declares",
