@@ -16,7 +16,7 @@ from typing import Callable
 
 from wavesql.catalog import objects as cat
 from wavesql.errors import WaveSQLError
-from wavesql.spark import translate_spark_error
+from wavesql.spark import temp_views, translate_spark_error
 
 from . import bad_rows, ir
 
@@ -303,23 +303,11 @@ def _lower_view(rel: ir.ViewRef, rt: Runtime):
     return lower_relation(rel.body, rt)
 
 
-INTERNAL_PREFIX = "__wavesql_"
-
-
 def lower_inputs(inputs, rt: Runtime) -> list:
     """``(name, DataFrame)`` of each input. Every input is lowered before any is registered:
     lowering one may run a nested query whose own internal views would otherwise replace a
     sibling's of the same name."""
     return [(name, lower_relation(rel, rt)) for name, rel in inputs]
-
-
-def drop_internal_views(spark, names) -> None:
-    """Drop the planner's ``__wavesql_*`` views once Spark has analysed the query (a
-    DataFrame keeps its resolved plan), so nothing that ran before can leak into the
-    binding of a later statement or into SHOW TABLES and hints."""
-    for name in names:
-        if name.startswith(INTERNAL_PREFIX):
-            spark.catalog.dropTempView(name)
 
 
 def run_sql(sql: str, inputs, rt: Runtime, offset: int | None):
@@ -329,17 +317,14 @@ def run_sql(sql: str, inputs, rt: Runtime, offset: int | None):
 
 def run_sql_frames(sql: str, frames, rt: Runtime, offset: int | None):
     """``spark.sql(sql)`` with each ``(name, DataFrame)`` of ``frames`` visible as a
-    temporary view (internal ones dropped again once Spark has analysed ``sql``)."""
+    temporary view while Spark analyses ``sql`` (the session's views as they were after)."""
     from pyspark.errors import PySparkException
 
-    for name, df in frames:
-        df.createOrReplaceTempView(name)
     try:
-        return rt.spark.sql(sql)
+        with temp_views(rt.spark, frames):
+            return rt.spark.sql(sql)
     except PySparkException as err:
         raise translate_spark_error(err, sql, rt.user_text or sql, offset) from None
-    finally:
-        drop_internal_views(rt.spark, [name for name, _ in frames])
 
 
 def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
@@ -412,10 +397,6 @@ def _lower_drop(stmt: ir.DropObject, rt: Runtime, offset):
     if not existed:
         return _status(rt, f"{(stmt.object_kind or 'object').lower()} {stmt.name} does not exist "
                            "(nothing dropped)")
-    try:  # a temp view registered for an earlier query must not outlive the definition
-        rt.spark.catalog.dropTempView(stmt.name)
-    except Exception:  # noqa: BLE001
-        pass
     return _status(rt, f"dropped {(stmt.object_kind or 'object').lower()} {stmt.name}")
 
 

@@ -197,3 +197,26 @@ def test_streams_of_one_schema_join_and_self_join(ws, tmp_path):
     rows = ws.sql("SELECT x.k, x.v AS xv, y.v AS yv FROM sa x JOIN sa y ON x.k = y.k + 1 "
                   "ORDER BY x.k").collect()
     assert [tuple(r) for r in rows] == [(2, 2.0, 1.0), (3, 3.0, 2.0)]
+
+
+@pytest.mark.spark
+def test_a_query_leaves_the_users_spark_views_as_they_were(ws, tmp_path):
+    """Binding and running a statement over catalog stream ``ticks`` registers views named
+    ``ticks`` only while Spark analyses it: the user's own temporary view of that name is
+    back afterwards (binding stand-ins dropped it before, lowering replaced it), and with
+    no such view none is left behind."""
+    import pandas as pd
+
+    folder = tmp_path / "ticks"
+    folder.mkdir()
+    pd.DataFrame({"ts": pd.to_datetime([1, 2, 3], unit="s", utc=True),
+                  "v": [1.0, 2.0, 3.0]}).to_parquet(folder / "a.parquet")
+    ws.sql(f"CREATE STREAM ticks (ts TIMESTAMP, v DOUBLE) FROM '{folder}' FORMAT parquet "
+           f"EVENT TIME ts WATERMARK 1 SECOND")
+    assert ws.sql("SELECT sum(v) AS s FROM ticks").collect()[0].s == 6.0
+    assert not [t for t in ws.spark.catalog.listTables() if t.isTemporary]  # none left
+    ws.spark.range(7).createOrReplaceTempView("ticks")  # the user's own view, same name
+    assert ws.sql("SELECT sum(v) AS s FROM ticks").collect()[0].s == 6.0  # the stream wins
+    assert ws.spark.sql("SELECT count(*) AS n FROM ticks").collect()[0].n == 7  # still theirs
+    ws.sql("DROP STREAM ticks")
+    assert ws.spark.sql("SELECT count(*) AS n FROM ticks").collect()[0].n == 7

@@ -53,7 +53,7 @@ def corpus(spark, tmp_path_factory):
         options = ", ".join(f"{k} = '{v}'" for k, v in spec.options.items())
         ws.sql(f"CREATE STREAM {spec.name} ({ddl(spec)}) FROM '{spec.path}' "
                f"FORMAT {spec.format}" + (f" OPTIONS ({options})" if options else ""))
-    yield ws, expected
+    yield ws, expected, specs
     ws.close()
     # corpus queries may leave temporary views (CREATE TEMP VIEW, CACHE TABLE): drop them so
     # they never reach a later module's name resolution or hints
@@ -69,7 +69,7 @@ def test_corpus_is_big_enough():
 
 @pytest.mark.parametrize("slug,sql,line", QUERIES, ids=[q[0] for q in QUERIES])
 def test_wavesql_gives_sparks_result(corpus, slug, sql, line):
-    ws, expected = corpus
+    ws, expected, _ = corpus
     columns, rows = expected[slug]
     df = ws.sql(sql)
     assert df.columns == columns
@@ -80,12 +80,17 @@ def test_wavesql_gives_sparks_result(corpus, slug, sql, line):
     pytest.param(*q, marks=pytest.mark.xfail(reason=ROUND_TRIP_GAPS[q[0]], strict=True))
     if q[0] in ROUND_TRIP_GAPS else q for q in QUERIES], ids=[q[0] for q in QUERIES])
 def test_regenerated_sql_gives_the_same_result(corpus, slug, sql, line):
-    ws, expected = corpus
+    from wavesql.spark import temp_views
+
+    ws, expected, specs = corpus
     _, rows = expected[slug]
-    ws.sql(sql)  # registers the catalog streams as Spark views for the regenerated text
     regenerated = to_spark_sql(parse_one(sql))
-    original = ws.spark.sql(sql)
-    again = ws.spark.sql(regenerated)
+    spark = ws.spark
+    tables = [(spec.name, spark.read.schema(ddl(spec)).format(spec.format)
+               .options(**spec.options).load(spec.path)) for spec in specs.values()]
+    with temp_views(spark, tables):  # the tables as Spark views, for both texts
+        original = spark.sql(sql)
+        again = spark.sql(regenerated)
     if again.sameSemantics(original):
         return  # the same canonical plan: the same rows by construction
     assert_same_rows(again.collect(), rows)

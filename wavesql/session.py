@@ -19,7 +19,7 @@ from wavesql.errors import WaveSQLError
 from wavesql import planner
 from wavesql.planner import ir
 from wavesql.planner.lower import Runtime, explain_text
-from wavesql.spark import start_spark, translate_spark_error
+from wavesql.spark import start_spark, temp_views, translate_spark_error
 
 
 @dataclass
@@ -282,19 +282,14 @@ class Session:
 
         # Analysis needs only the inputs' schemas, which the IR already knows: stand-in empty
         # DataFrames avoid listing files or planning scans at bind time.
-        # They are dropped again right after: a stand-in left behind would answer for a
-        # later statement's name (binding would depend on what ran before).
-        registered = []
+        # They are dropped again right after (and a user's own view of that name put back):
+        # a stand-in left behind would answer for a later statement's name.
         try:
-            for name, rel in inputs:
-                self._stand_in(rel.schema.ddl()).createOrReplaceTempView(name)
-                registered.append(name)
-            schema = self.spark.sql(sql).schema
+            with temp_views(self.spark, [(name, self._stand_in(rel.schema.ddl()))
+                                         for name, rel in inputs]):
+                schema = self.spark.sql(sql).schema
         except PySparkException as err:
             raise translate_spark_error(err, sql, self._user_text or sql, source_offset) from None
-        finally:
-            for name in registered:
-                self.spark.catalog.dropTempView(name)
         return _schema_of(schema)
 
 

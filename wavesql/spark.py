@@ -134,6 +134,48 @@ _CONDITION_CODES = {
 }
 
 
+#: Prefix of the planner's own temporary views (never a user's).
+INTERNAL_PREFIX = "__wavesql_"
+
+
+@contextmanager
+def temp_views(spark, frames):
+    """Each ``(name, DataFrame)`` of ``frames`` visible as a temporary view while the block
+    runs (Spark resolves names in SQL text only through views). Afterwards every name is as
+    it was: a temporary view the user had under that name is put back, any other is
+    dropped -- a WaveSQL statement never replaces or drops a view of the user's Spark
+    session, and nothing it registered answers for a later statement. DataFrames made in
+    the block keep their resolved plans."""
+    saved: dict[str, tuple[str, object]] = {}
+    try:
+        for name, df in frames:
+            if name.lower() not in saved:
+                saved[name.lower()] = (name, None if name.startswith(INTERNAL_PREFIX)
+                                       else _temp_view(spark, name))
+            df.createOrReplaceTempView(name)
+        yield
+    finally:
+        for name, previous in saved.values():
+            if previous is None:
+                spark.catalog.dropTempView(name)
+            else:
+                previous.createOrReplaceTempView(name)
+
+
+def _temp_view(spark, name: str):
+    """The session's temporary view ``name`` as a DataFrame, or None if there is none."""
+    try:
+        exists = spark._jsparkSession.sessionState().catalog().getTempView(name).isDefined()
+    except Exception:  # noqa: BLE001 -- not classic Spark: ask the public catalog
+        try:
+            exists = spark.catalog.getTable(name).isTemporary
+        except Exception:  # noqa: BLE001
+            exists = False
+    if not exists:
+        return None
+    return spark.table("`" + name.replace("`", "``") + "`")
+
+
 def translate_spark_error(error: Exception, sql: str, user_text: str,
                           offset: int | None) -> WaveSQLError:
     """Turn a PySpark exception raised for ``sql`` into a positioned WaveSQLError.
@@ -238,7 +280,7 @@ def _first_line(error: Exception) -> str:
 
 
 _WORKER_ERROR = re.compile(
-    r"(?:SignalError|WavError): (?P<message>.+?) \[(?P<code>[A-Z_]+)\]"
+    r"(?:SignalError|WavError|ReadError): (?P<message>.+?) \[(?P<code>[A-Z_]+)\]"
     r"(?: \(hint: (?P<hint>.*)\))?$", re.MULTILINE)
 
 
