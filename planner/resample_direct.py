@@ -37,7 +37,7 @@ def plan(rel: ir.SqlQuery, rt):
     from wavesql.udfs.time_resample import resample_range
 
     from .lower import lower_relation, run_sql_frames
-    from .time_windows import MAX_READ_FACTOR, _local_files, direct_tasks
+    from .time_windows import direct_ranges
 
     if rt.streams is not None or str(rt.spark.conf.get(CONF, "true")).lower() == "false":
         return None
@@ -57,27 +57,14 @@ def plan(rel: ir.SqlQuery, rt):
     if time_col is None or (stream.progress_column and progress is None):
         return None
     frame = lower_relation(scan, rt)
-    struct = frame.schema
-    wanted = {f.name: f.type for f in to_arrow_schema(struct, timezone="UTC")}
-    files = _local_files(frame, stream)
-    if not files:
-        return None
-    tz = str(rt.spark.conf.get("spark.sql.session.timeZone", "")).upper()
-    groups = pc_.index(files, time_col, wanted, utc_naive=tz in ("UTC", "ETC/UTC", "GMT", "Z"),
-                       progress=progress)
-    if not groups:
-        return None
-    total = sum(g.rows for g in groups)
-    if total < int(rt.spark.conf.get("wavesql.resample.min_rows", str(MIN_ROWS))):
-        return None
+    wanted = {f.name: f.type for f in to_arrow_schema(frame.schema, timezone="UTC")}
     # the PROGRESS COLUMN is NULL on every data row: held as 'prev' it is the same NULL
     interpolate = tuple(names[c.lower()] for c in numeric
                         if names[c.lower()] != progress) if method == "linear" else ()
-    if interpolate and pc_.null_counts(files, interpolate):
-        return None
-    ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), 0, 0, 16 * period,
-                        neighbours=True)
-    if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
+    min_rows = int(rt.spark.conf.get("wavesql.resample.min_rows", str(MIN_ROWS)))
+    ranges = direct_ranges(frame, stream, rt, time_col, wanted, progress, min_rows,
+                           min_span=16 * period, neighbours=True, no_nulls=interpolate)
+    if ranges is None:
         return None
     # the SQL lowering's own result type (names, types, nullability), from Spark's analysis
     out_type = run_sql_frames(rel.sql, [(source, frame)], rt, None).schema

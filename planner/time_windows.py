@@ -396,21 +396,12 @@ def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
                                 + ([progress] if progress else [])))
     arrow = to_arrow_schema(T.StructType([fields[c] for c in needed]), timezone="UTC")
     wanted = {f.name: f.type for f in arrow}
-    files = _local_files(frame, stream)
-    tz = str(rt.spark.conf.get("spark.sql.session.timeZone", "")).upper()
-    if not files:
-        return None
-    groups = pc_.index(files, time_col, wanted, utc_naive=tz in ("UTC", "ETC/UTC", "GMT", "Z"))
-    if not groups:
-        return None
-    total = sum(g.rows for g in groups)
-    if total < _min_rows(rt.spark):
-        return None
     before = max(s.before for s in planned.specs)
     after = max(max(s.after, 0) for s in planned.specs)
-    ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), before, after,
-                        max(1, MIN_CHUNK_FRAMES * (before + after)))
-    if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
+    ranges = direct_ranges(frame, stream, rt, time_col, wanted, progress, _min_rows(rt.spark),
+                           before=before, after=after,
+                           min_span=max(1, MIN_CHUNK_FRAMES * (before + after)))
+    if ranges is None:
         return None
     specs = tuple(kernel.Spec(s.func, None if s.arg is None else args[s.arg], s.before, s.after)
                   for s in planned.specs)
@@ -434,6 +425,33 @@ def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
 
     n = len(ranges)
     return rt.spark.range(0, n, 1, n).mapInArrow(time_windows_scan, out_type)
+
+
+def direct_ranges(frame, stream, rt, time_col: str, wanted: dict, progress, min_rows: int, *,
+                  before: int = 0, after: int = 0, min_span: int = 1, neighbours: bool = False,
+                  no_nulls=()):
+    """The ranges of event time a direct pass over ``stream``'s files reads
+    (sources/parquet_chunks.py: ``ranges``), or None when the files are not ones it reads
+    exactly as Spark does (``frame``: Spark's scan of them), hold fewer than ``min_rows``
+    rows or NULLs in a ``no_nulls`` column, or are too far out of time order."""
+    from wavesql.sources import parquet_chunks as pc_
+
+    files = _local_files(frame, stream)
+    if not files:
+        return None
+    tz = str(rt.spark.conf.get("spark.sql.session.timeZone", "")).upper()
+    groups = pc_.index(files, time_col, wanted, utc_naive=tz in ("UTC", "ETC/UTC", "GMT", "Z"),
+                       progress=progress)
+    if not groups:
+        return None
+    total = sum(g.rows for g in groups)
+    if total < min_rows or (no_nulls and pc_.null_counts(files, no_nulls)):
+        return None
+    ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), before, after, min_span,
+                        neighbours=neighbours)
+    if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
+        return None
+    return ranges
 
 
 def direct_tasks(spark, total: int) -> int:
