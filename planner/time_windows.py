@@ -15,7 +15,8 @@ cut into chunks of event time, each handed the rows that precede it by the frame
 3. the SELECT that held the windows reads the kernel's output instead, its windows replaced
    by the result columns; its WHERE moved below the windows (SQL filters before windowing).
 
-When the SELECT reads a catalog Parquet stream as it is (no WHERE), steps 1-2 skip Spark
+When the SELECT reads a catalog Parquet stream (with no WHERE, or one of comparisons with
+literals that the pass applies itself, :func:`_row_filter`), steps 1-2 skip Spark
 altogether (:func:`_direct`): the chunks are ranges of event time planned from the row
 groups' min/max statistics, and each task reads the row groups its range and its frames'
 reach need with pyarrow (sources/parquet_chunks.py) -- no scan, ``explode``, shuffle or
@@ -307,7 +308,8 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footer
                   for s in planned.specs)
     if stream is not None:
         frame = dict((n.lower(), df) for n, df in inputs).get(table.name.lower())
-        direct = _direct(planned, fields, passthrough, stream, frame, rt)
+        direct = _direct(planned, fields, passthrough, stream, frame, rt,
+                         where.this if where is not None else None)
         if direct is not None:
             _replace(select, planned, name, alias, passthrough, used)
             return direct
@@ -351,10 +353,11 @@ MAX_READ_FACTOR = 3
 
 
 def _direct_stream(select: exp.Select, scans: dict):
-    """The catalog stream ``select`` reads as it is (no WHERE, no CTE of that name in the
-    way), if its files may be read straight by the chunked pass; else None."""
+    """The catalog stream ``select`` reads (no CTE of that name in the way), if its files
+    may be read straight by the chunked pass; else None. (A WHERE is checked later: the
+    pass applies it when :func:`_row_filter` can say it exactly.)"""
     table = select.args["from_"].this
-    if select.args.get("where") is not None or table.args.get("db") is not None:
+    if table.args.get("db") is not None:
         return None
     stream = scans.get(table.name.lower())
     if stream is None or stream.format != "parquet" or dict(stream.options):
@@ -364,7 +367,7 @@ def _direct_stream(select: exp.Select, scans: dict):
     return stream
 
 
-def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
+def _direct(planned: _Planned, fields, passthrough, stream, frame, rt, where=None):
     """The chunked pass reading the stream's Parquet files itself (sources/parquet_chunks.py):
     one task per range of event time, each reading the row groups its range and its frames'
     reach need; no scan, shuffle or sort in Spark before the windows. None when the files
@@ -387,12 +390,18 @@ def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
     keys = [column(p) for p in planned.partition]
     if time_col is None or None in args or None in keys:
         return None
+    row_filter = None
+    if where is not None:
+        row_filter = _row_filter(where, names, fields)
+        if row_filter is None:
+            return None  # a WHERE it cannot apply exactly as Spark does: the shuffled pass
     progress = stream.progress_column
     if progress is not None:
         progress = names.get(progress.lower())
         if progress is None:
             return None
     needed = list(dict.fromkeys(list(passthrough) + args + keys + [time_col]
+                                + pc_.filter_columns(row_filter)
                                 + ([progress] if progress else [])))
     arrow = to_arrow_schema(T.StructType([fields[c] for c in needed]), timezone="UTC")
     wanted = {f.name: f.type for f in arrow}
@@ -410,13 +419,16 @@ def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
         for i, s in enumerate(specs)]
     out_type = T.StructType(out_fields)
     target = to_arrow_schema(out_type, timezone="UTC")
-    columns = list(dict.fromkeys(list(passthrough) + args + keys + [time_col]))
+    columns = list(dict.fromkeys(list(passthrough) + args + keys + [time_col]
+                                 + pc_.filter_columns(row_filter)))
     keep = tuple(passthrough)
 
     def time_windows_scan(batches):  # the name shows in Spark's plans
         for b in batches:
             for i in b.column(0).to_pylist():
                 table = pc_.read_range(ranges[i], columns, time_col, progress, wanted)
+                if row_filter is not None:  # the WHERE, before the windows (SQL's order)
+                    table = table.filter(pc_.evaluate_filter(row_filter, table))
                 for k, key in enumerate(keys):
                     table = table.append_column(kernel.key_column(k), table.column(key))
                 out = kernel.evaluate(table, specs, time_col, len(keys), keep)
@@ -425,6 +437,99 @@ def _direct(planned: _Planned, fields, passthrough, stream, frame, rt):
 
     n = len(ranges)
     return rt.spark.range(0, n, 1, n).mapInArrow(time_windows_scan, out_type)
+
+
+_COMPARE = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater",
+            exp.GTE: "greater_equal", exp.LT: "less", exp.LTE: "less_equal"}
+_MIRROR = {"equal": "equal", "not_equal": "not_equal", "greater": "less",
+           "greater_equal": "less_equal", "less": "greater", "less_equal": "greater_equal"}
+
+
+def _row_filter(node, names: dict, fields):
+    """A WHERE as a row filter for sources/parquet_chunks.py (nested tuples), or None when
+    it is not one whose answer is certain to be Spark's: AND / OR / NOT of comparisons
+    between a column and a literal of its kind (integer literals for integer columns, any
+    number for floating ones, strings for strings, TRUE/FALSE for booleans), BETWEEN, IS
+    [NOT] NULL and bare boolean columns. Anything else (functions, casts, timestamps, IN,
+    arithmetic) leaves the query to the shuffled pass."""
+    if isinstance(node, exp.Paren):
+        return _row_filter(node.this, names, fields)
+    if isinstance(node, (exp.And, exp.Or)):
+        a = _row_filter(node.left, names, fields)
+        b = _row_filter(node.right, names, fields)
+        return None if a is None or b is None else (
+            "and" if isinstance(node, exp.And) else "or", a, b)
+    if isinstance(node, exp.Not):
+        a = _row_filter(node.this, names, fields)
+        return None if a is None else ("not", a)
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        col = _filter_column(node.this, names)
+        return None if col is None else ("is_null", col)
+    if isinstance(node, exp.Column):
+        col = _filter_column(node, names)
+        return ("column", col) if col and _kind(fields[col]) == "boolean" else None
+    if isinstance(node, exp.Between):
+        low = _row_filter(exp.GTE(this=node.this.copy(), expression=node.args["low"].copy()),
+                          names, fields)
+        high = _row_filter(exp.LTE(this=node.this.copy(), expression=node.args["high"].copy()),
+                           names, fields)
+        return None if low is None or high is None else ("and", low, high)
+    op = _COMPARE.get(type(node))
+    if op is None:
+        return None
+    left, right = node.this, node.expression
+    if _filter_column(left, names) is None:
+        left, right, op = right, left, _MIRROR[op]
+    col = _filter_column(left, names)
+    if col is None:
+        return None
+    kind = _kind(fields[col])
+    value = _literal(right, kind)
+    if value is None:
+        return None
+    return ("compare", op, col, value, kind == "floating")
+
+
+def _filter_column(node, names: dict):
+    return names.get(node.name.lower()) if isinstance(node, exp.Column) else None
+
+
+def _kind(field) -> str | None:
+    from pyspark.sql import types as T
+
+    t = field.dataType
+    if isinstance(t, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return "integral"
+    if isinstance(t, (T.FloatType, T.DoubleType)):
+        return "floating"
+    if isinstance(t, T.StringType):
+        return "string"
+    if isinstance(t, T.BooleanType):
+        return "boolean"
+    return None
+
+
+def _literal(node, kind):
+    """The Python value of a literal of the column's kind, else None."""
+    negative = False
+    if isinstance(node, exp.Neg):
+        node, negative = node.this, True
+    if kind == "boolean":
+        return node.this if isinstance(node, exp.Boolean) and not negative else None
+    if not isinstance(node, exp.Literal):
+        return None
+    if kind == "string":
+        return node.this if node.is_string and not negative else None
+    if node.is_string or kind not in ("integral", "floating"):
+        return None
+    text = node.this
+    try:
+        value = int(text) if kind == "integral" else float(text)
+    except ValueError:
+        return None  # 2.5 against an integer column: Spark compares as DECIMAL
+    if kind == "integral" and not -(1 << 63) <= (-value if negative else value) < (1 << 63):
+        return None
+    return -value if negative else value
 
 
 def direct_ranges(frame, stream, rt, time_col: str, wanted: dict, progress, min_rows: int, *,

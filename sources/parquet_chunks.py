@@ -309,3 +309,41 @@ def null_counts(files, columns) -> int:
                 total += meta.row_group(g).num_rows if st is None or st.null_count is None \
                     else st.null_count
     return total
+
+
+def filter_columns(spec) -> list[str]:
+    """The columns a row filter (planner/time_windows.py: ``_row_filter``) reads."""
+    if spec is None:
+        return []
+    op = spec[0]
+    if op in ("and", "or"):
+        return filter_columns(spec[1]) + filter_columns(spec[2])
+    if op == "not":
+        return filter_columns(spec[1])
+    return [spec[2] if op == "compare" else spec[1]]
+
+
+def evaluate_filter(spec, table: pa.Table):
+    """The row filter's answer per row, with SQL's three values (NULL: the row is not
+    kept) and Spark's NaN, which is greater than every number."""
+    import pyarrow.compute as pc
+
+    op = spec[0]
+    if op == "and":
+        return pc.and_kleene(evaluate_filter(spec[1], table), evaluate_filter(spec[2], table))
+    if op == "or":
+        return pc.or_kleene(evaluate_filter(spec[1], table), evaluate_filter(spec[2], table))
+    if op == "not":
+        return pc.invert(evaluate_filter(spec[1], table))
+    if op == "is_null":
+        return pc.is_null(table.column(spec[1]))
+    if op == "column":
+        return table.column(spec[1])
+    _, how, name, value, floating = spec
+    column = table.column(name)
+    if floating:
+        column = column.cast(pa.float64())  # Spark widens FLOAT to DOUBLE to compare
+    result = getattr(pc, how)(column, value)
+    if floating and how in ("greater", "greater_equal"):
+        result = pc.or_kleene(result, pc.is_nan(column))  # NaN > every number
+    return result

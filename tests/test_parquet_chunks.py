@@ -220,8 +220,8 @@ def test_inputs_the_direct_pass_leaves_to_spark(ws, tmp_path, case):
         table = table.take(pa.array(rng.permutation(table.num_rows)))
     elif case == "stored float":
         table = table.set_column(1, "v", table.column("v").cast(pa.float32()))
-    elif case == "where":
-        sql = sql.replace("FROM ticks", "FROM ticks WHERE q > -90")
+    elif case == "where":  # a WHERE the direct pass cannot apply exactly
+        sql = sql.replace("FROM ticks", "FROM ticks WHERE abs(q) > 5 OR v IN (1.0, 2.0)")
     if case == "partition folder":
         _write(folder / "day=1", table)
     else:
@@ -342,3 +342,35 @@ def test_index_refuses_times_beyond_pythons_datetime(tmp_path):
                                             pa.timestamp("us", tz="UTC"))}), path)
     assert pc_.index([str(path)], "ts", {"ts": pa.timestamp("us", tz="UTC")},
                      utc_naive=False) is None
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("where", [
+    "q > -90 AND (v >= 45.5 OR v IS NULL) AND NOT k = 2",
+    "v BETWEEN 40 AND 60.5 OR q <= -95 OR 3 < k",
+    "NOT (f > 0.3) AND k IS NOT NULL",        # FLOAT with NaN: NaN is greater than 0.3
+    "f >= -1e9 AND b",                       # NaN passes >=, a bare boolean column
+    "NOT b OR s = 'x' OR s > 'y'",
+])
+def test_direct_windows_apply_a_where_as_spark_does(ws, tmp_path, where):
+    """A WHERE of comparisons with literals is applied by the direct pass before the windows
+    (rows it drops are in no frame); NULLs, NaN (greater than every number) and three-valued
+    NOT as Spark."""
+    rng = np.random.default_rng(len(where))
+    frame = _ticks(rng, 4000)
+    table = _table(frame, punct_every=89)
+    n = table.num_rows
+    f = rng.normal(0.5, 1, n).astype(np.float32)
+    f[rng.random(n) < 0.05] = np.nan
+    f[::37] = np.float32(0.3)  # above the DOUBLE 0.3 once widened, as Spark compares it
+    table = table.append_column("f", pa.array(f, mask=rng.random(n) < 0.05))
+    table = table.append_column("b", pa.array(rng.random(n) < 0.6, mask=rng.random(n) < 0.05))
+    table = table.append_column("s", pa.array(rng.choice(["x", "y", "z", "é"], n),
+                                              mask=rng.random(n) < 0.05))
+    folder = _write(tmp_path / "ticks", table)
+    ws.sql(f"CREATE OR REPLACE STREAM ticks (ts TIMESTAMP, v DOUBLE, q INT, k BIGINT, "
+           f"punct TIMESTAMP, f FLOAT, b BOOLEAN, s STRING) FROM '{folder}' FORMAT parquet "
+           f"EVENT TIME ts WATERMARK 1 SECOND PROGRESS COLUMN punct")
+    got = _compare(ws, QUERIES[0].replace("FROM ticks", f"FROM ticks WHERE {where}"),
+                   expect_direct=True)
+    assert 0 < len(got) < n
