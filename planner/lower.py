@@ -330,13 +330,12 @@ def run_sql_frames(sql: str, frames, rt: Runtime, offset: int | None):
 def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
     from . import resample_direct, time_windows
 
+    frames = lower_inputs(rel.inputs, rt)
     if rel.resample is not None:
         # a RESAMPLE of a Parquet stream in parallel ranges of time (planner/resample_direct.py)
-        direct = resample_direct.plan(rel, rt)
+        direct = resample_direct.plan(rel, rt, frames)
         if direct is not None:
             return direct
-
-    frames = lower_inputs(rel.inputs, rt)
     # RANGE-framed OVER windows run in parallel chunks of event time (planner/time_windows.py)
     scans = {name.lower(): r.stream for name, r in rel.inputs if isinstance(r, ir.StreamScan)}
     sql, views = time_windows.rewrite(rel.sql, frames, rt, run_sql_frames,

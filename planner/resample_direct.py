@@ -28,15 +28,16 @@ _VALUE_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "bool
                 "timestamp")
 
 
-def plan(rel: ir.SqlQuery, rt):
-    """The RESAMPLE ``rel`` as a direct pass over its stream's files, or None (SQL then)."""
+def plan(rel: ir.SqlQuery, rt, frames):
+    """The RESAMPLE ``rel`` as a direct pass over its stream's files, or None (SQL then).
+    ``frames``: ``rel``'s inputs lowered, ``(name, DataFrame)``."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from wavesql.sources import parquet_chunks as pc_
     from wavesql.sources.arrow import conform
     from wavesql.udfs.time_resample import resample_range
 
-    from .lower import lower_relation, run_sql_frames
+    from .lower import run_sql_frames
     from .time_windows import direct_ranges
 
     if rt.streams is not None or str(rt.spark.conf.get(CONF, "true")).lower() == "false":
@@ -56,7 +57,7 @@ def plan(rel: ir.SqlQuery, rt):
     progress = names.get((stream.progress_column or "").lower())
     if time_col is None or (stream.progress_column and progress is None):
         return None
-    frame = lower_relation(scan, rt)
+    frame = dict(frames)[source]
     wanted = {f.name: f.type for f in to_arrow_schema(frame.schema, timezone="UTC")}
     # the PROGRESS COLUMN is NULL on every data row: held as 'prev' it is the same NULL
     interpolate = tuple(names[c.lower()] for c in numeric

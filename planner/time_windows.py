@@ -48,6 +48,7 @@ estimated under :data:`MIN_ROWS` rows keep Spark's window.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from sqlglot import exp
@@ -98,7 +99,9 @@ def rewrite(sql: str, inputs, rt, run_sql, streams=(), scans=None):
                and (not p.partition or mode == "all" or _direct_stream(select, scans))]
     if not planned:
         return sql, {}
-    footers = _footer_estimate(streams)  # once per query: the same streams for every SELECT
+    # read once per query, and only if a shuffled pass needs it (the direct pass reads the
+    # footers itself): the same streams for every SELECT
+    footers = functools.cache(lambda: _footer_estimate(streams))
     views: dict = {}
     for select, plan in planned:
         name = f"__wavesql_timewin_{next(_counter)}"
@@ -315,7 +318,7 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footer
             return direct
     if planned.partition and _mode(rt.spark) != "all":
         return None  # partitioned windows are Spark's unless read straight from the files
-    estimate = footers or _counted(child)
+    estimate = footers() or _counted(child)
     if estimate is None or (estimate[0] or 0) < _min_rows(rt.spark):
         return None  # small input: Spark's window costs less than a Python pass's set-up
     chunk_us, origin = _chunk_length(rt, planned, estimate)
@@ -546,11 +549,11 @@ def direct_ranges(frame, stream, rt, time_col: str, wanted: dict, progress, min_
         return None
     tz = str(rt.spark.conf.get("spark.sql.session.timeZone", "")).upper()
     groups = pc_.index(files, time_col, wanted, utc_naive=tz in ("UTC", "ETC/UTC", "GMT", "Z"),
-                       progress=progress)
+                       progress=progress, no_nulls=no_nulls)
     if not groups:
         return None
     total = sum(g.rows for g in groups)
-    if total < min_rows or (no_nulls and pc_.null_counts(files, no_nulls)):
+    if total < min_rows:
         return None
     ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), before, after, min_span,
                         neighbours=neighbours)

@@ -62,13 +62,14 @@ class Range:
 
 
 def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool,
-          progress: str | None = None):
+          progress: str | None = None, no_nulls=()):
     """The row groups of ``files`` with their event-time spans, or None when a file is not
     read by pyarrow exactly as Spark reads it with the stream's schema.
 
     ``wanted`` maps each column to read to the Arrow type Spark gives it; a TIMESTAMP column
     may be stored with milliseconds, and without a time zone only when ``utc_naive`` (Spark
-    then reads the stored value as UTC, which is this session's time zone)."""
+    then reads the stored value as UTC, which is this session's time zone). Also None when
+    a ``no_nulls`` column may hold NULLs (by its statistics)."""
     import pyarrow.parquet as pq
 
     groups = []
@@ -85,10 +86,13 @@ def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool,
         paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
         col = paths.index(time_col)
         punct = paths.index(progress) if progress else None
+        checked = [paths.index(c) for c in no_nulls]
         for g in range(meta.num_row_groups):
             rg = meta.row_group(g)
             if rg.num_rows == 0:
                 continue
+            if any(_may_hold_nulls(rg.column(c).statistics) for c in checked):
+                return None
             span = _statistics_span(rg.column(col).statistics)
             if span is None:
                 return None
@@ -123,7 +127,7 @@ def micros(value) -> int | None:
 def _statistics_span(st):
     """``(lo, hi)`` microseconds of a time column's statistics, None if unusable (absent,
     NULLs counted, or beyond what Python's datetime holds)."""
-    if st is None or not st.has_min_max or st.null_count is None or st.null_count:
+    if _may_hold_nulls(st) or not st.has_min_max:
         return None
     try:
         lo, hi = micros(st.min), micros(st.max)
@@ -293,22 +297,8 @@ def _as(column: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray:
     return column if column.type.equals(want) else column.cast(want)
 
 
-def null_counts(files, columns) -> int:
-    """NULLs in ``columns`` of ``files``, from the footers' statistics (a row group
-    without them counts as holding NULLs)."""
-    import pyarrow.parquet as pq
-
-    total = 0
-    for path in files:
-        meta = pq.ParquetFile(path).metadata
-        paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
-        for name in columns:
-            col = paths.index(name)
-            for g in range(meta.num_row_groups):
-                st = meta.row_group(g).column(col).statistics
-                total += meta.row_group(g).num_rows if st is None or st.null_count is None \
-                    else st.null_count
-    return total
+def _may_hold_nulls(st) -> bool:
+    return st is None or st.null_count is None or st.null_count > 0
 
 
 def filter_columns(spec) -> list[str]:

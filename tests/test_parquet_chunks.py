@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from wavesql.sources import parquet_chunks as pc_
-from wavesql.udfs import time_windows as tw
+from tests.test_time_windows import assert_same_frames
 
 T0_US = 1_700_000_000_000_000
 
@@ -170,14 +170,7 @@ def _compare(ws, sql, expect_direct: bool):
     assert chunked.schema == plain.schema
     assert list(got.columns) == list(want.columns)
     assert len(got) == len(want) > 0
-    got = got.sort_values(list(got.columns)).reset_index(drop=True)
-    want = want.sort_values(list(want.columns)).reset_index(drop=True)
-    for c in got.columns:
-        if got[c].dtype == np.float64:
-            np.testing.assert_allclose(got[c].to_numpy(), want[c].to_numpy(), rtol=1e-9,
-                                       atol=1e-9, equal_nan=True, err_msg=c)
-        else:
-            assert got[c].equals(want[c]), c
+    assert_same_frames(got, want)
     return got
 
 

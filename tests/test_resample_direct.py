@@ -14,6 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from wavesql.sources import parquet_chunks as pc_
+from tests.test_parquet_chunks import _write as write_files
+from tests.test_time_windows import assert_same_frames
 
 MS = 1000
 T0 = 1_700_000_000_000_000
@@ -87,12 +89,8 @@ def _stream(rng, n, dup_every=0, punct_every=0, unit="us", nulls=False):
     })
 
 
-def _write(folder, table, files=2, row_group_size=200):
-    folder.mkdir(parents=True, exist_ok=True)
-    for i, part in enumerate(np.array_split(np.arange(table.num_rows), files)):
-        pq.write_table(table.take(pa.array(part)), folder / f"part-{i}.parquet",
-                       row_group_size=row_group_size)
-    return folder
+def _write(folder, table):
+    return write_files(folder, table, files=2, row_group_size=200)
 
 
 def _create(ws, folder, types="v DOUBLE, q INT, flag BOOLEAN, seen TIMESTAMP"):
@@ -120,14 +118,7 @@ def _compare(ws, sql, expect_direct: bool):
             ws.spark.conf.unset(f"wavesql.{key}")
     assert direct.schema == plain.schema
     assert len(got) == len(want) > 0
-    got = got.sort_values("ts").reset_index(drop=True)
-    want = want.sort_values("ts").reset_index(drop=True)
-    for c in got.columns:
-        if got[c].dtype == np.float64:
-            np.testing.assert_allclose(got[c].to_numpy(), want[c].to_numpy(), rtol=1e-12,
-                                       atol=0, equal_nan=True, err_msg=c)
-        else:
-            assert got[c].equals(want[c]), c
+    assert_same_frames(got, want, by=["ts"], rtol=1e-12, atol=0)
     return got
 
 

@@ -177,6 +177,21 @@ def test_kernel_empty_chunk():
 
 
 # ---------------------------------------------------------------------------- Spark
+def assert_same_frames(got: pd.DataFrame, want: pd.DataFrame, by=None, rtol=1e-9,
+                       atol=1e-9) -> None:
+    """Equal results in any row order: sorted by ``by`` (all columns by default), float
+    columns within tolerance (NaN equal to NaN), the others exactly."""
+    by = list(got.columns) if by is None else by
+    got = got.sort_values(by).reset_index(drop=True)
+    want = want.sort_values(by).reset_index(drop=True)
+    for c in got.columns:
+        if got[c].dtype == np.float64:
+            np.testing.assert_allclose(got[c].to_numpy(), want[c].to_numpy(), rtol=rtol,
+                                       atol=atol, equal_nan=True, err_msg=c)
+        else:
+            assert got[c].equals(want[c]), c
+
+
 def _write(tmp_path, rng, n=4000, gap_every=700):
     """A stream with irregular times (bursts, equal times, a long gap), NULL values and
     NULL times, keys with a NULL key, an integer column."""
@@ -272,14 +287,7 @@ def test_chunked_windows_equal_spark_windows(ws, tmp_path, query, estimate, monk
     assert list(got.columns) == list(want.columns)
     assert chunked.schema == plain.schema
     assert len(got) == len(want) > 0
-    got = got.sort_values(list(got.columns)).reset_index(drop=True)
-    want = want.sort_values(list(want.columns)).reset_index(drop=True)
-    for c in got.columns:
-        if got[c].dtype == np.float64:
-            np.testing.assert_allclose(got[c].to_numpy(), want[c].to_numpy(), rtol=1e-9,
-                                       atol=1e-9, equal_nan=True, err_msg=c)
-        else:
-            assert got[c].equals(want[c]), c
+    assert_same_frames(got, want)
 
 
 @pytest.mark.spark
