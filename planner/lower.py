@@ -328,7 +328,7 @@ def run_sql_frames(sql: str, frames, rt: Runtime, offset: int | None):
 
 
 def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
-    from . import resample_direct, time_windows
+    from . import fused_chain, resample_direct, time_windows
 
     frames = lower_inputs(rel.inputs, rt)
     if rel.resample is not None:
@@ -336,11 +336,15 @@ def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
         direct = resample_direct.plan(rel, rt, frames)
         if direct is not None:
             return direct
-    # RANGE-framed OVER windows run in parallel chunks of event time (planner/time_windows.py)
     scans = {name.lower(): r.stream for name, r in rel.inputs if isinstance(r, ir.StreamScan)}
-    sql, views = time_windows.rewrite(rel.sql, frames, rt, run_sql_frames,
+    # chains of SELECTs with lag / RANGE windows over a Parquet stream: one numpy pass per
+    # range of event time (planner/fused_chain.py)
+    sql, fused = fused_chain.rewrite(rel.sql, frames, rt, run_sql_frames, scans)
+    frames = frames + list(fused.items())
+    # RANGE-framed OVER windows run in parallel chunks of event time (planner/time_windows.py)
+    sql, views = time_windows.rewrite(sql, frames, rt, run_sql_frames,
                                       time_windows.streams_below(rel), scans)
-    if views:
+    if views or fused:
         return run_sql_frames(sql, frames + list(views.items()), rt, None)
     return run_sql_frames(rel.sql, frames, rt, rel.source_offset)
 

@@ -544,22 +544,33 @@ def direct_ranges(frame, stream, rt, time_col: str, wanted: dict, progress, min_
     rows or NULLs in a ``no_nulls`` column, or are too far out of time order."""
     from wavesql.sources import parquet_chunks as pc_
 
+    groups = direct_groups(frame, stream, rt, time_col, wanted, progress, min_rows, no_nulls)
+    if groups is None:
+        return None
+    total = sum(g.rows for g in groups)
+    ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), before, after, min_span,
+                        neighbours=neighbours)
+    if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
+        return None
+    return ranges
+
+
+def direct_groups(frame, stream, rt, time_col: str, wanted: dict, progress, min_rows: int,
+                  no_nulls=()):
+    """The row groups of ``stream``'s files (sources/parquet_chunks.py: ``index``), or None
+    when the files are not ones a direct pass reads exactly as Spark does or hold fewer
+    than ``min_rows`` rows."""
+    from wavesql.sources import parquet_chunks as pc_
+
     files = _local_files(frame, stream)
     if not files:
         return None
     tz = str(rt.spark.conf.get("spark.sql.session.timeZone", "")).upper()
     groups = pc_.index(files, time_col, wanted, utc_naive=tz in ("UTC", "ETC/UTC", "GMT", "Z"),
                        progress=progress, no_nulls=no_nulls)
-    if not groups:
+    if not groups or sum(g.rows for g in groups) < min_rows:
         return None
-    total = sum(g.rows for g in groups)
-    if total < min_rows:
-        return None
-    ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), before, after, min_span,
-                        neighbours=neighbours)
-    if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
-        return None
-    return ranges
+    return groups
 
 
 def direct_tasks(spark, total: int) -> int:

@@ -331,3 +331,20 @@ def test_unsupported_windows_stay_with_spark(ws, tmp_path):
         assert "FlatMapGroupsInArrow" not in df._jdf.queryExecution().executedPlan().toString()
         df.collect()
     ws.spark.conf.unset("wavesql.windows.min_rows")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_narrow_sums_add_in_row_order_as_spark(seed):
+    """Spark re-aggregates a sliding frame row by row from its first row; the kernel's
+    narrow sums must add in that order (to the last bit), infinities and NaN included."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40_000))
+    x = rng.normal(0, 1, n) * 10.0 ** rng.integers(-3, 12, n)
+    special = rng.random(n)
+    x[special < 0.002], x[(special > 0.5) & (special < 0.501)] = np.inf, -np.inf
+    x[special > 0.999] = np.nan
+    lo = np.sort(rng.integers(0, n, n))
+    hi = np.minimum(n, lo + rng.integers(0, 70, n))
+    got = tw._row_order_sum(x, lo, hi)
+    want = np.array([sum(x[a:b].tolist(), 0.0) for a, b in zip(lo, hi)])
+    assert ((got == want) | (np.isnan(got) & np.isnan(want))).all()

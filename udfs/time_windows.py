@@ -18,7 +18,7 @@ whose time is NULL are peers of each other only: their frame is the NULL-time ro
 partition.
 
 Arithmetic, so results match Spark's to the last bits where it matters: a frame of up to
-:data:`NARROW` rows is summed directly, in row order (``np.add.reduceat``), as Spark's
+:data:`NARROW` rows is summed directly, in row order (:func:`_row_order_sum`), as Spark's
 sliding frame recomputes it; wider frames use prefix sums in extended precision
 (``np.longdouble``) with the non-finite values counted apart, and the spread of a frame is
 computed about the frame's own mean (two passes), never as ``E[x^2] - E[x]^2`` of large
@@ -266,7 +266,7 @@ def _sum(x, lo, hi, integral: bool) -> np.ndarray:
         c = np.concatenate([[0], np.cumsum(x, dtype=np.int64)])
         return c[hi] - c[lo]
     if _narrow(lo, hi):
-        return _reduce(np.add, x, lo, hi, 0.0)
+        return _row_order_sum(x, lo, hi)
     finite = np.isfinite(x)
     (total,) = _tree_query((np.where(finite, x, 0.0),), lo, hi, lambda a, b: (a[0] + b[0],))
     if not finite.all():
@@ -277,6 +277,36 @@ def _sum(x, lo, hi, integral: bool) -> np.ndarray:
             with np.errstate(invalid="ignore"):
                 total = np.where(k[hi] > k[lo], total + bad, total)
     return total
+
+
+def _row_order_sum(x, lo, hi) -> np.ndarray:
+    """``0.0 + x[lo] + x[lo + 1] + ... + x[hi - 1]`` per row, added in that order, as Spark
+    re-aggregates a sliding frame (``np.add.reduceat`` adds in blocks of eight, which differs
+    in the last bits). NULLs are 0.0 here, which leaves a sum as it is (it starts at +0.0,
+    so it is never -0.0). One vector addition per frame position, over blocks of rows small
+    enough to stay in cache: O(rows x widest frame of the block)."""
+    n = len(lo)
+    total = np.zeros(n)
+    width = hi - lo
+    last = max(len(x) - 1, 0)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN, as in Spark
+        for s in range(0, n, _SUM_BLOCK):
+            start, wide = lo[s:s + _SUM_BLOCK], width[s:s + _SUM_BLOCK]
+            acc = total[s:s + _SUM_BLOCK]
+            at = start.copy()
+            full, widest = int(wide.min()), int(wide.max())
+            for _ in range(full):  # every frame of the block has a value at this position
+                acc += x[at]
+                at += 1
+            for k in range(full, widest):
+                np.minimum(at, last, out=at)
+                acc += np.where(wide > k, x[at], 0.0)
+                at += 1
+    return total
+
+
+#: Rows summed together by :func:`_row_order_sum` (its arrays stay in the CPU's cache).
+_SUM_BLOCK = 1 << 14
 
 
 def _tree_query(leaves: tuple, lo, hi, merge, identity: float = 0.0) -> tuple:

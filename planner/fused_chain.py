@@ -1,0 +1,596 @@
+"""Fused query chains: a chain of SELECTs over a catalog Parquet stream evaluated in one numpy
+pass per range of event time -- TiLT's whole-query compilation.
+
+TiLT's RSI is three SELECTs: ``d = v - lag(v) OVER (ORDER BY ts)``, two sums of CASEs over
+``d`` in 14 ms RANGE frames, and an expression over the sums. In Spark the ``lag`` runs in
+**one partition** (no PARTITION BY to split on) after a scan, a shuffle and a sort, and every
+level's rows cross between the JVM and the Python window kernel. Here the chain is compiled
+once on the driver into a :class:`udfs.fused_chain.Program` (scalar expressions, WHEREs,
+``lag`` and RANGE windows ordered by the event time) and each Spark task reads one range of
+the stream's files (sources/parquet_chunks.py) plus enough rows before it for every level's
+reach, evaluates the whole chain in numpy and returns only its own rows: nothing in between
+crosses into the JVM, and all ranges run in parallel. How far back is enough is decided as
+the chain runs (:func:`udfs.fused_chain.run`): the sum of the levels' frame reaches and, for
+``lag``, a guess from the stream's density, doubled until every own row is complete.
+
+Where: batch queries, at lowering, for the outermost SELECT whose chain of FROMs (CTEs or
+subqueries, each one plain SELECT: no join, GROUP BY, HAVING, DISTINCT, ORDER BY or LIMIT)
+ends at a catalog Parquet stream read as it is, with at least one window. The windows are
+``lag(x [, n [, literal]]) OVER (ORDER BY <event time>)`` and the aggregates of
+:data:`udfs.time_windows.FUNCTIONS` over RANGE frames ending at or before the row; no
+PARTITION BY, no FOLLOWING (those keep planner/time_windows.py's passes). Expressions:
+columns, number/boolean/NULL literals, ``+ - * /``, unary minus, comparisons, ``<=>`` / IS
+[NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE, IF, NULLIF, COALESCE, ABS of
+floating values and widening CASTs over BOOLEAN, INT, BIGINT, FLOAT, DOUBLE and TIMESTAMP
+columns. Anything else leaves the SELECT to the other plans (the chain below it may still be
+fused). The result's names and types are Spark's own analysis of the SELECT; the chain is
+not fused when the compiled types differ from it. Equal event times are ordered as the rows
+are stored (Spark leaves the order of ``lag`` among equal ORDER BY values unspecified).
+
+``SET wavesql.fused = false`` turns it off (``wavesql.windows.chunked = false`` too); inputs
+under ``wavesql.windows.min_rows`` rows (100,000) keep the other plans.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+
+from sqlglot import exp
+
+from wavesql.dialect import parse_one, to_spark_sql
+from wavesql.udfs import fused_chain as chain
+from wavesql.udfs import time_windows as kernel
+
+from . import time_windows
+
+CONF = "wavesql.fused"
+#: Rows a ``lag`` is assumed to reach back, in mean row spacings per row of offset, when the
+#: read before a range is planned (further back is read when it is not enough).
+LAG_SLACK = 4
+_counter = itertools.count()
+_KINDS = ("boolean", "int", "bigint", "float", "double", "timestamp")
+_PLAIN_SELECT = {"expressions", "from_", "where", "with_"}
+
+
+class _Refuse(Exception):
+    """The SELECT is not one this pass evaluates exactly as Spark does."""
+
+
+def rewrite(sql: str, inputs, rt, run_sql, scans):
+    """``(sql, views)``: ``sql`` with its fusable SELECT chains read from fused passes, each
+    registered under a view name in ``views`` (name -> DataFrame); ``sql`` unchanged (no
+    views) when none applies. Arguments as :func:`planner.time_windows.rewrite`'s."""
+    spark = rt.spark
+    if (rt.streams is not None or not scans or "OVER" not in sql.upper()
+            or str(spark.conf.get(CONF, "true")).lower() == "false"
+            or time_windows._mode(spark) == "false"):
+        return sql, {}
+    try:
+        tree = parse_one(sql)
+    except Exception:  # noqa: BLE001 -- text Spark accepts but the dialect does not: leave it
+        return sql, {}
+    views: dict = {}
+    fused: set[int] = set()  # ids of the SELECTs inside a fused chain
+    for select in sorted(tree.find_all(exp.Select), key=time_windows._depth):
+        if id(select) in fused or _root(select) is not tree:
+            continue
+        found = _chain(select, scans)
+        if found is None:
+            continue
+        levels, stream, table = found
+        try:
+            df = _fused(levels, stream, table, inputs + list(views.items()), rt, run_sql)
+        except _Refuse:
+            continue
+        if df is None:
+            continue
+        fused.update(id(s) for s in levels)
+        name = f"__wavesql_fused_{next(_counter)}"
+        views[name] = df
+        replacement = exp.select(exp.Star()).from_(exp.to_table(name))
+        if select is tree:
+            tree = replacement
+        else:
+            select.replace(replacement)
+    if not views:
+        return sql, {}
+    return to_spark_sql(tree), views
+
+
+def _root(node):
+    while node.parent is not None:
+        node = node.parent
+    return node
+
+
+def _chain(select: exp.Select, scans):
+    """``(levels bottom-up, stream, base table)`` when ``select``'s FROMs lead through plain
+    SELECTs to a catalog stream read straight from its files; else None."""
+    levels = []
+    node = select
+    while True:
+        if not isinstance(node, exp.Select) or not _plain(node):
+            return None
+        levels.append(node)
+        source = node.args["from_"].this
+        if isinstance(source, exp.Subquery):
+            if set(k for k, v in source.args.items() if v) - {"this", "alias"}:
+                return None
+            node = source.this
+            continue
+        if not isinstance(source, exp.Table) or set(
+                k for k, v in source.args.items() if v) - {"this", "alias"}:
+            return None
+        ctes = [c for c in time_windows._visible_ctes(node)
+                if c.alias_or_name.lower() == source.name.lower()]
+        if ctes:
+            node = ctes[-1].this
+            continue
+        stream = time_windows._direct_stream(node, scans)
+        if stream is None:
+            return None
+        levels.reverse()
+        has_window = any(w.find_ancestor(exp.Select) is s for s in levels
+                         for w in s.find_all(exp.Window))
+        return (levels, stream, source) if has_window else None
+
+
+def _plain(select: exp.Select) -> bool:
+    return (select.args.get("from_") is not None
+            and not {k for k, v in select.args.items() if v} - _PLAIN_SELECT)
+
+
+# ------------------------------------------------------------------------------ planning
+def _fused(levels, stream, table, inputs, rt, run_sql):
+    """The fused pass's DataFrame for ``levels`` (bottom-up SELECTs over ``stream``), or None
+    when the files are not ones it reads as Spark does (or too few rows)."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from wavesql.sources import parquet_chunks as pc_
+
+    frame = dict((n.lower(), df) for n, df in inputs).get(table.name.lower())
+    if frame is None:
+        return None
+    fields = {f.name.lower(): f for f in frame.schema.fields}
+    scope = [(f.name, ("col", f.name.lower()), _kind(f.dataType)) for f in frame.schema.fields]
+    time_name = stream.event_time.lower()
+    if fields.get(time_name) is None or _kind(fields[time_name].dataType) != "timestamp":
+        return None
+    times = {time_name}
+    ansi = str(rt.spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
+    compiled, reach_time, reach_rows = [], 0, 0
+    for select in levels:
+        level, scope, times, before, lags = _Compiler(scope, times, select, ansi).level()
+        compiled.append(level)
+        reach_time += before
+        reach_rows += lags
+    compiled = _prune(compiled)
+    used = _used_inputs(compiled)
+    time_col = fields[time_name].name
+    inputs_read = tuple((fields[c].name, _kind(fields[c].dataType))
+                        for c in sorted(used | {time_name}))
+    program = chain.Program(inputs_read, time_col, tuple(compiled))
+    # Spark's own analysis names and types the result; a differing compiled type refuses
+    top = levels[-1].copy()
+    ctes = time_windows._visible_ctes(levels[-1])
+    if ctes:
+        top.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
+    try:
+        out_type = run_sql(to_spark_sql(top), inputs, rt, None).schema
+    except Exception:  # noqa: BLE001 -- Spark reports it on the original text
+        return None
+    kinds = [kind for _, _, kind in scope]
+    if [_kind(f.dataType) for f in out_type.fields] != kinds:
+        return None
+    progress = stream.progress_column
+    if progress is not None:
+        progress = fields.get(progress.lower()) and fields[progress.lower()].name
+        if progress is None:
+            return None
+    read = [name for name, _ in inputs_read]
+    arrow = to_arrow_schema(T.StructType([fields[c.lower()] for c in read]
+                                         + ([fields[progress.lower()]] if progress else [])),
+                            timezone="UTC")
+    wanted = {f.name: f.type for f in arrow}
+    groups = time_windows.direct_groups(frame, stream, rt, time_col, wanted, progress,
+                                        time_windows._min_rows(rt.spark))
+    if groups is None:
+        return None
+    total = sum(g.rows for g in groups)
+    first, last = min(g.lo for g in groups), max(g.hi for g in groups)
+    spacing = max(1, (last - first) // max(1, total))
+    before = reach_time + LAG_SLACK * reach_rows * spacing
+    ranges = pc_.ranges(groups, time_windows.direct_tasks(rt.spark, total), before, 0,
+                        max(1, time_windows.MIN_CHUNK_FRAMES * before))
+    if sum(g.rows for r in ranges for g in r.groups) > time_windows.MAX_READ_FACTOR * total:
+        return None
+    target = to_arrow_schema(out_type, timezone="UTC")
+    groups = tuple(groups)
+
+    def fused_chain_scan(batches):  # the name shows in Spark's plans
+        import pyarrow as pa
+
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                r = ranges[i]
+                while True:
+                    table = pc_.read_range(r, read, time_col, progress, wanted)
+                    complete = None if r.need_lo <= first else r.need_lo
+                    out = chain.run(table, program, r.start, complete, ansi)
+                    if out is not None:
+                        break
+                    lo = r.start - 2 * (r.start - r.need_lo) - 1  # read twice as far back
+                    r = dataclasses.replace(r, need_lo=lo, groups=tuple(
+                        g for g in groups if g.hi >= lo and g.lo <= r.need_hi))
+                arrays = []
+                for (values, valid), kind, field in zip(out, kinds, target):
+                    array = chain.to_arrow(values, valid, kind)
+                    arrays.append(array if array.type.equals(field.type)
+                                  else array.cast(field.type))
+                yield pa.RecordBatch.from_arrays(arrays, schema=target)
+
+    n = len(ranges)
+    return rt.spark.range(0, n, 1, n).mapInArrow(fused_chain_scan, out_type)
+
+
+def _kind(data_type) -> str:
+    name = data_type.simpleString()
+    return name if name in _KINDS else "opaque"
+
+
+def _prune(levels: list) -> list:
+    """Drop the outputs (and windows) no level above reads: Spark would not evaluate them
+    either (no error of theirs may be raised)."""
+    out = list(levels)
+    for i in range(len(out) - 2, -1, -1):
+        wanted = _columns_read(out[i + 1])
+        level = out[i]
+        outputs = tuple((n, node) for n, node in level.outputs if n.lower() in wanted)
+        out[i] = _keep_windows(dataclasses.replace(level, outputs=outputs))
+    return out
+
+
+def _keep_windows(level):
+    """``level`` with the windows no output reads left out (None: not evaluated)."""
+    used = {node[1] for _, e in level.outputs for node in chain.nodes(e) if node[0] == "win"}
+    return dataclasses.replace(level, windows=tuple(
+        w if i in used else None for i, w in enumerate(level.windows)))
+
+
+def _level_nodes(level):
+    roots = [e for _, e in level.outputs] + [level.where] + [
+        e for w in level.windows if w is not None for e in (w.arg, w.default)]
+    for root in roots:
+        if root is not None:
+            yield from chain.nodes(root)
+
+
+def _columns_read(level) -> set[str]:
+    return {node[1] for node in _level_nodes(level) if node[0] == "col"}
+
+
+def _used_inputs(levels) -> set[str]:
+    return _columns_read(levels[0])
+
+
+# ----------------------------------------------------------------------------- compiling
+class _Compiler:
+    """One SELECT compiled over ``scope`` (its input's columns: ``(name, node, kind)`` in
+    order) whose event-time columns are ``times`` (lower-case names)."""
+
+    def __init__(self, scope, times, select: exp.Select, ansi: bool):
+        self.scope, self.times, self.select, self.ansi = scope, times, select, ansi
+        self.by_name: dict = {}
+        for name, _, kind in scope:
+            self.by_name.setdefault(name.lower(), []).append(kind)
+        source = select.args["from_"].this
+        self.qualifiers = {source.alias_or_name.lower(), source.name.lower()}
+        self.windows: list = []
+        self.before = 0  # the time the level's frames reach back
+        self.lags = 0    # the rows its lags reach back
+
+    def level(self):
+        where = self.select.args.get("where")
+        cond = None
+        if where is not None:
+            if where.find(exp.Window) is not None:
+                raise _Refuse
+            node, kind = self.expr(where.this)
+            cond = self.to(node, kind, "boolean")
+        outputs, scope, times = [], [], set()
+        for item in self.select.expressions:
+            if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
+                                              and isinstance(item.this, exp.Star)):
+                for name, _, kind in self.scope:
+                    self.check_kind(kind)
+                    outputs.append((name, ("col", name.lower())))
+                    scope.append((name, ("col", name.lower()), kind))
+                    if name.lower() in self.times:
+                        times.add(name.lower())
+                continue
+            expr = item.this if isinstance(item, exp.Alias) else item
+            name = item.alias if isinstance(item, exp.Alias) else (
+                item.name if isinstance(item, exp.Column) else f"__wavesql_unnamed_{len(outputs)}")
+            node, kind = self.expr(expr)
+            if kind in ("null", "decimal"):
+                raise _Refuse  # a bare NULL or DECIMAL literal: Spark's own types
+            outputs.append((name, node))
+            scope.append((name, ("col", name.lower()), kind))
+            if isinstance(expr, exp.Column) and self.is_time(expr):
+                times.add(name.lower())
+        level = chain.Level(cond, tuple(self.windows), tuple(outputs))
+        return level, scope, times, self.before, self.lags
+
+    # ----------------------------------------------------------------- expressions
+    def resolve(self, column: exp.Column):
+        if column.args.get("db") or column.args.get("catalog"):
+            raise _Refuse
+        if column.table and column.table.lower() not in self.qualifiers:
+            raise _Refuse
+        kinds = self.by_name.get(column.name.lower())
+        if kinds is None or len(kinds) != 1:
+            raise _Refuse  # unknown or ambiguous: Spark's error
+        self.check_kind(kinds[0])
+        return ("col", column.name.lower()), kinds[0]
+
+    def is_time(self, column) -> bool:
+        return (isinstance(column, exp.Column) and not isinstance(column.this, exp.Star)
+                and column.name.lower() in self.times and len(
+                    self.by_name.get(column.name.lower(), ())) == 1)
+
+    @staticmethod
+    def check_kind(kind):
+        if kind == "opaque":
+            raise _Refuse
+
+    def expr(self, e):  # noqa: C901 -- one branch per construct, as Spark names them
+        if isinstance(e, exp.Paren):
+            return self.expr(e.this)
+        if isinstance(e, exp.Column):
+            return self.resolve(e)
+        if isinstance(e, exp.Literal):
+            return _literal(e)
+        if isinstance(e, exp.Boolean):
+            return ("lit", bool(e.this), "boolean"), "boolean"
+        if isinstance(e, exp.Null):
+            return ("lit", None, "null"), "null"
+        if isinstance(e, exp.Window):
+            return self.window(e)
+        if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
+            a, ka = self.expr(e.this)
+            b, kb = self.expr(e.expression)
+            kind = _common_numeric(ka, kb, self.ansi)
+            if isinstance(e, exp.Div):
+                kind = "double"  # Spark divides in DOUBLE (DECIMAL refused above)
+            op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}[type(e)]
+            return ("arith", op, self.to(a, ka, kind), self.to(b, kb, kind), kind), kind
+        if isinstance(e, exp.Neg):
+            a, kind = self.expr(e.this)
+            if a[0] == "lit" and kind in NUMERIC_LIT:
+                return ("lit", -a[1], kind), kind
+            if kind not in chain.NUMERIC:
+                raise _Refuse
+            return ("neg", a, kind), kind
+        if isinstance(e, tuple(_COMPARE)):
+            return self.compare(_COMPARE[type(e)], e.this, e.expression)
+        if isinstance(e, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+            a, b, _ = self.comparable(e.this, e.expression)
+            return ("nullsafe", isinstance(e, exp.NullSafeNEQ), a, b), "boolean"
+        if isinstance(e, exp.Is):
+            if not isinstance(e.expression, exp.Null):
+                raise _Refuse
+            a, _ = self.expr(e.this)
+            return ("isnull", False, a), "boolean"
+        if isinstance(e, exp.Not):
+            if isinstance(e.this, exp.Is) and isinstance(e.this.expression, exp.Null):
+                a, _ = self.expr(e.this.this)
+                return ("isnull", True, a), "boolean"
+            a, kind = self.expr(e.this)
+            return ("not", self.to(a, kind, "boolean")), "boolean"
+        if isinstance(e, (exp.And, exp.Or)):
+            a, ka = self.expr(e.this)
+            b, kb = self.expr(e.expression)
+            op = "and" if isinstance(e, exp.And) else "or"
+            return (op, self.to(a, ka, "boolean"), self.to(b, kb, "boolean")), "boolean"
+        if isinstance(e, exp.Between):
+            if e.args.get("symmetric"):
+                raise _Refuse
+            low, _ = self.compare("ge", e.this, e.args["low"])
+            high, _ = self.compare("le", e.this, e.args["high"])
+            return ("and", low, high), "boolean"
+        if isinstance(e, exp.Case):
+            operand = e.this
+            pairs = []
+            for branch in e.args.get("ifs") or []:
+                cond = (exp.EQ(this=operand.copy(), expression=branch.this.copy())
+                        if operand is not None else branch.this)
+                pairs.append((cond, branch.args["true"]))
+            return self.case(pairs, e.args.get("default"))
+        if isinstance(e, exp.If):
+            return self.case([(e.this, e.args["true"])], e.args.get("false"))
+        if isinstance(e, exp.Nullif):
+            a, kind = self.expr(e.this)
+            if kind in ("null", "decimal"):
+                raise _Refuse
+            cond, _ = self.compare("eq", e.this, e.expression)
+            return ("case", ((cond, ("lit", None, kind)),), a, kind), kind
+        if isinstance(e, exp.Coalesce):
+            args = [self.expr(a) for a in [e.this] + list(e.expressions)]
+            kind = _common([k for _, k in args], self.ansi)
+            return ("coalesce", tuple(self.to(a, k, kind) for a, k in args), kind), kind
+        if isinstance(e, exp.Abs):
+            a, kind = self.expr(e.this)
+            if kind not in ("float", "double"):
+                raise _Refuse
+            return ("abs", a), kind
+        if isinstance(e, (exp.Cast, exp.TryCast)):
+            a, kind = self.expr(e.this)
+            to = _cast_kind(e.args.get("to"))
+            if kind == to:
+                return a, kind
+            if to not in _WIDER.get(kind, ()):
+                raise _Refuse  # a cast that can fail or round differently
+            return ("cast", a, to), to
+        raise _Refuse
+
+    def to(self, node, kind, want):
+        """``node`` of ``kind`` as ``want`` (Spark's implicit widening); refuses otherwise."""
+        if kind == want:
+            return node
+        if node[0] == "lit" and (kind == "null" or (kind == "decimal"
+                                                     and want in ("float", "double"))):
+            return ("lit", node[1], want)
+        if node[0] == "lit" and kind in ("int", "bigint") and want in chain.NUMERIC:
+            return ("lit", node[1], want)
+        if want in _WIDER.get(kind, ()):
+            return ("cast", node, want)
+        raise _Refuse
+
+    def comparable(self, left, right):
+        a, ka = self.expr(left)
+        b, kb = self.expr(right)
+        if ka in NUMERIC_LIT and kb in NUMERIC_LIT:
+            kind = _common_numeric(ka, kb, self.ansi)
+        else:
+            kind = _common([ka, kb], self.ansi)
+        return self.to(a, ka, kind), self.to(b, kb, kind), kind
+
+    def compare(self, how, left, right):
+        a, b, _ = self.comparable(left, right)
+        return ("cmp", how, a, b), "boolean"
+
+    def case(self, pairs, otherwise):
+        conds = []
+        values = []
+        for cond, value in pairs:
+            c, kc = self.expr(cond)
+            conds.append(self.to(c, kc, "boolean"))
+            values.append(self.expr(value))
+        if otherwise is not None:
+            values.append(self.expr(otherwise))
+        kind = _common([k for _, k in values], self.ansi)
+        cast = [self.to(v, k, kind) for v, k in values]
+        branches = tuple(zip(conds, cast[:len(conds)]))
+        default = cast[len(conds)] if otherwise is not None else None
+        return ("case", branches, default, kind), kind
+
+    # ------------------------------------------------------------------ windows
+    def window(self, w: exp.Window):
+        if w.args.get("partition_by") or w.args.get("alias"):
+            raise _Refuse
+        order = w.args.get("order")
+        if order is None or len(order.expressions) != 1:
+            raise _Refuse
+        key = order.expressions[0]
+        if key.args.get("desc") or not self.is_time(key.this):
+            raise _Refuse
+        func = w.this
+        if isinstance(func, exp.Lag):
+            if w.args.get("spec") is not None:
+                raise _Refuse
+            arg, kind = self.expr(func.this)
+            if kind not in _KINDS:
+                raise _Refuse
+            n = 1
+            if func.args.get("offset") is not None:
+                offset = func.args["offset"]
+                if not isinstance(offset, exp.Literal) or offset.is_string \
+                        or not re.fullmatch(r"\d+", offset.this) or int(offset.this) < 1:
+                    raise _Refuse
+                n = int(offset.this)
+            default = None
+            if func.args.get("default") is not None:
+                d, kd = self.expr(func.args["default"])
+                if d[0] != "lit":
+                    raise _Refuse
+                default = self.to(d, kd, kind)
+            self.windows.append(chain.Window("lag", arg, kind, n=n, default=default))
+            self.lags = max(self.lags, n)
+            return ("win", len(self.windows) - 1), kind
+        shape = time_windows._shape(w)
+        if shape is None:
+            raise _Refuse
+        (partition, _), (name, arg, before, after) = shape
+        if partition or after > 0:
+            raise _Refuse
+        node, kind = (None, None) if arg is None else self.expr(arg)
+        if arg is not None and kind not in chain.NUMERIC:
+            raise _Refuse
+        self.windows.append(chain.Window(name, node, kind, before=before, after=after))
+        self.before = max(self.before, before)
+        return ("win", len(self.windows) - 1), chain.result_type(name, kind)
+
+
+NUMERIC_LIT = chain.NUMERIC + ("decimal", "null")
+_COMPARE = {exp.EQ: "eq", exp.NEQ: "ne", exp.GT: "gt", exp.GTE: "ge", exp.LT: "lt",
+            exp.LTE: "le"}
+#: Casts that never fail and round as numpy does: kind -> kinds it widens to.
+_WIDER = {"int": ("bigint", "float", "double"), "bigint": ("float", "double"),
+          "float": ("double",)}
+
+
+def _literal(e: exp.Literal):
+    if e.is_string:
+        raise _Refuse
+    text = e.this
+    if re.fullmatch(r"\d+", text):
+        value = int(text)
+        if value < (1 << 31):
+            return ("lit", value, "int"), "int"
+        if value < (1 << 63):
+            return ("lit", value, "bigint"), "bigint"
+        raise _Refuse
+    if re.fullmatch(r"(\d+\.?\d*|\.\d+)[eE][+-]?\d+", text):
+        return ("lit", float(text), "double"), "double"
+    if re.fullmatch(r"\d+\.\d*|\.\d+", text):
+        return ("lit", float(text), "decimal"), "decimal"  # meets only FLOAT / DOUBLE
+    raise _Refuse
+
+
+def _common_numeric(ka: str, kb: str, ansi: bool) -> str:
+    """Spark's wider type of two numeric operands (DECIMAL literals only beside FLOAT or
+    DOUBLE, where they become DOUBLE). With ANSI type coercion an INT or BIGINT meeting a
+    FLOAT makes a DOUBLE (a FLOAT cannot hold every integer); without, a FLOAT."""
+    kinds = {ka, kb} - {"null"}
+    if not kinds or not kinds <= set(NUMERIC_LIT):
+        raise _Refuse
+    if "decimal" in kinds:
+        others = kinds - {"decimal"}
+        if not others or not others <= {"float", "double"}:
+            raise _Refuse
+        return "double"
+    if ansi and "float" in kinds and kinds & {"int", "bigint"}:
+        return "double"
+    return max(kinds, key=chain.NUMERIC.index)
+
+
+def _common(kinds, ansi: bool) -> str:
+    """The common type of CASE branches / COALESCE arguments / comparison sides."""
+    known = [k for k in kinds if k != "null"]
+    if not known:
+        raise _Refuse
+    if all(k in NUMERIC_LIT for k in known):
+        kind = known[0]
+        for k in known[1:]:
+            kind = _common_numeric(kind, k, ansi)
+        if kind == "decimal":
+            raise _Refuse
+        return kind
+    if len(set(known)) == 1 and known[0] in _KINDS:
+        return known[0]
+    raise _Refuse
+
+
+def _cast_kind(to) -> str:
+    if not isinstance(to, exp.DataType) or to.expressions:
+        raise _Refuse
+    names = {exp.DataType.Type.BOOLEAN: "boolean", exp.DataType.Type.INT: "int",
+             exp.DataType.Type.BIGINT: "bigint", exp.DataType.Type.FLOAT: "float",
+             exp.DataType.Type.DOUBLE: "double"}
+    kind = names.get(to.this)
+    if kind is None:
+        raise _Refuse
+    return kind

@@ -1,0 +1,268 @@
+"""Fused query chains (planner/fused_chain.py, udfs/fused_chain.py) against Spark's own plans
+of the same queries (``SET wavesql.windows.chunked = false``) over the same Parquet files:
+TiLT's trend and RSI, lag with offsets and defaults, WHEREs at every level (a rare one makes
+the ranges read further back), three-valued logic, NaN / -0.0 / infinities, integer, float
+and double arithmetic, windows over expressions, a chain inside a larger query; the errors
+ANSI mode raises (and the CASE branch not taken that raises none), and what ANSI off gives;
+the queries it leaves to the other plans.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from wavesql.udfs import fused_chain as chain
+from tests.test_parquet_chunks import _write as write_files
+from tests.test_time_windows import assert_same_frames
+
+MS = 1000
+T0 = 1_700_000_000_000_000
+
+
+def _stream(rng, n=6000, punct_every=97):
+    """Unique, irregular times (bursts, a gap longer than any range), NULLs, NaN, -0.0 and
+    infinities, a BIGINT near overflow, punctuation rows."""
+    steps = rng.choice([1 * MS, 2 * MS, 5 * MS, 40 * MS], n, p=[0.5, 0.3, 0.15, 0.05])
+    steps[n // 3] = 600_000_000  # ten minutes
+    us = T0 + np.cumsum(steps)
+    v = rng.normal(100, 3, n).round(2)
+    x = rng.normal(0, 1, n)
+    specials = rng.random(n)
+    x[specials < 0.01] = np.nan
+    x[(specials >= 0.01) & (specials < 0.015)] = -0.0
+    x[(specials >= 0.015) & (specials < 0.017)] = np.inf
+    x[(specials >= 0.017) & (specials < 0.019)] = -np.inf
+    q = rng.integers(-50, 50, n)
+    big = rng.integers(-(1 << 40), 1 << 40, n)
+    f = rng.normal(0, 1, n).astype(np.float32)
+    f[::50] = np.float32(0.3)
+    flag = rng.random(n) < 0.5
+    null = rng.random((4, n)) < 0.04
+    punct = np.zeros(n, bool)
+    punct[::punct_every] = True
+    ts_type = pa.timestamp("us", tz="UTC")
+    return pa.table({
+        "ts": pa.array(us, pa.int64()).cast(ts_type),
+        "v": pa.array(v, pa.float64(), mask=null[0]),
+        "x": pa.array(x, pa.float64()),
+        "q": pa.array(q.astype(np.int32), pa.int32(), mask=null[1]),
+        "big": pa.array(big, pa.int64(), mask=null[2]),
+        "f": pa.array(f, pa.float32()),
+        "flag": pa.array(flag, pa.bool_(), mask=null[3]),
+        "punct": pa.array(np.where(punct, T0, 0), pa.int64(), mask=~punct).cast(ts_type),
+    })
+
+
+def _create(ws, folder):
+    ws.sql(f"CREATE OR REPLACE STREAM s (ts TIMESTAMP, v DOUBLE, x DOUBLE, q INT, big BIGINT, "
+           f"f FLOAT, flag BOOLEAN, punct TIMESTAMP) FROM '{folder}' FORMAT parquet "
+           f"EVENT TIME ts WATERMARK 1 SECOND PROGRESS COLUMN punct")
+
+
+@pytest.fixture
+def stream(ws, tmp_path):
+    _create(ws, write_files(tmp_path / "s", _stream(np.random.default_rng(5)), files=3,
+                            row_group_size=300))
+    return ws
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def _compare(ws, sql, fused=True, by=("ts",)):
+    from tests.test_tilt import _pandas
+
+    conf = {"wavesql.windows.min_rows": "0", "wavesql.windows.chunk_rows": "500"}
+    for k, v in conf.items():
+        ws.spark.conf.set(k, v)
+    try:
+        df = ws.sql(sql)
+        assert ("fused_chain_scan" in _plan(df)) is fused, _plan(df)
+        got = _pandas(df)
+        ws.spark.conf.set("wavesql.windows.chunked", "false")
+        plain = ws.sql(sql)
+        assert "fused_chain_scan" not in _plan(plain)
+        want = _pandas(plain)
+    finally:
+        for k in list(conf) + ["wavesql.windows.chunked"]:
+            ws.spark.conf.unset(k)
+    assert [(f.name, f.dataType) for f in df.schema] == \
+        [(f.name, f.dataType) for f in plain.schema]
+    assert len(got) == len(want) > 0
+    assert_same_frames(got, want, by=list(by), rtol=1e-12, atol=0)
+    return got
+
+
+TREND = """
+WITH averages AS (
+  SELECT ts, v,
+         avg(v) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 19 MILLISECONDS PRECEDING
+                      AND CURRENT ROW)
+           > avg(v) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 49 MILLISECONDS PRECEDING
+                          AND CURRENT ROW) AS up
+  FROM s
+), changes AS (
+  SELECT ts, v, up, lag(up) OVER (ORDER BY ts) AS before FROM averages
+)
+SELECT ts, v, up FROM changes WHERE up IS DISTINCT FROM before"""
+
+RSI = """
+WITH moves AS (
+  SELECT ts, v, v - lag(v) OVER (ORDER BY ts) AS d FROM s
+), sums AS (
+  SELECT ts, v,
+         sum(CASE WHEN d > 0 THEN d ELSE 0 END)
+           OVER (ORDER BY ts RANGE BETWEEN INTERVAL 13 MILLISECONDS PRECEDING AND CURRENT ROW)
+           AS gain,
+         sum(CASE WHEN d < 0 THEN -d ELSE 0 END)
+           OVER (ORDER BY ts RANGE BETWEEN INTERVAL 13 MILLISECONDS PRECEDING AND CURRENT ROW)
+           AS loss
+  FROM moves
+)
+SELECT ts, v, CASE WHEN loss > 0 THEN 100 - 100 / (1 + gain / loss)
+                   WHEN gain > 0 THEN 100.0 END AS rsi
+FROM sums"""
+
+FUSED = {
+    "trend": TREND,
+    "rsi": RSI,
+    "lag offsets and defaults": """
+        SELECT ts, lag(v, 3, -1) OVER (ORDER BY ts) AS v3, lag(flag) OVER (ORDER BY ts) AS fl,
+               lag(q, 2, 7) OVER (ORDER BY ts) AS q2, lag(ts) OVER (ORDER BY ts) AS prev,
+               lag(f, 1, NULL) OVER (ORDER BY ts) AS f1, lag(big, 5) OVER (ORDER BY ts) AS b5
+        FROM s""",
+    "a rare WHERE below a lag reads further back": """
+        WITH rare AS (SELECT ts, q, v FROM s WHERE q >= 47 AND v IS NOT NULL)
+        SELECT ts, q, v - lag(v, 2) OVER (ORDER BY ts) AS dv,
+               count(*) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 2 SECONDS PRECEDING
+                              AND CURRENT ROW) AS n
+        FROM rare""",
+    "three-valued logic and NaN": """
+        SELECT ts, x > 1 AS gt, x = x AS self, x <=> NULL AS nul, NOT flag AS nf,
+               flag AND q > 0 AS a, flag OR q > 0 AS o, x BETWEEN -1 AND 1e0 AS btw,
+               x < 0 AS neg, x = 0 AS zero, f > 0.3 AS f3, f = 0.3 AS feq,
+               q IS NULL AS qn, v IS NOT NULL AS vn, ts > lag(ts) OVER (ORDER BY ts) AS later
+        FROM s WHERE x IS NOT NULL OR flag""",
+    "arithmetic": """
+        SELECT ts, q * 3 + big AS a, q / 2 AS half, -q AS neg, q - 7 AS sub, q > 1e1 AS cmp,
+               nullif(q, 0) AS nz, coalesce(v, x, 0) AS c, abs(x) AS ax,
+               CAST(q AS DOUBLE) * 0.5 AS cq, f * f AS ff, f + q AS fq, big - big * 2 AS bb,
+               IF(flag, v, -v) AS iv, CASE q WHEN 0 THEN NULL ELSE q > 0 END AS cz,
+               x * 2 - lag(x) OVER (ORDER BY ts) AS dx
+        FROM s""",
+    "windows over expressions": """
+        SELECT ts, sum(q * 2) OVER w1 AS s2, min(q) OVER w1 AS mn, max(x) OVER w1 AS mx,
+               count(v) OVER w1 AS cv, count(*) OVER w1 AS c, stddev_pop(x) OVER w1 AS sd,
+               avg(v + x) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 30 MILLISECONDS PRECEDING
+                                AND INTERVAL 5 MILLISECONDS PRECEDING) AS before,
+               var_samp(f) OVER w1 AS vf, sum(big) OVER w1 AS sb
+        FROM s""".replace("OVER w1", "OVER (ORDER BY ts RANGE BETWEEN INTERVAL 25 "
+                                     "MILLISECONDS PRECEDING AND CURRENT ROW)"),
+    "in a subquery, under a query Spark finishes": """
+        SELECT ts, dv FROM (
+          SELECT ts, v - lag(v) OVER (ORDER BY ts) AS dv FROM s WHERE flag) t
+        WHERE dv > 0 ORDER BY ts LIMIT 200""",
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", list(FUSED))
+def test_fused_chain_equals_spark(stream, name):
+    _compare(stream, FUSED[name])
+
+
+LEFT_ALONE = {
+    "partitioned window": """
+        SELECT ts, v - lag(v) OVER (PARTITION BY flag ORDER BY ts) AS d FROM s""",
+    "lead": "SELECT ts, lead(v) OVER (ORDER BY ts) AS nxt FROM s",
+    "following frame (the window pass's)": """
+        SELECT ts, sum(v) OVER (ORDER BY ts RANGE BETWEEN CURRENT ROW AND
+                                INTERVAL 3 MILLISECONDS FOLLOWING) AS s3 FROM s""",
+    "descending order": "SELECT ts, lag(v) OVER (ORDER BY ts DESC) AS p FROM s",
+    "a decimal on its own": "SELECT ts, 1.5 AS d, lag(v) OVER (ORDER BY ts) AS p FROM s",
+    "a function it does not know": "SELECT ts, sqrt(lag(v) OVER (ORDER BY ts)) AS p FROM s",
+    "an aggregate query": "SELECT count(*) AS n, max(lagged) AS m FROM (SELECT lag(v) OVER "
+                          "(ORDER BY ts) AS lagged, ts FROM s) t",
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", list(LEFT_ALONE))
+def test_queries_left_to_the_other_plans(stream, name):
+    sql = LEFT_ALONE[name]
+    fused = name == "an aggregate query"  # its subquery is a chain: that part is fused
+    by = ["n"] if name == "an aggregate query" else ["ts"]
+    if name == "descending order":
+        by = ["ts"]
+    _compare(stream, sql, fused=fused, by=by)
+
+
+# ----------------------------------------------------------------------------- errors
+def _error(ws, sql) -> str:
+    with pytest.raises(Exception) as info:  # raised by collect(): Spark's own exception
+        ws.sql(sql).collect()
+    return str(info.value)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sql, code", [
+    ("SELECT ts, v / (q - q) AS z, lag(v) OVER (ORDER BY ts) AS p FROM s", "DIVIDE_BY_ZERO"),
+    ("SELECT ts, big * 40000000 AS z, lag(v) OVER (ORDER BY ts) AS p FROM s",
+     "ARITHMETIC_OVERFLOW"),
+    ("SELECT ts, q * 2147483647 AS z, lag(v) OVER (ORDER BY ts) AS p FROM s",
+     "ARITHMETIC_OVERFLOW"),
+])
+def test_ansi_errors_as_spark_raises_them(stream, sql, code):
+    stream.spark.conf.set("wavesql.windows.min_rows", "0")
+    try:
+        assert "fused_chain_scan" in _plan(stream.sql(sql))
+        assert code in _error(stream, sql)
+        stream.spark.conf.set("wavesql.windows.chunked", "false")
+        assert code in _error(stream, sql)
+    finally:
+        stream.spark.conf.unset("wavesql.windows.min_rows")
+        stream.spark.conf.unset("wavesql.windows.chunked")
+
+
+@pytest.mark.spark
+def test_no_error_from_a_case_branch_not_taken(stream):
+    _compare(stream, """
+        SELECT ts, CASE WHEN q <> 0 THEN 10 / q ELSE -1 END AS r,
+               q <> 0 AND 10 / q > 1 AS big, lag(q) OVER (ORDER BY ts) AS p FROM s""")
+
+
+@pytest.mark.spark
+def test_ansi_off_gives_null_and_wraps_as_spark(stream):
+    stream.spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        _compare(stream, """
+            SELECT ts, v / (q - q) AS z, big * 40000000 AS w, q * 2147483647 AS wq,
+                   -(big * 0 - 9223372036854775807 - 1) AS m, f + q AS fq, f * 2 AS f2,
+                   lag(v) OVER (ORDER BY ts) AS p FROM s""")
+    finally:
+        stream.spark.conf.unset("spark.sql.ansi.enabled")
+
+
+# ----------------------------------------------------------------------------- kernel
+def test_incomplete_ranges_ask_to_read_further_back():
+    """The first own row of a range needs the rows its lag and frames reach: ``run``
+    answers None until the rows read start early enough."""
+    us = T0 + np.arange(100) * MS
+    table = pa.table({"ts": pa.array(us, pa.int64()).cast(pa.timestamp("us", "UTC")),
+                      "v": pa.array(np.arange(100.0))})
+    window = chain.Window("sum", ("col", "v"), "double", before=10 * MS)
+    program = chain.Program((("v", "double"), ("ts", "timestamp")), "ts", (
+        chain.Level(None, (window,), (("w", ("win", 0)),)),
+        chain.Level(None, (chain.Window("lag", ("col", "w"), "double", n=2),),
+                    (("p", ("win", 0)),))))
+    start = T0 + 50 * MS
+    # rows from T0 + 38 ms: frames complete from 48 ms, the lag from the 50 ms row
+    assert chain.run(table, program, start, T0 + 38 * MS, True) is not None
+    assert chain.run(table, program, start, T0 + 39 * MS, True) is None
+    out = chain.run(table, program, start, None, True)
+    values, valid = out[0]
+    assert valid.all() and len(values) == 50
+    assert values[0] == sum(range(48 - 10, 49))  # the frame of row 48: rows 38..48

@@ -1,0 +1,368 @@
+"""Kernel of fused query chains: a chain of SELECTs over one stream -- scalar expressions,
+WHEREs, ``lag`` and RANGE-framed OVER windows ordered by event time -- evaluated in one numpy
+pass over one range of event time (no Spark import).
+
+This is TiLT's whole-query compilation on WaveSQL's terms. planner/fused_chain.py compiles a
+chain such as TiLT's RSI (``d = v - lag(v)``, two sums of ``max(d, 0)``-like CASEs over 14 ms,
+then ``100 - 100 / (1 + gain / loss)``) into a :class:`Program`; each Spark task reads its
+range of the stream's Parquet files (sources/parquet_chunks.py) with enough rows before it for
+every level's reach, runs the whole program over them here, and returns only its own rows.
+No intermediate result crosses into the JVM, and no level runs in Spark's single partition.
+
+**Completeness.** A task reads every row from some time ``T0`` on (all row groups that reach
+it); rows before ``T0`` may be missing. A level's value at a row is *complete* when it depends
+only on complete values of the level below: a frame ``[t - a, t]`` is complete once ``t - a``
+is at or after the lower level's complete-from time, ``lag(x, n)`` once the row ``n`` places
+back is complete. :func:`run` carries that time through the levels and returns None when the
+range's first own row is not complete at the top; the planner then reads further back. (A
+read that starts at the stream's first row is complete throughout.)
+
+**Semantics are Spark's** (tests/test_fused_chain.py compares every construct with Spark's own
+plan): NULLs propagate, AND/OR are three-valued and short-circuit as Spark evaluates them (a
+division by zero in a CASE branch not taken is no error); comparisons order NaN above every
+number and equal to itself; ``/`` is in DOUBLE; integer ``+ - *`` raise on overflow and any
+``/ 0`` raises when ANSI mode is on (as Spark: ``[DIVIDE_BY_ZERO]``, ``[ARITHMETIC_OVERFLOW]``)
+and give NULL / wrap when it is off; integer literals are INT (BIGINT beyond), decimal
+literals meet only FLOAT/DOUBLE (then DOUBLE). Types: ``boolean``, ``int``, ``bigint``,
+``float``, ``double``, ``timestamp`` (microseconds), and ``null`` for a NULL literal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from wavesql.udfs import time_windows as windows
+
+#: Numeric types, narrowest first (Spark widens along this order).
+NUMERIC = ("int", "bigint", "float", "double")
+#: Spark type name -> the numpy dtype values are held in.
+DTYPES = {"boolean": np.bool_, "int": np.int32, "bigint": np.int64, "float": np.float32,
+          "double": np.float64, "timestamp": np.int64}
+ARROW = {"boolean": pa.bool_(), "int": pa.int32(), "bigint": pa.int64(),
+         "float": pa.float32(), "double": pa.float64(), "timestamp": pa.int64()}
+_INF = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window of one level: ``lag`` (``n`` rows back, ``default`` a literal node or None)
+    or a :data:`udfs.time_windows.FUNCTIONS` aggregate over ``[t - before, t + after]`` (us,
+    ``after`` <= 0); ``arg`` an expression node (None: ``count(*)``) of type ``arg_type``."""
+
+    func: str
+    arg: tuple | None
+    arg_type: str | None
+    n: int = 1
+    default: tuple | None = None
+    before: int = 0
+    after: int = 0
+
+
+@dataclass(frozen=True)
+class Level:
+    """One SELECT: ``where`` (node or None) filters its input, then ``windows`` are evaluated
+    (nodes ``("win", i, type)`` read them), then ``outputs`` ``(name, node)`` are its rows."""
+
+    where: tuple | None
+    windows: tuple[Window, ...]
+    outputs: tuple[tuple[str, tuple], ...]
+
+
+@dataclass(frozen=True)
+class Program:
+    """``inputs``: the stream's columns read, ``(name, type)``; ``time``: its event time."""
+
+    inputs: tuple[tuple[str, str], ...]
+    time: str
+    levels: tuple[Level, ...]
+
+
+def nodes(node):
+    """``node`` and every expression node below it."""
+    yield node
+    op = node[0]
+    if op in ("cast", "neg", "abs", "not"):
+        children = (node[1],)
+    elif op in ("arith", "cmp", "nullsafe"):
+        children = (node[2], node[3])
+    elif op == "isnull":
+        children = (node[2],)
+    elif op in ("and", "or"):
+        children = (node[1], node[2])
+    elif op == "case":
+        children = tuple(x for pair in node[1] for x in pair) + (
+            () if node[2] is None else (node[2],))
+    elif op == "coalesce":
+        children = node[1]
+    else:  # col, win, lit
+        children = ()
+    for child in children:
+        yield from nodes(child)
+
+
+class ChainError(ArithmeticError):
+    """A row's arithmetic fails as Spark's would (ANSI mode): ``[CODE] message``."""
+
+
+# ------------------------------------------------------------------------------- running
+def run(table: pa.Table, program: Program, start: int, complete_from: int | None,
+        ansi: bool) -> list | None:
+    """The top level's columns, ``(values, valid)`` in order, for the rows of ``table`` at
+    ``start`` or later, or None when they are not complete (read further back).
+    ``complete_from``: every row of the stream from this time (us) on is in ``table``;
+    None: ``table`` starts at the stream's first row."""
+    us = table.column(program.time).cast(pa.timestamp("us")).cast(pa.int64()).to_numpy()
+    order = None if len(us) < 2 or bool((us[1:] >= us[:-1]).all()) else \
+        np.argsort(us, kind="stable")
+    if order is not None:
+        us = us[order]
+    cols = {}
+    for name, kind in program.inputs:
+        values, valid = _vector(table.column(name), kind)
+        cols[name.lower()] = (values, valid) if order is None else (values[order], valid[order])
+    done = complete_from
+    for level in program.levels:
+        n = len(us)
+        everywhere = np.ones(n, dtype=bool)
+        if level.where is not None:
+            values, valid = _eval(level.where, cols, (), everywhere, ansi)
+            keep = values & valid
+            if not keep.all():
+                us = us[keep]
+                cols = {k: (v[keep], m[keep]) for k, (v, m) in cols.items()}
+                n, everywhere = len(us), everywhere[keep]
+        results, reaches, frames = [], [done], {}
+        for w in level.windows:  # all over the level's input, complete from ``done``
+            if w is None:  # no output reads it
+                results.append(None)
+                continue
+            vec, reach = _window(w, cols, us, done, ansi, frames)
+            results.append(vec)
+            reaches.append(reach)
+        done = None if done is None else max(reaches)
+        outputs = [_eval(node, cols, results, everywhere, ansi) for _, node in level.outputs]
+        cols = {name.lower(): vec for (name, _), vec in zip(level.outputs, outputs)}
+    if done is not None and done > start:
+        return None
+    own = us >= start
+    return [(v[own], m[own]) for v, m in outputs]
+
+
+def to_arrow(values, valid, kind: str) -> pa.Array:
+    if kind == "timestamp":
+        return pa.array(values, mask=~valid, type=pa.int64()).cast(pa.timestamp("us", "UTC"))
+    return pa.array(values, mask=~valid, type=ARROW[kind])
+
+
+def _vector(column: pa.ChunkedArray, kind: str):
+    """``(values, valid)`` of an Arrow column (NULLs as 0 / false, never read)."""
+    if kind == "timestamp":
+        column = column.cast(pa.timestamp("us")).cast(pa.int64())
+    valid = ~np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    values = column.fill_null(False if kind == "boolean" else 0).to_numpy(zero_copy_only=False)
+    return np.asarray(values, dtype=DTYPES[kind]), valid
+
+
+def _window(w: Window, cols, us, done, ansi, frames: dict):
+    """``((values, valid), complete-from time)`` of one window over a level's rows;
+    ``frames``: the level's frames by (before, after), shared by its windows."""
+    n = len(us)
+    everywhere = np.ones(n, dtype=bool)
+    if w.func == "lag":
+        values, valid = _eval(w.arg, cols, (), everywhere, ansi)
+        k = min(w.n, n)  # the first k rows have no row n back: the default
+        out_v, out_m = np.empty_like(values), np.zeros(n, dtype=bool)
+        out_v[k:], out_m[k:] = values[:n - k], valid[:n - k]
+        out_v[:k] = 0
+        if w.default is not None and k:
+            out_v[:k], out_m[:k] = _eval(w.default, cols, (), everywhere[:k], ansi)
+        if done is None:
+            return (out_v, out_m), None
+        first = int(np.searchsorted(us, done, side="left")) + w.n - 1
+        return (out_v, out_m), (int(us[first]) + 1 if first < n else _INF)
+    if (w.before, w.after) not in frames:
+        frames[w.before, w.after] = windows._frames(us, everywhere, np.zeros(n, np.int64),
+                                                    w.before, w.after)
+    lo, hi = frames[w.before, w.after]
+    if w.arg is None:
+        result = pa.array(hi - lo, pa.int64())
+    else:
+        values, valid = _eval(w.arg, cols, (), everywhere, ansi)
+        integral = w.arg_type in ("int", "bigint")
+        # the window kernel reads NULLs as zeros (an expression's NULL rows hold anything)
+        x = np.where(valid, values, 0).astype(np.int64 if integral else np.float64, copy=False)
+        result = windows._aggregate(w.func, (ARROW[w.arg_type], valid, x), lo, hi)
+    kind = result_type(w.func, w.arg_type)
+    vec = _vector(pa.chunked_array([result]), kind)
+    return vec, (None if done is None else min(_INF, done + w.before))
+
+
+def result_type(func: str, arg_type: str | None) -> str:
+    """Spark's result type of a window function over ``arg_type``."""
+    rule = windows.FUNCTIONS.get(func)
+    if func == "lag" or rule == "arg":
+        return arg_type
+    if rule == "sum":
+        return "bigint" if arg_type in ("int", "bigint") else "double"
+    return rule
+
+
+# ------------------------------------------------------------------------- expressions
+def _eval(node: tuple, cols, wins, active, ansi):
+    """``(values, valid)`` of an expression node over every row; ``active``: the rows Spark
+    evaluates it for (a CASE branch only where it is taken), the only ones that may raise."""
+    op = node[0]
+    if op == "col":
+        return cols[node[1]]
+    if op == "win":
+        return wins[node[1]]
+    if op == "lit":
+        _, value, kind = node
+        n = len(active)
+        if value is None:
+            return np.zeros(n, dtype=DTYPES.get(kind, np.float64)), np.zeros(n, dtype=bool)
+        return np.full(n, value, dtype=DTYPES[kind]), np.ones(n, dtype=bool)
+    if op == "cast":
+        values, valid = _eval(node[1], cols, wins, active, ansi)
+        return values.astype(DTYPES[node[2]]), valid
+    if op == "arith":
+        return _arith(node, cols, wins, active, ansi)
+    if op == "neg":
+        values, valid = _eval(node[1], cols, wins, active, ansi)
+        if node[2] in ("int", "bigint"):
+            smallest = np.iinfo(DTYPES[node[2]]).min
+            if ansi and (active & valid & (values == smallest)).any():
+                _overflow(node[2])
+        with np.errstate(over="ignore"):
+            return -values, valid
+    if op == "abs":
+        values, valid = _eval(node[1], cols, wins, active, ansi)
+        return np.abs(values), valid
+    if op == "cmp":
+        _, how, a, b = node
+        av, am = _eval(a, cols, wins, active, ansi)
+        bv, bm = _eval(b, cols, wins, active, ansi)
+        return _compare(how, av, bv), am & bm
+    if op == "nullsafe":  # <=>, IS [NOT] DISTINCT FROM: NULL equals NULL only
+        _, negate, a, b = node
+        av, am = _eval(a, cols, wins, active, ansi)
+        bv, bm = _eval(b, cols, wins, active, ansi)
+        same = (am & bm & _compare("eq", av, bv)) | (~am & ~bm)
+        return (~same if negate else same), np.ones(len(same), dtype=bool)
+    if op == "isnull":
+        _, negate, a = node
+        _, am = _eval(a, cols, wins, active, ansi)
+        return (am if negate else ~am), np.ones(len(am), dtype=bool)
+    if op == "not":
+        values, valid = _eval(node[1], cols, wins, active, ansi)
+        return ~values, valid
+    if op in ("and", "or"):
+        # Spark evaluates the right side only where the left does not decide
+        lv, lm = _eval(node[1], cols, wins, active, ansi)
+        decided = lm & (~lv if op == "and" else lv)
+        rv, rm = _eval(node[2], cols, wins, active & ~decided, ansi)
+        if op == "and":
+            false = (lm & ~lv) | (rm & ~rv)
+            return lv & rv & lm & rm, false | (lm & rm)
+        true = (lm & lv) | (rm & rv)
+        return true, true | (lm & rm)
+    if op == "case":
+        return _case(node, cols, wins, active, ansi)
+    if op == "coalesce":
+        _, args, kind = node
+        values = np.zeros(len(active), dtype=DTYPES[kind])
+        valid = np.zeros(len(active), dtype=bool)
+        for arg in args:
+            v, m = _eval(arg, cols, wins, active & ~valid, ansi)
+            take = ~valid & m
+            values[take], valid = v[take], valid | m
+        return values, valid
+    raise ValueError(f"unknown node {op}")
+
+
+def _case(node, cols, wins, active, ansi):
+    _, branches, otherwise, kind = node
+    n = len(active)
+    values = np.zeros(n, dtype=DTYPES[kind])
+    valid = np.zeros(n, dtype=bool)
+    pending = np.ones(n, dtype=bool)  # rows no earlier WHEN took
+    for cond, value in branches:
+        cv, cm = _eval(cond, cols, wins, active & pending, ansi)
+        take = pending & cv & cm
+        v, m = _eval(value, cols, wins, active & take, ansi)
+        values, valid = np.where(take, v, values), np.where(take, m, valid)
+        pending &= ~take
+    if otherwise is not None:
+        v, m = _eval(otherwise, cols, wins, active & pending, ansi)
+        values, valid = np.where(pending, v, values), np.where(pending, m, valid)
+    return values, valid
+
+
+def _compare(how: str, a, b):
+    """Spark's ordering: for floating values NaN equals NaN and is above every number."""
+    if a.dtype.kind != "f" and b.dtype.kind != "f":
+        return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+                "gt": np.greater, "ge": np.greater_equal}[how](a, b)
+    an, bn = np.isnan(a), np.isnan(b)
+    if how in ("gt", "ge"):
+        a, b, an, bn = b, a, bn, an
+        how = "lt" if how == "gt" else "le"
+    eq = (a == b) | (an & bn)
+    if how == "eq":
+        return eq
+    if how == "ne":
+        return ~eq
+    lt = (a < b) | (~an & bn)
+    return lt if how == "lt" else lt | eq
+
+
+def _arith(node, cols, wins, active, ansi):
+    _, how, a, b, kind = node
+    av, am = _eval(a, cols, wins, active, ansi)
+    bv, bm = _eval(b, cols, wins, active, ansi)
+    valid = am & bm
+    if how == "/":  # DOUBLE; Spark checks the divisor first: 0 raises (ANSI) or gives NULL
+        zero = bm & (bv == 0)
+        if ansi and (active & zero).any():
+            raise ChainError("[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to "
+                             "tolerate divisor being 0 and return NULL instead.")
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return av / np.where(zero, 1.0, bv), valid & ~zero
+    ufunc = {"+": np.add, "-": np.subtract, "*": np.multiply}[how]
+    if kind not in ("int", "bigint"):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return ufunc(av, bv), valid
+    with np.errstate(over="ignore"):
+        if kind == "int":
+            wide = ufunc(av.astype(np.int64), bv.astype(np.int64))
+            bad = (wide < -(1 << 31)) | (wide >= (1 << 31))
+            result = wide.astype(np.int32)
+        else:
+            result = ufunc(av, bv)
+            bad = _long_overflow(how, av, bv, result)
+    if ansi and (active & valid & bad).any():
+        _overflow(kind)
+    return result, valid
+
+
+def _long_overflow(how: str, a, b, r):
+    """Where a wrapped int64 ``a (how) b = r`` overflowed."""
+    if how == "+":
+        return ((a ^ r) & (b ^ r)) < 0
+    if how == "-":
+        return ((a ^ b) & (a ^ r)) < 0
+    suspect = np.abs(a.astype(np.float64) * b.astype(np.float64)) >= 2.0 ** 62
+    bad = np.zeros(len(r), dtype=bool)
+    for i in np.flatnonzero(suspect):  # rare: exact in Python integers
+        exact = int(a[i]) * int(b[i])
+        bad[i] = not (-(1 << 63) <= exact < (1 << 63))
+    return bad
+
+
+def _overflow(kind: str):
+    raise ChainError(f"[ARITHMETIC_OVERFLOW] {'integer' if kind == 'int' else 'long'} "
+                     "overflow. Use 'try_add', 'try_subtract' or 'try_multiply' to tolerate "
+                     "overflow and return NULL instead.")
