@@ -17,8 +17,9 @@ Where: batch queries, at lowering, for the outermost SELECT whose chain of FROMs
 subqueries, each one plain SELECT: no join, GROUP BY, HAVING, DISTINCT, ORDER BY or LIMIT)
 ends at a catalog Parquet stream read as it is, with at least one window. The windows are
 ``lag(x [, n [, literal]]) OVER (ORDER BY <event time>)`` and the aggregates of
-:data:`udfs.time_windows.FUNCTIONS` over RANGE frames ending at or before the row; no
-PARTITION BY, no FOLLOWING (those keep planner/time_windows.py's passes). Expressions:
+:data:`udfs.time_windows.FUNCTIONS` over RANGE frames ending at or before the row, with or
+without PARTITION BY; no FOLLOWING frames (planner/time_windows.py's passes take those) and
+no partitioned ``lag`` (a sparse key's previous row may lie anywhere before). Expressions:
 columns, number/boolean/NULL literals, ``+ - * /``, unary minus, comparisons, ``<=>`` / IS
 [NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE, IF, NULLIF, COALESCE, ABS of
 floating values and widening CASTs over BOOLEAN, INT, BIGINT, FLOAT, DOUBLE and TIMESTAMP
@@ -152,8 +153,8 @@ def _fused(levels, stream, table, inputs, rt, run_sql):
     from wavesql.sources import parquet_chunks as pc_
 
     frame = dict((n.lower(), df) for n, df in inputs).get(table.name.lower())
-    if frame is None:
-        return None
+    if frame is None or not stream.event_time:
+        return None  # no event time: no order the ranges could follow
     fields = {f.name.lower(): f for f in frame.schema.fields}
     scope = [(f.name, ("col", f.name.lower()), _kind(f.dataType)) for f in frame.schema.fields]
     time_name = stream.event_time.lower()
@@ -222,7 +223,8 @@ def _fused(levels, stream, table, inputs, rt, run_sql):
                     out = chain.run(table, program, r.start, complete, ansi)
                     if out is not None:
                         break
-                    lo = r.start - 2 * (r.start - r.need_lo) - 1  # read twice as far back
+                    # read twice as far back (at least some rows' worth)
+                    lo = r.start - max(2 * (r.start - r.need_lo), 64 * spacing)
                     r = dataclasses.replace(r, need_lo=lo, groups=tuple(
                         g for g in groups if g.hi >= lo and g.lo <= r.need_hi))
                 arrays = []
@@ -262,7 +264,7 @@ def _keep_windows(level):
 
 def _level_nodes(level):
     roots = [e for _, e in level.outputs] + [level.where] + [
-        e for w in level.windows if w is not None for e in (w.arg, w.default)]
+        e for w in level.windows if w is not None for e in (w.arg, w.default) + w.keys]
     for root in roots:
         if root is not None:
             yield from chain.nodes(root)
@@ -479,7 +481,7 @@ class _Compiler:
 
     # ------------------------------------------------------------------ windows
     def window(self, w: exp.Window):
-        if w.args.get("partition_by") or w.args.get("alias"):
+        if w.args.get("alias"):
             raise _Refuse
         order = w.args.get("order")
         if order is None or len(order.expressions) != 1:
@@ -489,7 +491,7 @@ class _Compiler:
             raise _Refuse
         func = w.this
         if isinstance(func, exp.Lag):
-            if w.args.get("spec") is not None:
+            if w.args.get("spec") is not None or w.args.get("partition_by"):
                 raise _Refuse
             arg, kind = self.expr(func.this)
             if kind not in _KINDS:
@@ -513,13 +515,20 @@ class _Compiler:
         shape = time_windows._shape(w)
         if shape is None:
             raise _Refuse
-        (partition, _), (name, arg, before, after) = shape
-        if partition or after > 0:
+        _, (name, arg, before, after) = shape
+        if after > 0:
             raise _Refuse
+        keys = []
+        for key in w.args.get("partition_by") or []:
+            node, kind = self.expr(key)
+            if kind not in _KINDS:
+                raise _Refuse
+            keys.append(node)
         node, kind = (None, None) if arg is None else self.expr(arg)
         if arg is not None and kind not in chain.NUMERIC:
             raise _Refuse
-        self.windows.append(chain.Window(name, node, kind, before=before, after=after))
+        self.windows.append(chain.Window(name, node, kind, before=before, after=after,
+                                         keys=tuple(keys)))
         self.before = max(self.before, before)
         return ("win", len(self.windows) - 1), chain.result_type(name, kind)
 

@@ -161,6 +161,17 @@ FUSED = {
                var_samp(f) OVER w1 AS vf, sum(big) OVER w1 AS sb
         FROM s""".replace("OVER w1", "OVER (ORDER BY ts RANGE BETWEEN INTERVAL 25 "
                                      "MILLISECONDS PRECEDING AND CURRENT ROW)"),
+    "fraud: partitioned windows, NULL and NaN keys": """
+        WITH recent AS (
+          SELECT ts, q, v, x,
+                 avg(v) OVER (PARTITION BY q ORDER BY ts RANGE BETWEEN INTERVAL
+                              9 MILLISECONDS PRECEDING AND CURRENT ROW) AS mean,
+                 stddev_pop(v) OVER (PARTITION BY flag, x * 0 ORDER BY ts RANGE BETWEEN
+                              INTERVAL 30 MILLISECONDS PRECEDING AND CURRENT ROW) AS std,
+                 count(*) OVER (PARTITION BY flag ORDER BY ts RANGE BETWEEN INTERVAL
+                              20 MILLISECONDS PRECEDING AND CURRENT ROW) AS n
+          FROM s)
+        SELECT ts, q, v, mean, std, n, v > mean + 3 * std AS flagged FROM recent""",
     "in a subquery, under a query Spark finishes": """
         SELECT ts, dv FROM (
           SELECT ts, v - lag(v) OVER (ORDER BY ts) AS dv FROM s WHERE flag) t
@@ -175,7 +186,7 @@ def test_fused_chain_equals_spark(stream, name):
 
 
 LEFT_ALONE = {
-    "partitioned window": """
+    "partitioned lag": """
         SELECT ts, v - lag(v) OVER (PARTITION BY flag ORDER BY ts) AS d FROM s""",
     "lead": "SELECT ts, lead(v) OVER (ORDER BY ts) AS nxt FROM s",
     "following frame (the window pass's)": """

@@ -50,7 +50,8 @@ _INF = np.iinfo(np.int64).max
 class Window:
     """A window of one level: ``lag`` (``n`` rows back, ``default`` a literal node or None)
     or a :data:`udfs.time_windows.FUNCTIONS` aggregate over ``[t - before, t + after]`` (us,
-    ``after`` <= 0); ``arg`` an expression node (None: ``count(*)``) of type ``arg_type``."""
+    ``after`` <= 0) among the rows of equal ``keys`` (PARTITION BY: expression nodes);
+    ``arg`` an expression node (None: ``count(*)``) of type ``arg_type``."""
 
     func: str
     arg: tuple | None
@@ -59,6 +60,7 @@ class Window:
     default: tuple | None = None
     before: int = 0
     after: int = 0
+    keys: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,7 @@ def _vector(column: pa.ChunkedArray, kind: str):
 
 def _window(w: Window, cols, us, done, ansi, frames: dict):
     """``((values, valid), complete-from time)`` of one window over a level's rows;
-    ``frames``: the level's frames by (before, after), shared by its windows."""
+    ``frames``: the level's frames by (before, after, keys), shared by its windows."""
     n = len(us)
     everywhere = np.ones(n, dtype=bool)
     if w.func == "lag":
@@ -183,10 +185,10 @@ def _window(w: Window, cols, us, done, ansi, frames: dict):
             return (out_v, out_m), None
         first = int(np.searchsorted(us, done, side="left")) + w.n - 1
         return (out_v, out_m), (int(us[first]) + 1 if first < n else _INF)
-    if (w.before, w.after) not in frames:
-        frames[w.before, w.after] = windows._frames(us, everywhere, np.zeros(n, np.int64),
-                                                    w.before, w.after)
-    lo, hi = frames[w.before, w.after]
+    shape = (w.before, w.after, w.keys)
+    if shape not in frames:
+        frames[shape] = _frames(w, cols, us, ansi)
+    order, lo, hi = frames[shape]
     if w.arg is None:
         result = pa.array(hi - lo, pa.int64())
     else:
@@ -194,10 +196,34 @@ def _window(w: Window, cols, us, done, ansi, frames: dict):
         integral = w.arg_type in ("int", "bigint")
         # the window kernel reads NULLs as zeros (an expression's NULL rows hold anything)
         x = np.where(valid, values, 0).astype(np.int64 if integral else np.float64, copy=False)
+        if order is not None:
+            x, valid = x[order], valid[order]
         result = windows._aggregate(w.func, (ARROW[w.arg_type], valid, x), lo, hi)
-    kind = result_type(w.func, w.arg_type)
-    vec = _vector(pa.chunked_array([result]), kind)
-    return vec, (None if done is None else min(_INF, done + w.before))
+    values, valid = _vector(pa.chunked_array([result]), result_type(w.func, w.arg_type))
+    if order is not None:  # back from partition order to the level's time order
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        values, valid = values[back], valid[back]
+    return (values, valid), (None if done is None else min(_INF, done + w.before))
+
+
+def _frames(w: Window, cols, us, ansi):
+    """``(order, lo, hi)``: the frames of a RANGE window, over the rows in ``order`` (None:
+    as they are, in time order; with PARTITION BY keys: by partition, then time)."""
+    n = len(us)
+    if not w.keys:
+        lo, hi = windows._frames(us, np.ones(n, dtype=bool), np.zeros(n, np.int64),
+                                 w.before, w.after)
+        return None, lo, hi
+    everywhere = np.ones(n, dtype=bool)
+    codes = []
+    for key in w.keys:  # Spark's grouping of keys: NULL its own, -0.0 with 0.0, one NaN
+        values, valid = _eval(key, cols, (), everywhere, ansi)
+        codes.append(windows._codes(pa.chunked_array([pa.array(values, mask=~valid)])))
+    order = np.lexsort(tuple(reversed(codes)))  # stable: time order within a partition
+    segment = windows._segments([c[order] for c in codes], n)
+    lo, hi = windows._frames(us[order], everywhere, segment, w.before, w.after)
+    return order, lo, hi
 
 
 def result_type(func: str, arg_type: str | None) -> str:
