@@ -59,19 +59,22 @@ class _Refuse(Exception):
     """The SELECT is not one this pass evaluates exactly as Spark does."""
 
 
-def rewrite(sql: str, inputs, rt, run_sql, scans):
-    """``(sql, views)``: ``sql`` with its fusable SELECT chains read from fused passes, each
-    registered under a view name in ``views`` (name -> DataFrame); ``sql`` unchanged (no
-    views) when none applies. Arguments as :func:`planner.time_windows.rewrite`'s."""
+def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None):
+    """``(sql, views, whole)``: ``sql`` with its fusable SELECT chains read from fused
+    passes, each registered under a view name in ``views`` (name -> DataFrame); ``whole``
+    the DataFrame of the whole query when it is one fused chain (else None); ``sql``
+    unchanged (no views) when none applies. ``schema``: the query's result (ir.Schema), as
+    Spark's analysis gave it at binding. Other arguments as
+    :func:`planner.time_windows.rewrite`'s."""
     spark = rt.spark
     if (rt.streams is not None or not scans or "OVER" not in sql.upper()
             or str(spark.conf.get(CONF, "true")).lower() == "false"
             or time_windows._mode(spark) == "false"):
-        return sql, {}
+        return sql, {}, None
     try:
         tree = parse_one(sql)
     except Exception:  # noqa: BLE001 -- text Spark accepts but the dialect does not: leave it
-        return sql, {}
+        return sql, {}, None
     views: dict = {}
     fused: set[int] = set()  # ids of the SELECTs inside a fused chain
     for select in sorted(tree.find_all(exp.Select), key=time_windows._depth):
@@ -82,22 +85,21 @@ def rewrite(sql: str, inputs, rt, run_sql, scans):
             continue
         levels, stream, table = found
         try:
-            df = _fused(levels, stream, table, inputs + list(views.items()), rt, run_sql)
+            df = _fused(levels, stream, table, inputs + list(views.items()), rt, run_sql,
+                        schema if select is tree else None)
         except _Refuse:
             continue
         if df is None:
             continue
+        if select is tree:
+            return sql, {}, df
         fused.update(id(s) for s in levels)
         name = f"__wavesql_fused_{next(_counter)}"
         views[name] = df
-        replacement = exp.select(exp.Star()).from_(exp.to_table(name))
-        if select is tree:
-            tree = replacement
-        else:
-            select.replace(replacement)
+        select.replace(exp.select(exp.Star()).from_(exp.to_table(name)))
     if not views:
-        return sql, {}
-    return to_spark_sql(tree), views
+        return sql, {}, None
+    return to_spark_sql(tree), views, None
 
 
 def _root(node):
@@ -144,9 +146,10 @@ def _plain(select: exp.Select) -> bool:
 
 
 # ------------------------------------------------------------------------------ planning
-def _fused(levels, stream, table, inputs, rt, run_sql):
+def _fused(levels, stream, table, inputs, rt, run_sql, schema=None):
     """The fused pass's DataFrame for ``levels`` (bottom-up SELECTs over ``stream``), or None
-    when the files are not ones it reads as Spark does (or too few rows)."""
+    when the files are not ones it reads as Spark does (or too few rows). ``schema``: the
+    top SELECT's result if known (ir.Schema; else Spark analyses it here)."""
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -175,17 +178,23 @@ def _fused(levels, stream, table, inputs, rt, run_sql):
                         for c in sorted(used | {time_name}))
     program = chain.Program(inputs_read, time_col, tuple(compiled))
     # Spark's own analysis names and types the result; a differing compiled type refuses
-    top = levels[-1].copy()
-    ctes = time_windows._visible_ctes(levels[-1])
-    if ctes:
-        top.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
-    try:
-        out_type = run_sql(to_spark_sql(top), inputs, rt, None).schema
-    except Exception:  # noqa: BLE001 -- Spark reports it on the original text
-        return None
     kinds = [kind for _, _, kind in scope]
-    if [_kind(f.dataType) for f in out_type.fields] != kinds:
-        return None
+    if schema is not None:
+        if [f.type.lower() for f in schema.fields] != kinds:
+            return None
+        out_type = T.StructType([T.StructField(f.name, _spark_type(f.type), f.nullable)
+                                 for f in schema.fields])
+    else:
+        top = levels[-1].copy()
+        ctes = time_windows._visible_ctes(levels[-1])
+        if ctes:
+            top.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
+        try:
+            out_type = run_sql(to_spark_sql(top), inputs, rt, None).schema
+        except Exception:  # noqa: BLE001 -- Spark reports it on the original text
+            return None
+        if [_kind(f.dataType) for f in out_type.fields] != kinds:
+            return None
     progress = stream.progress_column
     if progress is not None:
         progress = fields.get(progress.lower()) and fields[progress.lower()].name
@@ -236,6 +245,14 @@ def _fused(levels, stream, table, inputs, rt, run_sql):
 
     n = len(ranges)
     return rt.spark.range(0, n, 1, n).mapInArrow(fused_chain_scan, out_type)
+
+
+def _spark_type(kind: str):
+    from pyspark.sql import types as T
+
+    return {"boolean": T.BooleanType, "int": T.IntegerType, "bigint": T.LongType,
+            "float": T.FloatType, "double": T.DoubleType,
+            "timestamp": T.TimestampType}[kind.lower()]()
 
 
 def _kind(data_type) -> str:

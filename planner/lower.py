@@ -339,7 +339,10 @@ def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
     scans = {name.lower(): r.stream for name, r in rel.inputs if isinstance(r, ir.StreamScan)}
     # chains of SELECTs with lag / RANGE windows over a Parquet stream: one numpy pass per
     # range of event time (planner/fused_chain.py)
-    sql, fused = fused_chain.rewrite(rel.sql, frames, rt, run_sql_frames, scans)
+    sql, fused, whole = fused_chain.rewrite(rel.sql, frames, rt, run_sql_frames, scans,
+                                            rel.schema)
+    if whole is not None:
+        return whole
     frames = frames + list(fused.items())
     # RANGE-framed OVER windows run in parallel chunks of event time (planner/time_windows.py)
     sql, views = time_windows.rewrite(sql, frames, rt, run_sql_frames,

@@ -21,10 +21,12 @@ MS = 1000
 T0 = 1_700_000_000_000_000
 
 
-def _stream(rng, n=6000, punct_every=97):
-    """Unique, irregular times (bursts, a gap longer than any range), NULLs, NaN, -0.0 and
-    infinities, a BIGINT near overflow, punctuation rows."""
+def _stream(rng, n=6000, punct_every=97, ties=False):
+    """Unique (or with ``ties``, often equal), irregular times (bursts, a gap longer than
+    any range), NULLs, NaN, -0.0 and infinities, a BIGINT near overflow, punctuation rows."""
     steps = rng.choice([1 * MS, 2 * MS, 5 * MS, 40 * MS], n, p=[0.5, 0.3, 0.15, 0.05])
+    if ties:
+        steps[rng.random(n) < 0.4] = 0
     steps[n // 3] = 600_000_000  # ten minutes
     us = T0 + np.cumsum(steps)
     v = rng.normal(100, 3, n).round(2)
@@ -209,6 +211,24 @@ def test_queries_left_to_the_other_plans(stream, name):
     if name == "descending order":
         by = ["ts"]
     _compare(stream, sql, fused=fused, by=by)
+
+
+@pytest.mark.spark
+def test_equal_times_are_peers_of_each_other(ws, tmp_path):
+    """Frames take every row of an equal time (``lag`` is left out: Spark does not define
+    its order among equal times)."""
+    _create(ws, write_files(tmp_path / "s", _stream(np.random.default_rng(8), ties=True),
+                            files=2, row_group_size=250))
+    _compare(ws, """
+        WITH w AS (
+          SELECT ts, q, v,
+                 avg(v) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 19 MILLISECONDS PRECEDING
+                              AND CURRENT ROW) AS a,
+                 count(*) OVER (ORDER BY ts RANGE BETWEEN CURRENT ROW AND CURRENT ROW) AS peers,
+                 sum(q) OVER (PARTITION BY flag ORDER BY ts RANGE BETWEEN INTERVAL 3
+                              MILLISECONDS PRECEDING AND CURRENT ROW) AS s
+          FROM s)
+        SELECT ts, q, v, a > v AS above, peers, s FROM w""", by=("ts", "q", "v"))
 
 
 # ----------------------------------------------------------------------------- errors
