@@ -319,18 +319,21 @@ def _eval(node: tuple, cols, wins, active, ansi):
 def _case(node, cols, wins, active, ansi):
     _, branches, otherwise, kind = node
     n = len(active)
-    values = np.zeros(n, dtype=DTYPES[kind])
-    valid = np.zeros(n, dtype=bool)
     pending = np.ones(n, dtype=bool)  # rows no earlier WHEN took
+    taken = []
     for cond, value in branches:
         cv, cm = _eval(cond, cols, wins, active & pending, ansi)
         take = pending & cv & cm
-        v, m = _eval(value, cols, wins, active & take, ansi)
-        values, valid = np.where(take, v, values), np.where(take, m, valid)
+        taken.append((take, _eval(value, cols, wins, active & take, ansi)))
         pending &= ~take
-    if otherwise is not None:
+    if otherwise is None:
+        values, valid = np.zeros(n, dtype=DTYPES[kind]), np.zeros(n, dtype=bool)
+    else:
         v, m = _eval(otherwise, cols, wins, active & pending, ansi)
-        values, valid = np.where(pending, v, values), np.where(pending, m, valid)
+        values, valid = np.array(v, dtype=DTYPES[kind]), np.array(m, dtype=bool)
+    for take, (v, m) in taken:  # the WHENs take disjoint rows
+        np.copyto(values, v, where=take)
+        np.copyto(valid, m, where=take)
     return values, valid
 
 

@@ -295,9 +295,17 @@ def _row_order_sum(x, lo, hi) -> np.ndarray:
             acc = total[s:s + _SUM_BLOCK]
             at = start.copy()
             full, widest = int(wide.min()), int(wide.max())
-            for _ in range(full):  # every frame of the block has a value at this position
-                acc += x[at]
-                at += 1
+            if len(start) > 1 and bool((np.diff(start) == 1).all()):
+                # each row's frame starts one row after the previous one's (regular ticks):
+                # the values at a position are a slice, no gather
+                first, rows = int(start[0]), len(start)
+                for k in range(full):
+                    acc += x[first + k:first + k + rows]
+                at += full
+            else:
+                for _ in range(full):  # every frame of the block has a value here
+                    acc += x[at]
+                    at += 1
             for k in range(full, widest):
                 np.minimum(at, last, out=at)
                 acc += np.where(wide > k, x[at], 0.0)
