@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
+import warnings
 
 from sqlglot import exp
 
@@ -53,6 +54,10 @@ LAG_SLACK = 4
 _counter = itertools.count()
 _KINDS = ("boolean", "int", "bigint", "float", "double", "timestamp")
 _PLAIN_SELECT = {"expressions", "from_", "where", "with_"}
+
+
+class FusedChainWarning(RuntimeWarning):
+    """Compiling a chain failed unexpectedly (a bug): the query ran on the other plans."""
 
 
 class _Refuse(Exception):
@@ -88,6 +93,9 @@ def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None):
             df = _fused(levels, stream, table, inputs + list(views.items()), rt, run_sql,
                         schema if select is tree else None)
         except _Refuse:
+            continue
+        except Exception as err:  # noqa: BLE001 -- a planner bug must not fail the query
+            warnings.warn(f"fused chain not used: {err!r}", FusedChainWarning, stacklevel=2)
             continue
         if df is None:
             continue
@@ -389,7 +397,7 @@ class _Compiler:
         if isinstance(e, exp.Neg):
             a, kind = self.expr(e.this)
             if a[0] == "lit" and kind in NUMERIC_LIT:
-                return ("lit", -a[1], kind), kind
+                return ("lit", None if a[1] is None else -a[1], kind), kind
             if kind not in chain.NUMERIC:
                 raise _Refuse
             return ("neg", a, kind), kind
