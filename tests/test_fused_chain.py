@@ -235,9 +235,14 @@ def test_equal_times_are_peers_of_each_other(ws, tmp_path):
 
 # ----------------------------------------------------------------------------- errors
 def _error(ws, sql) -> str:
+    """The error a user meets (the CLI, REPL and notebook translate Spark's exception)."""
+    from wavesql.spark import translate_runtime_error
+
     with pytest.raises(Exception) as info:  # raised by collect(): Spark's own exception
         ws.sql(sql).collect()
-    return str(info.value)
+    error = translate_runtime_error(info.value)
+    assert error.code == "SPARK_ERROR" and "Traceback" not in str(error), str(error)
+    return str(error)
 
 
 @pytest.mark.spark

@@ -364,7 +364,7 @@ def _arith(node, cols, wins, active, ansi):
         zero = bm & (bv == 0)
         if ansi and (active & zero).any():
             raise ChainError("[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to "
-                             "tolerate divisor being 0 and return NULL instead.")
+                             "tolerate divisor being 0 and return NULL instead." + _ANSI_OFF)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return av / np.where(zero, 1.0, bv), valid & ~zero
     ufunc = {"+": np.add, "-": np.subtract, "*": np.multiply}[how]
@@ -401,4 +401,8 @@ def _long_overflow(how: str, a, b, r):
 def _overflow(kind: str):
     raise ChainError(f"[ARITHMETIC_OVERFLOW] {'integer' if kind == 'int' else 'long'} "
                      "overflow. Use 'try_add', 'try_subtract' or 'try_multiply' to tolerate "
-                     "overflow and return NULL instead.")
+                     "overflow and return NULL instead." + _ANSI_OFF)
+
+
+_ANSI_OFF = ' If necessary set "spark.sql.ansi.enabled" to "false" to bypass this error.'
+

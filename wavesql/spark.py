@@ -284,6 +284,11 @@ _WORKER_ERROR = re.compile(
     r"(?: \(hint: (?P<hint>.*)\))?$", re.MULTILINE)
 
 
+#: A worker's ChainError (udfs/fused_chain.py): Spark's runtime error (DIVIDE_BY_ZERO,
+#: ARITHMETIC_OVERFLOW) where WaveSQL evaluates the expression instead of Spark.
+_WORKER_SPARK_ERROR = re.compile(r"ChainError: \[([A-Z_]+)\] (.+)$", re.MULTILINE)
+
+
 _RAISED_ERROR = re.compile(r"(?P<code>[A-Z_]+): (?P<message>.+?) \[(?P=code)\]", re.DOTALL)
 _RAISED_HINTS = {
     "MALFORMED_ROW": "fix or remove the row; a continuous query (Session.stream / INSERT "
@@ -369,6 +374,11 @@ def translate_runtime_error(error: BaseException) -> WaveSQLError:
         # a check compiled into the plan (raise_error), e.g. planner/bad_rows.py
         return WaveSQLError(raised.group("code"), raised.group("message"),
                             hint=_RAISED_HINTS.get(raised.group("code")))
+    spark_like = _WORKER_SPARK_ERROR.findall(text)
+    if spark_like:  # Spark's own runtime error, raised by a WaveSQL kernel standing in for it
+        condition, message = spark_like[-1]
+        return WaveSQLError("SPARK_ERROR", message.strip(),
+                            hint=f"Spark error condition {condition}")
     found = [m for m in _WORKER_ERROR.finditer(text) if m.group("code") in ERROR_CODES]
     if found:
         m = found[-1]
