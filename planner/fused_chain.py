@@ -15,11 +15,15 @@ the chain runs (:func:`udfs.fused_chain.run`): the sum of the levels' frame reac
 
 Where: batch queries, at lowering, for the outermost SELECT whose chain of FROMs (CTEs or
 subqueries, each one plain SELECT: no join, GROUP BY, HAVING, DISTINCT, ORDER BY or LIMIT)
-ends at a catalog Parquet stream read as it is, with at least one window. The windows are
+ends at a catalog Parquet stream read as it is, or at a tumbling CQL window over one
+(``FROM s [RANGE w SLIDE w]``: the pass computes ``_time``, and the ranges are cut on
+window boundaries so that each owns whole windows), with at least one window. The windows are
 ``lag(x [, n [, literal]]) OVER (ORDER BY <event time>)`` and the aggregates of
 :data:`udfs.time_windows.FUNCTIONS` over RANGE frames ending at or before the row, with or
-without PARTITION BY; no FOLLOWING frames (planner/time_windows.py's passes take those) and
-no partitioned ``lag`` (a sparse key's previous row may lie anywhere before). Expressions:
+without PARTITION BY; over a tumbling window, aggregates of the whole window instant
+(``agg(x) OVER ()``, which WaveSQL partitions by ``_time``: TiLT's normalisation); no
+FOLLOWING frames (planner/time_windows.py's passes take those) and no partitioned ``lag`` (a
+sparse key's previous row may lie anywhere before). Expressions:
 columns, number/boolean/NULL literals, ``+ - * /``, unary minus, comparisons, ``<=>`` / IS
 [NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE, IF, NULLIF, COALESCE, ABS of
 floating values and widening CASTs over BOOLEAN, INT, BIGINT, FLOAT, DOUBLE and TIMESTAMP
@@ -46,6 +50,7 @@ from wavesql.udfs import fused_chain as chain
 from wavesql.udfs import time_windows as kernel
 
 from . import time_windows
+from .windows import TIME
 
 CONF = "wavesql.fused"
 #: Rows a ``lag`` is assumed to reach back, in mean row spacings per row of offset, when the
@@ -64,15 +69,17 @@ class _Refuse(Exception):
     """The SELECT is not one this pass evaluates exactly as Spark does."""
 
 
-def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None):
+def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None):
     """``(sql, views, whole)``: ``sql`` with its fusable SELECT chains read from fused
     passes, each registered under a view name in ``views`` (name -> DataFrame); ``whole``
     the DataFrame of the whole query when it is one fused chain (else None); ``sql``
     unchanged (no views) when none applies. ``schema``: the query's result (ir.Schema), as
-    Spark's analysis gave it at binding. Other arguments as
-    :func:`planner.time_windows.rewrite`'s."""
+    Spark's analysis gave it at binding; ``tumbling``: lower-case input name -> ``(stream,
+    width)`` of the inputs that are a tumbling CQL window (``[RANGE w SLIDE w]``) over a
+    catalog stream. Other arguments as :func:`planner.time_windows.rewrite`'s."""
     spark = rt.spark
-    if (rt.streams is not None or not scans or "OVER" not in sql.upper()
+    tumbling = tumbling or {}
+    if (rt.streams is not None or not (scans or tumbling) or "OVER" not in sql.upper()
             or str(spark.conf.get(CONF, "true")).lower() == "false"
             or time_windows._mode(spark) == "false"):
         return sql, {}, None
@@ -85,13 +92,13 @@ def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None):
     for select in sorted(tree.find_all(exp.Select), key=time_windows._depth):
         if id(select) in fused or _root(select) is not tree:
             continue
-        found = _chain(select, scans)
+        found = _chain(select, scans, tumbling)
         if found is None:
             continue
-        levels, stream, table = found
+        levels, stream, table, width = found
         try:
             df = _fused(levels, stream, table, inputs + list(views.items()), rt, run_sql,
-                        schema if select is tree else None)
+                        schema if select is tree else None, width)
         except _Refuse:
             continue
         except Exception as err:  # noqa: BLE001 -- a planner bug must not fail the query
@@ -116,9 +123,10 @@ def _root(node):
     return node
 
 
-def _chain(select: exp.Select, scans):
-    """``(levels bottom-up, stream, base table)`` when ``select``'s FROMs lead through plain
-    SELECTs to a catalog stream read straight from its files; else None."""
+def _chain(select: exp.Select, scans, tumbling):
+    """``(levels bottom-up, stream, base table, tumbling width or None)`` when ``select``'s
+    FROMs lead through plain SELECTs to a catalog stream read straight from its files (or
+    a tumbling window over one); else None."""
     levels = []
     node = select
     while True:
@@ -139,13 +147,18 @@ def _chain(select: exp.Select, scans):
         if ctes:
             node = ctes[-1].this
             continue
-        stream = time_windows._direct_stream(node, scans)
+        stream, width = time_windows._direct_stream(node, scans), None
+        if stream is None and source.args.get("db") is None \
+                and source.name.lower() in tumbling:
+            stream, width = tumbling[source.name.lower()]
+            if stream.format != "parquet" or dict(stream.options):
+                return None
         if stream is None:
             return None
         levels.reverse()
         has_window = any(w.find_ancestor(exp.Select) is s for s in levels
                          for w in s.find_all(exp.Window))
-        return (levels, stream, source) if has_window else None
+        return (levels, stream, source, width) if has_window else None
 
 
 def _plain(select: exp.Select) -> bool:
@@ -154,10 +167,11 @@ def _plain(select: exp.Select) -> bool:
 
 
 # ------------------------------------------------------------------------------ planning
-def _fused(levels, stream, table, inputs, rt, run_sql, schema=None):
+def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
     """The fused pass's DataFrame for ``levels`` (bottom-up SELECTs over ``stream``), or None
     when the files are not ones it reads as Spark does (or too few rows). ``schema``: the
-    top SELECT's result if known (ir.Schema; else Spark analyses it here)."""
+    top SELECT's result if known (ir.Schema; else Spark analyses it here); ``width``: the
+    tumbling window the input is (its ``_time`` computed in the pass), None for a stream."""
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -172,10 +186,15 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None):
     if fields.get(time_name) is None or _kind(fields[time_name].dataType) != "timestamp":
         return None
     times = {time_name}
+    bucket = TIME.lower() if width else None
+    if bucket is not None and (fields.get(bucket) is None or bucket == time_name):
+        return None
+    buckets = {bucket} if bucket else set()
     ansi = str(rt.spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
     compiled, reach_time, reach_rows = [], 0, 0
     for select in levels:
-        level, scope, times, before, lags = _Compiler(scope, times, select, ansi).level()
+        level, scope, times, buckets, before, lags = _Compiler(
+            scope, times, select, ansi, buckets, width).level()
         compiled.append(level)
         reach_time += before
         reach_rows += lags
@@ -183,8 +202,9 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None):
     used = _used_inputs(compiled)
     time_col = fields[time_name].name
     inputs_read = tuple((fields[c].name, _kind(fields[c].dataType))
-                        for c in sorted(used | {time_name}))
-    program = chain.Program(inputs_read, time_col, tuple(compiled))
+                        for c in sorted(used - {bucket} | {time_name}))
+    program = chain.Program(inputs_read, time_col, tuple(compiled),
+                            (fields[bucket].name, width) if bucket else None)
     # Spark's own analysis names and types the result; a differing compiled type refuses
     kinds = [kind for _, _, kind in scope]
     if schema is not None:
@@ -222,7 +242,7 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None):
     spacing = max(1, (last - first) // max(1, total))
     before = reach_time + LAG_SLACK * reach_rows * spacing
     ranges = pc_.ranges(groups, time_windows.direct_tasks(rt.spark, total), before, 0,
-                        max(1, time_windows.MIN_CHUNK_FRAMES * before))
+                        max(1, time_windows.MIN_CHUNK_FRAMES * before), align=width)
     if sum(g.rows for r in ranges for g in r.groups) > time_windows.MAX_READ_FACTOR * total:
         return None
     target = to_arrow_schema(out_type, timezone="UTC")
@@ -306,10 +326,13 @@ def _used_inputs(levels) -> set[str]:
 # ----------------------------------------------------------------------------- compiling
 class _Compiler:
     """One SELECT compiled over ``scope`` (its input's columns: ``(name, node, kind)`` in
-    order) whose event-time columns are ``times`` (lower-case names)."""
+    order) whose event-time columns are ``times`` and tumbling window instants
+    ``buckets`` (lower-case names; ``width`` the window's, None without one)."""
 
-    def __init__(self, scope, times, select: exp.Select, ansi: bool):
+    def __init__(self, scope, times, select: exp.Select, ansi: bool, buckets=frozenset(),
+                 width=None):
         self.scope, self.times, self.select, self.ansi = scope, times, select, ansi
+        self.buckets, self.width = buckets, width
         self.by_name: dict = {}
         for name, _, kind in scope:
             self.by_name.setdefault(name.lower(), []).append(kind)
@@ -327,7 +350,7 @@ class _Compiler:
                 raise _Refuse
             node, kind = self.expr(where.this)
             cond = self.to(node, kind, "boolean")
-        outputs, scope, times = [], [], set()
+        outputs, scope, times, buckets = [], [], set(), set()
         for item in self.select.expressions:
             if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
                                               and isinstance(item.this, exp.Star)):
@@ -337,6 +360,8 @@ class _Compiler:
                     scope.append((name, ("col", name.lower()), kind))
                     if name.lower() in self.times:
                         times.add(name.lower())
+                    if name.lower() in self.buckets:
+                        buckets.add(name.lower())
                 continue
             expr = item.this if isinstance(item, exp.Alias) else item
             name = item.alias if isinstance(item, exp.Alias) else (
@@ -348,8 +373,10 @@ class _Compiler:
             scope.append((name, ("col", name.lower()), kind))
             if isinstance(expr, exp.Column) and self.is_time(expr):
                 times.add(name.lower())
+            if isinstance(expr, exp.Column) and self.is_time(expr, self.buckets):
+                buckets.add(name.lower())
         level = chain.Level(cond, tuple(self.windows), tuple(outputs))
-        return level, scope, times, self.before, self.lags
+        return level, scope, times, buckets, self.before, self.lags
 
     # ----------------------------------------------------------------- expressions
     def resolve(self, column: exp.Column):
@@ -363,9 +390,11 @@ class _Compiler:
         self.check_kind(kinds[0])
         return ("col", column.name.lower()), kinds[0]
 
-    def is_time(self, column) -> bool:
+    def is_time(self, column, names=None) -> bool:
+        """Whether ``column`` is one of the event-time columns (or of ``names``)."""
+        names = self.times if names is None else names
         return (isinstance(column, exp.Column) and not isinstance(column.this, exp.Star)
-                and column.name.lower() in self.times and len(
+                and column.name.lower() in names and len(
                     self.by_name.get(column.name.lower(), ())) == 1)
 
     @staticmethod
@@ -508,6 +537,8 @@ class _Compiler:
     def window(self, w: exp.Window):
         if w.args.get("alias"):
             raise _Refuse
+        if w.args.get("order") is None and w.args.get("spec") is None:
+            return self.whole(w)
         order = w.args.get("order")
         if order is None or len(order.expressions) != 1:
             raise _Refuse
@@ -555,6 +586,40 @@ class _Compiler:
         self.windows.append(chain.Window(name, node, kind, before=before, after=after,
                                          keys=tuple(keys)))
         self.before = max(self.before, before)
+        return ("win", len(self.windows) - 1), chain.result_type(name, kind)
+
+
+    def whole(self, w: exp.Window):
+        """``agg(x) OVER (PARTITION BY <tumbling window instant>, ...)``: the whole
+        partition, which lies within one window (ranges own whole windows)."""
+        keys = w.args.get("partition_by") or []
+        if self.width is None or not any(self.is_time(k, self.buckets) for k in keys):
+            raise _Refuse
+        func = w.this
+        name = time_windows._FUNCTIONS.get(type(func))
+        if name is None or isinstance(func, exp.Distinct) or any(
+                isinstance(a, exp.Distinct) for a in func.args.values()):
+            raise _Refuse
+        arg = func.this
+        if isinstance(arg, exp.Star):
+            if name != "count":
+                raise _Refuse
+            arg = None
+        elif arg is None or len([v for k, v in func.args.items()
+                                 if v not in (None, []) and k != "big_int"]) > 1:
+            raise _Refuse
+        nodes = []
+        for key in keys:
+            node, kind = self.expr(key)
+            if kind not in _KINDS:
+                raise _Refuse
+            nodes.append(node)
+        node, kind = (None, None) if arg is None else self.expr(arg)
+        if arg is not None and kind not in chain.NUMERIC:
+            raise _Refuse
+        self.windows.append(chain.Window(name, node, kind, before=self.width,
+                                         keys=tuple(nodes), whole=True))
+        self.before = max(self.before, self.width)
         return ("win", len(self.windows) - 1), chain.result_type(name, kind)
 
 

@@ -339,8 +339,13 @@ def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
     scans = {name.lower(): r.stream for name, r in rel.inputs if isinstance(r, ir.StreamScan)}
     # chains of SELECTs with lag / RANGE windows over a Parquet stream: one numpy pass per
     # range of event time (planner/fused_chain.py)
+    tumbling = {name.lower(): (r.input.stream, r.window.size) for name, r in rel.inputs
+                if isinstance(r, ir.WindowScan) and isinstance(r.input, ir.StreamScan)
+                and r.window.kind == "SLIDE" and r.window.size == r.window.slide
+                and not r.window.partition_by
+                and r.time_column.lower() == (r.input.stream.event_time or "").lower()}
     sql, fused, whole = fused_chain.rewrite(rel.sql, frames, rt, run_sql_frames, scans,
-                                            rel.schema)
+                                            rel.schema, tumbling)
     if whole is not None:
         return whole
     frames = frames + list(fused.items())

@@ -137,17 +137,22 @@ def _statistics_span(st):
 
 
 def ranges(groups, tasks: int, before: int, after: int, min_span: int,
-           neighbours: bool = False) -> list[Range]:
+           neighbours: bool = False, align: int | None = None) -> list[Range]:
     """About ``tasks`` consecutive time ranges of equal row counts (by the row groups'
     density), each at least ``min_span`` long, with the row groups each one needs: its
     own rows and the ``before`` / ``after`` microseconds its frames reach beyond them;
     with ``neighbours``, also those that can hold the latest rows before the range and the
     earliest after it (every row of a row group lies within its min/max, and the min and max
     of a row group without punctuation rows are data rows: the latest data row before
-    ``start`` is at or after each such group's max below ``start``, or min below it)."""
+    ``start`` is at or after each such group's max below ``start``, or min below it).
+    ``align``: interior boundaries fall on ``k * align + 1`` (us), so that each range owns
+    whole tumbling windows ``(k * align - align, k * align]``."""
     lo = min(g.lo for g in groups)
     hi = max(g.hi for g in groups)
     cuts = _cuts(groups, lo, hi, tasks, min_span)
+    if align:  # whole tumbling windows (t - align, t] per range: cuts at k * align + 1
+        cuts = sorted({lo, hi + 1} | {(c - 1) // align * align + 1 for c in cuts[1:-1]
+                                      if lo < (c - 1) // align * align + 1 <= hi})
     out = []
     for start, end in zip(cuts, cuts[1:]):
         need_lo, need_hi = start - before, end - 1 + after

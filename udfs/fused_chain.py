@@ -61,6 +61,10 @@ class Window:
     before: int = 0
     after: int = 0
     keys: tuple = ()
+    #: the whole partition (``OVER (PARTITION BY <tumbling window>, ...)``, no ORDER BY):
+    #: one value per partition; its keys hold the window instant, so partitions lie within
+    #: one tumbling window of width ``before``
+    whole: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,11 +79,14 @@ class Level:
 
 @dataclass(frozen=True)
 class Program:
-    """``inputs``: the stream's columns read, ``(name, type)``; ``time``: its event time."""
+    """``inputs``: the stream's columns read, ``(name, type)``; ``time``: its event time;
+    ``bucket``: ``(name, width)`` of the tumbling window instant the input carries (a CQL
+    ``[RANGE w SLIDE w]``: ``ceil(t / w) * w``), or None."""
 
     inputs: tuple[tuple[str, str], ...]
     time: str
     levels: tuple[Level, ...]
+    bucket: tuple[str, int] | None = None
 
 
 def nodes(node):
@@ -125,6 +132,9 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
     for name, kind in program.inputs:
         values, valid = _vector(table.column(name), kind)
         cols[name.lower()] = (values, valid) if order is None else (values[order], valid[order])
+    if program.bucket is not None:  # the window instant: the smallest multiple >= t
+        name, width = program.bucket
+        cols[name.lower()] = (us + (-us) % width, np.ones(len(us), dtype=bool))
     done = complete_from
     for level in program.levels:
         n = len(us)
@@ -185,6 +195,8 @@ def _window(w: Window, cols, us, done, ansi, frames: dict):
             return (out_v, out_m), None
         first = int(np.searchsorted(us, done, side="left")) + w.n - 1
         return (out_v, out_m), (int(us[first]) + 1 if first < n else _INF)
+    if w.whole:
+        return _whole(w, cols, us, done, ansi)
     shape = (w.before, w.after, w.keys)
     if shape not in frames:
         frames[shape] = _frames(w, cols, us, ansi)
@@ -205,6 +217,89 @@ def _window(w: Window, cols, us, done, ansi, frames: dict):
         back_v[order], back_m[order] = values, valid
         values, valid = back_v, back_m
     return (values, valid), (None if done is None else min(_INF, done + w.before))
+
+
+def _whole(w: Window, cols, us, done, ansi):
+    """A whole-partition window: each partition's aggregate, on every row of it. Complete
+    from the first tumbling window starting at or after ``done`` (``w.before``: its width)."""
+    n = len(us)
+    everywhere = np.ones(n, dtype=bool)
+    codes = []
+    for key in w.keys:
+        values, valid = _eval(key, cols, (), everywhere, ansi)
+        codes.append(windows._codes(pa.chunked_array([pa.array(values, mask=~valid)])))
+    order = np.lexsort(tuple(reversed(codes))) if n else np.zeros(0, np.int64)
+    change = np.zeros(n, dtype=bool)
+    if n:
+        change[0] = True
+        for c in codes:
+            c = c[order]
+            change[1:] |= c[1:] != c[:-1]
+    starts = np.flatnonzero(change)
+    sizes = np.diff(np.r_[starts, n])
+    if w.arg is None:
+        result = (sizes.astype(np.int64), np.ones(len(starts), dtype=bool))
+    else:
+        values, valid = _eval(w.arg, cols, (), everywhere, ansi)
+        result = _group(w.func, w.arg_type, values[order], valid[order], starts, ansi)
+    back_v, back_m = np.empty(n, dtype=result[0].dtype), np.empty(n, dtype=bool)
+    back_v[order], back_m[order] = np.repeat(result[0], sizes), np.repeat(result[1], sizes)
+    if done is None:
+        return (back_v, back_m), None
+    width = w.before
+    return (back_v, back_m), min(_INF, done + (-(done - 1)) % width)
+
+
+def _group(func: str, kind: str, x, valid, starts, ansi: bool):
+    """``(values, valid)`` per group (rows ``starts[i]:starts[i + 1]``) of an aggregate,
+    NULLs skipped, as Spark: NULL for no value (count: 0); NaN greatest (max) and the
+    minimum only of all-NaN groups; an infinity or NaN makes the spread NaN; one value's
+    sample spread NULL. Sums of integers raise on BIGINT overflow in ANSI mode (else wrap)."""
+    if len(starts) == 0:
+        return np.zeros(0, DTYPES[result_type(func, kind)]), np.zeros(0, dtype=bool)
+    count = np.add.reduceat(valid.astype(np.int64), starts)
+    some = count > 0
+    integral = kind in ("int", "bigint")
+    if func == "count":
+        return count, np.ones(len(starts), dtype=bool)
+    if func in ("min", "max"):
+        if integral:
+            info = np.iinfo(np.int64)
+            y = np.where(valid, x.astype(np.int64), info.max if func == "min" else info.min)
+            out = (np.minimum if func == "min" else np.maximum).reduceat(y, starts)
+        else:
+            y = np.where(valid, x.astype(np.float64), np.inf if func == "min" else -np.inf)
+            out = (np.fmin if func == "min" else np.maximum).reduceat(y, starts)
+            if func == "min":
+                nan = np.add.reduceat((valid & np.isnan(y)).astype(np.int64), starts)
+                out = np.where(some & (nan == count), np.nan, out)
+        return out.astype(DTYPES[kind]), some
+    if func == "sum" and integral:
+        y = np.where(valid, x.astype(np.int64), 0)
+        with np.errstate(over="ignore"):
+            total = np.add.reduceat(y, starts)
+        estimate = np.add.reduceat(y.astype(np.float64), starts)
+        if ansi and (np.abs(estimate - total.astype(np.float64)) > 2.0 ** 62).any():
+            _overflow("bigint")
+        return total, some
+    y = np.where(valid, x.astype(np.float64), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        total = np.add.reduceat(y, starts)
+        if func == "sum":
+            return total, some
+        mean = total / np.maximum(count, 1)
+        if func == "avg":
+            return mean, some
+        sizes = np.diff(np.r_[starts, len(y)])
+        finite = np.add.reduceat((~np.isfinite(y)).astype(np.int64), starts) == 0
+        dev = np.where(valid, y - np.repeat(mean, sizes), 0.0)
+        m2 = np.add.reduceat(dev * dev, starts)
+        sample = func.endswith("_samp")
+        var = m2 / (count - 1 if sample else count)
+        var = np.where(finite, var, np.nan)
+        if func.startswith("stddev"):
+            var = np.sqrt(var)
+    return var, some & ~(sample & (count == 1))
 
 
 def _frames(w: Window, cols, us, ansi):
