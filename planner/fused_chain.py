@@ -21,12 +21,14 @@ window boundaries so that each owns whole windows), with at least one window. Th
 ``lag(x [, n [, literal]]) OVER (ORDER BY <event time>)`` and the aggregates of
 :data:`udfs.time_windows.FUNCTIONS` over RANGE frames ending at or before the row, with or
 without PARTITION BY; over a tumbling window, aggregates of the whole window instant
-(``agg(x) OVER ()``, which WaveSQL partitions by ``_time``: TiLT's normalisation); no
+(``agg(x) OVER ()``, which WaveSQL partitions by ``_time``: TiLT's normalisation), and at
+the top a GROUP BY that includes ``_time`` (an aggregate per window: TiLT's vibration and
+YSB; ``sum avg count min max stddev* var* kurtosis skewness``, HAVING); no
 FOLLOWING frames (planner/time_windows.py's passes take those) and no partitioned ``lag`` (a
 sparse key's previous row may lie anywhere before). Expressions:
 columns, number/boolean/NULL literals, ``+ - * /``, unary minus, comparisons, ``<=>`` / IS
 [NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE, IF, NULLIF, COALESCE, ABS of
-floating values and widening CASTs over BOOLEAN, INT, BIGINT, FLOAT, DOUBLE and TIMESTAMP
+floating values, SQRT and widening CASTs over BOOLEAN, INT, BIGINT, FLOAT, DOUBLE and TIMESTAMP
 columns. Anything else leaves the SELECT to the other plans (the chain below it may still be
 fused). The result's names and types are Spark's own analysis of the SELECT; the chain is
 not fused when the compiled types differ from it. Equal event times are ordered as the rows
@@ -79,7 +81,8 @@ def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None):
     catalog stream. Other arguments as :func:`planner.time_windows.rewrite`'s."""
     spark = rt.spark
     tumbling = tumbling or {}
-    if (rt.streams is not None or not (scans or tumbling) or "OVER" not in sql.upper()
+    if (rt.streams is not None or not (scans or tumbling)
+            or ("OVER" not in sql.upper() and not tumbling)
             or str(spark.conf.get(CONF, "true")).lower() == "false"
             or time_windows._mode(spark) == "false"):
         return sql, {}, None
@@ -130,7 +133,7 @@ def _chain(select: exp.Select, scans, tumbling):
     levels = []
     node = select
     while True:
-        if not isinstance(node, exp.Select) or not _plain(node):
+        if not isinstance(node, exp.Select) or not _plain(node, top=node is select):
             return None
         levels.append(node)
         source = node.args["from_"].this
@@ -158,12 +161,15 @@ def _chain(select: exp.Select, scans, tumbling):
         levels.reverse()
         has_window = any(w.find_ancestor(exp.Select) is s for s in levels
                          for w in s.find_all(exp.Window))
-        return (levels, stream, source, width) if has_window else None
+        grouped = select.args.get("group") is not None and width is not None
+        return (levels, stream, source, width) if has_window or grouped else None
 
 
-def _plain(select: exp.Select) -> bool:
+def _plain(select: exp.Select, top: bool = False) -> bool:
+    """No join, DISTINCT, ORDER BY, LIMIT...; GROUP BY and HAVING only at the top."""
+    allowed = _PLAIN_SELECT | ({"group", "having"} if top else set())
     return (select.args.get("from_") is not None
-            and not {k for k, v in select.args.items() if v} - _PLAIN_SELECT)
+            and not {k for k, v in select.args.items() if v} - allowed)
 
 
 # ------------------------------------------------------------------------------ planning
@@ -308,7 +314,9 @@ def _keep_windows(level):
 
 
 def _level_nodes(level):
-    roots = [e for _, e in level.outputs] + [level.where] + [
+    # a GROUP BY level's outputs and HAVING read its groups (keys, aggregates), not its input
+    outputs = [] if level.group is not None else [e for _, e in level.outputs]
+    roots = outputs + [level.where] + list(level.group or ()) + [
         e for w in level.windows if w is not None for e in (w.arg, w.default) + w.keys]
     for root in roots:
         if root is not None:
@@ -341,15 +349,19 @@ class _Compiler:
         self.windows: list = []
         self.before = 0  # the time the level's frames reach back
         self.lags = 0    # the rows its lags reach back
+        self.group: list | None = None  # GROUP BY key nodes (an aggregate level)
+        self.in_aggregate = False
 
     def level(self):
         where = self.select.args.get("where")
         cond = None
         if where is not None:
-            if where.find(exp.Window) is not None:
+            if where.find(exp.Window) is not None or where.find(exp.AggFunc) is not None:
                 raise _Refuse
             node, kind = self.expr(where.this)
             cond = self.to(node, kind, "boolean")
+        if self.select.args.get("group") is not None:
+            return self.aggregate_level(cond)
         outputs, scope, times, buckets = [], [], set(), set()
         for item in self.select.expressions:
             if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
@@ -378,6 +390,73 @@ class _Compiler:
         level = chain.Level(cond, tuple(self.windows), tuple(outputs))
         return level, scope, times, buckets, self.before, self.lags
 
+    def aggregate_level(self, cond):
+        """``SELECT <keys, aggregates> ... GROUP BY <the window instant>, ...`` over a
+        tumbling window: one row per group, each group within one window (and range)."""
+        group = self.select.args["group"]
+        if self.width is None or {k for k, v in group.args.items() if v} - {"expressions"}:
+            raise _Refuse  # no tumbling window below, or ROLLUP / CUBE / GROUPING SETS
+        keys, bucket = [], None
+        for i, key in enumerate(group.expressions):
+            if key.find(exp.AggFunc) is not None or key.find(exp.Window) is not None:
+                raise _Refuse
+            node, kind = self.expr(key)
+            if kind not in _KINDS:
+                raise _Refuse
+            if bucket is None and self.is_time(key, self.buckets):
+                bucket = i
+            keys.append(node)
+        if bucket is None:
+            raise _Refuse  # groups could span ranges
+        self.group = keys
+        outputs, scope = [], []
+        for item in self.select.expressions:
+            if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
+                                              and isinstance(item.this, exp.Star)):
+                raise _Refuse
+            expr = item.this if isinstance(item, exp.Alias) else item
+            node, kind = self.expr(expr)
+            if kind in ("null", "decimal"):
+                raise _Refuse
+            name = item.alias_or_name or f"__wavesql_unnamed_{len(outputs)}"
+            outputs.append((name, node))
+            scope.append((name, ("col", name.lower()), kind))
+        having = None
+        if self.select.args.get("having") is not None:
+            node, kind = self.expr(self.select.args["having"].this)
+            having = self.to(node, kind, "boolean")
+        level = chain.Level(cond, tuple(self.windows), tuple(outputs), tuple(keys), bucket,
+                            having)
+        return level, scope, set(), set(), self.before, self.lags
+
+    def aggregate(self, e):
+        """An aggregate of a GROUP BY level: the whole group's value."""
+        if self.group is None or self.in_aggregate:
+            raise _Refuse  # an aggregate query without GROUP BY, or nested aggregates
+        name = time_windows._FUNCTIONS.get(type(e)) or _MOMENTS.get(type(e))
+        if name is None or any(isinstance(a, exp.Distinct) for a in e.args.values()):
+            raise _Refuse
+        arg = e.this
+        if isinstance(arg, exp.Star):
+            if name != "count":
+                raise _Refuse
+            arg = None
+        elif arg is None or len([v for k, v in e.args.items()
+                                 if v not in (None, []) and k != "big_int"]) > 1:
+            raise _Refuse
+        node, kind = None, None
+        if arg is not None:
+            self.in_aggregate = True
+            try:
+                node, kind = self.expr(arg)
+            finally:
+                self.in_aggregate = False
+            if kind not in chain.NUMERIC:
+                raise _Refuse
+        self.windows.append(chain.Window(name, node, kind, before=self.width,
+                                         keys=tuple(self.group), whole=True))
+        return ("win", len(self.windows) - 1), chain.result_type(name, kind)
+
     # ----------------------------------------------------------------- expressions
     def resolve(self, column: exp.Column):
         if column.args.get("db") or column.args.get("catalog"):
@@ -388,7 +467,12 @@ class _Compiler:
         if kinds is None or len(kinds) != 1:
             raise _Refuse  # unknown or ambiguous: Spark's error
         self.check_kind(kinds[0])
-        return ("col", column.name.lower()), kinds[0]
+        node = ("col", column.name.lower())
+        if self.group is not None and not self.in_aggregate:
+            if node not in self.group:
+                raise _Refuse  # a column neither grouped nor aggregated: Spark's error
+            return ("col", f"__g{self.group.index(node)}"), kinds[0]
+        return node, kinds[0]
 
     def is_time(self, column, names=None) -> bool:
         """Whether ``column`` is one of the event-time columns (or of ``names``)."""
@@ -414,7 +498,14 @@ class _Compiler:
         if isinstance(e, exp.Null):
             return ("lit", None, "null"), "null"
         if isinstance(e, exp.Window):
+            if self.group is not None:
+                raise _Refuse  # windows over groups
             return self.window(e)
+        if isinstance(e, exp.AggFunc):
+            return self.aggregate(e)
+        if isinstance(e, exp.Sqrt):
+            a, kind = self.expr(e.this)
+            return ("sqrt", self.to(a, kind, "double")), "double"
         if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
             a, ka = self.expr(e.this)
             b, kb = self.expr(e.expression)
@@ -624,6 +715,7 @@ class _Compiler:
 
 
 NUMERIC_LIT = chain.NUMERIC + ("decimal", "null")
+_MOMENTS = {exp.Kurtosis: "kurtosis", exp.Skewness: "skewness"}
 _COMPARE = {exp.EQ: "eq", exp.NEQ: "ne", exp.GT: "gt", exp.GTE: "ge", exp.LT: "lt",
             exp.LTE: "le"}
 #: Casts that never fail and round as numpy does: kind -> kinds it widens to.

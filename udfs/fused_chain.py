@@ -70,11 +70,17 @@ class Window:
 @dataclass(frozen=True)
 class Level:
     """One SELECT: ``where`` (node or None) filters its input, then ``windows`` are evaluated
-    (nodes ``("win", i, type)`` read them), then ``outputs`` ``(name, node)`` are its rows."""
+    (nodes ``("win", i, type)`` read them), then ``outputs`` ``(name, node)`` are its rows.
+    With ``group`` (GROUP BY key nodes, ``group[bucket]`` the tumbling window instant) its
+    rows are the groups: ``windows`` are the aggregates (whole over the group), outputs read
+    the keys as ``("col", "__g<i>")``, and ``having`` filters the groups."""
 
     where: tuple | None
     windows: tuple[Window, ...]
     outputs: tuple[tuple[str, tuple], ...]
+    group: tuple | None = None
+    bucket: int = 0
+    having: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,7 @@ def nodes(node):
     """``node`` and every expression node below it."""
     yield node
     op = node[0]
-    if op in ("cast", "neg", "abs", "not"):
+    if op in ("cast", "neg", "abs", "not", "sqrt"):
         children = (node[1],)
     elif op in ("arith", "cmp", "nullsafe"):
         children = (node[2], node[3])
@@ -143,9 +149,14 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
             values, valid = _eval(level.where, cols, (), everywhere, ansi)
             keep = values & valid
             if not keep.all():
-                us = us[keep]
-                cols = {k: (v[keep], m[keep]) for k, (v, m) in cols.items()}
-                n, everywhere = len(us), everywhere[keep]
+                rows = np.flatnonzero(keep)  # one index for every column: cheaper than masks
+                us = us.take(rows)
+                cols = {k: (v.take(rows), m.take(rows)) for k, (v, m) in cols.items()}
+                n, everywhere = len(us), np.ones(len(rows), dtype=bool)
+        if level.group is not None:  # the top level
+            us, cols, outputs, done = _grouped(level, cols, us, done, ansi,
+                                               program.bucket[1])
+            continue
         results, reaches, frames = [], [done], {}
         for w in level.windows:  # all over the level's input, complete from ``done``
             if w is None:  # no output reads it
@@ -223,10 +234,26 @@ def _whole(w: Window, cols, us, done, ansi):
     """A whole-partition window: each partition's aggregate, on every row of it. Complete
     from the first tumbling window starting at or after ``done`` (``w.before``: its width)."""
     n = len(us)
+    order, starts, sizes, _ = _partitions(w.keys, cols, n, ansi)
+    result = _aggregate_groups(w, cols, order, starts, sizes, ansi)
+    back_v, back_m = np.empty(n, dtype=result[0].dtype), np.empty(n, dtype=bool)
+    back_v[order], back_m[order] = np.repeat(result[0], sizes), np.repeat(result[1], sizes)
+    return (back_v, back_m), _whole_windows_from(done, w.before)
+
+
+def _whole_windows_from(done, width: int):
+    """The first boundary ``k * width + 1`` of a tumbling window at or after ``done``."""
+    return None if done is None else min(_INF, done + (-(done - 1)) % width)
+
+
+def _partitions(keys, cols, n: int, ansi):
+    """``(order, starts, sizes, key vectors)``: the rows grouped by ``keys`` (Spark's
+    grouping: NULL its own, -0.0 with 0.0, one NaN), stable within a group."""
     everywhere = np.ones(n, dtype=bool)
-    codes = []
-    for key in w.keys:
+    codes, vectors = [], []
+    for key in keys:
         values, valid = _eval(key, cols, (), everywhere, ansi)
+        vectors.append((values, valid))
         codes.append(windows._codes(pa.chunked_array([pa.array(values, mask=~valid)])))
     order = np.lexsort(tuple(reversed(codes))) if n else np.zeros(0, np.int64)
     change = np.zeros(n, dtype=bool)
@@ -236,18 +263,35 @@ def _whole(w: Window, cols, us, done, ansi):
             c = c[order]
             change[1:] |= c[1:] != c[:-1]
     starts = np.flatnonzero(change)
-    sizes = np.diff(np.r_[starts, n])
+    return order, starts, np.diff(np.r_[starts, n]), vectors
+
+
+def _aggregate_groups(w: Window, cols, order, starts, sizes, ansi):
     if w.arg is None:
-        result = (sizes.astype(np.int64), np.ones(len(starts), dtype=bool))
-    else:
-        values, valid = _eval(w.arg, cols, (), everywhere, ansi)
-        result = _group(w.func, w.arg_type, values[order], valid[order], starts, ansi)
-    back_v, back_m = np.empty(n, dtype=result[0].dtype), np.empty(n, dtype=bool)
-    back_v[order], back_m[order] = np.repeat(result[0], sizes), np.repeat(result[1], sizes)
-    if done is None:
-        return (back_v, back_m), None
-    width = w.before
-    return (back_v, back_m), min(_INF, done + (-(done - 1)) % width)
+        return sizes.astype(np.int64), np.ones(len(starts), dtype=bool)
+    values, valid = _eval(w.arg, cols, (), np.ones(len(order), dtype=bool), ansi)
+    return _group(w.func, w.arg_type, values[order], valid[order], starts, ansi)
+
+
+def _grouped(level: Level, cols, us, done, ansi, width: int):
+    """A GROUP BY level: ``(instants, key columns, outputs, complete-from)`` of its groups,
+    each group's time its tumbling window instant (of ``width``)."""
+    order, starts, sizes, keys = _partitions(level.group, cols, len(us), ansi)
+    first = order[starts]
+    group_cols = {f"__g{i}": (v[first], m[first]) for i, (v, m) in enumerate(keys)}
+    results = [None if w is None else _aggregate_groups(w, cols, order, starts, sizes, ansi)
+               for w in level.windows]
+    instants = group_cols[f"__g{level.bucket}"][0].astype(np.int64)
+    if level.having is not None:
+        everywhere = np.ones(len(starts), dtype=bool)
+        values, valid = _eval(level.having, group_cols, results, everywhere, ansi)
+        keep = values & valid
+        instants = instants[keep]
+        group_cols = {k: (v[keep], m[keep]) for k, (v, m) in group_cols.items()}
+        results = [None if r is None else (r[0][keep], r[1][keep]) for r in results]
+    everywhere = np.ones(len(instants), dtype=bool)
+    outputs = [_eval(node, group_cols, results, everywhere, ansi) for _, node in level.outputs]
+    return instants, {}, outputs, _whole_windows_from(done, width)
 
 
 def _group(func: str, kind: str, x, valid, starts, ansi: bool):
@@ -294,6 +338,12 @@ def _group(func: str, kind: str, x, valid, starts, ansi: bool):
         finite = np.add.reduceat((~np.isfinite(y)).astype(np.int64), starts) == 0
         dev = np.where(valid, y - np.repeat(mean, sizes), 0.0)
         m2 = np.add.reduceat(dev * dev, starts)
+        if func in ("kurtosis", "skewness"):  # Spark: NULL when the spread is 0
+            if func == "kurtosis":
+                out = count * np.add.reduceat(dev ** 4, starts) / (m2 * m2) - 3.0
+            else:
+                out = np.sqrt(count) * np.add.reduceat(dev ** 3, starts) / np.sqrt(m2 ** 3)
+            return np.where(finite, out, np.nan), some & ~(finite & (m2 == 0))
         sample = func.endswith("_samp")
         var = m2 / (count - 1 if sample else count)
         var = np.where(finite, var, np.nan)
@@ -329,8 +379,8 @@ def _frames(w: Window, cols, us, ansi):
 
 
 def result_type(func: str, arg_type: str | None) -> str:
-    """Spark's result type of a window function over ``arg_type``."""
-    rule = windows.FUNCTIONS.get(func)
+    """Spark's result type of a window function or aggregate over ``arg_type``."""
+    rule = windows.FUNCTIONS.get(func, "double")  # kurtosis, skewness
     if func == "lag" or rule == "arg":
         return arg_type
     if rule == "sum":
@@ -369,6 +419,10 @@ def _eval(node: tuple, cols, wins, active, ansi):
     if op == "abs":
         values, valid = _eval(node[1], cols, wins, active, ansi)
         return np.abs(values), valid
+    if op == "sqrt":  # of a negative number: NaN, as Spark
+        values, valid = _eval(node[1], cols, wins, active, ansi)
+        with np.errstate(invalid="ignore"):
+            return np.sqrt(values), valid
     if op == "cmp":
         _, how, a, b = node
         av, am = _eval(a, cols, wins, active, ansi)
