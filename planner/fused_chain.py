@@ -362,6 +362,8 @@ class _Compiler:
             cond = self.to(node, kind, "boolean")
         if self.select.args.get("group") is not None:
             return self.aggregate_level(cond)
+        if self.select.args.get("having") is not None:
+            raise _Refuse  # HAVING without GROUP BY: an aggregate of the whole input
         outputs, scope, times, buckets = [], [], set(), set()
         for item in self.select.expressions:
             if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
@@ -570,14 +572,16 @@ class _Compiler:
             return ("coalesce", tuple(self.to(a, k, kind) for a, k in args), kind), kind
         if isinstance(e, exp.Abs):
             a, kind = self.expr(e.this)
-            if kind not in ("float", "double"):
+            if kind not in chain.NUMERIC:
                 raise _Refuse
-            return ("abs", a), kind
+            return ("abs", a, kind), kind
         if isinstance(e, (exp.Cast, exp.TryCast)):
             a, kind = self.expr(e.this)
             to = _cast_kind(e.args.get("to"))
             if kind == to:
                 return a, kind
+            if a[0] == "lit" and kind == "decimal" and to == "double":
+                return ("lit", a[1], "double"), "double"  # the literal's nearest double
             if to not in _WIDER.get(kind, ()):
                 raise _Refuse  # a cast that can fail or round differently
             return ("cast", a, to), to

@@ -416,9 +416,14 @@ def _eval(node: tuple, cols, wins, active, ansi):
                 _overflow(node[2])
         with np.errstate(over="ignore"):
             return -values, valid
-    if op == "abs":
+    if op == "abs":  # of the smallest integer: an overflow (ANSI), else itself (wraps)
         values, valid = _eval(node[1], cols, wins, active, ansi)
-        return np.abs(values), valid
+        if node[2] in ("int", "bigint") and ansi:
+            smallest = np.iinfo(DTYPES[node[2]]).min
+            if (active & valid & (values == smallest)).any():
+                _overflow(node[2])
+        with np.errstate(over="ignore"):
+            return np.abs(values), valid
     if op == "sqrt":  # of a negative number: NaN, as Spark
         values, valid = _eval(node[1], cols, wins, active, ansi)
         with np.errstate(invalid="ignore"):
