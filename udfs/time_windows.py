@@ -411,30 +411,27 @@ def _variance(x, valid, lo, hi, count) -> np.ndarray:
         return out
     y = np.where(valid, x, 0.0)
     finite = np.isfinite(y)
-    bad = np.concatenate([[0], np.cumsum(~finite, dtype=np.int64)])
-    nonfinite = bad[hi] > bad[lo]
-    y = np.where(finite, y, 0.0)
+    if finite.all():  # the usual case: no frame is made NaN by an infinity or NaN
+        nonfinite = np.zeros(n, dtype=bool)
+    else:
+        bad = np.concatenate([[0], np.cumsum(~finite, dtype=np.int64)])
+        nonfinite = bad[hi] > bad[lo]
+        y = np.where(finite, y, 0.0)
     width = hi - lo
     if _narrow(lo, hi) and int(width.max()) <= 8 * NARROW:
-        # Each row's frame as a row of a (rows x w) matrix, w the widest frame of a block
-        # of rows (not of the whole chunk: one wide frame would widen every block).
-        w_all = int(width.max())
-        pad = np.zeros(w_all)
-        y_pad = np.concatenate([y, pad])
-        v_pad = np.concatenate([valid, pad.astype(bool)])
-        block = 1 << 16
-        for s in range(0, n, block):
-            l, c, wid = lo[s:s + block], count[s:s + block], width[s:s + block]
-            w = int(wid.max()) if len(wid) else 0
-            if w == 0:
-                continue
-            cols = np.arange(w)
-            vals = np.lib.stride_tricks.sliding_window_view(y_pad, w)[l]
-            m = np.lib.stride_tricks.sliding_window_view(v_pad, w)[l] & (cols < wid[:, None])
-            vals = np.where(m, vals, 0.0)
-            mean = vals.sum(axis=1) / np.maximum(c, 1)
-            dev = np.where(m, vals - mean[:, None], 0.0)
-            out[s:s + block] = np.einsum("ij,ij->i", dev, dev)
+        # about each frame's own mean: one vector step per frame position, over blocks of
+        # rows that stay in cache (as _row_order_sum)
+        mean = _row_order_sum(y, lo, hi) / np.maximum(count, 1)
+        last = max(len(y) - 1, 0)
+        for s in range(0, n, _SUM_BLOCK):
+            start, wide = lo[s:s + _SUM_BLOCK], width[s:s + _SUM_BLOCK]
+            centre, acc = mean[s:s + _SUM_BLOCK], out[s:s + _SUM_BLOCK]
+            at = start.copy()
+            for k in range(int(wide.max(initial=0))):
+                np.minimum(at, last, out=at)
+                d = np.where(valid[at] & (wide > k), y[at] - centre, 0.0)
+                acc += d * d
+                at += 1
     else:
         ones = valid.astype(np.float64)
         _, _, m2 = _tree_query((ones, y, np.zeros(len(y))), lo, hi, _merge_moments)
