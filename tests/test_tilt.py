@@ -216,6 +216,36 @@ def test_ysb(ws, tmp_path):
     _same(_pandas(df), ref.ysb(events), ["_time", "campaign"], exact=["n"])
 
 
+# ---------------------------------------------------------------------------- fused passes
+@pytest.mark.parametrize("app", ["trend", "rsi", "normalize", "impute", "vibration", "fraud",
+                                 "ysb"])
+def test_examples_through_the_fused_passes(ws, tmp_path, monkeypatch, app):
+    """The example files at these sizes stay under ``wavesql.windows.min_rows``; with it at
+    0 and ranges of 2,000 rows each app (or its bucket means) runs as a fused query chain
+    (planner/fused_chain.py) and must still equal the numpy reference."""
+    from wavesql.planner import fused_chain
+
+    fused = []
+    rewrite = fused_chain.rewrite
+
+    def spy(*args, **kwargs):
+        sql, views, whole = rewrite(*args, **kwargs)
+        fused.append(bool(views) or whole is not None)
+        return sql, views, whole
+
+    monkeypatch.setattr(fused_chain, "rewrite", spy)
+    ws.spark.conf.set("wavesql.windows.min_rows", "0")
+    ws.spark.conf.set("wavesql.windows.chunk_rows", "2000")
+    try:
+        {"trend": test_trend, "rsi": test_rsi, "normalize": test_normalize,
+         "impute": test_impute_fills_the_gaps_with_the_bucket_mean,
+         "vibration": test_vibration, "fraud": test_fraud, "ysb": test_ysb}[app](ws, tmp_path)
+    finally:
+        ws.spark.conf.unset("wavesql.windows.min_rows")
+        ws.spark.conf.unset("wavesql.windows.chunk_rows")
+    assert any(fused), fused
+
+
 # ---------------------------------------------------------------------------- streaming
 # The input in 4 files, one micro-batch each, then a punctuation row that closes the
 # stream: every result becomes final and must equal the reference.
