@@ -205,7 +205,7 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
         reach_time += before
         reach_rows += lags
     compiled = _prune(compiled)
-    used = _used_inputs(compiled)
+    used = _columns_read(compiled[0])  # the stream's columns the chain reads
     time_col = fields[time_name].name
     inputs_read = tuple((fields[c].name, _kind(fields[c].dataType))
                         for c in sorted(used - {bucket} | {time_name}))
@@ -327,10 +327,6 @@ def _columns_read(level) -> set[str]:
     return {node[1] for node in _level_nodes(level) if node[0] == "col"}
 
 
-def _used_inputs(levels) -> set[str]:
-    return _columns_read(levels[0])
-
-
 # ----------------------------------------------------------------------------- compiling
 class _Compiler:
     """One SELECT compiled over ``scope`` (its input's columns: ``(name, node, kind)`` in
@@ -435,20 +431,18 @@ class _Compiler:
         """An aggregate of a GROUP BY level: the whole group's value."""
         if self.group is None or self.in_aggregate:
             raise _Refuse  # an aggregate query without GROUP BY, or nested aggregates
-        name = time_windows._FUNCTIONS.get(type(e)) or _MOMENTS.get(type(e))
-        if name is None or any(isinstance(a, exp.Distinct) for a in e.args.values()):
+        return self.whole_aggregate(e, self.group, in_aggregate=True)
+
+    def whole_aggregate(self, func, keys, in_aggregate=False):
+        """The aggregate call ``func`` over the whole partition of ``keys`` (nodes), the
+        argument compiled over the level's input (``in_aggregate``: inside a GROUP BY)."""
+        call = time_windows.aggregate_call(func, _AGGREGATES)
+        if call is None:
             raise _Refuse
-        arg = e.this
-        if isinstance(arg, exp.Star):
-            if name != "count":
-                raise _Refuse
-            arg = None
-        elif arg is None or len([v for k, v in e.args.items()
-                                 if v not in (None, []) and k != "big_int"]) > 1:
-            raise _Refuse
+        name, arg = call
         node, kind = None, None
         if arg is not None:
-            self.in_aggregate = True
+            self.in_aggregate = in_aggregate
             try:
                 node, kind = self.expr(arg)
             finally:
@@ -456,7 +450,7 @@ class _Compiler:
             if kind not in chain.NUMERIC:
                 raise _Refuse
         self.windows.append(chain.Window(name, node, kind, before=self.width,
-                                         keys=tuple(self.group), whole=True))
+                                         keys=tuple(keys), whole=True))
         return ("win", len(self.windows) - 1), chain.result_type(name, kind)
 
     # ----------------------------------------------------------------- expressions
@@ -690,36 +684,21 @@ class _Compiler:
         keys = w.args.get("partition_by") or []
         if self.width is None or not any(self.is_time(k, self.buckets) for k in keys):
             raise _Refuse
-        func = w.this
-        name = time_windows._FUNCTIONS.get(type(func))
-        if name is None or isinstance(func, exp.Distinct) or any(
-                isinstance(a, exp.Distinct) for a in func.args.values()):
-            raise _Refuse
-        arg = func.this
-        if isinstance(arg, exp.Star):
-            if name != "count":
-                raise _Refuse
-            arg = None
-        elif arg is None or len([v for k, v in func.args.items()
-                                 if v not in (None, []) and k != "big_int"]) > 1:
-            raise _Refuse
+        if any(isinstance(w.this, t) for t in _MOMENTS):
+            raise _Refuse  # kurtosis / skewness: aggregates of GROUP BY only
         nodes = []
         for key in keys:
             node, kind = self.expr(key)
             if kind not in _KINDS:
                 raise _Refuse
             nodes.append(node)
-        node, kind = (None, None) if arg is None else self.expr(arg)
-        if arg is not None and kind not in chain.NUMERIC:
-            raise _Refuse
-        self.windows.append(chain.Window(name, node, kind, before=self.width,
-                                         keys=tuple(nodes), whole=True))
         self.before = max(self.before, self.width)
-        return ("win", len(self.windows) - 1), chain.result_type(name, kind)
+        return self.whole_aggregate(w.this, nodes)
 
 
 NUMERIC_LIT = chain.NUMERIC + ("decimal", "null")
 _MOMENTS = {exp.Kurtosis: "kurtosis", exp.Skewness: "skewness"}
+_AGGREGATES = {**time_windows._FUNCTIONS, **_MOMENTS}
 _COMPARE = {exp.EQ: "eq", exp.NEQ: "ne", exp.GT: "gt", exp.GTE: "ge", exp.LT: "lt",
             exp.LTE: "le"}
 #: Casts that never fail and round as numpy does: kind -> kinds it widens to.

@@ -171,20 +171,10 @@ def _shape(window: exp.Window):
     """``((partition sql, order sql), (func, arg, before, after))`` or None."""
     from .types import interval_us
 
-    func = window.this
-    name = _FUNCTIONS.get(type(func))
-    if name is None or window.args.get("alias") or isinstance(func, exp.Distinct):
+    call = aggregate_call(window.this)
+    if call is None or window.args.get("alias"):
         return None
-    if any(isinstance(a, exp.Distinct) for a in func.args.values()):
-        return None
-    arg = func.this
-    if isinstance(arg, exp.Star):
-        if name != "count":
-            return None
-        arg = None
-    elif arg is None or len([v for v in func.args.values() if v not in (None, [])]) > 1 + (
-            name == "count" and func.args.get("big_int") is not None):
-        return None
+    name, arg = call
     order = window.args.get("order")
     spec = window.args.get("spec")
     if order is None or len(order.expressions) != 1 or spec is None:
@@ -206,6 +196,22 @@ def _shape(window: exp.Window):
         return None
     partition = tuple(to_spark_sql(p) for p in window.args.get("partition_by") or ())
     return (partition, to_spark_sql(key.this)), (name, arg, before, after)
+
+
+def aggregate_call(func, functions=None):
+    """``(name, argument)`` of a call to one of ``functions`` (default :data:`_FUNCTIONS`)
+    with one argument (None for ``count(*)``), no DISTINCT; None for any other call."""
+    name = (functions or _FUNCTIONS).get(type(func))
+    if name is None or isinstance(func, exp.Distinct) or any(
+            isinstance(a, exp.Distinct) for a in func.args.values()):
+        return None
+    arg = func.this
+    if isinstance(arg, exp.Star):
+        return (name, None) if name == "count" else None
+    if arg is None or len([v for k, v in func.args.items()
+                           if v not in (None, []) and k != "big_int"]) > 1:
+        return None
+    return name, arg
 
 
 def _bound(value, side, interval_us):

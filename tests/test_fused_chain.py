@@ -418,28 +418,36 @@ class _Chains:
                 f"SELECT ts, {', '.join(second)} FROM one")
 
 
+def _both_ways(ws, sql) -> dict:
+    """``{"true"|"false": (fused?, rows as pandas)}`` of ``sql`` with the fused and time
+    window passes on and off (ranges of 700 rows); an error as ``(None, its ANSI codes or
+    text)`` -- the same error both ways is the same answer."""
+    from tests.test_tilt import _pandas
+
+    results = {}
+    for mode in ("true", "false"):
+        ws.spark.conf.set("wavesql.windows.min_rows", "0")
+        ws.spark.conf.set("wavesql.windows.chunk_rows", "700")
+        ws.spark.conf.set("wavesql.windows.chunked", mode)
+        try:
+            df = ws.sql(sql)
+            results[mode] = ("fused_chain_scan" in _plan(df), _pandas(df))
+        except Exception as err:  # noqa: BLE001 -- compared between the two ways
+            codes = [c for c in ("DIVIDE_BY_ZERO", "ARITHMETIC_OVERFLOW") if c in str(err)]
+            results[mode] = (None, codes or str(err)[:300])
+        finally:
+            for key in ("min_rows", "chunk_rows", "chunked"):
+                ws.spark.conf.unset(f"wavesql.windows.{key}")
+    return results
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("seed", range(30))
 def test_generated_chains_equal_spark(stream, seed):
     """Each generated chain gives Spark's answer through the fused pass (or its error:
     both raise the same ANSI error), or is left to Spark (a construct it refuses)."""
-    from tests.test_tilt import _pandas
-
     sql = _Chains(np.random.default_rng(seed)).query()
-    results = {}
-    for mode in ("true", "false"):
-        stream.spark.conf.set("wavesql.windows.min_rows", "0")
-        stream.spark.conf.set("wavesql.windows.chunk_rows", "700")
-        stream.spark.conf.set("wavesql.windows.chunked", mode)
-        try:
-            df = stream.sql(sql)
-            results[mode] = ("fused_chain_scan" in _plan(df), _pandas(df))
-        except Exception as err:  # noqa: BLE001 -- the same error both ways
-            codes = [c for c in ("DIVIDE_BY_ZERO", "ARITHMETIC_OVERFLOW") if c in str(err)]
-            results[mode] = (None, codes or str(err)[:300])
-        finally:
-            for key in ("min_rows", "chunk_rows", "chunked"):
-                stream.spark.conf.unset(f"wavesql.windows.{key}")
+    results = _both_ways(stream, sql)
     (_, got), (plain_fused, want) = results["true"], results["false"]
     assert plain_fused in (False, None), sql
     if isinstance(want, list) or isinstance(got, list) or isinstance(want, str):
@@ -478,8 +486,6 @@ def test_whole_window_aggregates_are_complete_only_from_a_whole_window():
 def test_generated_window_aggregates_equal_spark(stream, seed):
     """Generated aggregates per tumbling window (GROUP BY keys, WHERE, HAVING, expressions
     over aggregates) give Spark's answer (1e-9: whole-group sums add in another order)."""
-    from tests.test_tilt import _pandas
-
     gen = _Chains(np.random.default_rng(100 + seed))
     aggs = []
     for i in range(4):
@@ -494,20 +500,7 @@ def test_generated_window_aggregates_equal_spark(stream, seed):
     sql = (f"SELECT _time{', ' + keys if keys else ''}, {', '.join(aggs)} "
            f"FROM s [RANGE {width} MILLISECONDS SLIDE {width} MILLISECONDS]{where}"
            f"{' GROUP BY ' + keys if keys else ''}{having}")
-    results = {}
-    for mode in ("true", "false"):
-        stream.spark.conf.set("wavesql.windows.min_rows", "0")
-        stream.spark.conf.set("wavesql.windows.chunk_rows", "700")
-        stream.spark.conf.set("wavesql.windows.chunked", mode)
-        try:
-            df = stream.sql(sql)
-            results[mode] = ("fused_chain_scan" in _plan(df), _pandas(df))
-        except Exception as err:  # noqa: BLE001 -- the same error both ways
-            codes = [c for c in ("DIVIDE_BY_ZERO", "ARITHMETIC_OVERFLOW") if c in str(err)]
-            results[mode] = (None, codes or str(err)[:300])
-        finally:
-            for key in ("min_rows", "chunk_rows", "chunked"):
-                stream.spark.conf.unset(f"wavesql.windows.{key}")
+    results = _both_ways(stream, sql)
     (_, got), (_, want) = results["true"], results["false"]
     if not isinstance(want, pd.DataFrame) or not isinstance(got, pd.DataFrame):
         assert got == want, sql

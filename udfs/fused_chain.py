@@ -255,7 +255,11 @@ def _partitions(keys, cols, n: int, ansi):
         values, valid = _eval(key, cols, (), everywhere, ansi)
         vectors.append((values, valid))
         codes.append(windows._codes(pa.chunked_array([pa.array(values, mask=~valid)])))
-    order = np.lexsort(tuple(reversed(codes))) if n else np.zeros(0, np.int64)
+    # stable, so time order holds within a group (one small key: a radix sort)
+    if n and len(codes) == 1 and int(codes[0].max()) < (1 << 15):
+        order = np.argsort(codes[0].astype(np.int16), kind="stable")
+    else:
+        order = np.lexsort(tuple(reversed(codes))) if n else np.zeros(0, np.int64)
     change = np.zeros(n, dtype=bool)
     if n:
         change[0] = True
@@ -363,18 +367,9 @@ def _frames(w: Window, cols, us, ansi):
         else:
             hi = np.searchsorted(us, us + w.after, side="right")
         return None, lo, np.maximum(hi, lo)
-    everywhere = np.ones(n, dtype=bool)
-    codes = []
-    for key in w.keys:  # Spark's grouping of keys: NULL its own, -0.0 with 0.0, one NaN
-        values, valid = _eval(key, cols, (), everywhere, ansi)
-        codes.append(windows._codes(pa.chunked_array([pa.array(values, mask=~valid)])))
-    # stable, so time order holds within a partition (one small key: a radix sort)
-    if len(codes) == 1 and int(codes[0].max(initial=0)) < (1 << 15):
-        order = np.argsort(codes[0].astype(np.int16), kind="stable")
-    else:
-        order = np.lexsort(tuple(reversed(codes)))
-    segment = windows._segments([c[order] for c in codes], n)
-    lo, hi = windows._frames(us[order], everywhere, segment, w.before, w.after)
+    order, starts, sizes, _ = _partitions(w.keys, cols, n, ansi)
+    segment = np.repeat(np.arange(len(starts)), sizes)
+    lo, hi = windows._frames(us[order], np.ones(n, dtype=bool), segment, w.before, w.after)
     return order, lo, hi
 
 
