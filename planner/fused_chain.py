@@ -261,7 +261,7 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
             for i in b.column(0).to_pylist():
                 r = ranges[i]
                 while True:
-                    table = pc_.read_range(r, read, time_col, progress, wanted)
+                    table = pc_.read_range(r, read, time_col, progress, wanted, context=False)
                     complete = None if r.need_lo <= first else r.need_lo
                     out = chain.run(table, program, r.start, complete, ansi)
                     if out is not None:

@@ -200,16 +200,21 @@ def _cuts(groups, lo: int, hi: int, tasks: int, min_span: int) -> list[int]:
 
 
 def read_range(r: Range, columns: list[str], time_col: str, progress: str | None,
-               wanted: dict[str, pa.DataType]) -> pa.Table:
-    """The rows of ``r`` (own and context, ``CONTEXT`` true for context) with ``columns``
-    as Spark types them; punctuation rows (``progress`` not NULL) are not data."""
+               wanted: dict[str, pa.DataType], context: bool = True) -> pa.Table:
+    """The rows of ``r`` (own and context, ``CONTEXT`` true for context; ``context``
+    False: no such column) with ``columns`` as Spark types them; punctuation rows
+    (``progress`` not NULL) are not data."""
     import pyarrow.compute as pc
 
     read = {c: wanted[c] for c in dict.fromkeys(columns + [time_col]
                                                  + ([progress] if progress else []))}
     table = _read(r.groups, read, progress)
     us = _micros(table, time_col)
-    keep = pc.and_(pc.greater_equal(us, r.need_lo), pc.less_equal(us, r.need_hi))
+
+    def needed(us):
+        return pc.and_(pc.greater_equal(us, r.need_lo), pc.less_equal(us, r.need_hi))
+
+    keep = None
     if r.neighbours:
         pieces = [table]
         below = _nearest(us, r.start, r.before, "below", read, progress, time_col, pieces)
@@ -217,12 +222,19 @@ def read_range(r: Range, columns: list[str], time_col: str, progress: str | None
         if len(pieces) > 1:
             table = pa.concat_tables(pieces)
             us = _micros(table, time_col)
-            keep = pc.and_(pc.greater_equal(us, r.need_lo), pc.less_equal(us, r.need_hi))
+        keep = needed(us)
         for t in (below, above):
             if t is not None:
                 keep = pc.or_(keep, pc.equal(us, t))
-    table = table.filter(keep)
-    us = _micros(table, time_col)
+    elif len(us):
+        bounds = pc.min_max(us)  # row groups wholly inside the range: nothing to filter
+        if bounds["min"].as_py() < r.need_lo or bounds["max"].as_py() > r.need_hi:
+            keep = needed(us)
+    if keep is not None:
+        table = table.filter(keep)
+        us = _micros(table, time_col)
+    if not context:
+        return pa.table([table.column(c) for c in columns], names=columns)
     context = pc.or_(pc.less(us, r.start), pc.greater_equal(us, r.end))
     return pa.table([table.column(c) for c in columns] + [context], names=columns + [CONTEXT])
 
@@ -253,7 +265,7 @@ def _read(groups, wanted: dict[str, pa.DataType], progress) -> pa.Table:
         pieces.append(pa.Table.from_arrays(
             [_as(piece.column(name), t) for name, t in wanted.items()], schema=schema))
     table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
-    if progress:
+    if progress and table.column(progress).null_count < table.num_rows:
         table = table.filter(pc.is_null(table.column(progress)))
     return table
 

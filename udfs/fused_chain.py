@@ -157,12 +157,14 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
             us, cols, outputs, done = _grouped(level, cols, us, done, ansi,
                                                program.bucket[1])
             continue
-        results, reaches, frames = [], [done], {}
+        results, reaches, shared = [], [done], {}
         for w in level.windows:  # all over the level's input, complete from ``done``
             if w is None:  # no output reads it
                 results.append(None)
                 continue
-            vec, reach = _window(w, cols, us, done, ansi, frames)
+            if w not in shared:  # the same window twice (rms and crest's avg(v * v)): once
+                shared[w] = _window(w, cols, us, done, ansi, shared)
+            vec, reach = shared[w]
             results.append(vec)
             reaches.append(reach)
         done = None if done is None else max(reaches)
@@ -189,9 +191,10 @@ def _vector(column: pa.ChunkedArray, kind: str):
     return np.asarray(values, dtype=DTYPES[kind]), valid
 
 
-def _window(w: Window, cols, us, done, ansi, frames: dict):
+def _window(w: Window, cols, us, done, ansi, shared: dict):
     """``((values, valid), complete-from time)`` of one window over a level's rows;
-    ``frames``: the level's frames by (before, after, keys), shared by its windows."""
+    ``shared``: what the level's windows share -- frames by ``("frames", before, after,
+    keys)``, partitions by ``("partitions", keys)`` (and the windows themselves)."""
     n = len(us)
     everywhere = np.ones(n, dtype=bool)
     if w.func == "lag":
@@ -207,11 +210,11 @@ def _window(w: Window, cols, us, done, ansi, frames: dict):
         first = int(np.searchsorted(us, done, side="left")) + w.n - 1
         return (out_v, out_m), (int(us[first]) + 1 if first < n else _INF)
     if w.whole:
-        return _whole(w, cols, us, done, ansi)
-    shape = (w.before, w.after, w.keys)
-    if shape not in frames:
-        frames[shape] = _frames(w, cols, us, ansi)
-    order, lo, hi = frames[shape]
+        return _whole(w, cols, us, done, ansi, shared)
+    shape = ("frames", w.before, w.after, w.keys)
+    if shape not in shared:
+        shared[shape] = _frames(w, cols, us, ansi, shared)
+    order, lo, hi = shared[shape]
     if w.arg is None:
         result = pa.array(hi - lo, pa.int64())
     else:
@@ -230,15 +233,17 @@ def _window(w: Window, cols, us, done, ansi, frames: dict):
     return (values, valid), (None if done is None else min(_INF, done + w.before))
 
 
-def _whole(w: Window, cols, us, done, ansi):
+def _whole(w: Window, cols, us, done, ansi, shared: dict):
     """A whole-partition window: each partition's aggregate, on every row of it. Complete
     from the first tumbling window starting at or after ``done`` (``w.before``: its width)."""
-    n = len(us)
-    order, starts, sizes, _ = _partitions(w.keys, cols, n, ansi)
-    result = _aggregate_groups(w, cols, order, starts, sizes, ansi)
-    back_v, back_m = np.empty(n, dtype=result[0].dtype), np.empty(n, dtype=bool)
-    back_v[order], back_m[order] = np.repeat(result[0], sizes), np.repeat(result[1], sizes)
-    return (back_v, back_m), _whole_windows_from(done, w.before)
+    order, starts, sizes, _ = _partitions_of(w.keys, cols, len(us), ansi, shared)
+    values, valid = _aggregate_groups(w, cols, order, starts, sizes, ansi)
+    values, valid = np.repeat(values, sizes), np.repeat(valid, sizes)
+    if order is not None:  # back from partition order to time order
+        back_v, back_m = np.empty_like(values), np.empty_like(valid)
+        back_v[order], back_m[order] = values, valid
+        values, valid = back_v, back_m
+    return (values, valid), _whole_windows_from(done, w.before)
 
 
 def _whole_windows_from(done, width: int):
@@ -246,15 +251,27 @@ def _whole_windows_from(done, width: int):
     return None if done is None else min(_INF, done + (-(done - 1)) % width)
 
 
+def _partitions_of(keys, cols, n: int, ansi, shared: dict):
+    """:func:`_partitions`, once per level for the same keys."""
+    if ("partitions", keys) not in shared:
+        shared["partitions", keys] = _partitions(keys, cols, n, ansi)
+    return shared["partitions", keys]
+
+
 def _partitions(keys, cols, n: int, ansi):
     """``(order, starts, sizes, key vectors)``: the rows grouped by ``keys`` (Spark's
-    grouping: NULL its own, -0.0 with 0.0, one NaN), stable within a group."""
+    grouping: NULL its own, -0.0 with 0.0, one NaN), stable within a group; ``order`` None
+    when the rows are grouped already (one integral key that never decreases -- the
+    tumbling window instant, in time order): nothing to sort or gather."""
     everywhere = np.ones(n, dtype=bool)
-    codes, vectors = [], []
-    for key in keys:
-        values, valid = _eval(key, cols, (), everywhere, ansi)
-        vectors.append((values, valid))
-        codes.append(windows._codes(pa.chunked_array([pa.array(values, mask=~valid)])))
+    vectors = [_eval(key, cols, (), everywhere, ansi) for key in keys]
+    if n and len(vectors) == 1:
+        values, valid = vectors[0]
+        if values.dtype.kind in "iub" and valid.all() and bool((values[1:] >= values[:-1]).all()):
+            starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+            return None, starts, np.diff(np.r_[starts, n]), vectors
+    codes = [windows._codes(pa.chunked_array([pa.array(values, mask=~valid)]))
+             for values, valid in vectors]
     # stable, so time order holds within a group (one small key: a radix sort)
     if n and len(codes) == 1 and int(codes[0].max()) < (1 << 15):
         order = np.argsort(codes[0].astype(np.int16), kind="stable")
@@ -273,18 +290,23 @@ def _partitions(keys, cols, n: int, ansi):
 def _aggregate_groups(w: Window, cols, order, starts, sizes, ansi):
     if w.arg is None:
         return sizes.astype(np.int64), np.ones(len(starts), dtype=bool)
-    values, valid = _eval(w.arg, cols, (), np.ones(len(order), dtype=bool), ansi)
-    return _group(w.func, w.arg_type, values[order], valid[order], starts, ansi)
+    values, valid = _eval(w.arg, cols, (), np.ones(int(sizes.sum()), dtype=bool), ansi)
+    if order is not None:
+        values, valid = values[order], valid[order]
+    return _group(w.func, w.arg_type, values, valid, starts, sizes, ansi)
 
 
 def _grouped(level: Level, cols, us, done, ansi, width: int):
     """A GROUP BY level: ``(instants, key columns, outputs, complete-from)`` of its groups,
     each group's time its tumbling window instant (of ``width``)."""
     order, starts, sizes, keys = _partitions(level.group, cols, len(us), ansi)
-    first = order[starts]
+    first = starts if order is None else order[starts]
     group_cols = {f"__g{i}": (v[first], m[first]) for i, (v, m) in enumerate(keys)}
-    results = [None if w is None else _aggregate_groups(w, cols, order, starts, sizes, ansi)
-               for w in level.windows]
+    shared = {}  # the same aggregate twice: once
+    for w in level.windows:
+        if w is not None and w not in shared:
+            shared[w] = _aggregate_groups(w, cols, order, starts, sizes, ansi)
+    results = [None if w is None else shared[w] for w in level.windows]
     instants = group_cols[f"__g{level.bucket}"][0].astype(np.int64)
     if level.having is not None:
         everywhere = np.ones(len(starts), dtype=bool)
@@ -298,14 +320,17 @@ def _grouped(level: Level, cols, us, done, ansi, width: int):
     return instants, {}, outputs, _whole_windows_from(done, width)
 
 
-def _group(func: str, kind: str, x, valid, starts, ansi: bool):
-    """``(values, valid)`` per group (rows ``starts[i]:starts[i + 1]``) of an aggregate,
-    NULLs skipped, as Spark: NULL for no value (count: 0); NaN greatest (max) and the
-    minimum only of all-NaN groups; an infinity or NaN makes the spread NaN; one value's
-    sample spread NULL. Sums of integers raise on BIGINT overflow in ANSI mode (else wrap)."""
+def _group(func: str, kind: str, x, valid, starts, sizes, ansi: bool):
+    """``(values, valid)`` per group (rows ``starts[i]:starts[i + 1]``, ``sizes[i]`` of them)
+    of an aggregate, NULLs skipped, as Spark: NULL for no value (count: 0); NaN greatest
+    (max) and the minimum only of all-NaN groups; an infinity or NaN makes the spread NaN;
+    one value's sample spread NULL. Sums of integers raise on BIGINT overflow in ANSI mode
+    (else wrap)."""
     if len(starts) == 0:
         return np.zeros(0, DTYPES[result_type(func, kind)]), np.zeros(0, dtype=bool)
-    count = np.add.reduceat(valid.astype(np.int64), starts)
+    every = bool(valid.all())  # no NULL: no masking, the counts are the sizes
+    count = sizes.astype(np.int64) if every else np.add.reduceat(valid.astype(np.int64),
+                                                                 starts)
     some = count > 0
     integral = kind in ("int", "bigint")
     if func == "count":
@@ -313,24 +338,26 @@ def _group(func: str, kind: str, x, valid, starts, ansi: bool):
     if func in ("min", "max"):
         if integral:
             info = np.iinfo(np.int64)
-            y = np.where(valid, x.astype(np.int64), info.max if func == "min" else info.min)
+            y = x.astype(np.int64, copy=False) if every else \
+                np.where(valid, x.astype(np.int64), info.max if func == "min" else info.min)
             out = (np.minimum if func == "min" else np.maximum).reduceat(y, starts)
         else:
-            y = np.where(valid, x.astype(np.float64), np.inf if func == "min" else -np.inf)
+            y = x.astype(np.float64, copy=False) if every else \
+                np.where(valid, x.astype(np.float64), np.inf if func == "min" else -np.inf)
             out = (np.fmin if func == "min" else np.maximum).reduceat(y, starts)
             if func == "min":
                 nan = np.add.reduceat((valid & np.isnan(y)).astype(np.int64), starts)
                 out = np.where(some & (nan == count), np.nan, out)
         return out.astype(DTYPES[kind]), some
     if func == "sum" and integral:
-        y = np.where(valid, x.astype(np.int64), 0)
+        y = x.astype(np.int64, copy=False) if every else np.where(valid, x.astype(np.int64), 0)
         with np.errstate(over="ignore"):
             total = np.add.reduceat(y, starts)
         estimate = np.add.reduceat(y.astype(np.float64), starts)
         if ansi and (np.abs(estimate - total.astype(np.float64)) > 2.0 ** 62).any():
             _overflow("bigint")
         return total, some
-    y = np.where(valid, x.astype(np.float64), 0.0)
+    y = x.astype(np.float64, copy=False) if every else np.where(valid, x.astype(np.float64), 0.0)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         total = np.add.reduceat(y, starts)
         if func == "sum":
@@ -338,15 +365,21 @@ def _group(func: str, kind: str, x, valid, starts, ansi: bool):
         mean = total / np.maximum(count, 1)
         if func == "avg":
             return mean, some
-        sizes = np.diff(np.r_[starts, len(y)])
-        finite = np.add.reduceat((~np.isfinite(y)).astype(np.int64), starts) == 0
-        dev = np.where(valid, y - np.repeat(mean, sizes), 0.0)
-        m2 = np.add.reduceat(dev * dev, starts)
+        # a finite sum has only finite terms (an infinity or NaN term makes it one): look
+        # at the values only where a sum is not finite (or overflowed)
+        finite = np.isfinite(total)
+        if not finite.all():
+            finite = np.add.reduceat((~np.isfinite(y)).astype(np.int64), starts) == 0
+        dev = y - np.repeat(mean, sizes)
+        if not every:
+            dev = np.where(valid, dev, 0.0)
+        square = dev * dev
+        m2 = np.add.reduceat(square, starts)
         if func in ("kurtosis", "skewness"):  # Spark: NULL when the spread is 0
             if func == "kurtosis":
-                out = count * np.add.reduceat(dev ** 4, starts) / (m2 * m2) - 3.0
+                out = count * np.add.reduceat(square * square, starts) / (m2 * m2) - 3.0
             else:
-                out = np.sqrt(count) * np.add.reduceat(dev ** 3, starts) / np.sqrt(m2 ** 3)
+                out = np.sqrt(count) * np.add.reduceat(square * dev, starts) / np.sqrt(m2 ** 3)
             return np.where(finite, out, np.nan), some & ~(finite & (m2 == 0))
         sample = func.endswith("_samp")
         var = m2 / (count - 1 if sample else count)
@@ -356,7 +389,7 @@ def _group(func: str, kind: str, x, valid, starts, ansi: bool):
     return var, some & ~(sample & (count == 1))
 
 
-def _frames(w: Window, cols, us, ansi):
+def _frames(w: Window, cols, us, ansi, shared: dict):
     """``(order, lo, hi)``: the frames of a RANGE window, over the rows in ``order`` (None:
     as they are, in time order; with PARTITION BY keys: by partition, then time)."""
     n = len(us)
@@ -367,9 +400,10 @@ def _frames(w: Window, cols, us, ansi):
         else:
             hi = np.searchsorted(us, us + w.after, side="right")
         return None, lo, np.maximum(hi, lo)
-    order, starts, sizes, _ = _partitions(w.keys, cols, n, ansi)
+    order, starts, sizes, _ = _partitions_of(w.keys, cols, n, ansi, shared)
     segment = np.repeat(np.arange(len(starts)), sizes)
-    lo, hi = windows._frames(us[order], np.ones(n, dtype=bool), segment, w.before, w.after)
+    lo, hi = windows._frames(us if order is None else us[order], np.ones(n, dtype=bool),
+                             segment, w.before, w.after)
     return order, lo, hi
 
 
