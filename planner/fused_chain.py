@@ -14,7 +14,8 @@ the chain runs (:func:`udfs.fused_chain.run`): the sum of the levels' frame reac
 ``lag``, a guess from the stream's density, doubled until every own row is complete.
 
 Where: batch queries, at lowering, for the outermost SELECT whose chain of FROMs (CTEs or
-subqueries, each one plain SELECT: no join, GROUP BY, HAVING, DISTINCT, ORDER BY or LIMIT)
+subqueries, each one plain SELECT: no join, GROUP BY, HAVING, DISTINCT, ORDER BY or LIMIT
+but at the top or right below a total)
 ends at a catalog Parquet stream read as it is, or at a tumbling CQL window over one
 (``FROM s [RANGE w SLIDE w]``: the pass computes ``_time``, and the ranges are cut on
 window boundaries so that each owns whole windows), with at least one window. The windows are
@@ -23,13 +24,17 @@ window boundaries so that each owns whole windows), with at least one window. Th
 without PARTITION BY; over a tumbling window, aggregates of the whole window instant
 (``agg(x) OVER ()``, which WaveSQL partitions by ``_time``: TiLT's normalisation), and at
 the top a GROUP BY that includes ``_time`` (an aggregate per window: TiLT's vibration and
-YSB; ``sum avg count min max stddev* var* kurtosis skewness``, HAVING); no
-FOLLOWING frames (planner/time_windows.py's passes take those) and no partitioned ``lag`` (a
-sparse key's previous row may lie anywhere before). Expressions:
+YSB; ``sum avg count min max stddev* var* kurtosis skewness``, HAVING). A *total* -- an
+aggregate without GROUP BY at the top (``SELECT count(*), sum(v) / count(v) FROM (<chain>)``,
+also over a GROUP BY level) -- is computed as partial aggregates of each range's own rows
+(``sum avg count min max``; ``avg`` as a DOUBLE sum and a count) and merged by Spark in the
+SELECT's own expressions, so one row per range crosses into the JVM instead of every row of
+the chain's result. No FOLLOWING frames (planner/time_windows.py's passes take those) and
+no partitioned ``lag`` (a sparse key's previous row may lie anywhere before). Expressions:
 columns, number/boolean/NULL literals, ``+ - * /``, unary minus, comparisons, ``<=>`` / IS
-[NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE, IF, NULLIF, COALESCE, ABS of
-floating values, SQRT and widening CASTs over BOOLEAN, INT, BIGINT, FLOAT, DOUBLE and TIMESTAMP
-columns. Anything else leaves the SELECT to the other plans (the chain below it may still be
+[NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE, IF, NULLIF, COALESCE, ABS,
+SQRT, widening CASTs and CASTs of BOOLEAN to numbers, over BOOLEAN, INT, BIGINT, FLOAT,
+DOUBLE and TIMESTAMP columns. Anything else leaves the SELECT to the other plans (the chain below it may still be
 fused). The result's names and types are Spark's own analysis of the SELECT; the chain is
 not fused when the compiled types differ from it. Equal event times are ordered as the rows
 are stored (Spark leaves the order of ``lag`` among equal ORDER BY values unspecified).
@@ -132,8 +137,11 @@ def _chain(select: exp.Select, scans, tumbling):
     a tumbling window over one); else None."""
     levels = []
     node = select
+    total = _is_total(select)
     while True:
-        if not isinstance(node, exp.Select) or not _plain(node, top=node is select):
+        # GROUP BY only at the top, or right below a total (an aggregate of the groups)
+        top = node is select or (total and len(levels) == 1)
+        if not isinstance(node, exp.Select) or not _plain(node, top=top):
             return None
         levels.append(node)
         source = node.args["from_"].this
@@ -161,8 +169,15 @@ def _chain(select: exp.Select, scans, tumbling):
         levels.reverse()
         has_window = any(w.find_ancestor(exp.Select) is s for s in levels
                          for w in s.find_all(exp.Window))
-        grouped = select.args.get("group") is not None and width is not None
+        grouped = width is not None and any(s.args.get("group") is not None for s in levels)
         return (levels, stream, source, width) if has_window or grouped else None
+
+
+def _is_total(select: exp.Select) -> bool:
+    """An aggregate of the whole input: aggregates (outside windows), no GROUP BY."""
+    return select.args.get("group") is None and any(
+        a.find_ancestor(exp.Window) is None for e in select.expressions
+        for a in e.find_all(exp.AggFunc))
 
 
 def _plain(select: exp.Select, top: bool = False) -> bool:
@@ -197,13 +212,15 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
         return None
     buckets = {bucket} if bucket else set()
     ansi = str(rt.spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
-    compiled, reach_time, reach_rows = [], 0, 0
+    compiled, reach_time, reach_rows, shells = [], 0, 0, None
     for select in levels:
-        level, scope, times, buckets, before, lags = _Compiler(
-            scope, times, select, ansi, buckets, width).level()
+        compiler = _Compiler(scope, times, select, ansi, buckets, width,
+                             total=select is levels[-1] and _is_total(select))
+        level, scope, times, buckets, before, lags = compiler.level()
         compiled.append(level)
         reach_time += before
         reach_rows += lags
+        shells = compiler.shells
     compiled = _prune(compiled)
     used = _columns_read(compiled[0])  # the stream's columns the chain reads
     time_col = fields[time_name].name
@@ -214,21 +231,26 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
     # Spark's own analysis names and types the result; a differing compiled type refuses
     kinds = [kind for _, _, kind in scope]
     if schema is not None:
-        if [f.type.lower() for f in schema.fields] != kinds:
+        result = T.StructType([T.StructField(f.name, _spark_type(f.type), f.nullable)
+                               for f in schema.fields if f.type.lower() in _KINDS])
+        if len(result.fields) != len(schema.fields):
             return None
-        out_type = T.StructType([T.StructField(f.name, _spark_type(f.type), f.nullable)
-                                 for f in schema.fields])
     else:
         top = levels[-1].copy()
         ctes = time_windows._visible_ctes(levels[-1])
         if ctes:
             top.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
         try:
-            out_type = run_sql(to_spark_sql(top), inputs, rt, None).schema
+            result = run_sql(to_spark_sql(top), inputs, rt, None).schema
         except Exception:  # noqa: BLE001 -- Spark reports it on the original text
             return None
+    if shells is None:
+        out_type = result
         if [_kind(f.dataType) for f in out_type.fields] != kinds:
             return None
+    else:  # a total: one row of partial aggregates per range, merged by Spark below
+        out_type = T.StructType([T.StructField(name, _spark_type(kind))
+                                 for name, _, kind in scope])
     progress = stream.progress_column
     if progress is not None:
         progress = fields.get(progress.lower()) and fields[progress.lower()].name
@@ -278,7 +300,18 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
                 yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
     n = len(ranges)
-    return rt.spark.range(0, n, 1, n).mapInArrow(fused_chain_scan, out_type)
+    df = rt.spark.range(0, n, 1, n).mapInArrow(fused_chain_scan, out_type)
+    if shells is None:
+        return df
+    # the total's expressions, each aggregate replaced by its merge of the partials
+    view = f"__wavesql_partials_{next(_counter)}"
+    merge = exp.select(*[exp.alias_(shell, f.name, quoted=True)
+                         for shell, f in zip(shells, result.fields)]).from_(exp.to_table(view))
+    df = run_sql(to_spark_sql(merge), [(view, df)], rt, None)
+    if [_kind(f.dataType) for f in df.schema.fields] != [_kind(f.dataType)
+                                                          for f in result.fields]:
+        return None
+    return df
 
 
 def _spark_type(kind: str):
@@ -308,7 +341,8 @@ def _prune(levels: list) -> list:
 
 def _keep_windows(level):
     """``level`` with the windows no output reads left out (None: not evaluated)."""
-    used = {node[1] for _, e in level.outputs for node in chain.nodes(e) if node[0] == "win"}
+    roots = [e for _, e in level.outputs] + ([level.having] if level.having else [])
+    used = {node[1] for e in roots for node in chain.nodes(e) if node[0] == "win"}
     return dataclasses.replace(level, windows=tuple(
         w if i in used else None for i, w in enumerate(level.windows)))
 
@@ -334,9 +368,11 @@ class _Compiler:
     ``buckets`` (lower-case names; ``width`` the window's, None without one)."""
 
     def __init__(self, scope, times, select: exp.Select, ansi: bool, buckets=frozenset(),
-                 width=None):
+                 width=None, total=False):
         self.scope, self.times, self.select, self.ansi = scope, times, select, ansi
-        self.buckets, self.width = buckets, width
+        self.buckets, self.width, self.total = buckets, width, total
+        #: a total's expressions over the merged partials (the top's SELECT list), else None
+        self.shells: list | None = None
         self.by_name: dict = {}
         for name, _, kind in scope:
             self.by_name.setdefault(name.lower(), []).append(kind)
@@ -358,6 +394,8 @@ class _Compiler:
             cond = self.to(node, kind, "boolean")
         if self.select.args.get("group") is not None:
             return self.aggregate_level(cond)
+        if self.total:
+            return self.total_level(cond)
         if self.select.args.get("having") is not None:
             raise _Refuse  # HAVING without GROUP BY: an aggregate of the whole input
         outputs, scope, times, buckets = [], [], set(), set()
@@ -425,6 +463,64 @@ class _Compiler:
             having = self.to(node, kind, "boolean")
         level = chain.Level(cond, tuple(self.windows), tuple(outputs), tuple(keys), bucket,
                             having)
+        return level, scope, set(), set(), self.before, self.lags
+
+    def total_level(self, cond):
+        """``SELECT <expressions over aggregates>`` without GROUP BY at the top: each range
+        computes partial aggregates of its own rows (``sum avg count min max``: a sum and a
+        count for ``avg``) and Spark merges them in the expressions kept as ``shells``
+        (``sum(x) / count(*)`` becomes ``sum(p0) / coalesce(sum(p1), 0)``)."""
+        if self.select.args.get("having") is not None:
+            raise _Refuse
+        self.group = []  # columns outside an aggregate are Spark's error
+        outputs, scope, self.shells = [], [], []
+
+        def partial(func, node, kind):
+            self.windows.append(chain.Window(func, node, kind, whole=True))
+            name = f"__p{len(outputs)}"
+            outputs.append((name, ("win", len(self.windows) - 1)))
+            scope.append((name, ("col", name.lower()), chain.result_type(func, kind)))
+            return exp.column(name)
+
+        for item in self.select.expressions:
+            shell = (item.this if isinstance(item, exp.Alias) else item).copy()
+            if shell.find(exp.Window) is not None or isinstance(shell, exp.Star) or (
+                    isinstance(shell, exp.Column) and isinstance(shell.this, exp.Star)):
+                raise _Refuse
+            for agg in [a for a in shell.find_all(exp.AggFunc)
+                        if a.find_ancestor(exp.AggFunc) is None]:
+                call = time_windows.aggregate_call(agg, _TOTALS)
+                if call is None or (call[1] is not None and call[1].find(exp.AggFunc)):
+                    raise _Refuse
+                name, arg = call
+                node, kind = None, None
+                if arg is not None:
+                    self.in_aggregate = True
+                    try:
+                        node, kind = self.expr(arg)
+                    finally:
+                        self.in_aggregate = False
+                    if kind not in (_KINDS if name == "count" else chain.NUMERIC):
+                        raise _Refuse
+                if name == "avg":  # Spark: a DOUBLE sum over the count
+                    total = partial("sum", self.to(node, kind, "double"), "double")
+                    count = partial("count", node, kind)
+                    merged = exp.Div(this=exp.Sum(this=total), expression=exp.Nullif(
+                        this=exp.Sum(this=count), expression=exp.Literal.number(0)))
+                elif name == "count":
+                    merged = exp.Coalesce(this=exp.Sum(this=partial(name, node, kind)),
+                                          expressions=[exp.Literal.number(0)])
+                else:
+                    merged = _TOTALS_MERGE[name](this=partial(name, node, kind))
+                if agg is shell:
+                    shell = merged
+                else:
+                    agg.replace(merged)
+            if any(c.name.lower() not in {n.lower() for n, _ in outputs}
+                   for c in shell.find_all(exp.Column)):
+                raise _Refuse  # a column outside an aggregate: Spark's error
+            self.shells.append(shell)
+        level = chain.Level(cond, tuple(self.windows), tuple(outputs), total=True)
         return level, scope, set(), set(), self.before, self.lags
 
     def aggregate(self, e):
@@ -576,7 +672,7 @@ class _Compiler:
                 return a, kind
             if a[0] == "lit" and kind == "decimal" and to == "double":
                 return ("lit", a[1], "double"), "double"  # the literal's nearest double
-            if to not in _WIDER.get(kind, ()):
+            if to not in _CASTS.get(kind, ()):
                 raise _Refuse  # a cast that can fail or round differently
             return ("cast", a, to), to
         raise _Refuse
@@ -698,12 +794,17 @@ class _Compiler:
 
 NUMERIC_LIT = chain.NUMERIC + ("decimal", "null")
 _MOMENTS = {exp.Kurtosis: "kurtosis", exp.Skewness: "skewness"}
+#: The aggregates a total merges from partials, and how.
+_TOTALS = {exp.Sum: "sum", exp.Avg: "avg", exp.Count: "count", exp.Min: "min", exp.Max: "max"}
+_TOTALS_MERGE = {"sum": exp.Sum, "min": exp.Min, "max": exp.Max}
 _AGGREGATES = {**time_windows._FUNCTIONS, **_MOMENTS}
 _COMPARE = {exp.EQ: "eq", exp.NEQ: "ne", exp.GT: "gt", exp.GTE: "ge", exp.LT: "lt",
             exp.LTE: "le"}
 #: Casts that never fail and round as numpy does: kind -> kinds it widens to.
 _WIDER = {"int": ("bigint", "float", "double"), "bigint": ("float", "double"),
           "float": ("double",)}
+#: The explicit CASTs among them: also BOOLEAN to a number (true 1, false 0).
+_CASTS = {**_WIDER, "boolean": ("int", "bigint", "float", "double")}
 
 
 def _literal(e: exp.Literal):

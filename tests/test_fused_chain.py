@@ -200,8 +200,8 @@ LEFT_ALONE = {
     "descending order": "SELECT ts, lag(v) OVER (ORDER BY ts DESC) AS p FROM s",
     "a decimal on its own": "SELECT ts, 1.5 AS d, lag(v) OVER (ORDER BY ts) AS p FROM s",
     "a function it does not know": "SELECT ts, round(lag(v) OVER (ORDER BY ts)) AS p FROM s",
-    "an aggregate query": "SELECT count(*) AS n, max(lagged) AS m FROM (SELECT lag(v) OVER "
-                          "(ORDER BY ts) AS lagged, ts FROM s) t",
+    "a total it does not merge": "SELECT count(*) AS n, stddev_pop(lagged) AS m FROM "
+                                 "(SELECT lag(v) OVER (ORDER BY ts) AS lagged, ts FROM s) t",
 }
 
 
@@ -209,8 +209,8 @@ LEFT_ALONE = {
 @pytest.mark.parametrize("name", list(LEFT_ALONE))
 def test_queries_left_to_the_other_plans(stream, name):
     sql = LEFT_ALONE[name]
-    fused = name == "an aggregate query"  # its subquery is a chain: that part is fused
-    by = ["n"] if name == "an aggregate query" else ["ts"]
+    fused = name == "a total it does not merge"  # its subquery is a chain: that is fused
+    by = ["n"] if name == "a total it does not merge" else ["ts"]
     if name == "descending order":
         by = ["ts"]
     _compare(stream, sql, fused=fused, by=by)
@@ -276,6 +276,66 @@ def test_tumbling_window_aggregates_equal_spark(stream, name):
     _compare(stream, TUMBLING[name], rtol=1e-9, atol=1e-9, by=by.get(name, ("ts",)))
 
 
+LAGGED = """(SELECT ts, v - lag(v) OVER (ORDER BY ts) AS d, x * 2 AS x2, q + 1 AS q2, f, big,
+                   flag FROM s) t"""
+TOTALS = {
+    "every merged aggregate, NULLs, NaN and infinities": f"""
+        SELECT count(*) AS n, count(d) AS cd, sum(d) AS sd, avg(d) AS ad, min(x2) AS mn,
+               max(x2) AS mx, sum(q2) AS sq, avg(q2) AS aq, min(q2) AS mq, max(f) AS mf,
+               min(f) AS nf, sum(big) AS sb, count(flag) AS cf, sum(CAST(flag AS INT)) AS tf
+        FROM {LAGGED}""",
+    "expressions over aggregates, a WHERE, Spark's own names": f"""
+        SELECT sum(d) / count(*) + 1, max(x2) - min(x2) AS spread, count(*) * 2 AS c2,
+               coalesce(max(d), 0) AS md, sum(q2)
+        FROM {LAGGED} WHERE q2 > 0 AND d IS NOT NULL""",
+    "no row at all: a count of 0 and NULLs": f"""
+        SELECT count(*) AS n, sum(d) AS s, avg(q2) AS a, min(f) AS m FROM {LAGGED}
+        WHERE d > 1000""",
+    "trend's fingerprint (CTEs inside the subquery)": f"""
+        SELECT count(*), sum(v), sum(CAST(up AS INT)) FROM ({TREND}) t""",
+    "over aggregates per window (vibration's fingerprint)": """
+        SELECT count(*) AS n, sum(rms) AS r, sum(k) AS k, max(n) AS most FROM (
+          SELECT _time, sqrt(avg(v * v)) AS rms, kurtosis(x) AS k, count(*) AS n
+          FROM s [RANGE 100 MILLISECONDS SLIDE 100 MILLISECONDS]) w""",
+    "over groups with keys and HAVING (YSB's fingerprint)": """
+        SELECT count(*) AS groups, sum(n) AS n, min(spread) AS low FROM (
+          SELECT _time, flag, count(*) AS n, max(v) - min(v) AS spread
+          FROM s [RANGE 50 MILLISECONDS SLIDE 50 MILLISECONDS] WHERE q > -20
+          GROUP BY flag HAVING count(*) > 1) g""",
+    "over whole-window values (normalisation's fingerprint)": """
+        SELECT count(*) AS n, sum(abs(z)) AS z, sum(v) AS v FROM (
+          SELECT _time, ts, v, (v - avg(v) OVER ()) / nullif(stddev_pop(v) OVER (), 0) AS z
+          FROM s [RANGE 100 MILLISECONDS SLIDE 100 MILLISECONDS]) w""",
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", list(TOTALS))
+def test_totals_over_a_chain_equal_spark(stream, name):
+    """An aggregate without GROUP BY over a chain: partial aggregates per range (their own
+    rows), merged by Spark; the whole query one fused pass (sums: 1e-9, another order)."""
+    sql = TOTALS[name]
+    got = _compare(stream, sql, rtol=1e-9, atol=1e-9, by=())
+    assert len(got) == 1
+    stream.spark.conf.set("wavesql.windows.min_rows", "0")
+    try:
+        plan = _plan(stream.sql(sql))
+    finally:
+        stream.spark.conf.unset("wavesql.windows.min_rows")
+    assert "fused_chain_scan" in plan and "__p0" in plan, plan  # the partials, not rows
+
+
+@pytest.mark.spark
+def test_a_total_with_a_column_outside_its_aggregates_is_spark_s_error(stream):
+    sql = f"SELECT d, count(*) AS n FROM {LAGGED}"
+    stream.spark.conf.set("wavesql.windows.min_rows", "0")
+    try:
+        with pytest.raises(Exception, match="MISSING_GROUP_BY|GROUP BY"):
+            stream.sql(sql).collect()
+    finally:
+        stream.spark.conf.unset("wavesql.windows.min_rows")
+
+
 # ----------------------------------------------------------------------------- errors
 def _error(ws, sql) -> str:
     """The error a user meets (the CLI, REPL and notebook translate Spark's exception)."""
@@ -295,6 +355,8 @@ def _error(ws, sql) -> str:
      "ARITHMETIC_OVERFLOW"),
     ("SELECT ts, q * 2147483647 AS z, lag(v) OVER (ORDER BY ts) AS p FROM s",
      "ARITHMETIC_OVERFLOW"),
+    ("SELECT sum(b) AS total FROM (SELECT big * 4000000 AS b, lag(v) OVER (ORDER BY ts) AS p "
+     "FROM s) t", "ARITHMETIC_OVERFLOW"),  # a total: the sum of a range or of the partials
 ])
 def test_ansi_errors_as_spark_raises_them(stream, sql, code):
     stream.spark.conf.set("wavesql.windows.min_rows", "0")

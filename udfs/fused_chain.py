@@ -73,7 +73,8 @@ class Level:
     (nodes ``("win", i, type)`` read them), then ``outputs`` ``(name, node)`` are its rows.
     With ``group`` (GROUP BY key nodes, ``group[bucket]`` the tumbling window instant) its
     rows are the groups: ``windows`` are the aggregates (whole over the group), outputs read
-    the keys as ``("col", "__g<i>")``, and ``having`` filters the groups."""
+    the keys as ``("col", "__g<i>")``, and ``having`` filters the groups. With ``total``
+    (the top level only) its one row holds its windows over the range's own rows."""
 
     where: tuple | None
     windows: tuple[Window, ...]
@@ -81,6 +82,9 @@ class Level:
     group: tuple | None = None
     bucket: int = 0
     having: tuple | None = None
+    #: the top level is an aggregate without GROUP BY: one row per range, its windows (whole,
+    #: no keys) over the range's own rows -- partial aggregates Spark merges (the planner)
+    total: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,9 +157,16 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
                 us = us.take(rows)
                 cols = {k: (v.take(rows), m.take(rows)) for k, (v, m) in cols.items()}
                 n, everywhere = len(us), np.ones(len(rows), dtype=bool)
-        if level.group is not None:  # the top level
-            us, cols, outputs, done = _grouped(level, cols, us, done, ansi,
-                                               program.bucket[1])
+        if level.total:  # the top: the own rows' partial aggregates, or None (incomplete)
+            if done is not None and done > start:
+                return None
+            own = us >= start
+            if not own.all():
+                cols = {k: (v[own], m[own]) for k, (v, m) in cols.items()}
+            return _totals(level, cols, int(own.sum()), ansi)
+        if level.group is not None:  # the top level, or the one below a total
+            us, outputs, done = _grouped(level, cols, us, done, ansi, program.bucket[1])
+            cols = {name.lower(): vec for (name, _), vec in zip(level.outputs, outputs)}
             continue
         results, reaches, shared = [], [done], {}
         for w in level.windows:  # all over the level's input, complete from ``done``
@@ -297,8 +308,8 @@ def _aggregate_groups(w: Window, cols, order, starts, sizes, ansi):
 
 
 def _grouped(level: Level, cols, us, done, ansi, width: int):
-    """A GROUP BY level: ``(instants, key columns, outputs, complete-from)`` of its groups,
-    each group's time its tumbling window instant (of ``width``)."""
+    """A GROUP BY level: ``(instants, outputs, complete-from)`` of its groups, each group's
+    time its tumbling window instant (of ``width``)."""
     order, starts, sizes, keys = _partitions(level.group, cols, len(us), ansi)
     first = starts if order is None else order[starts]
     group_cols = {f"__g{i}": (v[first], m[first]) for i, (v, m) in enumerate(keys)}
@@ -317,7 +328,24 @@ def _grouped(level: Level, cols, us, done, ansi, width: int):
         results = [None if r is None else (r[0][keep], r[1][keep]) for r in results]
     everywhere = np.ones(len(instants), dtype=bool)
     outputs = [_eval(node, group_cols, results, everywhere, ansi) for _, node in level.outputs]
-    return instants, {}, outputs, _whole_windows_from(done, width)
+    return instants, outputs, _whole_windows_from(done, width)
+
+
+def _totals(level: Level, cols, n: int, ansi):
+    """The one row of a total level: each window over all ``n`` rows (a count of none is
+    0, any other aggregate of none NULL)."""
+    results = []
+    for w in level.windows:
+        if w is None:
+            results.append(None)
+        elif n:
+            results.append(_aggregate_groups(w, cols, None, np.zeros(1, dtype=np.intp),
+                                             np.array([n]), ansi))
+        else:
+            results.append((np.zeros(1, dtype=DTYPES[result_type(w.func, w.arg_type)]),
+                            np.array([w.func == "count"])))
+    one = np.ones(1, dtype=bool)
+    return [_eval(node, {}, results, one, ansi) for _, node in level.outputs]
 
 
 def _group(func: str, kind: str, x, valid, starts, sizes, ansi: bool):
