@@ -86,6 +86,7 @@ def evaluate(table: pa.Table, specs: tuple[Spec, ...], time: str, keys: int,
     out = {name: table.column(name).take(pa.array(order[own])) for name in passthrough}
     frames: dict = {}   # (before, after) -> own rows' frames: windows sharing a frame
     columns: dict = {}  # argument -> its values in order: windows sharing an argument
+    sums: dict = {}     # (argument, before, after) -> what avg and the spreads share
     for i, spec in enumerate(specs):
         if (spec.before, spec.after) not in frames:
             lo, hi = _frames(us, has_time, segment, spec.before, spec.after)
@@ -96,7 +97,8 @@ def evaluate(table: pa.Table, specs: tuple[Spec, ...], time: str, keys: int,
             continue
         if spec.arg not in columns:
             columns[spec.arg] = _ordered(table.column(spec.arg), order)
-        out[result_column(i)] = _aggregate(spec.func, columns[spec.arg], lo, hi)
+        shared = sums.setdefault((spec.arg, spec.before, spec.after), {})
+        out[result_column(i)] = _aggregate(spec.func, columns[spec.arg], lo, hi, shared)
     return pa.table(out)
 
 
@@ -187,8 +189,10 @@ def _search(us, has_time, base, t0, before: int, after: int):
     its segment's first time."""
     if has_time.all():  # no NULL times (the usual case): no peer groups of them to find
         key = base + (us - t0 + before + 1)
-        return (np.searchsorted(key, key - before, side="left"),
-                np.searchsorted(key, key + after, side="right"))
+        lo = np.searchsorted(key, key - before, side="left")
+        if after == 0 and bool((key[1:] > key[:-1]).all()):
+            return lo, np.arange(1, len(key) + 1)  # distinct times: a frame ends at its row
+        return lo, np.searchsorted(key, key + after, side="right")
     key = base + np.where(has_time, us - t0 + before + 1, 0)
     lo = np.searchsorted(key, np.where(has_time, key - before, base), side="left")
     hi = np.searchsorted(key, np.where(has_time, key + after, base), side="right")
@@ -196,7 +200,10 @@ def _search(us, has_time, base, t0, before: int, after: int):
     return lo, hi
 
 
-def _aggregate(func: str, ordered: tuple, lo, hi) -> pa.Array:
+def _aggregate(func: str, ordered: tuple, lo, hi, sums: dict | None = None) -> pa.Array:
+    """``func`` of ``ordered`` (``(arrow type, valid, values)``) over the frames ``[lo,
+    hi)``; ``sums``: a dict kept by the caller for one argument and frame, where ``avg`` and
+    the spreads share the frames' DOUBLE sums (fraud's mean and standard deviation)."""
     arrow_type, valid, x = ordered
     integral = pa.types.is_integer(arrow_type)
     count = _prefix_count(valid, lo, hi)
@@ -211,13 +218,15 @@ def _aggregate(func: str, ordered: tuple, lo, hi) -> pa.Array:
         if integral:
             _check_long_sum(x, lo, hi, total)
         return pa.array(total, mask=empty, type=pa.int64() if integral else pa.float64())
+    sums = {} if sums is None else sums
     if func == "avg":  # Spark sums an average in DOUBLE, integral arguments too
-        total = _sum(x.astype(np.float64, copy=False), lo, hi, False)
+        if "sum" not in sums:
+            sums["sum"] = _sum(x.astype(np.float64, copy=False), lo, hi, False)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return pa.array(total / np.maximum(count, 1), mask=empty, type=pa.float64())
+            return pa.array(sums["sum"] / np.maximum(count, 1), mask=empty, type=pa.float64())
     # spread
     sample = func.endswith("_samp")
-    var = _variance(x.astype(np.float64, copy=False), valid, lo, hi, count)
+    var = _variance(x.astype(np.float64, copy=False), valid, lo, hi, count, sums)
     with np.errstate(invalid="ignore", divide="ignore"):
         var = var / (count - 1 if sample else count)
     if func.startswith("stddev"):
@@ -403,8 +412,9 @@ def _extreme(func: str, x, valid, lo, hi, integral: bool) -> np.ndarray:
     return out
 
 
-def _variance(x, valid, lo, hi, count) -> np.ndarray:
-    """Sum of squared deviations from the frame's mean, per row (two passes)."""
+def _variance(x, valid, lo, hi, count, sums: dict | None = None) -> np.ndarray:
+    """Sum of squared deviations from the frame's mean, per row (two passes); ``sums`` as
+    :func:`_aggregate`'s (narrow frames of finite values: the frames' sums are avg's)."""
     n = len(lo)
     out = np.zeros(n)
     if n == 0:
@@ -421,15 +431,29 @@ def _variance(x, valid, lo, hi, count) -> np.ndarray:
     if _narrow(lo, hi) and int(width.max()) <= 8 * NARROW:
         # about each frame's own mean: one vector step per frame position, over blocks of
         # rows that stay in cache (as _row_order_sum)
-        mean = _row_order_sum(y, lo, hi) / np.maximum(count, 1)
+        # NULLs are 0.0 in ``x`` already: with every value finite, ``y`` is ``x`` and its
+        # row-order sums are the ones avg takes (``_sum`` of narrow frames)
+        shared = sums is not None and finite.all()
+        if not shared or "sum" not in sums:
+            total = _row_order_sum(y, lo, hi)
+            if shared:
+                sums["sum"] = total
+        mean = (sums["sum"] if shared else total) / np.maximum(count, 1)
         last = max(len(y) - 1, 0)
+        every = bool(valid.all())
         for s in range(0, n, _SUM_BLOCK):
             start, wide = lo[s:s + _SUM_BLOCK], width[s:s + _SUM_BLOCK]
             centre, acc = mean[s:s + _SUM_BLOCK], out[s:s + _SUM_BLOCK]
             at = start.copy()
+            full = int(wide.min(initial=0))  # positions every frame of the block has
             for k in range(int(wide.max(initial=0))):
-                np.minimum(at, last, out=at)
-                d = np.where(valid[at] & (wide > k), y[at] - centre, 0.0)
+                if k >= full:
+                    np.minimum(at, last, out=at)
+                d = y[at] - centre
+                if not every:
+                    d = np.where(valid[at], d, 0.0)
+                if k >= full:
+                    d = np.where(wide > k, d, 0.0)
                 acc += d * d
                 at += 1
     else:
