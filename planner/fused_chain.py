@@ -304,10 +304,8 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
     if shells is None:
         return df
     # the total's expressions, each aggregate replaced by its merge of the partials
-    view = f"__wavesql_partials_{next(_counter)}"
-    merge = exp.select(*[exp.alias_(shell, f.name, quoted=True)
-                         for shell, f in zip(shells, result.fields)]).from_(exp.to_table(view))
-    df = run_sql(to_spark_sql(merge), [(view, df)], rt, None)
+    df = df.selectExpr(*[to_spark_sql(exp.alias_(shell, f.name, quoted=True))
+                         for shell, f in zip(shells, result.fields)])
     if [_kind(f.dataType) for f in df.schema.fields] != [_kind(f.dataType)
                                                           for f in result.fields]:
         return None
