@@ -213,6 +213,11 @@ WAVESQL_PT_FINGERPRINT = ["sum(size(mwi.samples))",
                           "sum(aggregate(mwi.samples, 0D, (a, x) -> a + x))"]
 
 
+def fingerprint_sql(query: str, exprs: list[str]) -> str:
+    """The fingerprint as every system is asked for it: one SQL query around the app's."""
+    return f"SELECT {', '.join(exprs)} FROM ({query.strip().rstrip(';')}) q"
+
+
 def fingerprint_of(app: str, frame) -> tuple:
     """The reference's fingerprint, computed like the SQL aggregates (NULLs skipped)."""
     if app == "pan_tompkins":
@@ -335,9 +340,8 @@ class WaveSQL(System):
             self.queries[app] = query
 
     def answer(self, app):
-        df = self.ws.sql(self.queries[app])
         exprs = WAVESQL_PT_FINGERPRINT if app == "pan_tompkins" else FINGERPRINT[app]
-        return tuple(df.selectExpr(*exprs).collect()[0])
+        return tuple(self.ws.sql(fingerprint_sql(self.queries[app], exprs)).collect()[0])
 
     def sample(self, app, bound):
         df = self.ws.sql(self.queries[app])
@@ -363,7 +367,7 @@ class WaveSQLSignal(System):
         ws.sql(create)
 
     def answer(self, app):
-        return tuple(self.ws.sql(self.query).selectExpr(*FINGERPRINT[app]).collect()[0])
+        return tuple(self.ws.sql(fingerprint_sql(self.query, FINGERPRINT[app])).collect()[0])
 
     def sample(self, app, bound):
         return spark_pandas(self.ws.sql(self.query).where(f"unix_micros(_time) < {bound}"))
@@ -385,7 +389,7 @@ class SparkSQL(System):
         self.queries = {app: plain_sql(app, meta["root"]) for app in APPS}
 
     def answer(self, app):
-        return tuple(self.spark.sql(self.queries[app]).selectExpr(*FINGERPRINT[app])
+        return tuple(self.spark.sql(fingerprint_sql(self.queries[app], FINGERPRINT[app]))
                      .collect()[0])
 
     def sample(self, app, bound):
@@ -412,8 +416,7 @@ class DuckDB(System):
         self.queries = {app: plain_sql(app, meta["root"], duck=True) for app in APPS}
 
     def answer(self, app):
-        return self.con.execute(f"SELECT {', '.join(FINGERPRINT[app])} "
-                                f"FROM ({self.queries[app]}) q").fetchone()
+        return self.con.execute(fingerprint_sql(self.queries[app], FINGERPRINT[app])).fetchone()
 
     def sample(self, app, bound):
         col = sample_column(app)
