@@ -34,9 +34,9 @@ no partitioned ``lag`` (a sparse key's previous row may lie anywhere before). Ex
 columns, number/boolean/NULL literals, ``+ - * /``, unary minus, comparisons, ``<=>`` / IS
 [NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE, IF, NULLIF, COALESCE, ABS,
 SQRT, widening CASTs and CASTs of BOOLEAN to numbers, over BOOLEAN, INT, BIGINT, FLOAT,
-DOUBLE and TIMESTAMP columns. Anything else leaves the SELECT to the other plans (the chain below it may still be
-fused). The result's names and types are Spark's own analysis of the SELECT; the chain is
-not fused when the compiled types differ from it. Equal event times are ordered as the rows
+DOUBLE and TIMESTAMP columns. Anything else leaves the SELECT to the other plans (the chain
+below it may still be fused). The result's names and types are Spark's own analysis of the
+SELECT; the chain is not fused when the compiled types differ from it. Equal event times are ordered as the rows
 are stored (Spark leaves the order of ``lag`` among equal ORDER BY values unspecified).
 
 ``SET wavesql.fused = false`` turns it off (``wavesql.windows.chunked = false`` too); inputs
@@ -212,7 +212,7 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
         return None
     buckets = {bucket} if bucket else set()
     ansi = str(rt.spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
-    compiled, reach_time, reach_rows, shells = [], 0, 0, None
+    compiled, reach_time, reach_rows = [], 0, 0
     for select in levels:
         compiler = _Compiler(scope, times, select, ansi, buckets, width,
                              total=select is levels[-1] and _is_total(select))
@@ -220,7 +220,7 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
         compiled.append(level)
         reach_time += before
         reach_rows += lags
-        shells = compiler.shells
+    shells = compiler.shells  # the top's, when it is a total
     compiled = _prune(compiled)
     used = _columns_read(compiled[0])  # the stream's columns the chain reads
     time_col = fields[time_name].name
@@ -467,7 +467,8 @@ class _Compiler:
         """``SELECT <expressions over aggregates>`` without GROUP BY at the top: each range
         computes partial aggregates of its own rows (``sum avg count min max``: a sum and a
         count for ``avg``) and Spark merges them in the expressions kept as ``shells``
-        (``sum(x) / count(*)`` becomes ``sum(p0) / coalesce(sum(p1), 0)``)."""
+        (``sum(x) / count(*)`` becomes ``sum(p0) / coalesce(sum(p1), 0)``, ``p<i>`` the
+        partials' columns)."""
         if self.select.args.get("having") is not None:
             raise _Refuse
         self.group = []  # columns outside an aggregate are Spark's error
@@ -475,16 +476,16 @@ class _Compiler:
 
         def partial(func, node, kind):
             self.windows.append(chain.Window(func, node, kind, whole=True))
-            name = f"__p{len(outputs)}"
+            name = f"__wavesql_p{len(outputs)}"
             outputs.append((name, ("win", len(self.windows) - 1)))
             scope.append((name, ("col", name.lower()), chain.result_type(func, kind)))
             return exp.column(name)
 
         for item in self.select.expressions:
             shell = (item.this if isinstance(item, exp.Alias) else item).copy()
-            if shell.find(exp.Window) is not None or isinstance(shell, exp.Star) or (
-                    isinstance(shell, exp.Column) and isinstance(shell.this, exp.Star)):
-                raise _Refuse
+            if shell.find(exp.Window) is not None or isinstance(shell, exp.Star) or any(
+                    c.find_ancestor(exp.AggFunc) is None for c in shell.find_all(exp.Column)):
+                raise _Refuse  # a column outside an aggregate: Spark's error
             for agg in [a for a in shell.find_all(exp.AggFunc)
                         if a.find_ancestor(exp.AggFunc) is None]:
                 call = time_windows.aggregate_call(agg, _TOTALS)
@@ -514,9 +515,6 @@ class _Compiler:
                     shell = merged
                 else:
                     agg.replace(merged)
-            if any(c.name.lower() not in {n.lower() for n, _ in outputs}
-                   for c in shell.find_all(exp.Column)):
-                raise _Refuse  # a column outside an aggregate: Spark's error
             self.shells.append(shell)
         level = chain.Level(cond, tuple(self.windows), tuple(outputs), total=True)
         return level, scope, set(), set(), self.before, self.lags

@@ -228,8 +228,9 @@ def read_range(r: Range, columns: list[str], time_col: str, progress: str | None
                 keep = pc.or_(keep, pc.equal(us, t))
     elif len(us):
         bounds = pc.min_max(us)  # row groups wholly inside the range: nothing to filter
-        if bounds["min"].as_py() < r.need_lo or bounds["max"].as_py() > r.need_hi:
-            keep = needed(us)
+        if us.null_count or bounds["min"].as_py() < r.need_lo \
+                or bounds["max"].as_py() > r.need_hi:
+            keep = needed(us)  # (a NULL time is in no range)
     if keep is not None:
         table = table.filter(keep)
         us = _micros(table, time_col)

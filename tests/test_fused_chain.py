@@ -322,7 +322,7 @@ def test_totals_over_a_chain_equal_spark(stream, name):
         plan = _plan(stream.sql(sql))
     finally:
         stream.spark.conf.unset("wavesql.windows.min_rows")
-    assert "fused_chain_scan" in plan and "__p0" in plan, plan  # the partials, not rows
+    assert "fused_chain_scan" in plan and "__wavesql_p0" in plan, plan  # the partials, not rows
 
 
 @pytest.mark.spark
