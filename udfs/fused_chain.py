@@ -536,17 +536,23 @@ def _case(node, cols, wins, active, ansi):
     for cond, value in branches:
         cv, cm = _eval(cond, cols, wins, active & pending, ansi)
         take = pending & cv & cm
-        taken.append((take, _eval(value, cols, wins, active & take, ansi)))
+        taken.append((take, _branch(value, cols, wins, active & take, ansi, kind)))
         pending &= ~take
     if otherwise is None:
-        values, valid = np.zeros(n, dtype=DTYPES[kind]), np.zeros(n, dtype=bool)
+        values, valid = DTYPES[kind](0), np.False_
     else:
-        v, m = _eval(otherwise, cols, wins, active & pending, ansi)
-        values, valid = np.array(v, dtype=DTYPES[kind]), np.array(m, dtype=bool)
+        values, valid = _branch(otherwise, cols, wins, active & pending, ansi, kind)
     for take, (v, m) in taken:  # the WHENs take disjoint rows
-        np.copyto(values, v, where=take)
-        np.copyto(valid, m, where=take)
-    return values, valid
+        values, valid = np.where(take, v, values), np.where(take, m, valid)
+    return values.astype(DTYPES[kind], copy=False), valid
+
+
+def _branch(node, cols, wins, active, ansi, kind):
+    """A CASE branch's ``(values, valid)``; a literal as a scalar (no array to fill)."""
+    if node[0] == "lit":
+        return (DTYPES[kind](0), np.False_) if node[1] is None else \
+            (DTYPES[kind](node[1]), np.True_)
+    return _eval(node, cols, wins, active, ansi)
 
 
 def _compare(how: str, a, b):
@@ -555,6 +561,9 @@ def _compare(how: str, a, b):
         return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
                 "gt": np.greater, "ge": np.greater_equal}[how](a, b)
     an, bn = np.isnan(a), np.isnan(b)
+    if not (an.any() or bn.any()):  # no NaN (the usual case): numpy's own order is Spark's
+        return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+                "gt": np.greater, "ge": np.greater_equal}[how](a, b)
     if how in ("gt", "ge"):
         a, b, an, bn = b, a, bn, an
         how = "lt" if how == "gt" else "le"
