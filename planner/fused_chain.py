@@ -57,6 +57,7 @@ from wavesql.udfs import fused_chain as chain
 from wavesql.udfs import time_windows as kernel
 
 from . import time_windows
+from .types import spark_struct
 from .windows import TIME
 
 CONF = "wavesql.fused"
@@ -231,9 +232,8 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
     # Spark's own analysis names and types the result; a differing compiled type refuses
     kinds = [kind for _, _, kind in scope]
     if schema is not None:
-        result = T.StructType([T.StructField(f.name, _spark_type(f.type), f.nullable)
-                               for f in schema.fields if f.type.lower() in _KINDS])
-        if len(result.fields) != len(schema.fields):
+        result = spark_struct(schema.fields)
+        if result is None:
             return None
     else:
         top = levels[-1].copy()

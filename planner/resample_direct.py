@@ -39,6 +39,7 @@ def plan(rel: ir.SqlQuery, rt, frames):
 
     from .lower import run_sql_frames
     from .time_windows import direct_ranges
+    from .types import spark_struct
 
     if rt.streams is not None or str(rt.spark.conf.get(CONF, "true")).lower() == "false":
         return None
@@ -67,8 +68,11 @@ def plan(rel: ir.SqlQuery, rt, frames):
                            min_span=16 * period, neighbours=True, no_nulls=interpolate)
     if ranges is None:
         return None
-    # the SQL lowering's own result type (names, types, nullability), from Spark's analysis
-    out_type = run_sql_frames(rel.sql, [(source, frame)], rt, None).schema
+    # the SQL lowering's own result type (names, types, nullability): Spark's analysis of it
+    # at binding (asked again only for types that are not atomic)
+    out_type = spark_struct(rel.schema.fields) if rel.schema is not None else None
+    if out_type is None:
+        out_type = run_sql_frames(rel.sql, [(source, frame)], rt, None).schema
     target = to_arrow_schema(out_type, timezone="UTC")
     columns = [f.name for f in fields]
 

@@ -115,3 +115,25 @@ def number(node: exp.Expression) -> float:
         value = float(node.this)
         return -value if negative else value
     raise WaveSQLError("INVALID_OPTION", f"expected a number, found `{node.sql()}`", Span.of(node))
+
+
+#: Spark type strings of atomic types -> the PySpark type's class name.
+_ATOMIC = {"boolean": "BooleanType", "tinyint": "ByteType", "smallint": "ShortType",
+           "int": "IntegerType", "bigint": "LongType", "float": "FloatType",
+           "double": "DoubleType", "timestamp": "TimestampType", "string": "StringType",
+           "date": "DateType", "timestamp_ntz": "TimestampNTZType", "binary": "BinaryType"}
+
+
+def spark_struct(fields):
+    """The PySpark ``StructType`` of ``fields`` (ir.Field: name, Spark type string,
+    nullability) -- a schema Spark's analysis already gave, without asking it again -- or
+    None when a type is not atomic (decimals, arrays, structs: left to Spark to parse)."""
+    from pyspark.sql import types as T
+
+    out = []
+    for f in fields:
+        name = _ATOMIC.get(f.type.strip().lower())
+        if name is None:
+            return None
+        out.append(T.StructField(f.name, getattr(T, name)(), f.nullable))
+    return T.StructType(out)
