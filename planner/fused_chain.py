@@ -54,7 +54,6 @@ from sqlglot import exp
 
 from wavesql.dialect import parse_one, to_spark_sql
 from wavesql.udfs import fused_chain as chain
-from wavesql.udfs import time_windows as kernel
 
 from . import time_windows
 from .types import spark_struct
@@ -77,18 +76,21 @@ class _Refuse(Exception):
     """The SELECT is not one this pass evaluates exactly as Spark does."""
 
 
-def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None):
+def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None,
+            resampled=None):
     """``(sql, views, whole)``: ``sql`` with its fusable SELECT chains read from fused
     passes, each registered under a view name in ``views`` (name -> DataFrame); ``whole``
     the DataFrame of the whole query when it is one fused chain (else None); ``sql``
     unchanged (no views) when none applies. ``schema``: the query's result (ir.Schema), as
     Spark's analysis gave it at binding; ``tumbling``: lower-case input name -> ``(stream,
     width)`` of the inputs that are a tumbling CQL window (``[RANGE w SLIDE w]``) over a
-    catalog stream. Other arguments as :func:`planner.time_windows.rewrite`'s."""
+    catalog stream; ``resampled``: lower-case input name -> the RESAMPLE (ir.SqlQuery) of
+    the inputs that are one (a total over it is computed where its grid points are made).
+    Other arguments as :func:`planner.time_windows.rewrite`'s."""
     spark = rt.spark
-    tumbling = tumbling or {}
-    if (rt.streams is not None or not (scans or tumbling)
-            or ("OVER" not in sql.upper() and not tumbling)
+    tumbling, resampled = tumbling or {}, resampled or {}
+    if (rt.streams is not None or not (scans or tumbling or resampled)
+            or ("OVER" not in sql.upper() and not (tumbling or resampled))
             or str(spark.conf.get(CONF, "true")).lower() == "false"
             or time_windows._mode(spark) == "false"):
         return sql, {}, None
@@ -101,13 +103,14 @@ def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None):
     for select in sorted(tree.find_all(exp.Select), key=time_windows._depth):
         if id(select) in fused or _root(select) is not tree:
             continue
-        found = _chain(select, scans, tumbling)
+        found = _chain(select, scans, tumbling, resampled)
         if found is None:
             continue
         levels, stream, table, width = found
         try:
             df = _fused(levels, stream, table, inputs + list(views.items()), rt, run_sql,
-                        schema if select is tree else None, width)
+                        schema if select is tree else None, width,
+                        resampled.get(table.name.lower()) if stream is None else None)
         except _Refuse:
             continue
         except Exception as err:  # noqa: BLE001 -- a planner bug must not fail the query
@@ -132,10 +135,11 @@ def _root(node):
     return node
 
 
-def _chain(select: exp.Select, scans, tumbling):
+def _chain(select: exp.Select, scans, tumbling, resampled=None):
     """``(levels bottom-up, stream, base table, tumbling width or None)`` when ``select``'s
     FROMs lead through plain SELECTs to a catalog stream read straight from its files (or
-    a tumbling window over one); else None."""
+    a tumbling window over one; or a RESAMPLE of one, ``stream`` None, when the chain is
+    scalar SELECTs under a total); else None."""
     levels = []
     node = select
     total = _is_total(select)
@@ -160,6 +164,11 @@ def _chain(select: exp.Select, scans, tumbling):
             node = ctes[-1].this
             continue
         stream, width = time_windows._direct_stream(node, scans), None
+        if stream is None and source.args.get("db") is None \
+                and source.name.lower() in (resampled or {}):
+            levels.reverse()
+            scalar = not any(s.find(exp.Window) or s.args.get("group") for s in levels)
+            return (levels, None, source, None) if total and scalar else None
         if stream is None and source.args.get("db") is None \
                 and source.name.lower() in tumbling:
             stream, width = tumbling[source.name.lower()]
@@ -189,22 +198,24 @@ def _plain(select: exp.Select, top: bool = False) -> bool:
 
 
 # ------------------------------------------------------------------------------ planning
-def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
+def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
+           resample=None):
     """The fused pass's DataFrame for ``levels`` (bottom-up SELECTs over ``stream``), or None
     when the files are not ones it reads as Spark does (or too few rows). ``schema``: the
     top SELECT's result if known (ir.Schema; else Spark analyses it here); ``width``: the
-    tumbling window the input is (its ``_time`` computed in the pass), None for a stream."""
+    tumbling window the input is (its ``_time`` computed in the pass), None for a stream;
+    ``resample``: the RESAMPLE (ir.SqlQuery) the input is, ``stream`` None (its grid points
+    are made per range by planner/resample_direct.py, and the chain runs over them)."""
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from wavesql.sources import parquet_chunks as pc_
-
     frame = dict((n.lower(), df) for n, df in inputs).get(table.name.lower())
-    if frame is None or not stream.event_time:
+    event_time = resample.resample[1] if resample is not None else stream.event_time
+    if frame is None or not event_time:
         return None  # no event time: no order the ranges could follow
     fields = {f.name.lower(): f for f in frame.schema.fields}
     scope = [(f.name, ("col", f.name.lower()), _kind(f.dataType)) for f in frame.schema.fields]
-    time_name = stream.event_time.lower()
+    time_name = event_time.lower()
     if fields.get(time_name) is None or _kind(fields[time_name].dataType) != "timestamp":
         return None
     times = {time_name}
@@ -251,6 +262,59 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
     else:  # a total: one row of partial aggregates per range, merged by Spark below
         out_type = T.StructType([T.StructField(name, _spark_type(kind))
                                  for name, _, kind in scope])
+    target = to_arrow_schema(out_type, timezone="UTC")
+    if resample is not None:
+        from . import resample_direct
+
+        prepared = resample_direct.prepare(resample, rt)
+        if prepared is None or reach_time or reach_rows:
+            return None
+        ranges, make_points, _ = prepared
+
+        def evaluate(r):  # the range's own grid points: complete by themselves
+            return chain.run(make_points(r), program, r.start, None, ansi)
+    else:
+        found = _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width,
+                               reach_time, reach_rows, program, ansi)
+        if found is None:
+            return None
+        ranges, evaluate = found
+
+    def fused_chain_scan(batches):  # the name shows in Spark's plans
+        import pyarrow as pa
+
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                arrays = []
+                for (values, valid), kind, field in zip(evaluate(ranges[i]), kinds, target):
+                    array = chain.to_arrow(values, valid, kind)
+                    arrays.append(array if array.type.equals(field.type)
+                                  else array.cast(field.type))
+                yield pa.RecordBatch.from_arrays(arrays, schema=target)
+
+    n = len(ranges)
+    df = rt.spark.range(0, n, 1, n).mapInArrow(fused_chain_scan, out_type)
+    if shells is None:
+        return df
+    # the total's expressions, each aggregate replaced by its merge of the partials
+    df = df.selectExpr(*[to_spark_sql(exp.alias_(shell, f.name, quoted=True))
+                         for shell, f in zip(shells, result.fields)])
+    if [_kind(f.dataType) for f in df.schema.fields] != [_kind(f.dataType)
+                                                          for f in result.fields]:
+        return None
+    return df
+
+
+def _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width, reach_time,
+                   reach_rows, program, ansi):
+    """``(ranges, evaluate)`` of a chain over a Parquet stream: ``evaluate(range)`` runs
+    ``program`` over the range's rows and as many before as its levels reach (reading
+    further back until its own rows are complete); None when the files do not qualify."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from wavesql.sources import parquet_chunks as pc_
+
     progress = stream.progress_column
     if progress is not None:
         progress = fields.get(progress.lower()) and fields[progress.lower()].name
@@ -273,43 +337,21 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None):
                         max(1, time_windows.MIN_CHUNK_FRAMES * before), align=width)
     if sum(g.rows for r in ranges for g in r.groups) > time_windows.MAX_READ_FACTOR * total:
         return None
-    target = to_arrow_schema(out_type, timezone="UTC")
     groups = tuple(groups)
 
-    def fused_chain_scan(batches):  # the name shows in Spark's plans
-        import pyarrow as pa
+    def evaluate(r):
+        while True:
+            table = pc_.read_range(r, read, time_col, progress, wanted, context=False)
+            complete = None if r.need_lo <= first else r.need_lo
+            out = chain.run(table, program, r.start, complete, ansi)
+            if out is not None:
+                return out
+            # read twice as far back (at least some rows' worth)
+            lo = r.start - max(2 * (r.start - r.need_lo), 64 * spacing)
+            r = dataclasses.replace(r, need_lo=lo, groups=tuple(
+                g for g in groups if g.hi >= lo and g.lo <= r.need_hi))
 
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                r = ranges[i]
-                while True:
-                    table = pc_.read_range(r, read, time_col, progress, wanted, context=False)
-                    complete = None if r.need_lo <= first else r.need_lo
-                    out = chain.run(table, program, r.start, complete, ansi)
-                    if out is not None:
-                        break
-                    # read twice as far back (at least some rows' worth)
-                    lo = r.start - max(2 * (r.start - r.need_lo), 64 * spacing)
-                    r = dataclasses.replace(r, need_lo=lo, groups=tuple(
-                        g for g in groups if g.hi >= lo and g.lo <= r.need_hi))
-                arrays = []
-                for (values, valid), kind, field in zip(out, kinds, target):
-                    array = chain.to_arrow(values, valid, kind)
-                    arrays.append(array if array.type.equals(field.type)
-                                  else array.cast(field.type))
-                yield pa.RecordBatch.from_arrays(arrays, schema=target)
-
-    n = len(ranges)
-    df = rt.spark.range(0, n, 1, n).mapInArrow(fused_chain_scan, out_type)
-    if shells is None:
-        return df
-    # the total's expressions, each aggregate replaced by its merge of the partials
-    df = df.selectExpr(*[to_spark_sql(exp.alias_(shell, f.name, quoted=True))
-                         for shell, f in zip(shells, result.fields)])
-    if [_kind(f.dataType) for f in df.schema.fields] != [_kind(f.dataType)
-                                                          for f in result.fields]:
-        return None
-    return df
+    return ranges, evaluate
 
 
 def _spark_type(kind: str):

@@ -11,7 +11,7 @@ Spark's analysis errors raised while lowering are translated into positioned Wav
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from wavesql.catalog import objects as cat
@@ -41,6 +41,9 @@ class Runtime:
     #: continuous runner evaluates the batch plan over its buffered rows this way (and
     #: ``("placements", signal key)`` -> the signal files a continuous SYNC may read).
     streams: dict | None = None
+    #: What a direct pass planned for a relation, by ``(pass, id(relation))``: planned once
+    #: per statement when two plans read it (a RESAMPLE and a fused total over it).
+    prepared: dict = field(default_factory=dict)
 
 
 def lower_relation(rel: ir.Relation, rt: Runtime):
@@ -344,8 +347,10 @@ def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
                 and r.window.kind == "SLIDE" and r.window.size == r.window.slide
                 and not r.window.partition_by
                 and r.time_column.lower() == (r.input.stream.event_time or "").lower()}
+    resampled = {name.lower(): r for name, r in rel.inputs
+                 if isinstance(r, ir.SqlQuery) and r.resample is not None}
     sql, fused, whole = fused_chain.rewrite(rel.sql, frames, rt, run_sql_frames, scans,
-                                            rel.schema, tumbling)
+                                            rel.schema, tumbling, resampled)
     if whole is not None:
         return whole
     frames = frames + list(fused.items())

@@ -31,10 +31,47 @@ _VALUE_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "bool
 def plan(rel: ir.SqlQuery, rt, frames):
     """The RESAMPLE ``rel`` as a direct pass over its stream's files, or None (SQL then).
     ``frames``: ``rel``'s inputs lowered, ``(name, DataFrame)``."""
+    from wavesql.sources.arrow import conform
+
+    prepared = prepare(rel, rt, frames)
+    if prepared is None:
+        return None
+    ranges, read, out_type = prepared
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    target = to_arrow_schema(out_type, timezone="UTC")
+
+    def resample_scan(batches):  # the name shows in Spark's plans
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                for batch in read(ranges[i]).to_batches():
+                    yield conform(batch, target)
+
+    n = len(ranges)
+    return rt.spark.range(0, n, 1, n).mapInArrow(resample_scan, out_type)
+
+
+def prepare(rel: ir.SqlQuery, rt, frames=None):
+    """``(ranges, read, result type)`` of the direct RESAMPLE ``rel``, or None when it does
+    not apply: ``read(range)`` is that range's grid points as an Arrow table (in time
+    order, the range's own points only), the result type a PySpark StructType. Also used
+    by planner/fused_chain.py to aggregate the points where they are made; planned once per
+    statement (``rt.prepared``). ``frames``: ``rel``'s inputs lowered (lowered here if
+    None)."""
+    key = ("resample", id(rel))
+    if key not in rt.prepared:
+        if frames is None:
+            from .lower import lower_inputs
+
+            frames = lower_inputs(rel.inputs, rt)
+        rt.prepared[key] = _prepare(rel, rt, frames)
+    return rt.prepared[key]
+
+
+def _prepare(rel: ir.SqlQuery, rt, frames):
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from wavesql.sources import parquet_chunks as pc_
-    from wavesql.sources.arrow import conform
     from wavesql.udfs.time_resample import resample_range
 
     from .lower import run_sql_frames
@@ -73,18 +110,10 @@ def plan(rel: ir.SqlQuery, rt, frames):
     out_type = spark_struct(rel.schema.fields) if rel.schema is not None else None
     if out_type is None:
         out_type = run_sql_frames(rel.sql, [(source, frame)], rt, None).schema
-    target = to_arrow_schema(out_type, timezone="UTC")
     columns = [f.name for f in fields]
 
-    def resample_scan(batches):  # the name shows in Spark's plans
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                r = ranges[i]
-                table = pc_.read_range(r, columns, time_col, progress, wanted)
-                out = resample_range(table, time_col, period, method, r.start, r.end,
-                                     interpolate)
-                for batch in out.to_batches():
-                    yield conform(batch, target)
+    def read(r):
+        table = pc_.read_range(r, columns, time_col, progress, wanted)
+        return resample_range(table, time_col, period, method, r.start, r.end, interpolate)
 
-    n = len(ranges)
-    return rt.spark.range(0, n, 1, n).mapInArrow(resample_scan, out_type)
+    return ranges, read, out_type

@@ -191,3 +191,38 @@ def test_direct_resample_over_files_stored_differently_and_a_numeric_progress_co
            f"WATERMARK 1 SECOND PROGRESS COLUMN punct")
     _compare(ws, "SELECT * FROM RESAMPLE(s, ts, INTERVAL 3 MILLISECONDS, 'linear')",
              expect_direct=True)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("method", ["linear", "prev", "null", "zero"])
+def test_a_total_over_a_resample_is_aggregated_where_the_points_are_made(ws, tmp_path,
+                                                                         method):
+    """``SELECT <aggregates> FROM RESAMPLE(...)``: each range's grid points are aggregated
+    in the pass that makes them (planner/fused_chain.py), one row per range reaches Spark;
+    the answer is the SQL lowering's (sums in another order: 1e-9)."""
+    from tests.test_tilt import _pandas
+
+    rng = np.random.default_rng(11)
+    _create(ws, _write(tmp_path / "s", _stream(rng, 4000, dup_every=7, punct_every=53)))
+    sql = (f"SELECT count(*) AS n, sum(v) AS sv, avg(q) AS aq, min(v) AS mn, max(q) AS mq, "
+           f"count(v) AS cv, sum(CAST(flag AS INT)) AS f, sum(v) / count(*) + 1 AS e "
+           f"FROM (SELECT ts, v, q, flag FROM RESAMPLE(s, ts, INTERVAL 3 MILLISECONDS, "
+           f"'{method}')) r WHERE q > -40 OR q IS NULL")
+    ws.spark.conf.set("wavesql.resample.min_rows", "0")
+    ws.spark.conf.set("wavesql.windows.chunk_rows", "700")
+    try:
+        fused = ws.sql(sql)
+        plan = fused._jdf.queryExecution().executedPlan().toString()
+        assert "fused_chain_scan" in plan and "__wavesql_p0" in plan, plan
+        got = _pandas(fused)
+        ws.spark.conf.set("wavesql.resample.direct", "false")
+        plain = ws.sql(sql)
+        assert "fused_chain_scan" not in plain._jdf.queryExecution().executedPlan().toString()
+        want = _pandas(plain)
+    finally:
+        for key in ("resample.min_rows", "windows.chunk_rows", "resample.direct"):
+            ws.spark.conf.unset(f"wavesql.{key}")
+    assert fused.schema == plain.schema
+    assert len(got) == len(want) == 1
+    assert got["n"].iloc[0] > 1000
+    assert_same_frames(got, want, by=[], rtol=1e-9, atol=1e-9)
