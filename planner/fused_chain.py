@@ -29,7 +29,8 @@ aggregate without GROUP BY at the top (``SELECT count(*), sum(v) / count(v) FROM
 also over a GROUP BY level) -- is computed as partial aggregates of each range's own rows
 (``sum avg count min max``; ``avg`` as a DOUBLE sum and a count) and merged by Spark in the
 SELECT's own expressions, so one row per range crosses into the JVM instead of every row of
-the chain's result. No FOLLOWING frames (planner/time_windows.py's passes take those) and
+the chain's result. A total over a direct RESAMPLE (planner/resample_direct.py), through
+scalar SELECTs, is computed in the pass that makes each range's grid points. No FOLLOWING frames (planner/time_windows.py's passes take those) and
 no partitioned ``lag`` (a sparse key's previous row may lie anywhere before). Expressions:
 columns, number/boolean/NULL literals, ``+ - * /``, unary minus, comparisons, ``<=>`` / IS
 [NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE, IF, NULLIF, COALESCE, ABS,

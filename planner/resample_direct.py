@@ -15,7 +15,9 @@ orders those as Spark does, for the duplicate-time rule), ``'linear'`` columns h
 NULLs (a NULL's neighbours may lie beyond the range), the files pass
 :func:`sources.parquet_chunks.index` and are in time order (read factor), and the stream
 has at least ``wavesql.resample.min_rows`` rows (100,000; below it the SQL costs less than
-a Python pass's set-up). ``SET wavesql.resample.direct = false`` turns it off.
+a Python pass's set-up). ``SET wavesql.resample.direct = false`` turns it off. An aggregate
+without GROUP BY over the RESAMPLE is computed in the same pass, per range, by
+planner/fused_chain.py (:func:`prepare` gives it the ranges and their grid points).
 """
 
 from __future__ import annotations
