@@ -526,9 +526,10 @@ class _Compiler:
 
         for item in self.select.expressions:
             shell = (item.this if isinstance(item, exp.Alias) else item).copy()
-            if shell.find(exp.Window) is not None or isinstance(shell, exp.Star) or any(
-                    c.find_ancestor(exp.AggFunc) is None for c in shell.find_all(exp.Column)):
-                raise _Refuse  # a column outside an aggregate: Spark's error
+            if shell.find(exp.Window, exp.Select) is not None or isinstance(shell, exp.Star) \
+                    or any(c.find_ancestor(exp.AggFunc) is None
+                           for c in shell.find_all(exp.Column)):
+                raise _Refuse  # a column outside an aggregate (Spark's error), a subquery
             for agg in [a for a in shell.find_all(exp.AggFunc)
                         if a.find_ancestor(exp.AggFunc) is None]:
                 call = time_windows.aggregate_call(agg, _TOTALS)
