@@ -2,9 +2,10 @@
 of the same queries (``SET wavesql.windows.chunked = false``) over the same Parquet files:
 TiLT's trend and RSI, lag with offsets and defaults, WHEREs at every level (a rare one makes
 the ranges read further back), three-valued logic, NaN / -0.0 / infinities, integer, float
-and double arithmetic, windows over expressions, a chain inside a larger query; the errors
-ANSI mode raises (and the CASE branch not taken that raises none), and what ANSI off gives;
-the queries it leaves to the other plans.
+and double arithmetic, windows over expressions, a chain inside a larger query; totals
+(aggregates without GROUP BY) over chains and over aggregates per window, hand-written and
+generated; the errors ANSI mode raises (and the CASE branch not taken that raises none), and
+what ANSI off gives; the queries it leaves to the other plans.
 """
 
 from __future__ import annotations
