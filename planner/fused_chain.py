@@ -56,7 +56,7 @@ from sqlglot import exp
 from wavesql.dialect import parse_one, to_spark_sql
 from wavesql.udfs import fused_chain as chain
 
-from . import time_windows
+from . import ir, time_windows
 from .types import spark_struct
 from .windows import TIME
 
@@ -207,7 +207,6 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
     tumbling window the input is (its ``_time`` computed in the pass), None for a stream;
     ``resample``: the RESAMPLE (ir.SqlQuery) the input is, ``stream`` None (its grid points
     are made per range by planner/resample_direct.py, and the chain runs over them)."""
-    from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
     frame = dict((n.lower(), df) for n, df in inputs).get(table.name.lower())
@@ -261,8 +260,7 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
         if [_kind(f.dataType) for f in out_type.fields] != kinds:
             return None
     else:  # a total: one row of partial aggregates per range, merged by Spark below
-        out_type = T.StructType([T.StructField(name, _spark_type(kind))
-                                 for name, _, kind in scope])
+        out_type = spark_struct([ir.Field(name, kind) for name, _, kind in scope])
     target = to_arrow_schema(out_type, timezone="UTC")
     if resample is not None:
         from . import resample_direct
@@ -353,14 +351,6 @@ def _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width, reac
                 g for g in groups if g.hi >= lo and g.lo <= r.need_hi))
 
     return ranges, evaluate
-
-
-def _spark_type(kind: str):
-    from pyspark.sql import types as T
-
-    return {"boolean": T.BooleanType, "int": T.IntegerType, "bigint": T.LongType,
-            "float": T.FloatType, "double": T.DoubleType,
-            "timestamp": T.TimestampType}[kind.lower()]()
 
 
 def _kind(data_type) -> str:
@@ -532,19 +522,7 @@ class _Compiler:
                 raise _Refuse  # a column outside an aggregate (Spark's error), a subquery
             for agg in [a for a in shell.find_all(exp.AggFunc)
                         if a.find_ancestor(exp.AggFunc) is None]:
-                call = time_windows.aggregate_call(agg, _TOTALS)
-                if call is None or (call[1] is not None and call[1].find(exp.AggFunc)):
-                    raise _Refuse
-                name, arg = call
-                node, kind = None, None
-                if arg is not None:
-                    self.in_aggregate = True
-                    try:
-                        node, kind = self.expr(arg)
-                    finally:
-                        self.in_aggregate = False
-                    if kind not in (_KINDS if name == "count" else chain.NUMERIC):
-                        raise _Refuse
+                name, node, kind = self.aggregate_argument(agg, _TOTALS, True, _KINDS)
                 if name == "avg":  # Spark: a DOUBLE sum over the count
                     total = partial("sum", self.to(node, kind, "double"), "double")
                     count = partial("count", node, kind)
@@ -572,22 +550,29 @@ class _Compiler:
     def whole_aggregate(self, func, keys, in_aggregate=False):
         """The aggregate call ``func`` over the whole partition of ``keys`` (nodes), the
         argument compiled over the level's input (``in_aggregate``: inside a GROUP BY)."""
-        call = time_windows.aggregate_call(func, _AGGREGATES)
-        if call is None:
-            raise _Refuse
-        name, arg = call
-        node, kind = None, None
-        if arg is not None:
-            self.in_aggregate = in_aggregate
-            try:
-                node, kind = self.expr(arg)
-            finally:
-                self.in_aggregate = False
-            if kind not in chain.NUMERIC:
-                raise _Refuse
+        name, node, kind = self.aggregate_argument(func, _AGGREGATES, in_aggregate)
         self.windows.append(chain.Window(name, node, kind, before=self.width,
                                          keys=tuple(keys), whole=True))
         return ("win", len(self.windows) - 1), chain.result_type(name, kind)
+
+    def aggregate_argument(self, func, functions, in_aggregate, count_kinds=chain.NUMERIC):
+        """``(name, argument node or None, its kind)`` of the aggregate call ``func`` (one of
+        ``functions``, its argument compiled over the level's input: a number, or one of
+        ``count_kinds`` for ``count``); refuses other calls and nested aggregates."""
+        call = time_windows.aggregate_call(func, functions)
+        if call is None or (call[1] is not None and call[1].find(exp.AggFunc)):
+            raise _Refuse
+        name, arg = call
+        if arg is None:
+            return name, None, None
+        self.in_aggregate = in_aggregate
+        try:
+            node, kind = self.expr(arg)
+        finally:
+            self.in_aggregate = False
+        if kind not in (count_kinds if name == "count" else chain.NUMERIC):
+            raise _Refuse
+        return name, node, kind
 
     # ----------------------------------------------------------------- expressions
     def resolve(self, column: exp.Column):

@@ -99,7 +99,10 @@ def _create(ws, folder, types="v DOUBLE, q INT, flag BOOLEAN, seen TIMESTAMP"):
            f"PROGRESS COLUMN punct")
 
 
-def _compare(ws, sql, expect_direct: bool):
+def _compare(ws, sql, expect_direct: bool, markers=("resample_scan",), by=("ts",),
+             rtol=1e-12, atol=0.0):
+    """``sql`` with the direct pass (whose plan has every one of ``markers``, or none when
+    not ``expect_direct``) against the SQL lowering (none of them); its rows."""
     from tests.test_tilt import _pandas
 
     ws.spark.conf.set("wavesql.resample.min_rows", "0")
@@ -107,18 +110,19 @@ def _compare(ws, sql, expect_direct: bool):
     try:
         direct = ws.sql(sql)
         plan = direct._jdf.queryExecution().executedPlan().toString()
-        assert ("resample_scan" in plan) is expect_direct, plan
+        assert all((m in plan) is expect_direct for m in markers), plan
         got = _pandas(direct)
         ws.spark.conf.set("wavesql.resample.direct", "false")
         plain = ws.sql(sql)
-        assert "resample_scan" not in plain._jdf.queryExecution().executedPlan().toString()
+        plain_plan = plain._jdf.queryExecution().executedPlan().toString()
+        assert not any(m in plain_plan for m in markers)
         want = _pandas(plain)
     finally:
         for key in ("resample.min_rows", "windows.chunk_rows", "resample.direct"):
             ws.spark.conf.unset(f"wavesql.{key}")
     assert direct.schema == plain.schema
     assert len(got) == len(want) > 0
-    assert_same_frames(got, want, by=["ts"], rtol=1e-12, atol=0)
+    assert_same_frames(got, want, by=list(by), rtol=rtol, atol=atol)
     return got
 
 
@@ -200,29 +204,13 @@ def test_a_total_over_a_resample_is_aggregated_where_the_points_are_made(ws, tmp
     """``SELECT <aggregates> FROM RESAMPLE(...)``: each range's grid points are aggregated
     in the pass that makes them (planner/fused_chain.py), one row per range reaches Spark;
     the answer is the SQL lowering's (sums in another order: 1e-9)."""
-    from tests.test_tilt import _pandas
-
     rng = np.random.default_rng(11)
     _create(ws, _write(tmp_path / "s", _stream(rng, 4000, dup_every=7, punct_every=53)))
     sql = (f"SELECT count(*) AS n, sum(v) AS sv, avg(q) AS aq, min(v) AS mn, max(q) AS mq, "
            f"count(v) AS cv, sum(CAST(flag AS INT)) AS f, sum(v) / count(*) + 1 AS e "
            f"FROM (SELECT ts, v, q, flag FROM RESAMPLE(s, ts, INTERVAL 3 MILLISECONDS, "
            f"'{method}')) r WHERE q > -40 OR q IS NULL")
-    ws.spark.conf.set("wavesql.resample.min_rows", "0")
-    ws.spark.conf.set("wavesql.windows.chunk_rows", "700")
-    try:
-        fused = ws.sql(sql)
-        plan = fused._jdf.queryExecution().executedPlan().toString()
-        assert "fused_chain_scan" in plan and "__wavesql_p0" in plan, plan
-        got = _pandas(fused)
-        ws.spark.conf.set("wavesql.resample.direct", "false")
-        plain = ws.sql(sql)
-        assert "fused_chain_scan" not in plain._jdf.queryExecution().executedPlan().toString()
-        want = _pandas(plain)
-    finally:
-        for key in ("resample.min_rows", "windows.chunk_rows", "resample.direct"):
-            ws.spark.conf.unset(f"wavesql.{key}")
-    assert fused.schema == plain.schema
-    assert len(got) == len(want) == 1
+    got = _compare(ws, sql, True, markers=("fused_chain_scan", "__wavesql_p0"), by=(),
+                   rtol=1e-9, atol=1e-9)
+    assert len(got) == 1
     assert got["n"].iloc[0] > 1000
-    assert_same_frames(got, want, by=[], rtol=1e-9, atol=1e-9)
