@@ -202,6 +202,8 @@ def _bind_relation_to_stream(node: wn.RelationToStream, ctx: BindContext) -> ir.
     """``ISTREAM/DSTREAM/RSTREAM (query)``: the query must read one windowed stream."""
     inner = _bind_query(node.this, None, ctx)
     scans = [r for _, r in getattr(inner, "inputs", ()) if isinstance(r, ir.WindowScan)]
+    if len(scans) > 1 and all(r.joint and r.joint == scans[0].joint for r in scans):
+        scans = scans[:1]  # one join of windowed tables: one sequence of instants
     if len(scans) != 1:
         raise WaveSQLError(
             "STREAMING_RULE", f"{node.kind} needs a query over one windowed stream",
@@ -230,49 +232,64 @@ def _extract_relation_to_streams(node: exp.Expression, ctx: BindContext):
 
 def _extract_windows(node: exp.Expression, ctx: BindContext):
     """Rewrite every SELECT over a windowed event stream to run once per instant."""
-    from .windows import TIME, bind_window, per_instant, windowed_table
+    from .windows import bind_window, per_instant, windowed_tables
 
     for table in node.find_all(exp.Table):  # [SAMPLES n] on an event stream: say why not
         window = table.args.get("window")
         if window is not None and window.kind == "SAMPLES" and isinstance(
                 ctx.catalog.get(table.name), cat.StreamDef):
             bind_window(window, table.name)
-    selects = [s for s in node.find_all(exp.Select) if windowed_table(s) is not None]
+    selects = [s for s in node.find_all(exp.Select) if windowed_tables(s)]
     if not selects:
         return node, ()
     node = node.copy()
     ctes = _cte_names(node)
     inputs = []
     for select in sorted(node.find_all(exp.Select), key=lambda s: -_depth(s)):
-        table = windowed_table(select)
-        if table is None:
+        scans = []
+        for table in windowed_tables(select):
+            defn = None if table.name.lower() in ctes or table.args.get("db") else \
+                ctx.catalog.get(table.name)
+            if isinstance(defn, cat.SignalDef):
+                continue  # a signal's windows are the signal stage's
+            window = table.args["window"]
+            if window.kind == "SPLIT":
+                if scans or len(windowed_tables(select)) > 1:
+                    raise WaveSQLError("NOT_IMPLEMENTED", "a split stream joined with another "
+                                       "windowed stream", Span.of(window),
+                                       hint="split the stream in a subquery, join outside it")
+                inputs.append(_bind_split(select, table, window, ctx, len(inputs)))
+                break
+            scans.append((table, _bind_window_scan(table, window, defn, ctx)))
+        if not scans:
             continue
-        defn = None if table.name.lower() in ctes or table.args.get("db") else \
-            ctx.catalog.get(table.name)
-        if isinstance(defn, cat.SignalDef):
-            continue  # a signal's windows are the signal stage's
-        window = table.args["window"]
-        if window.kind == "SPLIT":
-            inputs.append(_bind_split(select, table, window, ctx, len(inputs)))
-            continue
-        if not isinstance(defn, cat.StreamDef) or defn.event_time is None:
-            what = f"stream `{table.name}` has no EVENT TIME" if isinstance(defn, cat.StreamDef) \
-                else f"`{table.name}` is not a catalog stream"
-            raise WaveSQLError("STREAMING_RULE", f"a window needs an event-time stream: {what}",
-                               Span.of(window), hint="declare one: CREATE STREAM ... EVENT TIME ts "
-                                                     "WATERMARK 5 SECONDS")
-        if defn.column(TIME) is not None:
-            raise WaveSQLError("DUPLICATE_COLUMN", f"stream `{defn.name}` has a column named "
-                               f"{TIME}, which windowed results use for the instant",
-                               Span.of(table), hint="rename the column in the stream")
-        spec = bind_window(window, defn.name)
-        source = _resolve_relation(defn.name, table.this, ctx)
-        name = f"__wavesql_window_{len(inputs)}"
-        schema = ir.Schema((ir.Field(TIME, "timestamp", False),) + source.schema.fields)
-        inputs.append((name, ir.WindowScan(source, defn.name, defn.event_time, spec, schema,
-                                           source.bounded)))
-        per_instant(select, table, name)
+        joint = tuple(scan for _, scan in scans) if len(scans) > 1 else ()
+        names = []
+        for table, scan in scans:
+            names.append(f"__wavesql_window_{len(inputs)}")
+            inputs.append((names[-1], dataclasses.replace(scan, joint=joint)))
+        per_instant(select, [(table, name) for (table, _), name in zip(scans, names)],
+                    {t.alias_or_name.lower(): list(scan.input.schema.names) for t, scan in scans})
     return node, tuple(inputs)
+
+
+def _bind_window_scan(table: exp.Table, window, defn, ctx: BindContext) -> ir.WindowScan:
+    from .windows import TIME, bind_window
+
+    if not isinstance(defn, cat.StreamDef) or defn.event_time is None:
+        what = f"stream `{table.name}` has no EVENT TIME" if isinstance(defn, cat.StreamDef) \
+            else f"`{table.name}` is not a catalog stream"
+        raise WaveSQLError("STREAMING_RULE", f"a window needs an event-time stream: {what}",
+                           Span.of(window), hint="declare one: CREATE STREAM ... EVENT TIME ts "
+                                                 "WATERMARK 5 SECONDS")
+    if defn.column(TIME) is not None:
+        raise WaveSQLError("DUPLICATE_COLUMN", f"stream `{defn.name}` has a column named "
+                           f"{TIME}, which windowed results use for the instant",
+                           Span.of(table), hint="rename the column in the stream")
+    spec = bind_window(window, defn.name)
+    source = _resolve_relation(defn.name, table.this, ctx)
+    schema = ir.Schema((ir.Field(TIME, "timestamp", False),) + source.schema.fields)
+    return ir.WindowScan(source, defn.name, defn.event_time, spec, schema, source.bounded)
 
 
 def _bind_split(select: exp.Select, table: exp.Table, window, ctx: BindContext, index: int):

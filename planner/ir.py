@@ -170,12 +170,17 @@ class WindowScan(Relation):
     window: Any  # planner.windows.WindowSpec
     schema: Schema
     bounded: bool = True
+    #: The windowed tables joined with this one in its SELECT (itself included, each with no
+    #: ``joint`` of its own): the pairs are made at the instants of all of them.
+    joint: tuple = ()
 
     def children(self):
         return (self.input,)
 
     def label(self) -> str:
-        return f"WindowScan {self.stream} {self.window} on {self.time_column}"
+        joined = (" at the instants of " + ", ".join(f"{w.stream} {w.window}" for w in self.joint)
+                  if self.joint else "")
+        return f"WindowScan {self.stream} {self.window} on {self.time_column}{joined}"
 
 
 @dataclass(frozen=True)
@@ -184,7 +189,7 @@ class StreamOf(Relation):
 
     operator: str
     input: Relation
-    window: WindowScan
+    window: WindowScan  # the first of a join's windowed tables (``window.joint`` has all)
     schema: Schema
     bounded: bool = True
 

@@ -241,7 +241,18 @@ def _is_stateful(name: str) -> bool:
 def _lower_window_scan(rel: ir.WindowScan, rt: Runtime):
     from .windows import windowed_frame
 
-    return windowed_frame(lower_relation(rel.input, rt), rel.time_column, rel.window)
+    return windowed_frame(lower_relation(rel.input, rt), rel.time_column, rel.window,
+                          _joint_instants(rel, rt))
+
+
+def _joint_instants(rel: ir.WindowScan, rt: Runtime):
+    """The instants of a join of windowed tables (None for a window read alone)."""
+    from .windows import joint_instants
+
+    if not rel.joint:
+        return None
+    return joint_instants([(lower_relation(w.input, rt), w.time_column, w.window)
+                           for w in rel.joint])
 
 
 def _lower_stream_of(rel: ir.StreamOf, rt: Runtime):
@@ -249,7 +260,7 @@ def _lower_stream_of(rel: ir.StreamOf, rt: Runtime):
 
     source = lower_relation(rel.window.input, rt)
     return relation_to_stream(lower_relation(rel.input, rt), rel.operator, rel.window.window,
-                              source, rel.window.time_column)
+                              source, rel.window.time_column, _joint_instants(rel.window, rt))
 
 
 #: ``wavesql.sync.read`` (Spark conf): ``files`` (default) -- a SYNC over a signal's WAV files
@@ -344,6 +355,7 @@ def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
     # range of event time (planner/fused_chain.py)
     tumbling = {name.lower(): (r.input.stream, r.window.size) for name, r in rel.inputs
                 if isinstance(r, ir.WindowScan) and isinstance(r.input, ir.StreamScan)
+                and not r.joint
                 and r.window.kind == "SLIDE" and r.window.size == r.window.slide
                 and not r.window.partition_by
                 and r.time_column.lower() == (r.input.stream.event_time or "").lower()}

@@ -38,12 +38,23 @@ become a stream again by a relation-to-stream operator, and every result row car
   difference: a row twice now and once before is emitted once);
 * ``DSTREAM (q)`` -- the rows it lost, at the instant they left.
 
+**Joins.** Windowed streams read by one SELECT (its FROM and joins, of any kind) are joined
+per instant: the query runs on ``R1(t) JOIN R2(t) ...``. The instants are every instant at
+which any of the relations changes, and every multiple of a slid window's slide at which it
+holds rows or has just emptied. Between its multiples a slid window's relation is its last
+window (CQL defines every relation at every instant), so a ``[RANGE r SLIDE s]`` row is in
+the relation during ``[ceil(ts / s) * s, ceil((ts + r) / s) * s)``. The result's ``_time`` is
+the instant (either side's in an outer join); ``*`` lists each windowed stream's columns after
+one ``_time``.
+
 Lowering: the windowed relation becomes a DataFrame of ``(_time, row)`` pairs -- one per
 instant at which the row is in the relation -- and the user's SELECT over it is grouped by
 ``_time`` as well as its own keys. Slid windows expand each row into its ``r / s`` windows
 (no join); ``[RANGE r]`` joins rows to the instants with **time binning** (an equi-join on
 ``floor(t / r)`` plus the range predicate, each row in at most two bins) rather than a
-nested loop; ``[NOW]`` needs no join at all.
+nested loop; ``[NOW]`` needs no join at all. Joined windowed streams are paired with the
+instants of all of them (:func:`joint_instants`), and each join condition gains ``_time``
+equality, so Spark joins the pairs instant by instant.
 """
 
 from __future__ import annotations
@@ -132,14 +143,9 @@ def _positive_interval(node: exp.Expression, what: str) -> int:
 # ---------------------------------------------------------------------------------------
 # Rewriting the SELECT over a window: evaluate it per instant
 # ---------------------------------------------------------------------------------------
-def windowed_table(select: exp.Select) -> exp.Table | None:
-    """The windowed stream table a SELECT reads (FROM or a join), if any."""
-    found = [t for t in _own_tables(select) if _event_window(t) is not None]
-    if len(found) > 1:
-        raise WaveSQLError("NOT_IMPLEMENTED", "joining two windowed streams is not "
-                           "implemented yet", Span.of(found[1]),
-                           hint="window one stream per SELECT; join the results by _time")
-    return found[0] if found else None
+def windowed_tables(select: exp.Select) -> list[exp.Table]:
+    """The windowed stream tables a SELECT reads itself (FROM and joins), in order."""
+    return [t for t in _own_tables(select) if _event_window(t) is not None]
 
 
 def _event_window(table: exp.Table) -> wn.StreamWindow | None:
@@ -158,13 +164,17 @@ def _own_tables(select: exp.Select):
             yield join.this
 
 
-def per_instant(select: exp.Select, table: exp.Table, scan_name: str) -> exp.Select:
-    """Rewrite ``select`` (in place) to evaluate it once per instant of ``table``'s window.
+def per_instant(select: exp.Select, scans: list[tuple[exp.Table, str]],
+                columns: dict[str, list[str]]) -> exp.Select:
+    """Rewrite ``select`` (in place) to evaluate it once per instant of its windows.
 
-    The table becomes ``scan_name`` (the ``(_time, row)`` pairs) under the same alias; the
-    result gains ``_time``; aggregates and OVER windows are grouped/partitioned by it.
+    ``scans`` pairs each windowed table of the SELECT with the name of its ``(_time, row)``
+    pairs; ``columns`` names each table's stream columns (by alias). Each table becomes its
+    scan under the same alias; the result gains ``_time``; aggregates and OVER windows are
+    grouped/partitioned by it. Several windowed tables are joined **per instant**: each join
+    condition gains ``_time`` equality with the tables before it (their pairs are made at
+    the instants of all of them, see :func:`joint_instants`).
     """
-    alias = table.alias_or_name
     if select.args.get("limit") is not None or select.args.get("offset") is not None:
         raise WaveSQLError("NOT_IMPLEMENTED", "LIMIT inside a windowed query is not "
                            "implemented (it would limit each instant)",
@@ -172,9 +182,24 @@ def per_instant(select: exp.Select, table: exp.Table, scan_name: str) -> exp.Sel
                            hint="put the windowed query in a subquery and LIMIT outside it")
     for stray in ("emit", "late_into"):
         select.set(stray, None)  # batch: everything is final and nothing is late
-    table.replace(exp.Table(this=exp.to_identifier(scan_name),
-                            alias=exp.TableAlias(this=exp.to_identifier(alias))))
-    time_col = exp.column(TIME, table=alias)
+    aliases = [table.alias_or_name for table, _ in scans]
+    if len({a.lower() for a in aliases}) != len(aliases):
+        raise WaveSQLError("DUPLICATE_COLUMN", f"windowed stream `{aliases[0]}` is read twice "
+                           "under one name", Span.of(scans[-1][0]),
+                           hint="give each an alias: FROM s [RANGE 1 MINUTE] a JOIN s [NOW] b ...")
+    tables = []
+    for table, scan_name in scans:
+        tables.append(exp.Table(this=exp.to_identifier(scan_name),
+                                alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name))))
+        table.replace(tables[-1])
+    times = [exp.column(TIME, table=a) for a in aliases]
+    if len(times) > 1:
+        _join_per_instant(select, tables, aliases, times)
+        # an outer join leaves one side's instant NULL: the row's instant is either side's
+        time_col = exp.func("coalesce", *[t.copy() for t in times])
+        _expand_stars(select, aliases, columns)
+    else:
+        time_col = times[0]
     for window in _own(select, exp.Window):
         window.set("partition_by", [time_col.copy()] + list(window.args.get("partition_by") or []))
     if _is_aggregate(select):
@@ -185,10 +210,68 @@ def per_instant(select: exp.Select, table: exp.Table, scan_name: str) -> exp.Sel
                                "not implemented yet", Span.of(group))
         keys = list(group.expressions) if group is not None else []
         select.set("group", exp.Group(expressions=[time_col.copy()] + keys))
-    if not any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+    if not any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+                                           and len(times) == 1)
                or e.alias_or_name.lower() == TIME for e in select.expressions):
         select.set("expressions", [exp.alias_(time_col.copy(), TIME)] + list(select.expressions))
     return select
+
+
+def _join_per_instant(select: exp.Select, tables, aliases, times) -> None:
+    """Each join that brings in a windowed table matches it at the same instant as the
+    windowed tables before it (``USING`` gains ``_time``; ``ON`` and comma joins gain
+    ``b._time = coalesce(a._time, ...)``)."""
+    def position(table):  # by identity: equal-looking tables are still different tables
+        return next((i for i, t in enumerate(tables) if t is table), None)
+
+    first = position(select.args["from_"].this)
+    seen = [first] if first is not None else []
+    for join in select.args.get("joins") or []:
+        index = position(join.this)
+        if index is None:
+            continue
+        if not seen:  # the FROM is not windowed: the first windowed join starts the instants
+            seen.append(index)
+            continue
+        before = [times[i].copy() for i in seen]
+        same = exp.EQ(this=times[index].copy(),
+                      expression=before[0] if len(before) == 1 else exp.func("coalesce", *before))
+        using = join.args.get("using")
+        if using:
+            if len(before) > 1:
+                raise WaveSQLError("NOT_IMPLEMENTED", "USING after two windowed tables",
+                                   Span.of(join), hint="write the join condition with ON")
+            join.set("using", list(using) + [exp.to_identifier(TIME)])
+        else:
+            on = join.args.get("on")
+            join.set("on", exp.and_(on, same) if on is not None else same)
+            if join.args.get("kind") == "CROSS":
+                join.set("kind", None)  # a comma or CROSS join matches per instant now
+        seen.append(index)
+
+
+def _expand_stars(select: exp.Select, aliases, columns) -> None:
+    """``*`` and ``w.*`` of a windowed table list the stream's columns, so the result has
+    one ``_time`` (the instant), not one per windowed table."""
+    windowed = {a.lower(): a for a in aliases}
+    out = []
+    for e in select.expressions:
+        if isinstance(e, exp.Star):
+            out.append(exp.alias_(exp.func("coalesce", *[exp.column(TIME, table=a)
+                                                          for a in aliases]), TIME))
+            for table in _own_tables(select):
+                a = table.alias_or_name
+                if a.lower() in windowed:
+                    out += [exp.column(c, table=a) for c in columns[a.lower()]]
+                else:
+                    out.append(exp.Column(this=exp.Star(), table=exp.to_identifier(a)))
+        elif (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+              and e.table.lower() in windowed):
+            out += [exp.column(c, table=windowed[e.table.lower()])
+                    for c in columns[e.table.lower()]]
+        else:
+            out.append(e)
+    select.set("expressions", out)
 
 
 #: The sub-stream column of a split stream (``[PARTITION INTO n BY e REPLICATE WHEN p]``).
@@ -346,11 +429,53 @@ def instants(span_df):
     return starts.union(ends).distinct()
 
 
-def windowed_frame(df, time_col: str, spec: WindowSpec):
-    """The ``(_time, row)`` pairs: one per instant at which a row is in the relation."""
+def _held(span_df, spec: WindowSpec):
+    """A slid window's rows with ``__from``/``__to`` moved to the multiples of the slide
+    between which they are held: visible from the first window that covers them to the
+    first that does not (rows no window covers are left out)."""
+    from pyspark.sql import functions as F
+
+    return (span_df.withColumn("__from", _ceil_to(F.col("__from"), spec.slide))
+            .withColumn("__to", _ceil_to(F.col("__to"), spec.slide))
+            .where(F.col("__from") < F.col("__to")))
+
+
+def joint_instants(windows):
+    """The instants ``__t`` at which windowed tables joined in one SELECT are observed: where
+    any of their relations changes, and every multiple of a slid window's slide at which it
+    holds rows. ``windows``: ``[(df, time column, WindowSpec)]``."""
+    from pyspark.sql import functions as F
+
+    points = None
+    for df, time_col, spec in windows:
+        s = spans(df, time_col, spec)
+        if spec.kind == "SLIDE":
+            h = _held(s, spec)
+            mine = h.select(F.explode(F.sequence(
+                F.col("__from"), F.col("__to"), F.lit(spec.slide).cast("bigint"))).alias("__t"))
+        else:
+            mine = instants(s)
+        points = mine if points is None else points.union(mine)
+    return points.distinct()
+
+
+def windowed_frame(df, time_col: str, spec: WindowSpec, points=None):
+    """The ``(_time, row)`` pairs: one per instant at which a row is in the relation.
+
+    ``points`` (from :func:`joint_instants`): the instants of a join of windowed tables, at
+    which every row is paired while it is in its relation -- a slid window's rows are held
+    from one multiple of the slide to the next, as CQL's relations are defined at every
+    instant."""
     from pyspark.sql import functions as F
 
     columns = [F.col(f"`{c}`") for c in df.columns]
+    if points is not None:
+        s = spans(df, time_col, spec)
+        if spec.kind == "SLIDE":
+            s = _held(s, spec)
+        width = {"RANGE": spec.size, "NOW": 1, "SLIDE": spec.size + spec.slide}.get(spec.kind)
+        at = _pair(s, points, width)
+        return at.select(F.timestamp_micros(F.col("__t")).alias(TIME), *columns)
     if spec.kind == "SLIDE" and spec.size == spec.slide:
         # Tumbling: a row's interval [t, t + r) holds exactly one multiple of r, its ceiling
         # -- arithmetic, not a one-element sequence exploded (20-25 % of such a query's
@@ -369,28 +494,37 @@ def windowed_frame(df, time_col: str, spec: WindowSpec):
               .withColumn("__t", F.explode(F.sequence(
                   F.col("__first"), F.col("__stop") - F.lit(spec.slide),
                   F.lit(spec.slide).cast("bigint")))))
-    elif spec.kind == "RANGE":
-        # Time binning: bins of the window's length, so a row's interval touches <= 2 bins.
-        r = spec.size
-        binned = s.withColumn("__bin", F.explode(F.array_distinct(F.array(
-            _floor_div(F.col("__from"), r).cast("bigint"),
-            _floor_div(F.col("__to") - F.lit(1), r).cast("bigint")))))
-        points = instants(s).withColumn("__bin", _floor_div(F.col("__t"), r).cast("bigint"))
-        at = (binned.join(points, "__bin")
-              .where((F.col("__t") >= F.col("__from")) & (F.col("__t") < F.col("__to"))))
-    else:  # UNBOUNDED, ROWS: intervals may be long, a range join on the instants
-        points = instants(s)
-        cond = (F.col("__t") >= F.col("__from")) & (
-            F.col("__to").isNull() | (F.col("__t") < F.col("__to")))
-        at = s.join(points, cond)
+    else:
+        at = _pair(s, instants(s), spec.size if spec.kind == "RANGE" else None)
     return at.select(F.timestamp_micros(F.col("__t")).alias(TIME), *columns)
 
 
-def relation_to_stream(result, kind: str, spec: WindowSpec, source=None, time_col=None):
+def _pair(span_df, points, width: int | None):
+    """Rows joined to the instants ``__t`` in their ``[__from, __to)``. With ``width`` (no
+    interval is longer) by **time binning** -- an equi-join on ``floor(t / width)``, each row
+    in at most two bins -- rather than a nested loop; without (UNBOUNDED, ROWS: intervals may
+    be long) a range join."""
+    from pyspark.sql import functions as F
+
+    if width is None:
+        cond = (F.col("__t") >= F.col("__from")) & (
+            F.col("__to").isNull() | (F.col("__t") < F.col("__to")))
+        return span_df.join(points, cond)
+    binned = span_df.withColumn("__bin", F.explode(F.array_distinct(F.array(
+        _floor_div(F.col("__from"), width).cast("bigint"),
+        _floor_div(F.col("__to") - F.lit(1), width).cast("bigint")))))
+    points = points.withColumn("__bin", _floor_div(F.col("__t"), width).cast("bigint"))
+    return (binned.join(points, "__bin")
+            .where((F.col("__t") >= F.col("__from")) & (F.col("__t") < F.col("__to"))))
+
+
+def relation_to_stream(result, kind: str, spec: WindowSpec, source=None, time_col=None,
+                       points=None):
     """``ISTREAM``/``DSTREAM`` of a per-instant result (RSTREAM is the result itself).
 
     ``source``/``time_col`` (the windowed stream) give the instants of unslid windows, which
-    are needed to know each instant's predecessor; slid windows step by the slide.
+    are needed to know each instant's predecessor; slid windows step by the slide. A join
+    of windowed tables passes its instants as ``points`` (:func:`joint_instants`).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -398,16 +532,21 @@ def relation_to_stream(result, kind: str, spec: WindowSpec, source=None, time_co
     if kind == "RSTREAM":
         return result
     names = result.columns
-    others = [n for n in names if n != TIME]
-    cols = [f"__c{i}" for i in range(len(others))]
-    counts = (result.select(_micros(TIME).alias("__t"),
-                            *[F.col(f"`{n}`").alias(c) for n, c in zip(others, cols)])
-              .groupBy("__t", *cols).agg(F.count(F.lit(1)).alias("__n")))
+    # by position: a join's `*` may name two columns alike
+    at = names.index(TIME)
+    cols = [f"__c{i}" for i in range(len(names))]
+    cols[at] = "__time"
+    counts = (result.toDF(*cols).withColumn("__time", _micros("__time"))
+              .withColumnRenamed("__time", "__t")
+              .groupBy(*["__t" if c == "__time" else c for c in cols])
+              .agg(F.count(F.lit(1)).alias("__n")))
+    cols = [c for c in cols if c != "__time"]
     # The same counts, moved to the instant that follows theirs.
-    if spec.kind == "SLIDE":
+    if spec.kind == "SLIDE" and points is None:
         following = counts.withColumn("__t", F.col("__t") + F.lit(spec.slide))
     else:
-        points = instants(spans(source, time_col, spec))
+        if points is None:
+            points = instants(spans(source, time_col, spec))
         nxt = points.withColumn("__next", F.lead("__t").over(Window.orderBy("__t")))
         following = (counts.join(nxt, "__t").where(F.col("__next").isNotNull())
                      .select(F.col("__next").alias("__t"), *cols, "__n"))
@@ -422,6 +561,6 @@ def relation_to_stream(result, kind: str, spec: WindowSpec, source=None, time_co
         side, extra = "before", F.col("before.__n") - F.coalesce(F.col("now.__n"), F.lit(0))
     kept = (joined.withColumn("__k", extra).where(F.col("__k") > 0)
             .withColumn("__copy", F.explode(F.sequence(F.lit(1).cast("bigint"), F.col("__k")))))
-    back = {TIME: F.timestamp_micros(F.col(f"{side}.__t")).alias(TIME)}
-    back.update({n: F.col(f"{side}.{c}").alias(n) for n, c in zip(others, cols)})
-    return kept.select(*[back[n] for n in names])
+    out = [F.col(f"{side}.{c}") for c in cols]
+    out.insert(at, F.timestamp_micros(F.col(f"{side}.__t")))
+    return kept.select(*out).toDF(*names)

@@ -115,3 +115,50 @@ def evaluate(rows: list[dict], ts: str, window: Window, columns: Sequence[str], 
             out[(t,) + row] += n
         previous = current
     return out
+
+
+# -- several windowed streams joined in one query ---------------------------------------
+def _slid_present(spans, window: Window, t) -> list[dict]:
+    """A slid window's relation at any instant ``t``: the window at the last multiple of the
+    slide, as CQL defines a relation at every instant."""
+    k = (t // window.slide) * window.slide
+    return relation_at(spans, k)
+
+
+def evaluate_join(streams: Sequence[tuple[list[dict], str, Window, Sequence[str]]],
+                  query: Callable[..., list[tuple]], kind: str = "RSTREAM") -> Counter:
+    """``kind(query(R1(t), R2(t), ...))`` for windowed streams joined in one query.
+
+    ``streams``: ``(rows, event time column, window, columns)`` each. The instants observed are
+    those of every stream on its own (unslid: where its relation changes; slid: each multiple
+    of its slide at which it holds rows or has just emptied); at each, ``query`` gets every
+    stream's relation at that instant (a list of rows each) -- it decides what an empty one
+    means (an inner join gives nothing, an outer join keeps the other side).
+    """
+    spanned = [(intervals(rows, ts, w, cols), w) for rows, ts, w, cols in streams]
+    points: set = set()
+    for spans, w in spanned:
+        if w.kind != "SLIDE":
+            points |= set(instants(spans, w))
+            continue
+        for k in instants(spans, w):  # every multiple from first to last, by brute force
+            if relation_at(spans, k) or relation_at(spans, k - w.slide):
+                points.add(k)
+    out: Counter = Counter()
+    previous: Counter = Counter()
+    for t in sorted(points):
+        present = [(_slid_present(spans, w, t) if w.kind == "SLIDE" else relation_at(spans, t))
+                   for spans, w in spanned]
+        current = Counter(query(*present))
+        if kind == "RSTREAM":
+            emitted = current
+        elif kind == "ISTREAM":
+            emitted = current - previous
+        elif kind == "DSTREAM":
+            emitted = previous - current
+        else:
+            raise ValueError(kind)
+        for row, n in emitted.items():
+            out[(t,) + row] += n
+        previous = current
+    return out

@@ -240,8 +240,11 @@ def test_time_examples(ws, scratch):
     row = [r for r in results[1].collect()
            if r["_time"] == dt.datetime(1970, 1, 1, 0, 0, 10) and r.sym == "s0"]
     assert row and abs(row[0][2] - first[first.sym == "s0"].px.mean()) < 1e-9
+    # each trade at its instant with its symbol's last quote: one row per trade (ROWS 1 per
+    # symbol matches at most one quote)
+    assert results[5].count() == len(data)
     # RESAMPLE every 5 ms over 40 s of trades
-    assert results[5].count() == int(39.75 / 0.005) + 1
+    assert results[6].count() == int(39.75 / 0.005) + 1
 
 
 # -- the shell ---------------------------------------------------------------------------------

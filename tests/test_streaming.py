@@ -115,6 +115,35 @@ def test_streaming_final_results_equal_batch(ws, spark, tmp_path, sql):
     assert sum(r.rows_in for r in cq.reports) == len(data)
 
 
+JOINED = [
+    "SELECT t.sym, count(*) AS n, max(q.px) AS best FROM trades [RANGE 3 SECONDS] t "
+    "JOIN quotes [PARTITION BY sym ROWS 2] q ON t.sym = q.sym GROUP BY t.sym",
+    "DSTREAM (SELECT t.sym, t.px, q.px AS quote FROM trades [RANGE 4 SECONDS SLIDE 2 SECONDS] "
+    "t LEFT JOIN quotes [NOW] q ON t.sym = q.sym AND q.px >= t.px)",
+]
+
+
+@pytest.mark.parametrize("sql", JOINED)
+def test_joined_windows_stream_to_the_batch_results(ws, spark, tmp_path, sql):
+    """Two windowed streams joined per instant, arriving file by file: the final rows are
+    the batch query's, up to the slower input's progress."""
+    trades, quotes = _trades(120, seed=3), _trades(90, seed=4)
+    for i, (a, b) in enumerate(zip(_split(trades, 3), _split(quotes, 3))):
+        _write(tmp_path / "trades", f"part-{i}.parquet", a)
+        _write(tmp_path / "quotes", f"part-{i}.parquet", b)
+    _stream(ws, tmp_path / "trades")
+    _stream(ws, tmp_path / "quotes", name="quotes")
+    batch = ws.sql(sql)
+    columns = batch.columns
+    cq = _run(ws, tmp_path, sql)
+    progress = cq.progress_us
+    assert progress == min(trades["ts"].max(), quotes["ts"].max()) - 2 * SECOND
+    want = Counter({k: n for k, n in _rows(batch, columns).items() if k[0] < progress})
+    assert sum(want.values()) > 20
+    assert _rows(_output(spark, tmp_path).where("_final"), columns) == want
+    assert sum(r.rows_in for r in cq.reports) == len(trades) + len(quotes)
+
+
 def test_shuffled_input_gives_the_results_of_sorted_input(ws, spark, tmp_path):
     """Rows out of order within the watermark, spread over files: the same final rows."""
     rng = np.random.default_rng(21)

@@ -191,3 +191,107 @@ def test_window_errors_are_positioned(trades, tmp_path):
     with pytest.raises(WaveSQLError) as err:
         trades.sql("SELECT * FROM plain [RANGE 1 SECONDS]")
     assert err.value.code == "STREAMING_RULE" and "EVENT TIME" in err.value.message
+
+
+# -- windowed streams joined per instant -------------------------------------------------------
+def _left(a_rows, b_rows, match):
+    """A LEFT JOIN's pairs (``None`` for the missing right row)."""
+    out = []
+    for ra in a_rows:
+        found = [rb for rb in b_rows if match(ra, rb)]
+        out += [(ra, rb) for rb in found] or [(ra, None)]
+    return out
+
+
+def _full(a_rows, b_rows, match):
+    pairs = _left(a_rows, b_rows, match)
+    return pairs + [(None, rb) for rb in b_rows if not any(match(ra, rb) for ra in a_rows)]
+
+
+def _px(row):
+    return None if row is None else row["px"]
+
+
+def _left_counts(a_rows, b_rows):
+    groups: dict = {}
+    for ra, rb in _left(a_rows, b_rows, lambda x, y: x["sym"] == y["sym"]):
+        groups.setdefault(ra["sym"], []).append(_px(rb))
+    return [(k, sum(v is not None for v in g), _sum(g)) for k, g in groups.items()]
+
+
+def _comma_count(a_rows, b_rows):
+    n = sum(1 for ra in a_rows for rb in b_rows
+            if ra["px"] is not None and rb["px"] is not None and ra["px"] < rb["px"])
+    return [(n,)] if n else []  # an empty join has no instant to group
+
+
+JOIN_QUERIES = {
+    "inner": ("SELECT a.sym, a.px, b.px AS bpx FROM a {wa} a JOIN b {wb} b ON a.sym = b.sym",
+              lambda A, B: [(ra["sym"], ra["px"], rb["px"]) for ra in A for rb in B
+                            if ra["sym"] == rb["sym"]]),
+    "left_group": ("SELECT a.sym, count(b.px) AS n, sum(b.px) AS total FROM a {wa} a "
+                   "LEFT JOIN b {wb} b ON a.sym = b.sym GROUP BY a.sym", _left_counts),
+    "comma_global": ("SELECT count(*) AS n FROM a {wa} a, b {wb} b WHERE a.px < b.px",
+                     _comma_count),
+    "full": ("SELECT a.px AS apx, b.px AS bpx FROM a {wa} a FULL JOIN b {wb} b "
+             "ON a.sym = b.sym AND a.px = b.px",
+             lambda A, B: [(_px(ra), _px(rb)) for ra, rb in _full(
+                 A, B, lambda x, y: x["sym"] == y["sym"] and x["px"] is not None
+                 and x["px"] == y["px"])]),
+    "star": ("SELECT * FROM a {wa} a JOIN b {wb} b USING (sym)",
+             lambda A, B: [(ra["sym"], ra["px"], ra["ts"], rb["sym"], rb["px"], rb["ts"])
+                           for ra in A for rb in B if ra["sym"] == rb["sym"]]),
+}
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(a_rows=ROWS, b_rows=ROWS, wa=WINDOWS, wb=WINDOWS, query=st.sampled_from(sorted(JOIN_QUERIES)),
+       operator=st.sampled_from(["", "ISTREAM", "DSTREAM"]))
+def test_joined_windows_match_the_reference_evaluator(ws, tmp_path_factory, a_rows, b_rows,
+                                                      wa, wb, query, operator):
+    tmp = tmp_path_factory.mktemp("streams")
+    _write_stream(ws, tmp, "a", a_rows)
+    _write_stream(ws, tmp, "b", b_rows)
+    template, fn = JOIN_QUERIES[query]
+    sql = template.format(wa=wa[0], wb=wb[0])
+    if operator:
+        sql = f"{operator} ({sql})"
+    streams = [([dict(zip(COLUMNS, r)) for r in rows], "ts", w[1], COLUMNS)
+               for rows, w in ((a_rows, wa), (b_rows, wb))]
+    expected = ref.evaluate_join(streams, fn, operator or "RSTREAM")
+    try:
+        got = _spark_rows(ws, sql)
+    finally:
+        ws.sql("DROP STREAM a")
+        ws.sql("DROP STREAM b")
+    if query == "star":  # ts columns come back as datetimes
+        got = Counter({(k[0], k[1], k[2], _micros(k[3]), k[4], k[5], _micros(k[6])): n
+                       for k, n in got.items()})
+    assert got == expected, sql
+
+
+def test_joined_windows_by_hand(ws, tmp_path):
+    _write_stream(ws, tmp_path, "a", [("x", 1.0, 0), ("y", 2.0, 1 * SECOND), ("x", 3.0, 4 * SECOND)])
+    _write_stream(ws, tmp_path, "b", [("x", 10.0, 2 * SECOND), ("y", 20.0, 3 * SECOND),
+                                      ("x", 30.0, 5 * SECOND)])
+    # a [RANGE 3 s]: x1 in [0,3), y2 [1,4), x3 [4,7). b [ROWS 1]: x10 [2,3), y20 [3,5), x30
+    # [5,...). Instants 0..7; matches at 2 (x1-x10), 3 (y2-y20), 5 (x3-x30) and nowhere else
+    rows = _at(ws, "SELECT a.sym, a.px, b.px FROM a [RANGE 3 SECONDS] JOIN b [ROWS 1] "
+                   "ON a.sym = b.sym")
+    assert rows == [(2, "x", 1.0, 10.0), (3, "y", 2.0, 20.0), (5, "x", 3.0, 30.0)]
+    # a [RANGE 4 s SLIDE 2 s] holds its windows' rows from one multiple of 2 s to the next:
+    # x1 [0,4), y2 [2,6), x3 [4,8); b [NOW] at 2, 3, 5 sees x1, y2 (and x1 at 3), x3
+    rows = _at(ws, "SELECT a.px, b.px FROM a [RANGE 4 SECONDS SLIDE 2 SECONDS] a, b [NOW] b "
+                   "WHERE a.sym = b.sym")
+    assert rows == [(2, 1.0, 10.0), (3, 2.0, 20.0), (5, 3.0, 30.0)]
+
+
+def test_joined_window_errors(ws, tmp_path):
+    _write_stream(ws, tmp_path, "a", [("x", 1.0, 0)])
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT * FROM a [NOW] JOIN a [ROWS 1] ON a.sym = a.sym")
+    assert err.value.code == "DUPLICATE_COLUMN" and err.value.span is not None
+    # the same stream twice under two names is a self-join per instant
+    rows = _at(ws, "SELECT x.px, y.px FROM a [NOW] x JOIN a [ROWS 1] y ON x.sym = y.sym")
+    assert rows == [(0, 1.0, 1.0)]
