@@ -614,3 +614,28 @@ def test_generated_totals_equal_spark(stream, seed):
         return
     assert len(got) == len(want) == 1, sql
     assert_same_frames(got, want, by=[], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.spark
+def test_regular_ticks_frame_by_arithmetic(ws, tmp_path):
+    """Times on a fixed step take the arithmetic frames (no search): bounds that are and
+    are not multiples of the step, a frame ending before its row, a window on a stream
+    whose one late tick breaks the grid in one range only."""
+    n = 5000
+    rng = np.random.default_rng(11)
+    us = T0 + np.arange(n) * 2 * MS
+    irregular = us.copy()
+    irregular[4000:] += 1  # one range ticks regularly, the later one does not
+    for name, times in (("s", us), ("t", irregular)):
+        ws.sql(f"CREATE OR REPLACE STREAM {name} (ts TIMESTAMP, v DOUBLE) FROM "
+               f"'{write_files(tmp_path / name, pa.table({'ts': pa.array(times, pa.int64()).cast(pa.timestamp('us', tz='UTC')), 'v': rng.normal(0, 1, n)}), files=2, row_group_size=700)}' "
+               "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+        _compare(ws, f"""
+            SELECT ts, v,
+                   sum(v) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 19 MILLISECONDS PRECEDING
+                                AND CURRENT ROW) AS a,
+                   count(v) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 4 MILLISECONDS PRECEDING
+                                  AND CURRENT ROW) AS b,
+                   max(v) OVER (ORDER BY ts RANGE BETWEEN INTERVAL 7 MILLISECONDS PRECEDING
+                                AND INTERVAL 3 MILLISECONDS PRECEDING) AS c
+            FROM {name}""")
