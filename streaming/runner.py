@@ -329,15 +329,24 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
 
 
 def _asof_join(queries: list, trees: list, scans: dict, stmt) -> _Plan:
-    """A continuous ``ASOF JOIN`` (backward: each left row with the latest right row at or
-    before its time, per key; planner/temporal.py).
+    """A continuous ``ASOF JOIN`` (planner/temporal.py), backward -- each left row with the
+    latest right row at or before its time, per key -- or forward -- the earliest at or
+    after it.
 
-    A left row is final once the right stream's progress has passed its time -- no right
-    row that could match it can still come -- and waits in the state until then. The right
-    side keeps, per key, the rows from ``m`` on and the last rows before ``m`` (ties
+    Backward: a left row is final once the right stream's progress has passed its time -- no
+    right row that could match it can still come -- and waits in the state until then. The
+    right side keeps, per key, the rows from ``m`` on and the last rows before ``m`` (ties
     included), ``m`` being the earliest time a waiting or future left row can have: the
     smaller of the left progress and the oldest waiting left row. So state is bounded by
-    the watermarks and the number of keys."""
+    the watermarks and the number of keys.
+
+    Forward: a left row is final once a right row of its key at or after its time is below
+    the right stream's progress (every right row that could come before that one has
+    arrived); the right side keeps the rows from ``m`` on. A left row with no such right row
+    yet waits -- in an ``ASOF LEFT JOIN`` too: its NULL match is never final while the
+    right stream goes on, so it is not emitted (the batch join over the same rows gives
+    it). State: the waiting left rows (per key, those since its last right row) and the
+    right rows since ``m``."""
     asofs = [(i, q) for i, q in enumerate(queries) if q.asof is not None]
     if len(asofs) > 1 or len(scans) != 2:
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN is implemented between "
@@ -353,10 +362,6 @@ def _asof_join(queries: list, trees: list, scans: dict, stmt) -> _Plan:
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN joins two different "
                            "catalog streams (not views, not a stream with itself)",
                            Span.of(stmt.node))
-    if params["direction"] != "backward":
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous forward ASOF JOIN (its match is "
-                           "known only once a later right row arrives)", Span.of(stmt.node),
-                           hint="write the time condition as left.ts >= right.ts (backward)")
     for stream, column in ((left.stream, params["left_time"]),
                            (right.stream, params["right_time"])):
         _require_event_time(stream, column, "a continuous ASOF JOIN compares the streams' "
@@ -365,7 +370,8 @@ def _asof_join(queries: list, trees: list, scans: dict, stmt) -> _Plan:
     ordered = sorted(scans.items())
     inputs = tuple(_Input(k, st) for k, (_, st) in enumerate(ordered))
     info = {"left": left.stream.key, "right": right.stream.key,
-            "keys": [r for _, r in params["keys"]]}
+            "keys": [r for _, r in params["keys"]], "pairs": list(params["keys"]),
+            "direction": params["direction"], "inclusive": params["inclusive"]}
     return _Plan(inputs, "asof", None, asof=info)
 
 
@@ -1092,20 +1098,26 @@ class ContinuousQuery:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        kl, kr = self.plan.asof["left"], self.plan.asof["right"]
+        asof = self.plan.asof
+        kl, kr = asof["left"], asof["right"]
         left = next(i.stream for i in self.inputs if i.stream.key == kl)
         right = next(i.stream for i in self.inputs if i.stream.key == kr)
         lt = F.unix_micros(F.col(f"`{left.event_time}`"))
         rt = F.unix_micros(F.col(f"`{right.event_time}`"))
         done = progress[kr]["progress"]
         candidates = buffers[kl]
-        final = lt < F.lit(done) if done is not None else F.lit(False)
-        ready = candidates.where(final)
-        waiting = candidates.where(~final)
+        if asof["direction"] == "forward":
+            ready, waiting = self._forward_ready(candidates, buffers[kr], left, right, done)
+        else:
+            final = lt < F.lit(done) if done is not None else F.lit(False)
+            ready, waiting = candidates.where(final), candidates.where(~final)
         oldest = waiting.agg(F.min(lt)).first()[0]
         bounds = [v for v in (progress[kl]["progress"], oldest) if v is not None]
         everything = kept = buffers[kr]
-        if bounds:
+        if bounds and asof["direction"] == "forward":
+            # a forward match is at or after its left row: the right rows from m on
+            kept = kept.where(rt >= F.lit(min(bounds)))
+        elif bounds:
             m = min(bounds)
             # the last right rows before m per key (ties kept: the batch rule breaks them)
             w = Window.partitionBy(*[F.col(f"`{k}`") for k in self.plan.asof["keys"]],
@@ -1116,6 +1128,26 @@ class ContinuousQuery:
         # the ready rows are matched against every right row there is: one of them may be
         # older than what is kept for the rows still to come
         return {kl: ready, kr: everything}
+
+    def _forward_ready(self, candidates, right_rows, left, right, done):
+        """(left rows whose forward match is final, the rest): a left row is ready when a
+        right row of its key at (or, strict, after) its time is below the right progress."""
+        from pyspark.sql import functions as F
+
+        if done is None:
+            return candidates.limit(0), candidates
+        asof = self.plan.asof
+        lt = F.unix_micros(F.col(f"`{left.event_time}`"))
+        names = [(f"__k{i}", r) for i, (_, r) in enumerate(asof["pairs"])]
+        arrived = right_rows.where(F.unix_micros(F.col(f"`{right.event_time}`")) < F.lit(done))
+        matches = arrived.select(F.unix_micros(F.col(f"`{right.event_time}`")).alias("__rt"),
+                                 *[F.col(f"`{r}`").alias(n) for n, r in names])
+        later = (F.col("__rt") >= lt) if asof["inclusive"] else (F.col("__rt") > lt)
+        cond = later
+        for (n, _), (l, _) in zip(names, asof["pairs"]):
+            cond = cond & (F.col(f"`{l}`") == F.col(n))  # NULL keys match nothing
+        ready = candidates.join(matches, cond, "left_semi")
+        return ready, candidates.join(matches, cond, "left_anti")
 
     def _sync_split(self, candidates, state: dict):
         """(rows to sync now, rows that keep waiting, the signal's state, its complete files

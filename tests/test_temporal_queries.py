@@ -176,3 +176,46 @@ def test_continuous_resample_equals_the_batch_resample(ws, spark, tmp_path, meth
     assert got == want and len(want) > 150
     assert done > 50 * 10**6  # most of the grid is final by the end
     assert max(r.buffered for r in reports) < 0.3 * n
+
+
+@pytest.mark.parametrize("kind, op", [("ASOF LEFT JOIN", "<="), ("ASOF JOIN", "<")])
+def test_continuous_forward_asof_join_equals_the_batch_join(ws, spark, tmp_path, kind, op):
+    """A forward ASOF JOIN (each trade with the first quote at or after it) over trades and
+    quotes arriving out of order: a trade is delivered, final, once a quote of its symbol
+    after it is below the quotes' progress -- exactly the batch join's rows whose match is
+    below that progress; the others wait (a LEFT join's NULL match is never final while the
+    quotes go on); the state stays far below the input."""
+    rng = np.random.default_rng(len(kind) + len(op) + 1)
+    n_t, n_q = 300, 400
+    trades = pd.DataFrame({"sym": rng.choice(list("abc"), n_t), "px": rng.random(n_t),
+                           "ts": rng.choice(np.arange(0, 120 * 10**6, 1000), n_t,
+                                            replace=False)})
+    quotes = pd.DataFrame({"sym": rng.choice(list("abcd"), n_q, p=[0.3, 0.3, 0.38, 0.02]),
+                           "bid": rng.random(n_q),
+                           "ts": rng.choice(np.arange(0, 120 * 10**6, 1000), n_q,
+                                            replace=False)})
+    quotes.loc[quotes.sym == "c", "ts"] %= 80 * 10**6  # no quote for c after 80 s: c waits
+    quotes = quotes.drop_duplicates("ts")
+    for name, frame, cols in (("trades", trades, "sym STRING, px DOUBLE"),
+                              ("quotes", quotes, "sym STRING, bid DOUBLE")):
+        _arriving(tmp_path / name, frame, 6, rng, 2 * 10**6)
+        ws.sql(f"CREATE STREAM {name} ({cols}, ts TIMESTAMP) FROM '{tmp_path / name}' "
+               "FORMAT parquet EVENT TIME ts WATERMARK 3 SECONDS")
+    sql = (f"SELECT t.sym, t.px, t.ts, q.bid, q.ts AS qts FROM trades t {kind} quotes q "
+           f"ON t.sym = q.sym AND t.ts {op} q.ts")
+    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
+                  clock=lambda: 0.0)
+    q.await_termination()
+    reports = q.reports
+    assert len(reports) >= 6 and sum(r.late for r in reports) == 0
+    done = reports[-1].inputs["quotes"]
+    micros = lambda v: (v - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6  # noqa: E731
+    got = spark.read.parquet(str(tmp_path / "out")).select("sym", "px", "ts", "bid", "qts")
+    batch = ws.sql(sql).collect()
+    want = [r for r in batch if r.qts is not None and micros(r.qts) < done]
+    assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want)) and len(want) > 100
+    # the rest wait: c's trades after its last quote, and the latest trades
+    assert ((trades.sym == "c") & (trades.ts > 80 * 10**6)).sum() > 5
+    assert not [r for r in got.collect() if r.sym == "c" and micros(r.ts) > 80 * 10**6]
+    assert len(want) < len(batch) if kind == "ASOF LEFT JOIN" else len(want) < n_t
+    assert max(r.buffered for r in reports) < 0.3 * (n_t + n_q)
