@@ -600,8 +600,10 @@ def _extract_signal_stages(node: exp.Expression, ctx: BindContext):
         table, defn = found
         for join in select.args.get("joins") or []:
             raise WaveSQLError("NOT_IMPLEMENTED", "joining a signal is not implemented yet",
-                               Span.of(join), hint="SYNC JOIN lands with the sync work; "
-                               "select from the signal in a subquery and join its results")
+                               Span.of(join), hint="align rows with a signal's samples by "
+                               "SYNC JOIN (SELECT ... FROM events e SYNC JOIN mic m ON RANGE "
+                               "(e.t_from, e.t_to)), or select from the signal in a subquery "
+                               "and join its results")
         view = f"__wavesql_{defn.name}_{len(stages)}"
         if isinstance(defn, cat.SignalDef):
             stage = bind_signal_select(select, table, defn, view)

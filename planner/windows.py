@@ -254,6 +254,14 @@ def _expand_stars(select: exp.Select, aliases, columns) -> None:
     """``*`` and ``w.*`` of a windowed table list the stream's columns, so the result has
     one ``_time`` (the instant), not one per windowed table."""
     windowed = {a.lower(): a for a in aliases}
+    # ``a JOIN b USING (k)``: ``*`` shows ``k`` once, as SQL does (either side's: a FULL
+    # join's right-only rows have only b's)
+    using: dict[str, str] = {}  # column -> the joined table that does not repeat it
+    for join in select.args.get("joins") or []:
+        right = join.this.alias_or_name.lower()
+        if right in windowed:
+            using.update({u.name.lower(): right for u in join.args.get("using") or []
+                          if u.name.lower() != TIME})
     out = []
     for e in select.expressions:
         if isinstance(e, exp.Star):
@@ -262,7 +270,13 @@ def _expand_stars(select: exp.Select, aliases, columns) -> None:
             for table in _own_tables(select):
                 a = table.alias_or_name
                 if a.lower() in windowed:
-                    out += [exp.column(c, table=a) for c in columns[a.lower()]]
+                    for c in columns[a.lower()]:
+                        right = using.get(c.lower())
+                        if right == a.lower():
+                            continue
+                        out.append(exp.column(c, table=a) if right is None else exp.alias_(
+                            exp.func("coalesce", exp.column(c, table=a),
+                                     exp.column(c, table=windowed[right])), c))
                 else:
                     out.append(exp.Column(this=exp.Star(), table=exp.to_identifier(a)))
         elif (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
