@@ -226,6 +226,7 @@ def _join_per_instant(select: exp.Select, tables, aliases, times) -> None:
 
     first = position(select.args["from_"].this)
     seen = [first] if first is not None else []
+    merged = True  # the windowed tables so far have one _time column between them
     for join in select.args.get("joins") or []:
         index = position(join.this)
         if index is None:
@@ -238,11 +239,15 @@ def _join_per_instant(select: exp.Select, tables, aliases, times) -> None:
                       expression=before[0] if len(before) == 1 else exp.func("coalesce", *before))
         using = join.args.get("using")
         if using:
-            if len(before) > 1:
-                raise WaveSQLError("NOT_IMPLEMENTED", "USING after two windowed tables",
-                                   Span.of(join), hint="write the join condition with ON")
+            # USING (k, _time) matches the one _time the joins before made, if all were
+            # USING joins too (after an ON join both sides' _time are there: ambiguous)
+            if not merged:
+                raise WaveSQLError("NOT_IMPLEMENTED", "USING after an ON join of windowed "
+                                   "tables", Span.of(join),
+                                   hint="write this join condition with ON too")
             join.set("using", list(using) + [exp.to_identifier(TIME)])
         else:
+            merged = False
             on = join.args.get("on")
             join.set("on", exp.and_(on, same) if on is not None else same)
             if join.args.get("kind") == "CROSS":
@@ -256,12 +261,13 @@ def _expand_stars(select: exp.Select, aliases, columns) -> None:
     windowed = {a.lower(): a for a in aliases}
     # ``a JOIN b USING (k)``: ``*`` shows ``k`` once, as SQL does (either side's: a FULL
     # join's right-only rows have only b's)
-    using: dict[str, str] = {}  # column -> the joined table that does not repeat it
+    using: dict[str, list[str]] = {}  # column -> the joined tables that do not repeat it
     for join in select.args.get("joins") or []:
         right = join.this.alias_or_name.lower()
         if right in windowed:
-            using.update({u.name.lower(): right for u in join.args.get("using") or []
-                          if u.name.lower() != TIME})
+            for u in join.args.get("using") or []:
+                if u.name.lower() != TIME:
+                    using.setdefault(u.name.lower(), []).append(right)
     out = []
     for e in select.expressions:
         if isinstance(e, exp.Star):
@@ -271,12 +277,12 @@ def _expand_stars(select: exp.Select, aliases, columns) -> None:
                 a = table.alias_or_name
                 if a.lower() in windowed:
                     for c in columns[a.lower()]:
-                        right = using.get(c.lower())
-                        if right == a.lower():
+                        rights = using.get(c.lower(), [])
+                        if a.lower() in rights:
                             continue
-                        out.append(exp.column(c, table=a) if right is None else exp.alias_(
+                        out.append(exp.column(c, table=a) if not rights else exp.alias_(
                             exp.func("coalesce", exp.column(c, table=a),
-                                     exp.column(c, table=windowed[right])), c))
+                                     *[exp.column(c, table=windowed[r]) for r in rights]), c))
                 else:
                     out.append(exp.Column(this=exp.Star(), table=exp.to_identifier(a)))
         elif (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)

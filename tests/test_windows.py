@@ -285,6 +285,15 @@ def test_joined_windows_by_hand(ws, tmp_path):
     rows = _at(ws, "SELECT a.px, b.px FROM a [RANGE 4 SECONDS SLIDE 2 SECONDS] a, b [NOW] b "
                    "WHERE a.sym = b.sym")
     assert rows == [(2, 1.0, 10.0), (3, 2.0, 20.0), (5, 3.0, 30.0)]
+    # three ways, by USING: c [ROWS 1] holds x1 [0,1), y2 [1,4), x3 [4,...); at 2 a's x1
+    # meets b's x10 but c holds y2 only
+    rows = _at(ws, "SELECT a.px, b.px, c.px FROM a [RANGE 3 SECONDS] a JOIN b [NOW] b "
+                   "USING (sym) JOIN a [ROWS 1] c USING (sym)")
+    assert rows == [(3, 2.0, 20.0, 2.0), (5, 3.0, 30.0, 3.0)]
+    with pytest.raises(WaveSQLError) as err:  # after ON, two _time columns: which one?
+        ws.sql("SELECT * FROM a [NOW] a JOIN b [NOW] b ON a.sym = b.sym "
+               "JOIN a [ROWS 1] c USING (sym)")
+    assert err.value.code == "NOT_IMPLEMENTED" and err.value.span is not None
 
 
 def test_joined_window_errors(ws, tmp_path):
