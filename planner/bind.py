@@ -345,8 +345,19 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext,
         period = interval_us(resample.args["period"])
         method_node = resample.args.get("method")
         method = method_node.name.lower() if method_node is not None else "linear"
+        keys = []
+        for key in resample.args.get("partition_by") or []:
+            found = source.schema.find(key.name)
+            if found is None or key.table:
+                raise WaveSQLError("UNKNOWN_COLUMN", f"RESAMPLE key `{key.sql()}` is not a "
+                                   f"column of `{table.name}`", Span.of(key),
+                                   hint=did_you_mean(key.name, source.schema.names, "columns"))
+            if found.name.lower() == time_col.lower():
+                raise WaveSQLError("INVALID_OPTION", "the RESAMPLE time column cannot be a key",
+                                   Span.of(key), hint="partition by other columns")
+            keys.append(found.name)
         try:
-            sql = resample_sql(table.name, columns, time_col, period, method)
+            sql = resample_sql(table.name, columns, time_col, period, method, tuple(keys))
         except WaveSQLError as err:
             where = method_node if err.hint and "linear" in err.hint else resample.args["period"]
             raise WaveSQLError(err.code, err.message, Span.of(where), err.hint) from None
@@ -354,9 +365,11 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext,
 
         name = f"__wavesql_resample_{len(inputs)}"
         query = _temporal_query(sql, ((table.name.lower(), source),), ctx)
-        numeric = tuple(c for c, t in columns if c.lower() != time_col.lower() and is_numeric(t))
+        numeric = tuple(c for c, t in columns if c.lower() != time_col.lower()
+                        and c.lower() not in {k.lower() for k in keys} and is_numeric(t))
         inputs.append((name, dataclasses.replace(
-            query, resample=(table.name.lower(), time_col, period, method, numeric))))
+            query, resample=(table.name.lower(), time_col, period, method, numeric,
+                             tuple(keys)))))
         alias = resample.args.get("alias")
         resample.replace(exp.Table(this=exp.to_identifier(name), alias=alias.copy() if alias
                                    else exp.TableAlias(this=exp.to_identifier(table.name))))

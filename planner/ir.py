@@ -317,7 +317,7 @@ class SqlQuery(Relation):
     #: it incrementally (streaming/runner.py).
     asof: tuple | None = None
     #: A RESAMPLE's parameters when ``sql`` is one: ``(input, time column, period us,
-    #: method, numeric columns)`` (continuous evaluation, streaming/runner.py).
+    #: method, numeric columns, key columns)`` (continuous evaluation, streaming/runner.py).
     resample: tuple | None = None
 
     def children(self):

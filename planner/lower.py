@@ -360,7 +360,8 @@ def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
                 and not r.window.partition_by
                 and r.time_column.lower() == (r.input.stream.event_time or "").lower()}
     resampled = {name.lower(): r for name, r in rel.inputs
-                 if isinstance(r, ir.SqlQuery) and r.resample is not None}
+                 if isinstance(r, ir.SqlQuery) and r.resample is not None
+                 and not r.resample[5]}  # a series per key: no direct plan to fuse into
     sql, fused, whole = fused_chain.rewrite(rel.sql, frames, rt, run_sql_frames, scans,
                                             rel.schema, tumbling, resampled)
     if whole is not None:

@@ -82,9 +82,9 @@ def _prepare(rel: ir.SqlQuery, rt, frames):
 
     if rt.streams is not None or str(rt.spark.conf.get(CONF, "true")).lower() == "false":
         return None
-    source, time_name, period, method, numeric = rel.resample
+    source, time_name, period, method, numeric, keys = rel.resample
     scan = dict(rel.inputs).get(source)
-    if not isinstance(scan, ir.StreamScan):
+    if not isinstance(scan, ir.StreamScan) or keys:  # a series per key: the SQL plan
         return None
     stream = scan.stream
     if stream.format != "parquet" or dict(stream.options):

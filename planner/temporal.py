@@ -12,8 +12,9 @@ RESAMPLE
 ``SELECT * FROM RESAMPLE(trades, ts, INTERVAL 5 MILLISECONDS, 'linear') r`` puts a stream on
 a regular time grid. With period ``P`` (microseconds), the grid is aligned to the epoch: the
 points are ``t = k·P`` for whole ``k``. The output has one row per grid point ``t`` with
-``min(ts) <= t <= max(ts)`` -- per series when the stream has keys (``PARTITION BY``): each
-key group is its own series with its own span, and the output keeps the key columns. The
+``min(ts) <= t <= max(ts)`` -- per series when the stream has keys (``RESAMPLE(meters, ts,
+INTERVAL 1 SECOND, 'prev' PARTITION BY device)``): each key group is its own series with its
+own span, and the output keeps the key columns. The
 output has the input's columns in the input's order; the time column holds ``t``.
 
 Methods (the value of a column at grid point ``t``):

@@ -407,6 +407,10 @@ def _resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
         rel = dict(q.inputs).get(q.resample[0])
         if not isinstance(rel, ir.StreamScan) or rel.stream.key != key:
             continue
+        if q.resample[5]:
+            raise WaveSQLError("NOT_IMPLEMENTED", "a RESAMPLE per key (PARTITION BY) inside "
+                               "a windowed continuous query", Span.of(stmt.node),
+                               hint="resample the keys in a batch query")
         if q.resample[3] == "linear":
             raise WaveSQLError("NOT_IMPLEMENTED", "a 'linear' RESAMPLE inside a windowed "
                                "continuous query", Span.of(stmt.node),
@@ -432,7 +436,11 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
                            "stream, once per query", Span.of(stmt.node),
                            hint="one continuous RESAMPLE per query; combine their outputs")
     index, query = found[0]
-    source, time_col, period, method, numeric = query.resample
+    source, time_col, period, method, numeric, keys = query.resample
+    if keys:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous RESAMPLE per key (PARTITION BY)",
+                           Span.of(stmt.node), hint="filter one key per continuous query, or "
+                           "resample the keys in a batch query")
     stream = next(iter(scans.values()))
     rel = dict(query.inputs).get(source)
     if not isinstance(rel, ir.StreamScan):

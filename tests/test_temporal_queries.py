@@ -78,9 +78,40 @@ def test_asof_join_is_pandas_merge_asof(ws, tmp_path):
     assert inner.columns == ["sym", "px", "ts", "sym", "bid", "ts"]
 
 
+@pytest.mark.parametrize("method", ["linear", "prev"])
+def test_resample_per_key_is_numpy_per_series(ws, tmp_path, method):
+    """``PARTITION BY``: each device is a series with its own span, resampled alone (numpy
+    interp / hold per device); the key column is kept, the grid never crosses devices."""
+    rng = np.random.default_rng(12)
+    frames = []
+    for dev, (lo, hi) in {"d1": (0, 300), "d2": (100, 500), "d3": (250, 260)}.items():
+        ts = np.sort(rng.choice(np.arange(lo * MS, hi * MS, 1000), 40 if hi - lo > 50 else 3,
+                                replace=False))
+        frames.append(pd.DataFrame({"dev": dev, "v": rng.normal(size=len(ts)), "ts": ts}))
+    data = pd.concat(frames).sample(frac=1, random_state=1)
+    _write(ws, tmp_path, "meters", data, "dev STRING, v DOUBLE")
+    got = ws.sql(f"SELECT * FROM RESAMPLE(meters, ts, INTERVAL 7 MILLISECONDS, '{method}' "
+                 "PARTITION BY dev) r").toPandas()
+    assert list(got.columns) == ["dev", "v", "ts"]
+    p = 7 * MS
+    for dev, series in data.sort_values("ts").groupby("dev"):
+        mine = got[got.dev == dev].assign(ts=lambda f: _us(f.ts)).sort_values("ts")
+        t, v = series.ts.to_numpy(), series.v.to_numpy()
+        grid = np.arange(-(-t.min() // p) * p, t.max() + 1, p)
+        np.testing.assert_array_equal(mine.ts.to_numpy(), grid)
+        want = (np.interp(grid, t, v) if method == "linear"
+                else v[np.searchsorted(t, grid, side="right") - 1])
+        np.testing.assert_allclose(mine.v.to_numpy(), want, rtol=1e-12, atol=1e-12)
+    assert set(got.dev) == {"d1", "d2", "d3"}
+
+
 @pytest.mark.parametrize("sql, code, at", [
     ("SELECT * FROM RESAMPLE(ticks, ts, INTERVAL 5 MILLISECONDS, 'cubic') r",
      "INVALID_OPTION", "'cubic'"),
+    ("SELECT * FROM RESAMPLE(ticks, ts, INTERVAL 5 MILLISECONDS PARTITION BY dev) r",
+     "UNKNOWN_COLUMN", "dev"),
+    ("SELECT * FROM RESAMPLE(ticks, ts, INTERVAL 5 MILLISECONDS PARTITION BY ts) r",
+     "INVALID_OPTION", "ts"),
     ("SELECT * FROM RESAMPLE(ticks, tz, INTERVAL 5 MILLISECONDS, 'linear') r",
      "UNKNOWN_COLUMN", "tz"),
     ("SELECT * FROM ticks a ASOF JOIN ticks b ON a.ts >= b.ts AND a.ts <= b.ts",

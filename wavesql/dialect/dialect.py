@@ -539,7 +539,7 @@ class WaveSQLParser(SparkParser):
 
     def _parse_resample(self, alias_tokens: t.Collection[TokenType] | None) -> Resample:
         first = self._curr
-        usage = "RESAMPLE(stream, time_column, period[, 'method'])"
+        usage = "RESAMPLE(stream, time_column, period[, 'method'] [PARTITION BY key, ...])"
         self._advance(2)
         table = self._parse_table_parts()
         if not self._match(TokenType.COMMA):
@@ -553,10 +553,20 @@ class WaveSQLParser(SparkParser):
             method = self._parse_string()
             if not (isinstance(method, exp.Literal) and method.is_string):
                 self._fail("the RESAMPLE method must be a quoted string", hint=usage)
+        keys = None
+        if self._match(TokenType.PARTITION_BY):
+            keys = []
+            while True:
+                key = self._parse_column()
+                if not isinstance(key, exp.Column):
+                    self._fail("expected a key column after PARTITION BY", hint=usage)
+                keys.append(key)
+                if not self._match(TokenType.COMMA):
+                    break
         if not self._match(TokenType.R_PAREN):
             self._fail("expected ) to close RESAMPLE(", hint=usage)
-        node = self._positioned(Resample(this=table, time=time, period=period, method=method),
-                                first)
+        node = self._positioned(Resample(this=table, time=time, period=period, method=method,
+                                         partition_by=keys), first)
         alias = self._parse_table_alias(alias_tokens or self.TABLE_ALIAS_TOKENS)
         if alias:
             node.set("alias", alias)
@@ -862,8 +872,10 @@ class WaveSQLGenerator(SparkOutGenerator):
                 self.wave_interval_sql(e.args.get("period"), keyword=True)]
         if e.args.get("method"):
             args.append(self.sql(e, "method"))
+        keys = e.args.get("partition_by")
+        by = f" PARTITION BY {', '.join(self.sql(k) for k in keys)}" if keys else ""
         alias = self.sql(e, "alias")
-        return f"RESAMPLE({', '.join(args)})" + (f" AS {alias}" if alias else "")
+        return f"RESAMPLE({', '.join(args)}{by})" + (f" AS {alias}" if alias else "")
 
     def table_parts(self, expression: exp.Table) -> str:
         # The window sits between the table name and its alias: trades [RANGE 1 MINUTE] t

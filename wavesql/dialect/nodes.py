@@ -279,17 +279,21 @@ class LateInto(WaveSQLNode):
 
 
 class Resample(WaveSQLNode):
-    """``RESAMPLE(stream, ts_col, <interval>[, 'method'])`` as a table source in FROM/JOIN.
+    """``RESAMPLE(stream, ts_col, <interval>[, 'method'] [PARTITION BY k, ...])`` as a table
+    source in FROM/JOIN.
 
     Args:
         this: ``exp.Table`` -- the input stream.
         time: ``exp.Column`` -- the time column.
         period: ``exp.Interval`` -- the output period.
         method: ``exp.Literal`` string (``'linear'``, ...) or ``None``.
+        partition_by: ``exp.Column`` per key (each key's rows are a series of their own), or
+            ``None``.
         alias: ``exp.TableAlias`` or ``None``.
     """
 
-    arg_types = {"this": True, "time": True, "period": True, "method": False, "alias": False}
+    arg_types = {"this": True, "time": True, "period": True, "method": False,
+                 "partition_by": False, "alias": False}
 
 
 class Combine(WaveSQLNode):
