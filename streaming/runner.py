@@ -1082,21 +1082,24 @@ class ContinuousQuery:
 
     def _resample_final(self, buffers: dict, overall: int | None, previous: int | None):
         """Up to when a continuous RESAMPLE's grid points are final (see :func:`_resample`):
-        the input's progress, and for ``'linear'`` no later than just past the last time
-        below it at which every interpolated column has had a value."""
+        the input's progress, but no later than just past the stream's last row (punctuation
+        or a heartbeat can promise more: the points after the last row exist only if a
+        later row comes), and for ``'linear'`` no later than just past the last time below
+        progress at which every interpolated column has had a value."""
         from pyspark.sql import functions as F
 
-        if overall is None or self.plan.resample["method"] != "linear" \
-                or not self.plan.resample["numeric"]:
+        if overall is None:
             return overall
         inp = self.inputs[0]
         ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
-        below = buffers[inp.stream.key].where(ts < F.lit(overall))
-        ends = below.agg(*[F.max(F.when(F.col(f"`{c}`").isNotNull(), ts))
-                           for c in self.plan.resample["numeric"]]).first()
-        if any(v is None for v in ends):
-            return previous  # some column has no value yet: no grid point is final
-        bound = min(overall, min(ends) + 1)
+        columns = self.plan.resample["numeric"] if self.plan.resample["method"] == "linear" \
+            else []
+        last, *ends = buffers[inp.stream.key].agg(
+            F.max(ts), *[F.max(F.when(F.col(f"`{c}`").isNotNull() & (ts < F.lit(overall)), ts))
+                         for c in columns]).first()
+        if last is None or any(v is None for v in ends):
+            return previous  # no row (or some column has no value) yet: nothing is final
+        bound = min(overall, last + 1, *[e + 1 for e in ends])
         return bound if previous is None else max(previous, bound)
 
     def _asof_split(self, buffers: dict, progress: dict) -> dict:
