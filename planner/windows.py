@@ -463,7 +463,7 @@ def _held(span_df, spec: WindowSpec):
 def joint_instants(windows):
     """The instants ``__t`` at which windowed tables joined in one SELECT are observed: where
     any of their relations changes, and every multiple of a slid window's slide at which it
-    holds rows. ``windows``: ``[(df, time column, WindowSpec)]``."""
+    holds rows or has just emptied. ``windows``: ``[(df, time column, WindowSpec)]``."""
     from pyspark.sql import functions as F
 
     points = None
