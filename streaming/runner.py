@@ -427,9 +427,14 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
     A grid point ``t`` is final once no row that could change it can still come: for
     ``'prev'``, ``'null'`` and ``'zero'`` when ``t`` is below the input's progress; for
     ``'linear'`` also only once every interpolated column has a value at or after ``t``
-    below progress (the right end of its interpolation has arrived). The result's progress is
-    that bound, and the state keeps the rows from it on plus the last row before it (per
-    interpolated column: its last non-NULL value), which bracket the grid points to come."""
+    below progress (the right end of its interpolation has arrived) -- and never past the
+    stream's last row (the points after it exist only once a later row does). The result's
+    progress is that bound, and the state keeps the rows from it on plus the last row before
+    it (per interpolated column: its last non-NULL value), which bracket the grid points to
+    come. Per key (``PARTITION BY``) the same holds for each key's series: a point is final
+    below progress and up to that key's last row (and, ``'linear'``, its columns' last
+    values), so a key that pauses holds back only its own points; the state keeps each
+    key's bracketing rows."""
     found = [(i, q) for i, q in enumerate(queries) if q.resample is not None]
     if len(found) > 1 or len(scans) != 1:
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous RESAMPLE is implemented over one "
@@ -437,10 +442,6 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
                            hint="one continuous RESAMPLE per query; combine their outputs")
     index, query = found[0]
     source, time_col, period, method, numeric, keys = query.resample
-    if keys:
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous RESAMPLE per key (PARTITION BY)",
-                           Span.of(stmt.node), hint="filter one key per continuous query, or "
-                           "resample the keys in a batch query")
     stream = next(iter(scans.values()))
     rel = dict(query.inputs).get(source)
     if not isinstance(rel, ir.StreamScan):
@@ -453,12 +454,14 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
                            f"`{time_col}` in its result", Span.of(stmt.node),
                            hint=f"add {time_col} to the SELECT: it says when a row is final")
     _check_row_by_row_except(trees, index, stmt)
-    last = [("rows", (), 1, None)]  # the last row before the cut brackets the next points
+    # the last row before the cut (per key) brackets the next points
+    by = tuple(f"`{k}`" for k in keys)
+    last = [("rows", by, 1, None)]
     if method == "linear":
-        last += [("rows", (), 1, f"`{c}` IS NOT NULL") for c in numeric]
+        last += [("rows", by, 1, f"`{c}` IS NOT NULL") for c in numeric]
     inp = _Input(0, stream, tuple(last))
     return _Plan((inp,), "resample", time_col,
-                 resample={"method": method, "numeric": list(numeric)})
+                 resample={"method": method, "numeric": list(numeric), "keys": list(keys)})
 
 
 def _band_join(queries: list, trees: list, scans: dict, stmt) -> _Plan | None:
@@ -985,7 +988,7 @@ class ContinuousQuery:
             out = out.unionByName(self._results(spark, {ka: olds[ka], kb: fresh[kb]},
                                                 previous, overall))
         else:
-            out = self._results(spark, buffers if stateful else fresh, previous, overall)
+            out = self._results(spark, buffers if stateful else fresh, previous, overall, olds)
         out = out.persist()
         if stateful:
             by_final = {r[0]: r[1] for r in out.groupBy(FINAL).count().collect()}
@@ -1064,7 +1067,8 @@ class ContinuousQuery:
         return frame.select(*[F.col(f"`{c}`") for c in frame.columns],
                             F.input_file_name().alias("__file"))
 
-    def _results(self, spark, streams: dict, previous: int | None, overall: int | None):
+    def _results(self, spark, streams: dict, previous: int | None, overall: int | None,
+                 olds: dict | None = None):
         from pyspark.sql import functions as F
 
         rt = Runtime(spark, self.session.catalog, self.text, streams=streams)
@@ -1074,11 +1078,25 @@ class ContinuousQuery:
         t = F.unix_micros(F.col(f"`{self.plan.time_column}`"))
         after = t >= F.lit(previous) if previous is not None else F.lit(True)
         before = t < F.lit(overall) if overall is not None else F.lit(False)
+        if self.plan.mode == "resample" and self.plan.resample["keys"]:
+            # each key's points: final below its bound now, not yet before its bound then
+            key = self.inputs[0].stream.key
+            keys = self.plan.resample["keys"]
+            now = self._key_bounds(streams[key], overall)
+            then = self._key_bounds(olds[key], previous).withColumnRenamed("__b", "__a")
+            on = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"b.`{k}`")) for k in keys]
+            on_then = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"a.`{k}`")) for k in keys]
+            result = (result.alias("r").join(now.alias("b"), on, "left")
+                      .join(then.alias("a"), on_then, "left")
+                      .select("r.*", (F.col("__a").isNull() | (t >= F.col("__a")))
+                              .alias("__after"),
+                              F.coalesce(t < F.col("__b"), F.lit(False)).alias("__before")))
+            after, before = F.col("__after"), F.col("__before")
         final = result.where(after & before).withColumn(FINAL, F.lit(True))
         if self.emit_changes:
             pending = ~before if overall is not None else F.lit(True)
             final = final.unionByName(result.where(pending).withColumn(FINAL, F.lit(False)))
-        return final.withColumn(PROGRESS, _timestamp(overall))
+        return final.drop("__after", "__before").withColumn(PROGRESS, _timestamp(overall))
 
     def _resample_final(self, buffers: dict, overall: int | None, previous: int | None):
         """Up to when a continuous RESAMPLE's grid points are final (see :func:`_resample`):
@@ -1086,21 +1104,39 @@ class ContinuousQuery:
         or a heartbeat can promise more: the points after the last row exist only if a
         later row comes), and for ``'linear'`` no later than just past the last time below
         progress at which every interpolated column has had a value."""
-        from pyspark.sql import functions as F
-
-        if overall is None:
-            return overall
+        if overall is None or self.plan.resample["keys"]:
+            return overall  # per key: each key's own bound (_key_bounds)
         inp = self.inputs[0]
-        ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
-        columns = self.plan.resample["numeric"] if self.plan.resample["method"] == "linear" \
-            else []
-        last, *ends = buffers[inp.stream.key].agg(
-            F.max(ts), *[F.max(F.when(F.col(f"`{c}`").isNotNull() & (ts < F.lit(overall)), ts))
-                         for c in columns]).first()
+        last, *ends = buffers[inp.stream.key].agg(*self._series_ends(overall)).first()
         if last is None or any(v is None for v in ends):
             return previous  # no row (or some column has no value) yet: nothing is final
         bound = min(overall, last + 1, *[e + 1 for e in ends])
         return bound if previous is None else max(previous, bound)
+
+    def _series_ends(self, below: int | None) -> list:
+        """Aggregates of a RESAMPLE series' last row time and ('linear') each interpolated
+        column's last value time below ``below``: the points after them are not final."""
+        from pyspark.sql import functions as F
+
+        ts = F.unix_micros(F.col(f"`{self.inputs[0].stream.event_time}`"))
+        columns = self.plan.resample["numeric"] if self.plan.resample["method"] == "linear" \
+            else []
+        under = ts < F.lit(below) if below is not None else F.lit(False)
+        return [F.max(ts).alias("__last")] + [
+            F.max(F.when(F.col(f"`{c}`").isNotNull() & under, ts)).alias(f"__end{i}")
+            for i, c in enumerate(columns)]
+
+    def _key_bounds(self, buf, bound: int | None):
+        """Per key of a RESAMPLE ``PARTITION BY``: the bound below which its points are final
+        (``__b``: progress, its last row, its columns' last values; NULL: none final)."""
+        from pyspark.sql import functions as F
+
+        keys = [F.col(f"`{k}`") for k in self.plan.resample["keys"]]
+        ends = buf.groupBy(*keys).agg(*self._series_ends(bound))
+        parts = [F.col(c) + F.lit(1) for c in ends.columns
+                 if c.startswith("__last") or c.startswith("__end")]
+        top = F.least(F.lit(bound), *parts) if bound is not None else F.lit(None)
+        return ends.select(*keys, top.cast("bigint").alias("__b"))
 
     def _asof_split(self, buffers: dict, progress: dict) -> dict:
         """The streams to evaluate a continuous ASOF JOIN over now (the left rows whose match

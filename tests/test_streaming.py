@@ -385,8 +385,6 @@ def test_over_windows_run_continuously(ws, spark, tmp_path, sql):
      "FROM trades", "STREAMING_RULE"),
     ("SELECT sym, avg(px) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) "
      "FROM trades", "STREAMING_RULE"),
-    ("SELECT * FROM RESAMPLE(trades, ts, INTERVAL 1 SECOND, 'prev' PARTITION BY sym) r",
-     "NOT_IMPLEMENTED"),
 ])
 def test_streaming_rules(ws, tmp_path, sql, code):
     _write(tmp_path / "in", "part-0.parquet", _trades(5, seed=1))

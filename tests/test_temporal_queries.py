@@ -283,3 +283,49 @@ def test_continuous_resample_does_not_finalise_past_its_last_row(ws, spark, tmp_
                   if (r.ts - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6 < done)
     assert done >= 49 * 10**6 and len(want) == 49  # 0 .. 48 s
     assert got == want
+
+
+@pytest.mark.parametrize("method", ["linear", "prev", "zero"])
+def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_path, method):
+    """``PARTITION BY dev``: three devices arrive in 6 files, out of order within the
+    watermark; one stops reporting at 20 s. Every device's points are delivered once, final,
+    as the batch RESAMPLE has them, up to progress and that device's last row (the stopped
+    one's later points would exist only if it reported again); state stays small."""
+    rng = np.random.default_rng(len(method) + 7)
+    frames = []
+    for dev, end in (("d1", 60), ("d2", 60), ("d3", 20)):
+        ts = np.sort(rng.choice(np.arange(0, end * 10**6, 1000), 120 if end == 60 else 40,
+                                replace=False))
+        v = rng.normal(size=len(ts))
+        v[rng.random(len(ts)) < 0.1] = np.nan
+        frames.append(pd.DataFrame({"dev": dev, "v": v, "ts": ts}))
+    frame = pd.concat(frames)
+    frame["v"] = frame["v"].astype(object).where(frame["v"].notna(), None)
+    _arriving(tmp_path / "meters", frame, 6, rng, 10**6)
+    ws.sql(f"CREATE STREAM meters (dev STRING, v DOUBLE, ts TIMESTAMP) FROM "
+           f"'{tmp_path / 'meters'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    sql = (f"SELECT dev, ts, v FROM RESAMPLE(meters, ts, INTERVAL 250 MILLISECONDS, "
+           f"'{method}' PARTITION BY dev) r")
+    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
+                  clock=lambda: 0.0)
+    q.await_termination()
+    reports = q.reports
+    assert len(reports) >= 6 and sum(r.late for r in reports) == 0
+    done = reports[-1].progress_us
+    got = spark.read.parquet(str(tmp_path / "out"))
+    assert got.where("NOT _final").count() == 0
+    got = sorted(map(tuple, got.select("dev", "ts", "v").collect()))
+    micros = lambda v: (v - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6  # noqa: E731
+    batch = ws.sql(sql).collect()
+    last = {d: f.ts.max() for d, f in frame.groupby("dev")}
+    # 'linear': a point after a device's last value below progress waits for the next value
+    ends = {d: f[f.v.notna() & (f.ts < done)].ts.max() for d, f in frame.groupby("dev")}
+    want = sorted(tuple(r) for r in batch if micros(r.ts) < done
+                  and (method != "linear" or micros(r.ts) <= ends[r.dev]))
+    assert got == want
+    assert {r[0] for r in got} == {"d1", "d2", "d3"}
+    # the stopped device's points are there (up to its last value): it holds no one back
+    assert len([r for r in got if r[0] == "d3"]) == len(
+        [r for r in batch if r.dev == "d3" and (method != "linear" or micros(r.ts) <= ends["d3"])])
+    assert done > 50 * 10**6 and max(last.values()) > done
+    assert max(r.buffered for r in reports) < 0.3 * len(frame)
