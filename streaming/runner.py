@@ -131,7 +131,8 @@ class _Plan:
     signal: object = None  # mode ``signal``: a streaming.signals.SignalPlan
     sync: object = None  # mode ``sync``: the ir.SyncJoin (see ContinuousQuery._sync_split)
     asof: dict | None = None  # mode ``asof``: left/right stream keys, the right key columns
-    resample: dict | None = None  # mode ``resample``: method, interpolated columns
+    resample: dict | None = None  # a RESAMPLE (mode ``resample``, or under windows): its
+    #: ``series`` (input, method, interpolated columns) and ``keys``
 
 
 def start(session, text: str, output, checkpoint: str | os.PathLike, *,
@@ -284,7 +285,7 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
                 "result", Span.of(stmt.node),
                 hint=f"it says which instant a row belongs to, hence when it is final; add "
                      f"{TIME} to the outer SELECT")
-        inputs = []
+        inputs, series = [], []
         for index, (key, stream) in enumerate(ordered):
             if not windows.get(key):
                 raise WaveSQLError(
@@ -292,9 +293,12 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
                     "windowed continuous query", Span.of(stmt.node),
                     hint="window every stream of the query, e.g. [RANGE 1 MINUTE]")
             rules = _window_lookback(windows[key], stmt)
-            inputs.append(_Input(index, stream, rules + _resample_lookback(
-                queries, key, max((r[1] for r in rules if r[0] == "time"), default=0), stmt)))
-        return _Plan(tuple(inputs), "windowed", TIME)
+            kept, resampled = _resample_lookback(
+                queries, key, max((r[1] for r in rules if r[0] == "time"), default=0), stmt)
+            inputs.append(_Input(index, stream, rules + kept))
+            series += resampled
+        return _Plan(tuple(inputs), "windowed", TIME,
+                     resample={"keys": [], "series": series} if series else None)
     trees = [_parsed(q) for q in queries]
     overs = [w for t in trees if t is not None for w in t.find_all(exp.Window)]
     if any(q.asof is not None for q in queries):
@@ -398,9 +402,13 @@ def _resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
     bucket, final once the bucket is); a ``'prev'``/``'null'``/``'zero'`` grid point needs
     the rows up to it, which the window's look-back (``reach_us``) keeps, plus the last row
     before that look-back, so that the grid continues across a dropout longer than it.
-    ``'linear'`` also needs the next value after the point, which may come after its
-    window is final: refused."""
+    ``'linear'`` also needs the last value of every interpolated column before that, and
+    its points need the next value after them: the instants are final only up to just past
+    the last time below progress at which every interpolated column had a value
+    (:meth:`ContinuousQuery._resample_final`). Returns the rules and the series that bound
+    progress (one per RESAMPLE of ``key``)."""
     rules: tuple = ()
+    series = []
     for q in queries:
         if q.resample is None:
             continue
@@ -411,14 +419,17 @@ def _resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
             raise WaveSQLError("NOT_IMPLEMENTED", "a RESAMPLE per key (PARTITION BY) inside "
                                "a windowed continuous query", Span.of(stmt.node),
                                hint="resample the keys in a batch query")
-        if q.resample[3] == "linear":
-            raise WaveSQLError("NOT_IMPLEMENTED", "a 'linear' RESAMPLE inside a windowed "
-                               "continuous query", Span.of(stmt.node),
-                               hint="its points need the next reading, which can come after "
-                                    "their window is final; resample with 'prev', 'null' or "
-                                    "'zero', or run the RESAMPLE as its own continuous query")
+        _, _, _, method, numeric, _ = q.resample
         rules = (("rows", (), 1, None, reach_us),)
-    return rules
+        if method == "linear":
+            rules += tuple(("rows", (), 1, f"`{c}` IS NOT NULL", reach_us) for c in numeric)
+        series.append(_series(key, method, numeric))
+    return rules, series
+
+
+def _series(key: str, method: str, numeric) -> dict:
+    """A RESAMPLE's series whose points bound a continuous query's progress."""
+    return {"input": key, "method": method, "numeric": list(numeric)}
 
 
 def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) -> _Plan:
@@ -460,8 +471,8 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
     if method == "linear":
         last += [("rows", by, 1, f"`{c}` IS NOT NULL") for c in numeric]
     inp = _Input(0, stream, tuple(last))
-    return _Plan((inp,), "resample", time_col,
-                 resample={"method": method, "numeric": list(numeric), "keys": list(keys)})
+    return _Plan((inp,), "resample", time_col, resample={
+        "keys": list(keys), "series": [_series(stream.key, method, numeric)]})
 
 
 def _band_join(queries: list, trees: list, scans: dict, stmt) -> _Plan | None:
@@ -966,7 +977,7 @@ class ContinuousQuery:
         known = [p["progress"] for p in progress.values()]
         overall = None if any(p is None for p in known) else min(known)
         previous = state["progress"]
-        if self.plan.mode == "resample":
+        if self.plan.resample is not None:  # a RESAMPLE, alone or under windows
             overall = self._resample_final(buffers, overall, previous)
         report.progress_us = overall
         report.inputs = {k: v["progress"] for k, v in progress.items()}
@@ -1103,24 +1114,32 @@ class ContinuousQuery:
         the input's progress, but no later than just past the stream's last row (punctuation
         or a heartbeat can promise more: the points after the last row exist only if a
         later row comes), and for ``'linear'`` no later than just past the last time below
-        progress at which every interpolated column has had a value."""
+        progress at which every interpolated column has had a value. Per key, each key's
+        own bound (:meth:`_key_bounds`)."""
         if overall is None or self.plan.resample["keys"]:
-            return overall  # per key: each key's own bound (_key_bounds)
-        inp = self.inputs[0]
-        last, *ends = buffers[inp.stream.key].agg(*self._series_ends(overall)).first()
-        if last is None or any(v is None for v in ends):
-            return previous  # no row (or some column has no value) yet: nothing is final
-        bound = min(overall, last + 1, *[e + 1 for e in ends])
+            return overall
+        bound = overall
+        for series in self.plan.resample["series"]:
+            last, *ends = buffers[series["input"]].agg(
+                *self._series_ends(series, overall)).first()
+            if last is None or any(v is None for v in ends):
+                return previous  # no row (or some column has no value) yet: nothing is final
+            bound = min([bound] + [e + 1 for e in ends])
+            if self.plan.mode == "resample":
+                # Under windows this bound is not applied: a stream closed by punctuation
+                # still has its last window final (the grid points a row after the close
+                # would add are not waited for -- the imputation's last bucket).
+                bound = min(bound, last + 1)
         return bound if previous is None else max(previous, bound)
 
-    def _series_ends(self, below: int | None) -> list:
+    def _series_ends(self, series: dict, below: int | None) -> list:
         """Aggregates of a RESAMPLE series' last row time and ('linear') each interpolated
         column's last value time below ``below``: the points after them are not final."""
         from pyspark.sql import functions as F
 
-        ts = F.unix_micros(F.col(f"`{self.inputs[0].stream.event_time}`"))
-        columns = self.plan.resample["numeric"] if self.plan.resample["method"] == "linear" \
-            else []
+        stream = next(i.stream for i in self.inputs if i.stream.key == series["input"])
+        ts = F.unix_micros(F.col(f"`{stream.event_time}`"))
+        columns = series["numeric"] if series["method"] == "linear" else []
         under = ts < F.lit(below) if below is not None else F.lit(False)
         return [F.max(ts).alias("__last")] + [
             F.max(F.when(F.col(f"`{c}`").isNotNull() & under, ts)).alias(f"__end{i}")
@@ -1132,7 +1151,7 @@ class ContinuousQuery:
         from pyspark.sql import functions as F
 
         keys = [F.col(f"`{k}`") for k in self.plan.resample["keys"]]
-        ends = buf.groupBy(*keys).agg(*self._series_ends(bound))
+        ends = buf.groupBy(*keys).agg(*self._series_ends(self.plan.resample["series"][0], bound))
         parts = [F.col(c) + F.lit(1) for c in ends.columns
                  if c.startswith("__last") or c.startswith("__end")]
         top = F.least(F.lit(bound), *parts) if bound is not None else F.lit(None)

@@ -351,12 +351,27 @@ def test_pan_tompkins_streams_to_the_reference(ws, spark, tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
 
 
-def test_linear_resample_in_a_windowed_continuous_query_is_refused(ws, tmp_path):
-    """Its grid points need the next reading, which may come after their bucket is final."""
-    frame = gen.sensor_with_gaps(SHORT)
-    _, query = _example(ws, tmp_path, "impute", {"sensor_gaps": frame}, parts=2)
+def test_linear_imputation_streams_to_the_batch_result(ws, spark, tmp_path):
+    """The imputation over a 'linear' RESAMPLE: a grid point needs the next reading, so a
+    bucket is final once every point in it has its next reading below progress -- the
+    final rows are the batch query's up to there; the last bucket (its points after the
+    last reading have none) waits."""
+    frame = gen.sensor_with_gaps(LONG)
+    _, query = _example(ws, tmp_path, "impute", {"sensor_gaps": frame}, parts=4)
     linear = query.replace("'null'", "'linear'")
     assert linear != query
-    with pytest.raises(WaveSQLError) as err:
-        ws.stream(linear, tmp_path / "out", tmp_path / "ckpt")
-    assert err.value.code == "NOT_IMPLEMENTED" and "linear" in err.value.message
+    gen.write_punctuation(tmp_path / "data" / "sensor_gaps", frame)
+    cq = ws.stream(linear, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
+                   clock=lambda: 0.0)
+    cq.await_termination()
+    last = int(frame["ts"].iloc[-1])
+    assert cq.progress_us == last + 1  # just past the last reading (v has no NULLs)
+    out = spark.read.parquet(str(tmp_path / "out"))
+    assert out.where("NOT _final").count() == 0
+    got = _pandas(out.drop("_final", "_progress"))
+    want = _pandas(ws.sql(linear))
+    want = want[want["_time"] < last + 1]
+    assert len(got) > 0.5 * len(_pandas(ws.sql(linear)))
+    _same(got.sort_values("ts").reset_index(drop=True),
+          want.sort_values("ts").reset_index(drop=True), keys=["ts"], exact=["imputed"],
+          close=["v"])
