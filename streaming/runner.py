@@ -1180,9 +1180,15 @@ class ContinuousQuery:
         oldest = waiting.agg(F.min(lt)).first()[0]
         bounds = [v for v in (progress[kl]["progress"], oldest) if v is not None]
         everything = kept = buffers[kr]
-        if bounds and asof["direction"] == "forward":
-            # a forward match is at or after its left row: the right rows from m on
-            kept = kept.where(rt >= F.lit(min(bounds)))
+        if asof["direction"] == "forward":
+            # a waiting row's match is not below the right progress (none of its key lay
+            # between it and there), a future row's not below the left progress: the right
+            # rows from the smaller on -- however old the oldest waiting row
+            if progress[kl]["progress"] is not None:  # (no left progress yet: keep all)
+                bound = min(v for v in (progress[kl]["progress"], done, oldest)
+                            if v is not None) if done is None else \
+                    min(progress[kl]["progress"], done)
+                kept = kept.where(rt >= F.lit(bound))
         elif bounds:
             m = min(bounds)
             # the last right rows before m per key (ties kept: the batch rule breaks them)
@@ -1211,9 +1217,14 @@ class ContinuousQuery:
         later = (F.col("__rt") >= lt) if asof["inclusive"] else (F.col("__rt") > lt)
         cond = later
         for (n, _), (l, _) in zip(names, asof["pairs"]):
-            cond = cond & (F.col(f"`{l}`") == F.col(n))  # NULL keys match nothing
-        ready = candidates.join(matches, cond, "left_semi")
-        return ready, candidates.join(matches, cond, "left_anti")
+            cond = cond & (F.col(f"`{l}`") == F.col(n))
+        # a NULL key matches nothing, ever: final at once (an ASOF LEFT JOIN gives it NULL)
+        unmatched = F.lit(False)
+        for left_key, _ in asof["pairs"]:
+            unmatched = unmatched | F.col(f"`{left_key}`").isNull()
+        ready = candidates.join(matches, cond, "left_semi").unionByName(
+            candidates.where(unmatched))
+        return ready, candidates.where(~unmatched).join(matches, cond, "left_anti")
 
     def _sync_split(self, candidates, state: dict):
         """(rows to sync now, rows that keep waiting, the signal's state, its complete files
