@@ -453,6 +453,16 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
                            hint="one continuous RESAMPLE per query; combine their outputs")
     index, query = found[0]
     source, time_col, period, method, numeric, keys = query.resample
+    if keys and method == "linear":
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous 'linear' RESAMPLE per key",
+                           Span.of(stmt.node), hint="resample per key with 'prev', 'null' or "
+                           "'zero', or interpolate the keys in a batch query")
+    for k in keys:
+        if root.schema.find(k) is None:
+            raise WaveSQLError("STREAMING_RULE", f"a continuous RESAMPLE per key must keep "
+                               f"the key `{k}` in its result", Span.of(stmt.node),
+                               hint=f"add {k} to the SELECT: each key's points are final "
+                                    "on their own")
     stream = next(iter(scans.values()))
     rel = dict(query.inputs).get(source)
     if not isinstance(rel, ir.StreamScan):
@@ -795,7 +805,7 @@ class ContinuousQuery:
     def progress_us(self) -> int | None:
         """The query's progress after the last batch (microseconds since 1970), or None."""
         state = self._load_state(None)
-        return state["progress"] if state else None
+        return state.get("shown", state["progress"]) if state else None
 
     def status(self) -> dict:
         """Live figures (see :mod:`wavesql.streaming.metrics`): progress, input and
@@ -979,7 +989,8 @@ class ContinuousQuery:
         previous = state["progress"]
         if self.plan.resample is not None:  # a RESAMPLE, alone or under windows
             overall = self._resample_final(buffers, overall, previous)
-        report.progress_us = overall
+        shown = self._shown_progress(buffers, overall)
+        report.progress_us = shown
         report.inputs = {k: v["progress"] for k, v in progress.items()}
 
         sync_state = None
@@ -999,7 +1010,8 @@ class ContinuousQuery:
             out = out.unionByName(self._results(spark, {ka: olds[ka], kb: fresh[kb]},
                                                 previous, overall))
         else:
-            out = self._results(spark, buffers if stateful else fresh, previous, overall, olds)
+            out = self._results(spark, buffers if stateful else fresh, previous, overall, olds,
+                                shown)
         out = out.persist()
         if stateful:
             by_final = {r[0]: r[1] for r in out.groupBy(FINAL).count().collect()}
@@ -1019,7 +1031,7 @@ class ContinuousQuery:
                 bad = bad.unionByName(part)
             bad.write.mode("overwrite").parquet(
                 str(self.quarantine_path / f"batch={batch_id:09d}"))
-        report.buffered = self._write_state(spark, batch_id, buffers, progress, overall,
+        report.buffered = self._write_state(spark, batch_id, buffers, progress, overall, shown,
                                             sync_state)
         report.state_bytes = sum(f.stat().st_size for f in self._state_dir(batch_id).rglob("*")
                                  if f.is_file())
@@ -1079,13 +1091,16 @@ class ContinuousQuery:
                             F.input_file_name().alias("__file"))
 
     def _results(self, spark, streams: dict, previous: int | None, overall: int | None,
-                 olds: dict | None = None):
+                 olds: dict | None = None, shown: int | None = None):
+        """The batch's result rows with ``_final`` (by ``previous``/``overall``) and
+        ``_progress`` (``shown``, default ``overall``)."""
         from pyspark.sql import functions as F
 
         rt = Runtime(spark, self.session.catalog, self.text, streams=streams)
         result = lower(self.bound, rt)
+        shown = overall if shown is None else shown
         if self.plan.mode in ("rows", "sync", "band", "asof"):  # final as it comes
-            return result.withColumn(PROGRESS, _timestamp(overall))
+            return result.withColumn(PROGRESS, _timestamp(shown))
         t = F.unix_micros(F.col(f"`{self.plan.time_column}`"))
         after = t >= F.lit(previous) if previous is not None else F.lit(True)
         before = t < F.lit(overall) if overall is not None else F.lit(False)
@@ -1107,7 +1122,7 @@ class ContinuousQuery:
         if self.emit_changes:
             pending = ~before if overall is not None else F.lit(True)
             final = final.unionByName(result.where(pending).withColumn(FINAL, F.lit(False)))
-        return final.drop("__after", "__before").withColumn(PROGRESS, _timestamp(overall))
+        return final.drop("__after", "__before").withColumn(PROGRESS, _timestamp(shown))
 
     def _resample_final(self, buffers: dict, overall: int | None, previous: int | None):
         """Up to when a continuous RESAMPLE's grid points are final (see :func:`_resample`):
@@ -1131,6 +1146,19 @@ class ContinuousQuery:
                 # would add are not waited for -- the imputation's last bucket).
                 bound = min(bound, last + 1)
         return bound if previous is None else max(previous, bound)
+
+    def _shown_progress(self, buffers: dict, overall: int | None) -> int | None:
+        """The progress a consumer is told (``_progress``): ``overall``, but for a RESAMPLE
+        per key no later than the smallest key's bound -- a key's points after its last row
+        come only with its next row, which may be below ``overall`` (so a key that stops
+        holds ``_progress`` back, not the other keys' rows, each final as it comes)."""
+        from pyspark.sql import functions as F
+
+        if overall is None or self.plan.resample is None or not self.plan.resample["keys"]:
+            return overall
+        key = self.plan.resample["series"][0]["input"]
+        lowest = self._key_bounds(buffers[key], overall).agg(F.min("__b")).first()[0]
+        return overall if lowest is None else min(overall, lowest)
 
     def _series_ends(self, series: dict, below: int | None) -> list:
         """Aggregates of a RESAMPLE series' last row time and ('linear') each interpolated
@@ -1323,7 +1351,8 @@ class ContinuousQuery:
         return spark.createDataFrame([], schema)
 
     def _write_state(self, spark, batch_id: int, buffers: dict, progress: dict,
-                     overall: int | None, sync_state: dict | None = None) -> int:
+                     overall: int | None, shown: int | None,
+                     sync_state: dict | None = None) -> int:
         folder = self._state_dir(batch_id)
         if folder.exists():  # a re-run of this batch after a crash: redo it from scratch
             shutil.rmtree(folder)
@@ -1333,7 +1362,7 @@ class ContinuousQuery:
             buf = self._prune(buffers[inp.stream.key], inp, overall, progress)
             buf.write.parquet(str(folder / f"buffer_{inp.index}"))
             kept += spark.read.parquet(str(folder / f"buffer_{inp.index}")).count()
-        state = {"batch": batch_id, "progress": overall, "inputs": progress}
+        state = {"batch": batch_id, "progress": overall, "shown": shown, "inputs": progress}
         if sync_state is not None:
             state["signal"] = sync_state
         tmp = folder / "state.json.tmp"

@@ -291,12 +291,13 @@ def test_continuous_resample_does_not_finalise_past_its_last_row(ws, spark, tmp_
     assert got == want
 
 
-@pytest.mark.parametrize("method", ["linear", "prev", "zero"])
+@pytest.mark.parametrize("method", ["prev", "zero"])
 def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_path, method):
     """``PARTITION BY dev``: three devices arrive in 6 files, out of order within the
     watermark; one stops reporting at 20 s. Every device's points are delivered once, final,
-    as the batch RESAMPLE has them, up to progress and that device's last row (the stopped
-    one's later points would exist only if it reported again); state stays small."""
+    as the batch RESAMPLE has them, up to the stream's progress; the stopped device holds
+    back ``_progress`` (its later points would come with its next row), not the others'
+    rows; state stays small."""
     rng = np.random.default_rng(len(method) + 7)
     frames = []
     for dev, end in (("d1", 60), ("d2", 60), ("d3", 20)):
@@ -317,21 +318,35 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
     q.await_termination()
     reports = q.reports
     assert len(reports) >= 6 and sum(r.late for r in reports) == 0
-    done = reports[-1].progress_us
-    got = spark.read.parquet(str(tmp_path / "out"))
-    assert got.where("NOT _final").count() == 0
-    got = sorted(map(tuple, got.select("dev", "ts", "v").collect()))
+    stream = reports[-1].inputs["meters"]  # the stream's own progress
+    last = {d: int(f.ts.max()) for d, f in frame.groupby("dev")}
+    out = spark.read.parquet(str(tmp_path / "out"))
+    assert out.where("NOT _final").count() == 0
+    got = sorted(map(tuple, out.select("dev", "ts", "v").collect()))
     micros = lambda v: (v - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6  # noqa: E731
     batch = ws.sql(sql).collect()
-    last = {d: f.ts.max() for d, f in frame.groupby("dev")}
-    # 'linear': a point after a device's last value below progress waits for the next value
-    ends = {d: f[f.v.notna() & (f.ts < done)].ts.max() for d, f in frame.groupby("dev")}
-    want = sorted(tuple(r) for r in batch if micros(r.ts) < done
-                  and (method != "linear" or micros(r.ts) <= ends[r.dev]))
+    want = sorted(tuple(r) for r in batch if micros(r.ts) < stream)
     assert got == want
-    assert {r[0] for r in got} == {"d1", "d2", "d3"}
-    # the stopped device's points are there (up to its last value): it holds no one back
-    assert len([r for r in got if r[0] == "d3"]) == len(
-        [r for r in batch if r.dev == "d3" and (method != "linear" or micros(r.ts) <= ends["d3"])])
-    assert done > 50 * 10**6 and max(last.values()) > done
+    assert {r[0] for r in got} == {"d1", "d2", "d3"} and stream > 50 * 10**6
+    # _progress: just past the stopped device's last row (every point below it is there)
+    assert q.progress_us == reports[-1].progress_us == last["d3"] + 1
+    assert {r[0] for r in out.select("_progress").collect()} <= {
+        pd.Timestamp(p, unit="us").to_pydatetime() for p in
+        [r.progress_us for r in reports if r.progress_us is not None]}
     assert max(r.buffered for r in reports) < 0.3 * len(frame)
+
+
+@pytest.mark.parametrize("sql, code", [
+    ("SELECT dev, ts, v FROM RESAMPLE(meters, ts, INTERVAL 1 SECOND, 'linear' "
+     "PARTITION BY dev) r", "NOT_IMPLEMENTED"),
+    ("SELECT ts, v FROM RESAMPLE(meters, ts, INTERVAL 1 SECOND, 'prev' PARTITION BY dev) r",
+     "STREAMING_RULE"),
+])
+def test_continuous_resample_per_key_rules(ws, tmp_path, sql, code):
+    """Interpolating per key continuously is refused (a key's rows between its last value
+    and progress are not kept); the keys must stay in the result."""
+    _write(ws, tmp_path, "meters", pd.DataFrame({"dev": ["a"], "v": [1.0], "ts": [0]}),
+           "dev STRING, v DOUBLE")
+    with pytest.raises(WaveSQLError) as err:
+        ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    assert err.value.code == code
