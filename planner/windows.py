@@ -44,8 +44,9 @@ which any of the relations changes, and every multiple of a slid window's slide 
 holds rows or has just emptied. Between its multiples a slid window's relation is its last
 window (CQL defines every relation at every instant), so a ``[RANGE r SLIDE s]`` row is in
 the relation during ``[ceil(ts / s) * s, ceil((ts + r) / s) * s)``. The result's ``_time`` is
-the instant (either side's in an outer join); ``*`` lists each windowed stream's columns after
-one ``_time``.
+the instant (either side's in an outer join), and so is a bare ``_time`` anywhere in the
+SELECT; ``*`` lists each windowed stream's columns after one ``_time`` (a ``USING`` column
+once; a SEMI or ANTI join's side not at all).
 
 Lowering: the windowed relation becomes a DataFrame of ``(_time, row)`` pairs -- one per
 instant at which the row is in the relation -- and the user's SELECT over it is grouped by
@@ -194,10 +195,16 @@ def per_instant(select: exp.Select, scans: list[tuple[exp.Table, str]],
         table.replace(tables[-1])
     times = [exp.column(TIME, table=a) for a in aliases]
     if len(times) > 1:
-        _join_per_instant(select, tables, aliases, times)
+        # a SEMI / ANTI join's right side is not in the result: only a filter per instant
+        hidden = {id(join.this) for join in select.args.get("joins") or []
+                  if (join.args.get("kind") or "").upper() in ("SEMI", "ANTI")}
+        shown = [i for i, t in enumerate(tables) if id(t) not in hidden]
+        _join_per_instant(select, tables, times, shown)
         # an outer join leaves one side's instant NULL: the row's instant is either side's
-        time_col = exp.func("coalesce", *[t.copy() for t in times])
-        _expand_stars(select, aliases, columns)
+        time_col = exp.func("coalesce", *[times[i].copy() for i in shown]) \
+            if len(shown) > 1 else times[shown[0]].copy()
+        _bare_times(select, time_col)
+        _expand_stars(select, [aliases[i] for i in shown], columns, hidden)
     else:
         time_col = times[0]
     for window in _own(select, exp.Window):
@@ -217,10 +224,10 @@ def per_instant(select: exp.Select, scans: list[tuple[exp.Table, str]],
     return select
 
 
-def _join_per_instant(select: exp.Select, tables, aliases, times) -> None:
+def _join_per_instant(select: exp.Select, tables, times, shown) -> None:
     """Each join that brings in a windowed table matches it at the same instant as the
     windowed tables before it (``USING`` gains ``_time``; ``ON`` and comma joins gain
-    ``b._time = coalesce(a._time, ...)``)."""
+    ``b._time = coalesce(a._time, ...)`` over the tables before it still in the result)."""
     def position(table):  # by identity: equal-looking tables are still different tables
         return next((i for i, t in enumerate(tables) if t is table), None)
 
@@ -252,39 +259,75 @@ def _join_per_instant(select: exp.Select, tables, aliases, times) -> None:
             join.set("on", exp.and_(on, same) if on is not None else same)
             if join.args.get("kind") == "CROSS":
                 join.set("kind", None)  # a comma or CROSS join matches per instant now
-        seen.append(index)
+        if index in shown:
+            seen.append(index)
 
 
-def _expand_stars(select: exp.Select, aliases, columns) -> None:
+def _bare_times(select: exp.Select, time_col: exp.Expression) -> None:
+    """An unqualified ``_time`` in a join of windowed tables is the instant (either side's
+    ``_time`` would be ambiguous, and NULL on an outer join's unmatched side)."""
+    for column in list(_own(select, exp.Column)):
+        if column.table or column.name.lower() != TIME:
+            continue
+        if column.parent is select and column.arg_key == "expressions":
+            column.replace(exp.alias_(time_col.copy(), TIME))
+        else:
+            column.replace(time_col.copy())
+
+
+def _sources(select: exp.Select):
+    """Every table, subquery or other source of the SELECT's FROM and joins, in order."""
+    from_ = select.args.get("from_")
+    if from_ is not None:
+        yield from_.this
+    for join in select.args.get("joins") or []:
+        yield join.this
+
+
+def _expand_stars(select: exp.Select, aliases, columns, hidden) -> None:
     """``*`` and ``w.*`` of a windowed table list the stream's columns, so the result has
-    one ``_time`` (the instant), not one per windowed table."""
+    one ``_time`` (the instant), not one per windowed table; a SEMI/ANTI join's side is not
+    listed, as Spark does not."""
     windowed = {a.lower(): a for a in aliases}
-    # ``a JOIN b USING (k)``: ``*`` shows ``k`` once, as SQL does (either side's: a FULL
-    # join's right-only rows have only b's)
-    using: dict[str, list[str]] = {}  # column -> the joined tables that do not repeat it
+    # ``a JOIN b USING (k)``: ``*`` shows ``k`` once, as SQL does: the first windowed table
+    # with ``k`` shows coalesce(a.k, b.k, ...) (a FULL join's right-only rows have b's), the
+    # tables joined by USING (k) do not repeat it
+    using: dict[str, list[str]] = {}
     for join in select.args.get("joins") or []:
         right = join.this.alias_or_name.lower()
         if right in windowed:
             for u in join.args.get("using") or []:
                 if u.name.lower() != TIME:
                     using.setdefault(u.name.lower(), []).append(right)
+    owner = {}
+    for a in aliases:
+        for c in columns[a.lower()]:
+            if c.lower() in using and c.lower() not in owner:
+                owner[c.lower()] = a.lower()
     out = []
     for e in select.expressions:
         if isinstance(e, exp.Star):
             out.append(exp.alias_(exp.func("coalesce", *[exp.column(TIME, table=a)
                                                           for a in aliases]), TIME))
-            for table in _own_tables(select):
-                a = table.alias_or_name
+            for source in _sources(select):
+                if id(source) in hidden:
+                    continue
+                a = source.alias_or_name
                 if a.lower() in windowed:
                     for c in columns[a.lower()]:
                         rights = using.get(c.lower(), [])
                         if a.lower() in rights:
                             continue
-                        out.append(exp.column(c, table=a) if not rights else exp.alias_(
-                            exp.func("coalesce", exp.column(c, table=a),
-                                     *[exp.column(c, table=windowed[r]) for r in rights]), c))
-                else:
+                        out.append(exp.alias_(exp.func(
+                            "coalesce", exp.column(c, table=a),
+                            *[exp.column(c, table=windowed[r]) for r in rights]), c)
+                            if owner.get(c.lower()) == a.lower() else exp.column(c, table=a))
+                elif a:
                     out.append(exp.Column(this=exp.Star(), table=exp.to_identifier(a)))
+                else:
+                    raise WaveSQLError("NOT_IMPLEMENTED", "* over joined windowed streams and "
+                                       "a source without a name", Span.of(source),
+                                       hint="give the subquery an alias")
         elif (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
               and e.table.lower() in windowed):
             out += [exp.column(c, table=windowed[e.table.lower()])

@@ -238,6 +238,9 @@ JOIN_QUERIES = {
              lambda A, B: [(_px(ra), _px(rb)) for ra, rb in _full(
                  A, B, lambda x, y: x["sym"] == y["sym"] and x["px"] is not None
                  and x["px"] == y["px"])]),
+    "anti": ("SELECT a.sym, a.px FROM a {wa} a LEFT ANTI JOIN b {wb} b ON a.sym = b.sym",
+             lambda A, B: [(ra["sym"], ra["px"]) for ra in A
+                           if not any(rb["sym"] == ra["sym"] for rb in B)]),
     "star": ("SELECT * FROM a {wa} a FULL JOIN b {wb} b USING (sym)",  # sym once, either's
              lambda A, B: [((ra or rb)["sym"], _px(ra), ra and ra["ts"], _px(rb), rb and rb["ts"])
                            for ra, rb in _full(A, B, lambda x, y: x["sym"] == y["sym"])]),
@@ -290,6 +293,17 @@ def test_joined_windows_by_hand(ws, tmp_path):
     rows = _at(ws, "SELECT a.px, b.px, c.px FROM a [RANGE 3 SECONDS] a JOIN b [NOW] b "
                    "USING (sym) JOIN a [ROWS 1] c USING (sym)")
     assert rows == [(3, 2.0, 20.0, 2.0), (5, 3.0, 30.0, 3.0)]
+    # a bare _time is the instant (either side's in an outer join); * lists a subquery's
+    # columns and a later ON join's own sym (not USING's coalesce)
+    rows = _at(ws, "SELECT _time, b.px FROM a [NOW] a RIGHT JOIN b [NOW] b ON a.sym = b.sym "
+                   "WHERE _time >= TIMESTAMP '1970-01-01 00:00:03'")
+    assert rows == [(3, 20.0), (5, 30.0)]
+    star = ws.sql("SELECT * FROM a [RANGE 3 SECONDS] a JOIN b [NOW] b USING (sym) JOIN "
+                  "(SELECT 'x' AS sym, 7 AS w) d ON d.sym = a.sym "
+                  "LEFT JOIN a [RANGE 1 SECONDS] c ON c.px > 99")
+    assert star.columns == ["_time", "sym", "px", "ts", "px", "ts", "sym", "w", "sym", "px", "ts"]
+    assert sorted((r[0].second, r[1], r[2], r[4], r[7], r[8]) for r in star.collect()) == [
+        (2, "x", 1.0, 10.0, 7, None), (5, "x", 3.0, 30.0, 7, None)]
     with pytest.raises(WaveSQLError) as err:  # after ON, two _time columns: which one?
         ws.sql("SELECT * FROM a [NOW] a JOIN b [NOW] b ON a.sym = b.sym "
                "JOIN a [ROWS 1] c USING (sym)")
