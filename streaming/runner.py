@@ -421,9 +421,9 @@ def _resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
                                hint="resample the keys in a batch query")
         _, _, _, method, numeric, _ = q.resample
         rules = (("rows", (), 1, None, reach_us),)
-        if method == "linear":
+        if method == "linear":  # (the other methods bound nothing under windows: no series)
             rules += tuple(("rows", (), 1, f"`{c}` IS NOT NULL", reach_us) for c in numeric)
-        series.append(_series(key, method, numeric))
+            series.append(_series(key, method, numeric))
     return rules, series
 
 
@@ -1143,7 +1143,8 @@ class ContinuousQuery:
             if self.plan.mode == "resample":
                 # Under windows this bound is not applied: a stream closed by punctuation
                 # still has its last window final (the grid points a row after the close
-                # would add are not waited for -- the imputation's last bucket).
+                # would add are not waited for -- the imputation's last bucket); so only a
+                # 'linear' RESAMPLE under windows has a series to bound by.
                 bound = min(bound, last + 1)
         return bound if previous is None else max(previous, bound)
 
