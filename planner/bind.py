@@ -246,15 +246,15 @@ def _extract_windows(node: exp.Expression, ctx: BindContext):
     ctes = _cte_names(node)
     inputs = []
     for select in sorted(node.find_all(exp.Select), key=lambda s: -_depth(s)):
-        scans = []
-        for table in windowed_tables(select):
+        scans, tables = [], windowed_tables(select)
+        for table in tables:
             defn = None if table.name.lower() in ctes or table.args.get("db") else \
                 ctx.catalog.get(table.name)
             if isinstance(defn, cat.SignalDef):
                 continue  # a signal's windows are the signal stage's
             window = table.args["window"]
             if window.kind == "SPLIT":
-                if scans or len(windowed_tables(select)) > 1:
+                if len(tables) > 1:
                     raise WaveSQLError("NOT_IMPLEMENTED", "a split stream joined with another "
                                        "windowed stream", Span.of(window),
                                        hint="split the stream in a subquery, join outside it")

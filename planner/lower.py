@@ -246,13 +246,18 @@ def _lower_window_scan(rel: ir.WindowScan, rt: Runtime):
 
 
 def _joint_instants(rel: ir.WindowScan, rt: Runtime):
-    """The instants of a join of windowed tables (None for a window read alone)."""
+    """The instants of a join of windowed tables (None for a window read alone), planned
+    once per statement for all of its tables and its ISTREAM/DSTREAM (``rt.prepared``:
+    they share one ``joint`` tuple)."""
     from .windows import joint_instants
 
     if not rel.joint:
         return None
-    return joint_instants([(lower_relation(w.input, rt), w.time_column, w.window)
-                           for w in rel.joint])
+    key = ("joint instants", id(rel.joint))
+    if key not in rt.prepared:
+        rt.prepared[key] = joint_instants([(lower_relation(w.input, rt), w.time_column,
+                                            w.window) for w in rel.joint])
+    return rt.prepared[key]
 
 
 def _lower_stream_of(rel: ir.StreamOf, rt: Runtime):

@@ -1206,25 +1206,25 @@ class ContinuousQuery:
         else:
             final = lt < F.lit(done) if done is not None else F.lit(False)
             ready, waiting = candidates.where(final), candidates.where(~final)
-        oldest = waiting.agg(F.min(lt)).first()[0]
-        bounds = [v for v in (progress[kl]["progress"], oldest) if v is not None]
         everything = kept = buffers[kr]
-        if asof["direction"] == "forward":
+        left_progress = progress[kl]["progress"]
+        if asof["direction"] == "forward" and done is not None:
             # a waiting row's match is not below the right progress (none of its key lay
             # between it and there), a future row's not below the left progress: the right
             # rows from the smaller on -- however old the oldest waiting row
-            if progress[kl]["progress"] is not None:  # (no left progress yet: keep all)
-                bound = min(v for v in (progress[kl]["progress"], done, oldest)
-                            if v is not None) if done is None else \
-                    min(progress[kl]["progress"], done)
-                kept = kept.where(rt >= F.lit(bound))
-        elif bounds:
+            if left_progress is not None:  # (no left progress yet: keep all)
+                kept = kept.where(rt >= F.lit(min(left_progress, done)))
+        elif bounds := [v for v in (left_progress, waiting.agg(F.min(lt)).first()[0])
+                        if v is not None]:
+            # the earliest time a waiting or future left row can have
             m = min(bounds)
-            # the last right rows before m per key (ties kept: the batch rule breaks them)
-            w = Window.partitionBy(*[F.col(f"`{k}`") for k in self.plan.asof["keys"]],
-                                   rt < F.lit(m)).orderBy(rt.desc())
-            kept = (kept.withColumn("__rank", F.rank().over(w))
-                    .where((rt >= F.lit(m)) | (F.col("__rank") == 1)).drop("__rank"))
+            if asof["direction"] == "forward":  # its match is at or after it
+                kept = kept.where(rt >= F.lit(m))
+            else:  # the last right rows before m per key (ties kept: the batch rule breaks them)
+                w = Window.partitionBy(*[F.col(f"`{k}`") for k in self.plan.asof["keys"]],
+                                       rt < F.lit(m)).orderBy(rt.desc())
+                kept = (kept.withColumn("__rank", F.rank().over(w))
+                        .where((rt >= F.lit(m)) | (F.col("__rank") == 1)).drop("__rank"))
         buffers[kr], buffers[kl] = kept, waiting
         # the ready rows are matched against every right row there is: one of them may be
         # older than what is kept for the rows still to come

@@ -98,11 +98,19 @@ def evaluate(rows: list[dict], ts: str, window: Window, columns: Sequence[str], 
              kind: str = "RSTREAM") -> Counter:
     """The multiset ``{(instant, result row): count}`` of ``kind(query(rows [window]))``."""
     spans = intervals(rows, ts, window, columns)
-    out: Counter = Counter()
-    previous: Counter = Counter()
+    results = []
     for t in instants(spans, window):
         present = relation_at(spans, t)
-        current = Counter(query(present)) if present else Counter()
+        results.append((t, Counter(query(present)) if present else Counter()))
+    return _to_stream(results, kind)
+
+
+def _to_stream(results, kind: str) -> Counter:
+    """``kind`` of the per-instant results ``[(instant, Counter of rows)]`` in instant order:
+    RSTREAM each result, ISTREAM what it has more of than the one before, DSTREAM less."""
+    out: Counter = Counter()
+    previous: Counter = Counter()
+    for t, current in results:
         if kind == "RSTREAM":
             emitted = current
         elif kind == "ISTREAM":
@@ -144,21 +152,9 @@ def evaluate_join(streams: Sequence[tuple[list[dict], str, Window, Sequence[str]
         for k in instants(spans, w):  # every multiple from first to last, by brute force
             if relation_at(spans, k) or relation_at(spans, k - w.slide):
                 points.add(k)
-    out: Counter = Counter()
-    previous: Counter = Counter()
+    results = []
     for t in sorted(points):
         present = [(_slid_present(spans, w, t) if w.kind == "SLIDE" else relation_at(spans, t))
                    for spans, w in spanned]
-        current = Counter(query(*present))
-        if kind == "RSTREAM":
-            emitted = current
-        elif kind == "ISTREAM":
-            emitted = current - previous
-        elif kind == "DSTREAM":
-            emitted = previous - current
-        else:
-            raise ValueError(kind)
-        for row, n in emitted.items():
-            out[(t,) + row] += n
-        previous = current
-    return out
+        results.append((t, Counter(query(*present))))
+    return _to_stream(results, kind)

@@ -125,6 +125,29 @@ def test_temporal_errors_point_at_the_mistake(ws, ticks, sql, code, at):
     assert span is not None and sql[span.start:span.end].startswith(at.split()[0])
 
 
+def _micros(value) -> float:
+    """A timestamp Spark returned, as microseconds since 1970."""
+    return (value - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6
+
+
+def _continuous(ws, tmp_path, sql):
+    """Run ``sql`` continuously over the files already there, one file per micro-batch, to
+    the end; the ContinuousQuery (its ``reports``, ``progress_us``)."""
+    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
+                  clock=lambda: 0.0)
+    q.await_termination()
+    return q
+
+
+def _trades_and_quotes(ws, tmp_path, rng, trades, quotes):
+    """Both as catalog streams arriving in 6 files each, out of order within 2 s."""
+    for name, frame, cols in (("trades", trades, "sym STRING, px DOUBLE"),
+                              ("quotes", quotes, "sym STRING, bid DOUBLE")):
+        _arriving(tmp_path / name, frame, 6, rng, 2 * 10**6)
+        ws.sql(f"CREATE STREAM {name} ({cols}, ts TIMESTAMP) FROM '{tmp_path / name}' "
+               "FORMAT parquet EVENT TIME ts WATERMARK 3 SECONDS")
+
+
 def _arriving(folder, frame, parts, rng, spread_us):
     """``frame`` as ``parts`` files in rough time order, shuffled within each file and by up
     to ``spread_us`` across files."""
@@ -154,22 +177,16 @@ def test_continuous_asof_join_equals_the_batch_join(ws, spark, tmp_path, kind, o
     quotes = pd.DataFrame({"sym": rng.choice(list("abc"), n_q), "bid": rng.random(n_q),
                            "ts": rng.choice(np.arange(0, 120 * 10**6, 1000), n_q,
                                             replace=False)})
-    for name, frame, cols in (("trades", trades, "sym STRING, px DOUBLE"),
-                              ("quotes", quotes, "sym STRING, bid DOUBLE")):
-        _arriving(tmp_path / name, frame, 6, rng, 2 * 10**6)
-        ws.sql(f"CREATE STREAM {name} ({cols}, ts TIMESTAMP) FROM '{tmp_path / name}' "
-               "FORMAT parquet EVENT TIME ts WATERMARK 3 SECONDS")
+    _trades_and_quotes(ws, tmp_path, rng, trades, quotes)
     sql = (f"SELECT t.sym, t.px, t.ts, q.bid FROM trades t {kind} quotes q "
            f"ON t.sym = q.sym AND t.ts {op} q.ts")
-    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
-                  clock=lambda: 0.0)
-    q.await_termination()
+    q = _continuous(ws, tmp_path, sql)
     reports = q.reports
     assert len(reports) >= 6 and sum(r.late for r in reports) == 0
     done = reports[-1].inputs["quotes"]  # the quotes' final progress (us)
     got = spark.read.parquet(str(tmp_path / "out")).select("sym", "px", "ts", "bid")
     want = [r for r in ws.sql(sql).collect()
-            if (r.ts - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6 < done]
+            if _micros(r.ts) < done]
     assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want)) and len(want) > 100
     waiting = int((trades.ts >= done).sum())
     assert waiting > 0  # the trades the quotes have not passed yet wait, not lost
@@ -193,9 +210,7 @@ def test_continuous_resample_equals_the_batch_resample(ws, spark, tmp_path, meth
     ws.sql(f"CREATE STREAM ticks (v DOUBLE, w DOUBLE, ts TIMESTAMP) FROM '{tmp_path / 'ticks'}' "
            "FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
     sql = f"SELECT ts, v, w FROM RESAMPLE(ticks, ts, INTERVAL 250 MILLISECONDS, '{method}') r"
-    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
-                  clock=lambda: 0.0)
-    q.await_termination()
+    q = _continuous(ws, tmp_path, sql)
     reports = q.reports
     assert len(reports) >= 6 and sum(r.late for r in reports) == 0
     done = reports[-1].progress_us
@@ -203,7 +218,7 @@ def test_continuous_resample_equals_the_batch_resample(ws, spark, tmp_path, meth
     assert got.where("NOT _final").count() == 0
     got = sorted(map(tuple, got.select("ts", "v", "w").collect()))
     want = sorted(tuple(r) for r in ws.sql(sql).collect()
-                  if (r.ts - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6 < done)
+                  if _micros(r.ts) < done)
     assert got == want and len(want) > 150
     assert done > 50 * 10**6  # most of the grid is final by the end
     assert max(r.buffered for r in reports) < 0.3 * n
@@ -229,29 +244,22 @@ def test_continuous_forward_asof_join_equals_the_batch_join(ws, spark, tmp_path,
     quotes = quotes.drop_duplicates("ts")
     # trades without a symbol match nothing, ever: final at once (LEFT: with NULL)
     trades.loc[[5, 150, 290], "sym"] = None
-    for name, frame, cols in (("trades", trades, "sym STRING, px DOUBLE"),
-                              ("quotes", quotes, "sym STRING, bid DOUBLE")):
-        _arriving(tmp_path / name, frame, 6, rng, 2 * 10**6)
-        ws.sql(f"CREATE STREAM {name} ({cols}, ts TIMESTAMP) FROM '{tmp_path / name}' "
-               "FORMAT parquet EVENT TIME ts WATERMARK 3 SECONDS")
+    _trades_and_quotes(ws, tmp_path, rng, trades, quotes)
     sql = (f"SELECT t.sym, t.px, t.ts, q.bid, q.ts AS qts FROM trades t {kind} quotes q "
            f"ON t.sym = q.sym AND t.ts {op} q.ts")
-    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
-                  clock=lambda: 0.0)
-    q.await_termination()
+    q = _continuous(ws, tmp_path, sql)
     reports = q.reports
     assert len(reports) >= 6 and sum(r.late for r in reports) == 0
     done = reports[-1].inputs["quotes"]
-    micros = lambda v: (v - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6  # noqa: E731
     got = spark.read.parquet(str(tmp_path / "out")).select("sym", "px", "ts", "bid", "qts")
     batch = ws.sql(sql).collect()
-    want = [r for r in batch if (r.qts is not None and micros(r.qts) < done) or r.sym is None]
+    want = [r for r in batch if (r.qts is not None and _micros(r.qts) < done) or r.sym is None]
     assert sorted(map(tuple, got.collect()), key=str) == sorted(map(tuple, want), key=str)
     assert len(want) > 100 and len([r for r in want if r.sym is None]) == (
         3 if kind == "ASOF LEFT JOIN" else 0)
     # the rest wait: c's trades after its last quote, and the latest trades
     assert ((trades.sym == "c") & (trades.ts > 80 * 10**6)).sum() > 5
-    assert not [r for r in got.collect() if r.sym == "c" and micros(r.ts) > 80 * 10**6]
+    assert not [r for r in got.collect() if r.sym == "c" and _micros(r.ts) > 80 * 10**6]
     assert len(want) < len(batch) if kind == "ASOF LEFT JOIN" else len(want) < n_t
     # state: the waiting trades (c's after 80 s, ~30, and the latest) and the quotes from
     # the smaller progress on -- not every quote since the oldest waiting trade
@@ -279,14 +287,12 @@ def test_continuous_resample_does_not_finalise_past_its_last_row(ws, spark, tmp_
     ws.sql(f"CREATE STREAM ticks (v DOUBLE, ts TIMESTAMP, punct TIMESTAMP) FROM '{folder}' "
            "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND PROGRESS COLUMN punct")
     sql = "SELECT ts, v FROM RESAMPLE(ticks, ts, INTERVAL 1 SECOND, 'prev') r"
-    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
-                  clock=lambda: 0.0)
-    q.await_termination()
+    q = _continuous(ws, tmp_path, sql)
     done = q.reports[-1].progress_us
     got = sorted(map(tuple, spark.read.parquet(str(tmp_path / "out")).select("ts", "v")
                      .collect()))
     want = sorted(tuple(r) for r in ws.sql(sql).collect()
-                  if (r.ts - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6 < done)
+                  if _micros(r.ts) < done)
     assert done >= 49 * 10**6 and len(want) == 49  # 0 .. 48 s
     assert got == want
 
@@ -313,9 +319,7 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
            f"'{tmp_path / 'meters'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
     sql = (f"SELECT dev, ts, v FROM RESAMPLE(meters, ts, INTERVAL 250 MILLISECONDS, "
            f"'{method}' PARTITION BY dev) r")
-    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1,
-                  clock=lambda: 0.0)
-    q.await_termination()
+    q = _continuous(ws, tmp_path, sql)
     reports = q.reports
     assert len(reports) >= 6 and sum(r.late for r in reports) == 0
     stream = reports[-1].inputs["meters"]  # the stream's own progress
@@ -323,9 +327,8 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
     out = spark.read.parquet(str(tmp_path / "out"))
     assert out.where("NOT _final").count() == 0
     got = sorted(map(tuple, out.select("dev", "ts", "v").collect()))
-    micros = lambda v: (v - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6  # noqa: E731
     batch = ws.sql(sql).collect()
-    want = sorted(tuple(r) for r in batch if micros(r.ts) < stream)
+    want = sorted(tuple(r) for r in batch if _micros(r.ts) < stream)
     assert got == want
     assert {r[0] for r in got} == {"d1", "d2", "d3"} and stream > 50 * 10**6
     # _progress: just past the stopped device's last row (every point below it is there)
