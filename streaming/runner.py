@@ -405,8 +405,13 @@ def _resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
     ``'linear'`` also needs the last value of every interpolated column before that, and
     its points need the next value after them: the instants are final only up to just past
     the last time below progress at which every interpolated column had a value
-    (:meth:`ContinuousQuery._resample_final`). Returns the rules and the series that bound
-    progress (one per RESAMPLE of ``key``)."""
+    (:meth:`ContinuousQuery._resample_final`). Per key (``PARTITION BY``) the same rows are
+    kept per key, and as each key's grid ends at its last row (a later row of the key adds
+    points across its pause, into windows that would otherwise be final), the instants are
+    final only up to just past the stalest key's last row (and, ``'linear'``, its columns'
+    last values): a key that stops reporting holds the query's progress -- and its state --
+    until it reports again. Returns the rules and the series that bound progress (one per
+    RESAMPLE of ``key`` that bounds)."""
     rules: tuple = ()
     series = []
     for q in queries:
@@ -415,21 +420,20 @@ def _resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
         rel = dict(q.inputs).get(q.resample[0])
         if not isinstance(rel, ir.StreamScan) or rel.stream.key != key:
             continue
-        if q.resample[5]:
-            raise WaveSQLError("NOT_IMPLEMENTED", "a RESAMPLE per key (PARTITION BY) inside "
-                               "a windowed continuous query", Span.of(stmt.node),
-                               hint="resample the keys in a batch query")
-        _, _, _, method, numeric, _ = q.resample
-        rules = (("rows", (), 1, None, reach_us),)
-        if method == "linear":  # (the other methods bound nothing under windows: no series)
-            rules += tuple(("rows", (), 1, f"`{c}` IS NOT NULL", reach_us) for c in numeric)
-            series.append(_series(key, method, numeric))
+        _, _, _, method, numeric, keys = q.resample
+        by = tuple(f"`{k}`" for k in keys)
+        rules = (("rows", by, 1, None, reach_us),)
+        if method == "linear":
+            rules += tuple(("rows", by, 1, f"`{c}` IS NOT NULL", reach_us) for c in numeric)
+        if method == "linear" or keys:  # (un-keyed 'prev'/'null'/'zero': no series, above)
+            series.append(_series(key, method, numeric, keys))
     return rules, series
 
 
-def _series(key: str, method: str, numeric) -> dict:
-    """A RESAMPLE's series whose points bound a continuous query's progress."""
-    return {"input": key, "method": method, "numeric": list(numeric)}
+def _series(key: str, method: str, numeric, keys=()) -> dict:
+    """A RESAMPLE's series (per key with ``keys``) whose points bound a continuous query's
+    progress."""
+    return {"input": key, "method": method, "numeric": list(numeric), "keys": list(keys)}
 
 
 def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) -> _Plan:
@@ -453,10 +457,6 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
                            hint="one continuous RESAMPLE per query; combine their outputs")
     index, query = found[0]
     source, time_col, period, method, numeric, keys = query.resample
-    if keys and method == "linear":
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous 'linear' RESAMPLE per key",
-                           Span.of(stmt.node), hint="resample per key with 'prev', 'null' or "
-                           "'zero', or interpolate the keys in a batch query")
     for k in keys:
         if root.schema.find(k) is None:
             raise WaveSQLError("STREAMING_RULE", f"a continuous RESAMPLE per key must keep "
@@ -482,7 +482,7 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
         last += [("rows", by, 1, f"`{c}` IS NOT NULL") for c in numeric]
     inp = _Input(0, stream, tuple(last))
     return _Plan((inp,), "resample", time_col, resample={
-        "keys": list(keys), "series": [_series(stream.key, method, numeric)]})
+        "keys": list(keys), "series": [_series(stream.key, method, numeric, keys)]})
 
 
 def _band_join(queries: list, trees: list, scans: dict, stmt) -> _Plan | None:
@@ -756,6 +756,7 @@ class ContinuousQuery:
         self.error: BaseException | None = None
         self._stopping = False
         self._batch_lock = threading.Lock()
+        self._bounds: dict = {}
         self._query = self._start(trigger, max_files)
 
     # -- public ------------------------------------------------------------------------
@@ -919,6 +920,7 @@ class ContinuousQuery:
         report = BatchReport(batch_id, None, started_at=self.clock())
         arrived = self._arrivals(batch_id)  # for the result latency
         buffers, fresh, progress, olds = {}, {}, {}, {}
+        self._bounds = {}  # per-key RESAMPLE bounds of this batch (_key_bounds)
         late_parts, quarantine_parts, cached = [], [], [batch_df]
         read_files: list[str] = []  # what this batch reads (streaming/files.py)
         for inp in self.inputs:
@@ -1041,8 +1043,9 @@ class ContinuousQuery:
         report.seconds = time.monotonic() - began
         self._write_report(report)
         self.reports.append(report)
-        for df in cached + [out]:
+        for df in cached + [out] + [b for _, b in self._bounds.values()]:
             df.unpersist()
+        self._bounds = {}
 
     def _changed_files(self, spark, batch_id: int, read_files: list[str]) -> list:
         """Quarantine records (``_record`` NULL) for files earlier batches read that changed
@@ -1106,10 +1109,10 @@ class ContinuousQuery:
         before = t < F.lit(overall) if overall is not None else F.lit(False)
         if self.plan.mode == "resample" and self.plan.resample["keys"]:
             # each key's points: final below its bound now, not yet before its bound then
-            key = self.inputs[0].stream.key
-            keys = self.plan.resample["keys"]
-            now = self._key_bounds(streams[key], overall)
-            then = self._key_bounds(olds[key], previous).withColumnRenamed("__b", "__a")
+            series = self.plan.resample["series"][0]
+            key, keys = series["input"], series["keys"]
+            now = self._key_bounds(streams[key], overall, series)
+            then = self._key_bounds(olds[key], previous, series).withColumnRenamed("__b", "__a")
             on = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"b.`{k}`")) for k in keys]
             on_then = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"a.`{k}`")) for k in keys]
             result = (result.alias("r").join(now.alias("b"), on, "left")
@@ -1130,11 +1133,21 @@ class ContinuousQuery:
         or a heartbeat can promise more: the points after the last row exist only if a
         later row comes), and for ``'linear'`` no later than just past the last time below
         progress at which every interpolated column has had a value. Per key, each key's
-        own bound (:meth:`_key_bounds`)."""
+        own bound (:meth:`_key_bounds`); under windows (whose instants hold every key's
+        rows) the stalest key's."""
+        from pyspark.sql import functions as F
+
         if overall is None or self.plan.resample["keys"]:
             return overall
         bound = overall
         for series in self.plan.resample["series"]:
+            if series["keys"]:  # a 'linear' RESAMPLE per key under windows
+                lowest = self._key_bounds(buffers[series["input"]], overall, series).agg(
+                    F.min("__b")).first()[0]
+                if lowest is None:
+                    return previous  # no row yet: nothing is final
+                bound = min(bound, lowest)
+                continue
             last, *ends = buffers[series["input"]].agg(
                 *self._series_ends(series, overall)).first()
             if last is None or any(v is None for v in ends):
@@ -1157,8 +1170,9 @@ class ContinuousQuery:
 
         if overall is None or self.plan.resample is None or not self.plan.resample["keys"]:
             return overall
-        key = self.plan.resample["series"][0]["input"]
-        lowest = self._key_bounds(buffers[key], overall).agg(F.min("__b")).first()[0]
+        series = self.plan.resample["series"][0]
+        lowest = self._key_bounds(buffers[series["input"]], overall, series).agg(
+            F.min("__b")).first()[0]
         return overall if lowest is None else min(overall, lowest)
 
     def _series_ends(self, series: dict, below: int | None) -> list:
@@ -1174,17 +1188,26 @@ class ContinuousQuery:
             F.max(F.when(F.col(f"`{c}`").isNotNull() & under, ts)).alias(f"__end{i}")
             for i, c in enumerate(columns)]
 
-    def _key_bounds(self, buf, bound: int | None):
+    def _key_bounds(self, buf, bound: int | None, series: dict):
         """Per key of a RESAMPLE ``PARTITION BY``: the bound below which its points are final
-        (``__b``: progress, its last row, its columns' last values; NULL: none final)."""
+        (``__b``: ``bound``, just past its last row and, ``'linear'``, past each column's
+        last value below ``bound``; NULL: none final). A column without a value below ``bound`` bounds
+        nothing: its points below ``bound`` precede its first value, NULL whatever comes.
+        Computed once per batch and buffer (it is asked for the progress, the results and
+        the pruning), persisted until the batch ends."""
         from pyspark.sql import functions as F
 
-        keys = [F.col(f"`{k}`") for k in self.plan.resample["keys"]]
-        ends = buf.groupBy(*keys).agg(*self._series_ends(self.plan.resample["series"][0], bound))
+        memo = (id(buf), bound, id(series))
+        if memo in self._bounds:
+            return self._bounds[memo][1]
+        keys = [F.col(f"`{k}`") for k in series["keys"]]
+        ends = buf.groupBy(*keys).agg(*self._series_ends(series, bound))
         parts = [F.col(c) + F.lit(1) for c in ends.columns
                  if c.startswith("__last") or c.startswith("__end")]
         top = F.least(F.lit(bound), *parts) if bound is not None else F.lit(None)
-        return ends.select(*keys, top.cast("bigint").alias("__b"))
+        out = ends.select(*keys, top.cast("bigint").alias("__b")).persist()
+        self._bounds[memo] = (buf, out)  # (buf kept alive: its id must not be reused)
+        return out
 
     def _asof_split(self, buffers: dict, progress: dict) -> dict:
         """The streams to evaluate a continuous ASOF JOIN over now (the left rows whose match
@@ -1393,7 +1416,16 @@ class ContinuousQuery:
         if overall is None:
             return buf  # nothing is final yet
         ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
-        old = ts < F.lit(overall)
+        cut = F.lit(overall)
+        if self.plan.mode == "resample" and self.plan.resample["keys"]:
+            # per key from its own bound on: its points not final yet need all its rows there
+            # (for 'linear', every column's values between a column's last value and progress)
+            series = self.plan.resample["series"][0]
+            bounds = self._key_bounds(buf, overall, series)
+            on = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"b.`{k}`")) for k in series["keys"]]
+            buf = buf.alias("r").join(bounds.alias("b"), on, "left").select("r.*", "b.__b")
+            cut = F.col("__b")
+        old = ts < cut
         keep = ~old
         ranks = []
         for i, rule in enumerate(inp.lookback):
@@ -1405,8 +1437,8 @@ class ContinuousQuery:
             _, keys, n, passes = rule[:4]
             t_us = rule[4] if len(rule) > 4 else 0
             if t_us:
-                keep = keep | (ts >= F.lit(overall - t_us))
-            old = ts < F.lit(overall - t_us)
+                keep = keep | (ts >= cut - F.lit(t_us))
+            old = ts < cut - F.lit(t_us)
             counted = F.coalesce(F.expr(passes), F.lit(False)) if passes else F.lit(True)
             order = [ts.desc()] + [F.col(f"`{c.name}`").desc_nulls_last()
                                    for c in inp.stream.columns if "map<" not in c.type.lower()]
@@ -1414,7 +1446,7 @@ class ContinuousQuery:
             buf = buf.withColumn(f"__rank{i}", F.row_number().over(w))
             keep = keep | (old & counted & (F.col(f"__rank{i}") <= F.lit(n)))
             ranks.append(f"__rank{i}")
-        return buf.where(keep).drop(*ranks)
+        return buf.where(keep).drop(*ranks, "__b")
 
     def _write_report(self, report: BatchReport) -> None:
         """Progress next to the output, so a reader can tell complete from incomplete."""

@@ -297,27 +297,34 @@ def test_continuous_resample_does_not_finalise_past_its_last_row(ws, spark, tmp_
     assert got == want
 
 
-@pytest.mark.parametrize("method", ["prev", "zero"])
+@pytest.mark.parametrize("method", ["prev", "zero", "linear"])
 def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_path, method):
     """``PARTITION BY dev``: three devices arrive in 6 files, out of order within the
     watermark; one stops reporting at 20 s. Every device's points are delivered once, final,
     as the batch RESAMPLE has them, up to the stream's progress; the stopped device holds
     back ``_progress`` (its later points would come with its next row), not the others'
-    rows; state stays small."""
+    rows; state stays small. ``'linear'``: two columns with holes in different places, one
+    of them (``w``) missing for a long stretch of d2 -- d2's points after its last ``w``
+    wait for the next ``w``, and the rows in between must stay in the state (they carry
+    ``v``'s values for those points)."""
     rng = np.random.default_rng(len(method) + 7)
     frames = []
     for dev, end in (("d1", 60), ("d2", 60), ("d3", 20)):
         ts = np.sort(rng.choice(np.arange(0, end * 10**6, 1000), 120 if end == 60 else 40,
                                 replace=False))
-        v = rng.normal(size=len(ts))
+        v, w = rng.normal(size=len(ts)), rng.normal(size=len(ts))
         v[rng.random(len(ts)) < 0.1] = np.nan
-        frames.append(pd.DataFrame({"dev": dev, "v": v, "ts": ts}))
+        w[rng.random(len(ts)) < 0.1] = np.nan
+        if dev == "d2":
+            w[(ts > 25 * 10**6) & (ts < 45 * 10**6)] = np.nan
+        frames.append(pd.DataFrame({"dev": dev, "v": v, "w": w, "ts": ts}))
     frame = pd.concat(frames)
-    frame["v"] = frame["v"].astype(object).where(frame["v"].notna(), None)
+    for col in ("v", "w"):
+        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
     _arriving(tmp_path / "meters", frame, 6, rng, 10**6)
-    ws.sql(f"CREATE STREAM meters (dev STRING, v DOUBLE, ts TIMESTAMP) FROM "
+    ws.sql(f"CREATE STREAM meters (dev STRING, v DOUBLE, w DOUBLE, ts TIMESTAMP) FROM "
            f"'{tmp_path / 'meters'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
-    sql = (f"SELECT dev, ts, v FROM RESAMPLE(meters, ts, INTERVAL 250 MILLISECONDS, "
+    sql = (f"SELECT dev, ts, v, w FROM RESAMPLE(meters, ts, INTERVAL 250 MILLISECONDS, "
            f"'{method}' PARTITION BY dev) r")
     q = _continuous(ws, tmp_path, sql)
     reports = q.reports
@@ -326,28 +333,103 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
     last = {d: int(f.ts.max()) for d, f in frame.groupby("dev")}
     out = spark.read.parquet(str(tmp_path / "out"))
     assert out.where("NOT _final").count() == 0
-    got = sorted(map(tuple, out.select("dev", "ts", "v").collect()))
+    got = sorted(map(tuple, out.select("dev", "ts", "v", "w").collect()), key=str)
     batch = ws.sql(sql).collect()
-    want = sorted(tuple(r) for r in batch if _micros(r.ts) < stream)
+    # each device's points up to its own bound: the stream's progress, just past its last
+    # row and ('linear') just past each column's last value below that progress
+    bound = {}
+    for d, f in frame.groupby("dev"):
+        ends = [int(f.ts.max())] + ([int(f.ts[f[c].notna() & (f.ts < stream)].max())
+                                     for c in ("v", "w")] if method == "linear" else [])
+        bound[d] = min([stream] + [e + 1 for e in ends])
+    want = sorted((tuple(r) for r in batch if _micros(r.ts) < bound[r.dev]), key=str)
     assert got == want
     assert {r[0] for r in got} == {"d1", "d2", "d3"} and stream > 50 * 10**6
-    # _progress: just past the stopped device's last row (every point below it is there)
-    assert q.progress_us == reports[-1].progress_us == last["d3"] + 1
+    # _progress: the stalest device's bound (every point below it is there): just past the
+    # stopped device's last row, or its last value
+    assert q.progress_us == reports[-1].progress_us == min(bound.values())
+    assert min(bound.values()) <= last["d3"] + 1
     assert {r[0] for r in out.select("_progress").collect()} <= {
         pd.Timestamp(p, unit="us").to_pydatetime() for p in
         [r.progress_us for r in reports if r.progress_us is not None]}
     assert max(r.buffered for r in reports) < 0.3 * len(frame)
 
 
+@pytest.mark.parametrize("method", ["prev", "linear"])
+def test_continuous_imputation_per_key_equals_the_batch_query(ws, spark, tmp_path, method):
+    """TiLT's imputation per device: a RESAMPLE ``PARTITION BY dev`` joined to each device's
+    10 s bucket means, continuously. d3 pauses from 20 s to 40 s: its grid spans the pause
+    once its row at 40 s has come (the batch query has those points), so the buckets of
+    the pause wait for it -- every final row equals the batch query's row, none is missing;
+    the final progress is the stalest device's bound."""
+    rng = np.random.default_rng(len(method) + 11)
+    frames = []
+    for dev, spans in (("d1", [(0, 60)]), ("d2", [(0, 60)]), ("d3", [(0, 20), (40, 60)])):
+        ts = np.sort(np.concatenate([rng.choice(np.arange(lo * 10**6, hi * 10**6, 1000),
+                                                (hi - lo) * 2, replace=False)
+                                     for lo, hi in spans]))
+        v, w = rng.normal(size=len(ts)), rng.normal(size=len(ts))
+        v[rng.random(len(ts)) < 0.15] = np.nan
+        w[rng.random(len(ts)) < 0.15] = np.nan
+        frames.append(pd.DataFrame({"dev": dev, "v": v, "w": w, "ts": ts}))
+    frame = pd.concat(frames)
+    for col in ("v", "w"):
+        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
+    _arriving(tmp_path / "meters", frame, 8, rng, 10**6)
+    ws.sql(f"CREATE STREAM meters (dev STRING, v DOUBLE, w DOUBLE, ts TIMESTAMP) FROM "
+           f"'{tmp_path / 'meters'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    sql = f"""
+        WITH grid AS (
+          SELECT dev, ts, v, w FROM RESAMPLE(meters, ts, INTERVAL 500 MILLISECONDS,
+                                             '{method}' PARTITION BY dev)
+        ), buckets AS (
+          SELECT _time, dev, avg(v) AS mv, avg(w) AS mw
+          FROM meters [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY dev
+        )
+        SELECT g._time, g.dev, g.ts, coalesce(g.v, b.mv) AS v, coalesce(g.w, b.mw) AS w
+        FROM (SELECT timestamp_micros(unix_micros(ts) + pmod(-unix_micros(ts), 10000000))
+                     AS _time, dev, ts, v, w FROM grid) g
+        LEFT JOIN buckets b ON b._time = g._time AND b.dev = g.dev"""
+    q = _continuous(ws, tmp_path, sql)
+    reports = q.reports
+    assert len(reports) == 8 and sum(r.late for r in reports) == 0
+    stream = reports[-1].inputs["meters"]
+    # the final progress: the stream's, but no later than just past each device's last row
+    # (and, 'linear', its columns' last values below the stream's progress)
+    bound = stream
+    for _, f in frame.groupby("dev"):
+        ends = [int(f.ts.max())] + ([int(f.ts[f[c].notna() & (f.ts < stream)].max())
+                                     for c in ("v", "w")] if method == "linear" else [])
+        bound = min([bound] + [e + 1 for e in ends])
+    assert q.progress_us == bound and bound > 50 * 10**6
+    # while d3 paused, progress stayed at its last row before the pause
+    pause = int(frame[(frame.dev == "d3") & (frame.ts < 20 * 10**6)].ts.max())
+    assert any(r.progress_us is not None and r.progress_us <= pause + 1 for r in reports)
+    out = spark.read.parquet(str(tmp_path / "out"))
+    assert out.where("NOT _final").count() == 0
+    key = lambda r: (r[0], r[1], r[2])  # noqa: E731
+    got = sorted(map(tuple, out.select("_time", "dev", "ts", "v", "w").collect()), key=key)
+    want = sorted((tuple(r) for r in ws.sql(sql).collect() if _micros(r._time) < bound),
+                  key=key)
+    assert len(want) > 200 and [r for r in want if r[1] == "d3" and
+                                20 * 10**6 < _micros(r[2]) < 40 * 10**6]
+    # the bucket means are sums in another order: equal to rounding
+    assert [key(r) for r in got] == [key(r) for r in want]
+    for g, w in zip(got, want):
+        assert [x is None for x in g[3:]] == [x is None for x in w[3:]]
+        assert [x for x in g[3:] if x is not None] == pytest.approx(
+            [x for x in w[3:] if x is not None], rel=1e-12, abs=1e-12)
+
+
 @pytest.mark.parametrize("sql, code", [
-    ("SELECT dev, ts, v FROM RESAMPLE(meters, ts, INTERVAL 1 SECOND, 'linear' "
-     "PARTITION BY dev) r", "NOT_IMPLEMENTED"),
     ("SELECT ts, v FROM RESAMPLE(meters, ts, INTERVAL 1 SECOND, 'prev' PARTITION BY dev) r",
+     "STREAMING_RULE"),
+    ("SELECT ts, v FROM RESAMPLE(meters, ts, INTERVAL 1 SECOND, 'linear' PARTITION BY dev) r",
      "STREAMING_RULE"),
 ])
 def test_continuous_resample_per_key_rules(ws, tmp_path, sql, code):
-    """Interpolating per key continuously is refused (a key's rows between its last value
-    and progress are not kept); the keys must stay in the result."""
+    """The keys must stay in a continuous per-key RESAMPLE's result (each key's points are
+    final on their own)."""
     _write(ws, tmp_path, "meters", pd.DataFrame({"dev": ["a"], "v": [1.0], "ts": [0]}),
            "dev STRING, v DOUBLE")
     with pytest.raises(WaveSQLError) as err:
