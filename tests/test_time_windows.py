@@ -134,6 +134,19 @@ def _same_row(got, want) -> bool:
     return True
 
 
+@pytest.mark.parametrize("cards", [(1,), (7,), (40_000,), (50, 100), (3, 1, 5), (2**40, 2**30)])
+def test_group_order_is_lexsort_order(cards):
+    """The combined-key sort orders rows as numpy's ``lexsort`` over the keys (the first
+    the primary), stably; keys too wide to combine in int64 fall back to it."""
+    rng = np.random.default_rng(len(cards))
+    n = 5_000
+    codes = [rng.integers(0, c, n) for c in cards]
+    want = np.lexsort(tuple(reversed(codes)))
+    np.testing.assert_array_equal(tw.group_order(codes, n), want)
+    assert (tw.combined_codes(codes) is None) == (math.prod(cards) > 2**62)
+    assert len(tw.group_order([], 0)) == 0
+
+
 def test_kernel_integers_keep_their_type_and_sum_exactly():
     big = 2 ** 62
     table = pa.table({"t": pa.array([0, 1, 2, 3], pa.int64()),

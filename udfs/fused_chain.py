@@ -284,11 +284,7 @@ def _partitions(keys, cols, n: int, ansi):
             return None, starts, np.diff(np.r_[starts, n]), vectors
     codes = [windows._codes(pa.chunked_array([pa.array(values, mask=~valid)]))
              for values, valid in vectors]
-    # stable, so time order holds within a group (one small key: a radix sort)
-    if n and len(codes) == 1 and int(codes[0].max()) < (1 << 15):
-        order = np.argsort(codes[0].astype(np.int16), kind="stable")
-    else:
-        order = np.lexsort(tuple(reversed(codes))) if n else np.zeros(0, np.int64)
+    order = windows.group_order(codes, n)  # stable: time order holds within a group
     change = np.zeros(n, dtype=bool)
     if n:
         change[0] = True

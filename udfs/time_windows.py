@@ -105,17 +105,43 @@ def evaluate(table: pa.Table, specs: tuple[Spec, ...], time: str, keys: int,
 def _order(us, has_time, codes) -> np.ndarray:
     """Row order: partitions, then NULL times first (one peer group per partition), then
     time. Rows already in time order (a chunk read straight from time-ordered files) need
-    only a stable sort by partition, a radix sort for up to 2^15 partitions."""
+    only a stable sort by partition (:func:`group_order`)."""
     n = len(us)
     if n == 0:
         return np.zeros(0, np.int64)
-    if has_time.all() and len(codes) <= 1 and bool((us[1:] >= us[:-1]).all()):
-        if not codes:
-            return np.arange(n)
-        (c,) = codes
-        small = c.astype(np.int16) if int(c.max()) < (1 << 15) else c
-        return np.argsort(small, kind="stable")
-    return np.lexsort((us, has_time, *reversed(codes)))
+    if has_time.all() and bool((us[1:] >= us[:-1]).all()):
+        return group_order(codes, n) if codes else np.arange(n)
+    key = combined_codes(codes)
+    return np.lexsort((us, has_time, *([key] if key is not None else reversed(codes))))
+
+
+def combined_codes(codes: list[np.ndarray]) -> np.ndarray | None:
+    """One code per row that orders as ``codes`` do together (the first the primary): the
+    dense codes as digits of one mixed-radix number; None when it would not fit in int64.
+    One key sorts 2-3.5x faster than numpy's ``lexsort`` over several (measured on 2 M rows
+    with 50 x 100 up to 2 M x 100 distinct keys)."""
+    if not codes:
+        return None
+    key, top = codes[0], int(codes[0].max(initial=0))
+    for c in codes[1:]:
+        radix = int(c.max(initial=0)) + 1
+        top = top * radix + radix - 1
+        if top >= 1 << 62:
+            return None
+        key = key * radix + c
+    return key
+
+
+def group_order(codes: list[np.ndarray], n: int) -> np.ndarray:
+    """The stable order of ``n`` rows by their key ``codes`` (dense, from :func:`_codes`),
+    the first the primary: a radix sort when the combined key fits in 16 bits."""
+    if not n:
+        return np.zeros(0, np.int64)
+    key = combined_codes(codes)
+    if key is None:
+        return np.lexsort(tuple(reversed(codes)))
+    small = key.astype(np.int16) if int(key.max()) < (1 << 15) else key
+    return np.argsort(small, kind="stable")
 
 
 def _ordered(column: pa.ChunkedArray, order):
