@@ -309,7 +309,7 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
     ``v``'s values for those points)."""
     rng = np.random.default_rng(len(method) + 7)
     frames = []
-    for dev, end in (("d1", 60), ("d2", 60), ("d3", 20)):
+    for dev, end in (("d1", 60), ("d2", 60), ("d3", 20), (None, 60)):  # NULL: a key too
         ts = np.sort(rng.choice(np.arange(0, end * 10**6, 1000), 120 if end == 60 else 40,
                                 replace=False))
         v, w = rng.normal(size=len(ts)), rng.normal(size=len(ts))
@@ -330,7 +330,7 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
     reports = q.reports
     assert len(reports) >= 6 and sum(r.late for r in reports) == 0
     stream = reports[-1].inputs["meters"]  # the stream's own progress
-    last = {d: int(f.ts.max()) for d, f in frame.groupby("dev")}
+    last = {d: int(f.ts.max()) for d, f in frame.groupby("dev", dropna=False)}
     out = spark.read.parquet(str(tmp_path / "out"))
     assert out.where("NOT _final").count() == 0
     got = sorted(map(tuple, out.select("dev", "ts", "v", "w").collect()), key=str)
@@ -338,13 +338,13 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
     # each device's points up to its own bound: the stream's progress, just past its last
     # row and ('linear') just past each column's last value below that progress
     bound = {}
-    for d, f in frame.groupby("dev"):
+    for d, f in frame.groupby("dev", dropna=False):
         ends = [int(f.ts.max())] + ([int(f.ts[f[c].notna() & (f.ts < stream)].max())
                                      for c in ("v", "w")] if method == "linear" else [])
-        bound[d] = min([stream] + [e + 1 for e in ends])
+        bound[None if pd.isna(d) else d] = min([stream] + [e + 1 for e in ends])
     want = sorted((tuple(r) for r in batch if _micros(r.ts) < bound[r.dev]), key=str)
     assert got == want
-    assert {r[0] for r in got} == {"d1", "d2", "d3"} and stream > 50 * 10**6
+    assert {r[0] for r in got} == {"d1", "d2", "d3", None} and stream > 50 * 10**6
     # _progress: the stalest device's bound (every point below it is there): just past the
     # stopped device's last row, or its last value
     assert q.progress_us == reports[-1].progress_us == min(bound.values())
