@@ -113,6 +113,10 @@ def test_streaming_final_results_equal_batch(ws, spark, tmp_path, sql):
         assert row["_time"] < row["_progress"]
     assert sum(r.late for r in cq.reports) == 0
     assert sum(r.rows_in for r in cq.reports) == len(data)
+    # the reports count what each batch delivered (all final: no EMIT CHANGES)
+    per_batch = Counter(r[0] for r in out.select("batch").collect())
+    assert [(r.rows_out, r.final_out) for r in cq.reports] == [
+        (per_batch.get(r.batch, 0),) * 2 for r in cq.reports]
 
 
 JOINED = [
@@ -259,6 +263,8 @@ def test_row_by_row_queries_emit_every_on_time_row(ws, spark, tmp_path):
     # rows in = rows out + late + filtered
     filtered = len(data) - len(want)
     assert sum(r.rows_in for r in cq.reports) == out.count() + late + filtered
+    assert sum(r.rows_out for r in cq.reports) == sum(r.final_out for r in cq.reports) == (
+        out.count())
 
 
 def test_heartbeat_keeps_a_union_with_an_idle_input_progressing(ws, spark, tmp_path):
@@ -305,6 +311,8 @@ def test_emit_changes_gives_early_results_then_the_final_ones(ws, spark, tmp_pat
     want = Counter({k: n for k, n in _rows(batch, ["_time", "sym", "n"]).items()
                     if k[0] < cq.progress_us})
     assert _rows(out.where("_final"), ["_time", "sym", "n"]) == want
+    assert sum(r.rows_out for r in cq.reports) == out.count()
+    assert sum(r.final_out for r in cq.reports) == out.where("_final").count() < out.count()
 
 
 def test_restart_continues_from_the_checkpoint(ws, spark, tmp_path):
