@@ -1024,7 +1024,7 @@ class ContinuousQuery:
                 report.rows_out = report.final_out = out.count()
             self._deliver(out, batch_id)
         else:  # every row is final: computed once, by the write, and counted from its files
-            report.rows_out = report.final_out = _parquet_rows(self._deliver(out, batch_id))
+            report.rows_out = report.final_out = sinks.parquet_rows(self._deliver(out, batch_id))
         if late_parts:
             late_df = late_parts[0]
             for part in late_parts[1:]:
@@ -1194,8 +1194,9 @@ class ContinuousQuery:
     def _key_bounds(self, buf, bound: int | None, series: dict):
         """Per key of a RESAMPLE ``PARTITION BY``: the bound below which its points are final
         (``__b``: ``bound``, just past its last row and, ``'linear'``, past each column's
-        last value below ``bound``; NULL: none final). A column without a value below ``bound`` bounds
-        nothing: its points below ``bound`` precede its first value, NULL whatever comes.
+        last value below ``bound``; NULL: none final). A column without a value below
+        ``bound`` bounds nothing: its points below ``bound`` precede its first value, NULL
+        whatever comes.
         Computed once per batch and buffer (it is asked for the progress, the results and
         the pruning), persisted until the batch ends."""
         from pyspark.sql import functions as F
@@ -1391,7 +1392,7 @@ class ContinuousQuery:
         for inp in self.inputs:
             buf = self._prune(buffers[inp.stream.key], inp, overall, progress)
             buf.write.parquet(str(folder / f"buffer_{inp.index}"))
-            kept += _parquet_rows(folder / f"buffer_{inp.index}")
+            kept += sinks.parquet_rows(folder / f"buffer_{inp.index}")
         state = {"batch": batch_id, "progress": overall, "shown": shown, "inputs": progress}
         if sync_state is not None:
             state["signal"] = sync_state
@@ -1463,15 +1464,6 @@ class ContinuousQuery:
         tmp = folder / f"batch={report.batch:09d}.json.tmp"
         tmp.write_text(json.dumps(asdict(report)))
         os.replace(tmp, folder / f"batch={report.batch:09d}.json")
-
-
-def _parquet_rows(folder: Path) -> int:
-    """Rows in a Parquet folder Spark wrote, from its files' footers: the state lives in
-    the checkpoint, a local folder, and a Spark ``count()`` of it was a job per micro-batch
-    (0.10-0.14 s of YSB's ~1.2 s batches), as was counting a result before writing it."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(folder.glob("*.parquet")))
 
 
 def _reader_settings(s: cat.StreamDef) -> tuple[str, dict]:

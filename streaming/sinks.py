@@ -26,11 +26,23 @@ def write(df, path: str, fmt: str = "parquet") -> None:
 
 
 def count(spark, path: str, fmt: str = "parquet", schema: str | None = None) -> int:
-    """Rows in a folder :func:`write` wrote."""
+    """Rows in a folder :func:`write` wrote (Parquet: from the footers, no Spark job)."""
+    if fmt == "parquet":
+        return parquet_rows(path)
     reader = spark.read.options(**_OPTIONS[fmt]).format(fmt)
     if schema is not None:
         reader = reader.schema(schema)
     return reader.load(str(path)).count()
+
+
+def parquet_rows(path) -> int:
+    """Rows in a local Parquet folder Spark wrote, summed from its files' footers: a Spark
+    ``count()`` is a job (0.1-0.14 s per micro-batch, a third of some)."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(Path(path).glob("*.parquet")))
 
 
 def flat_format_problem(fmt: str, fields) -> str | None:
