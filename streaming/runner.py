@@ -1423,15 +1423,16 @@ class ContinuousQuery:
         if overall is None:
             return buf  # nothing is final yet
         ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
-        cut = F.lit(overall)
+        cut, added = F.lit(overall), []
         if self.plan.mode == "resample" and self.plan.resample["keys"]:
             # per key from its own bound on: its points not final yet need all its rows there
             # (for 'linear', every column's values between a column's last value and progress)
             series = self.plan.resample["series"][0]
             bounds = self._key_bounds(buf, overall, series)
             on = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"b.`{k}`")) for k in series["keys"]]
-            buf = buf.alias("r").join(bounds.alias("b"), on, "left").select("r.*", "b.__b")
-            cut = F.col("__b")
+            buf = buf.alias("r").join(bounds.alias("b"), on, "left").select(
+                "r.*", F.col("b.__b").alias("__wavesql_cut"))
+            cut, added = F.col("__wavesql_cut"), ["__wavesql_cut"]
         old = ts < cut
         keep = ~old
         ranks = []
@@ -1453,7 +1454,7 @@ class ContinuousQuery:
             buf = buf.withColumn(f"__rank{i}", F.row_number().over(w))
             keep = keep | (old & counted & (F.col(f"__rank{i}") <= F.lit(n)))
             ranks.append(f"__rank{i}")
-        return buf.where(keep).drop(*ranks, "__b")
+        return buf.where(keep).drop(*ranks, *added)
 
     def _write_report(self, report: BatchReport) -> None:
         """Progress next to the output, so a reader can tell complete from incomplete."""

@@ -122,7 +122,7 @@ def combined_codes(codes: list[np.ndarray]) -> np.ndarray | None:
     with 50 x 100 up to 2 M x 100 distinct keys)."""
     if not codes:
         return None
-    key, top = codes[0], int(codes[0].max(initial=0))
+    key, top = codes[0].astype(np.int64, copy=False), int(codes[0].max(initial=0))
     for c in codes[1:]:
         radix = int(c.max(initial=0)) + 1
         top = top * radix + radix - 1
