@@ -155,7 +155,9 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
             if not keep.all():
                 rows = np.flatnonzero(keep)  # one index for every column: cheaper than masks
                 us = us.take(rows)
-                cols = {k: (v.take(rows), m.take(rows)) for k, (v, m) in cols.items()}
+                read = _read_after_where(level)  # (a column only the WHERE reads: not kept)
+                cols = {k: (v.take(rows), m.take(rows)) for k, (v, m) in cols.items()
+                        if k in read}
                 n, everywhere = len(us), np.ones(len(rows), dtype=bool)
         if level.total:  # the top: the own rows' partial aggregates, or None (incomplete)
             if done is not None and done > start:
@@ -185,6 +187,16 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
         return None
     own = us >= start
     return [(v[own], m[own]) for v, m in outputs]
+
+
+def _read_after_where(level: Level) -> set[str]:
+    """The input columns (lower-case) a level reads after its WHERE: its windows', group
+    keys' and (not grouped) outputs' (a grouped level's outputs read its groups)."""
+    roots = [] if level.group is not None else [e for _, e in level.outputs]
+    roots += list(level.group or ()) + [e for w in level.windows if w is not None
+                                        for e in (w.arg, w.default, *w.keys)]
+    return {node[1].lower() for root in roots if root is not None
+            for node in nodes(root) if node[0] == "col"}
 
 
 def to_arrow(values, valid, kind: str) -> pa.Array:
