@@ -422,12 +422,17 @@ def _resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
             continue
         _, _, _, method, numeric, keys = q.resample
         by = tuple(f"`{k}`" for k in keys)
-        rules = (("rows", by, 1, None, reach_us),)
+        rules += (("rows", by, 1, None, reach_us),)  # (every RESAMPLE of the stream's own)
         if method == "linear":
             rules += tuple(("rows", by, 1, f"`{c}` IS NOT NULL", reach_us) for c in numeric)
         if method == "linear" or keys:  # (un-keyed 'prev'/'null'/'zero': no series, above)
             series.append(_series(key, method, numeric, keys))
-    return rules, series
+    return tuple(dict.fromkeys(rules)), series
+
+
+#: The per-key bound column of :meth:`ContinuousQuery._key_bounds` (an internal name: a
+#: stream's own columns, keys included, may be called anything else).
+_BOUND = "__wavesql_bound"
 
 
 def _series(key: str, method: str, numeric, keys=()) -> dict:
@@ -920,6 +925,8 @@ class ContinuousQuery:
         report = BatchReport(batch_id, None, started_at=self.clock())
         arrived = self._arrivals(batch_id)  # for the result latency
         buffers, fresh, progress, olds = {}, {}, {}, {}
+        for _, leftover in self._bounds.values():  # a batch that failed left them cached
+            leftover.unpersist()
         self._bounds = {}  # per-key RESAMPLE bounds of this batch (_key_bounds)
         late_parts, quarantine_parts, cached = [], [], [batch_df]
         read_files: list[str] = []  # what this batch reads (streaming/files.py)
@@ -1115,14 +1122,17 @@ class ContinuousQuery:
             series = self.plan.resample["series"][0]
             key, keys = series["input"], series["keys"]
             now = self._key_bounds(streams[key], overall, series)
-            then = self._key_bounds(olds[key], previous, series).withColumnRenamed("__b", "__a")
+            then = self._key_bounds(olds[key], previous, series).withColumnRenamed(
+                _BOUND, "__wavesql_then")
             on = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"b.`{k}`")) for k in keys]
             on_then = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"a.`{k}`")) for k in keys]
             result = (result.alias("r").join(now.alias("b"), on, "left")
                       .join(then.alias("a"), on_then, "left")
-                      .select("r.*", (F.col("__a").isNull() | (t >= F.col("__a")))
+                      .select("r.*", (F.col("__wavesql_then").isNull()
+                                      | (t >= F.col("__wavesql_then")))
                               .alias("__after"),
-                              F.coalesce(t < F.col("__b"), F.lit(False)).alias("__before")))
+                              F.coalesce(t < F.col(f"b.{_BOUND}"), F.lit(False))
+                              .alias("__before")))
             after, before = F.col("__after"), F.col("__before")
         final = result.where(after & before).withColumn(FINAL, F.lit(True))
         if self.emit_changes:
@@ -1146,7 +1156,7 @@ class ContinuousQuery:
         for series in self.plan.resample["series"]:
             if series["keys"]:  # a 'linear' RESAMPLE per key under windows
                 lowest = self._key_bounds(buffers[series["input"]], overall, series).agg(
-                    F.min("__b")).first()[0]
+                    F.min(_BOUND)).first()[0]
                 if lowest is None:
                     return previous  # no row yet: nothing is final
                 bound = min(bound, lowest)
@@ -1175,7 +1185,7 @@ class ContinuousQuery:
             return overall
         series = self.plan.resample["series"][0]
         lowest = self._key_bounds(buffers[series["input"]], overall, series).agg(
-            F.min("__b")).first()[0]
+            F.min(_BOUND)).first()[0]
         return overall if lowest is None else min(overall, lowest)
 
     def _series_ends(self, series: dict, below: int | None) -> list:
@@ -1187,13 +1197,13 @@ class ContinuousQuery:
         ts = F.unix_micros(F.col(f"`{stream.event_time}`"))
         columns = series["numeric"] if series["method"] == "linear" else []
         under = ts < F.lit(below) if below is not None else F.lit(False)
-        return [F.max(ts).alias("__last")] + [
-            F.max(F.when(F.col(f"`{c}`").isNotNull() & under, ts)).alias(f"__end{i}")
+        return [F.max(ts).alias("__wavesql_last")] + [
+            F.max(F.when(F.col(f"`{c}`").isNotNull() & under, ts)).alias(f"__wavesql_end{i}")
             for i, c in enumerate(columns)]
 
     def _key_bounds(self, buf, bound: int | None, series: dict):
         """Per key of a RESAMPLE ``PARTITION BY``: the bound below which its points are final
-        (``__b``: ``bound``, just past its last row and, ``'linear'``, past each column's
+        (``_BOUND``: ``bound``, just past its last row and, ``'linear'``, past each column's
         last value below ``bound``; NULL: none final). A column without a value below
         ``bound`` bounds nothing: its points below ``bound`` precede its first value, NULL
         whatever comes.
@@ -1206,10 +1216,9 @@ class ContinuousQuery:
             return self._bounds[memo][1]
         keys = [F.col(f"`{k}`") for k in series["keys"]]
         ends = buf.groupBy(*keys).agg(*self._series_ends(series, bound))
-        parts = [F.col(c) + F.lit(1) for c in ends.columns
-                 if c.startswith("__last") or c.startswith("__end")]
+        parts = [F.col(f"`{c}`") + F.lit(1) for c in ends.columns[len(keys):]]  # (not keys)
         top = F.least(F.lit(bound), *parts) if bound is not None else F.lit(None)
-        out = ends.select(*keys, top.cast("bigint").alias("__b")).persist()
+        out = ends.select(*keys, top.cast("bigint").alias(_BOUND)).persist()
         self._bounds[memo] = (buf, out)  # (buf kept alive: its id must not be reused)
         return out
 
@@ -1431,7 +1440,7 @@ class ContinuousQuery:
             bounds = self._key_bounds(buf, overall, series)
             on = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"b.`{k}`")) for k in series["keys"]]
             buf = buf.alias("r").join(bounds.alias("b"), on, "left").select(
-                "r.*", F.col("b.__b").alias("__wavesql_cut"))
+                "r.*", F.col(f"b.{_BOUND}").alias("__wavesql_cut"))
             cut, added = F.col("__wavesql_cut"), ["__wavesql_cut"]
         old = ts < cut
         keep = ~old

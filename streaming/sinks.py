@@ -42,7 +42,8 @@ def parquet_rows(path) -> int:
 
     import pyarrow.parquet as pq
 
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(Path(path).glob("*.parquet")))
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(Path(path).glob("*.parquet"))
+               if not f.name.startswith(("_", ".")))  # (hidden from Spark's readers too)
 
 
 def flat_format_problem(fmt: str, fields) -> str | None:

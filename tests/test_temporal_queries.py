@@ -421,6 +421,70 @@ def test_continuous_imputation_per_key_equals_the_batch_query(ws, spark, tmp_pat
             [x for x in w[3:] if x is not None], rel=1e-12, abs=1e-12)
 
 
+@pytest.mark.parametrize("whole", ["before", "after"])
+def test_continuous_imputation_keeps_what_each_resample_needs(ws, spark, tmp_path, whole):
+    """Two RESAMPLEs of one stream under windows, one per device and one of the whole
+    stream: the state keeps each device's last row before the cut *and* the stream's. d3
+    pauses from 20 s to 50 s; after the second file progress is 49 s, the cut 29 s (the
+    windows' look-back is 20 s), and the window (40 s, 50 s] is not final yet -- it needs
+    d3's row at 20 s, the 'prev' value of its points 40-50 s, though d1's rows are the
+    stream's last before the cut."""
+    folder = tmp_path / "meters"
+    folder.mkdir()
+    files = [
+        [("d1", float(t), t) for t in range(0, 31)] + [("d3", -float(t), t) for t in range(21)],
+        [("d1", float(t), t) for t in range(31, 52)] + [("d3", 500.0, 50)],
+        [("d1", float(t), t) for t in range(52, 71)] + [("d3", -float(t), t)
+                                                         for t in range(51, 71)],
+    ]
+    for i, rows in enumerate(files):
+        frame = pd.DataFrame(rows, columns=["dev", "v", "ts"])
+        frame["ts"] = pd.to_datetime(frame["ts"] * 10**6, unit="us").astype("datetime64[us]")
+        frame.to_parquet(folder / f"p{i}.parquet")
+        stamp = time.time() - 3600 + i
+        os.utime(folder / f"p{i}.parquet", (stamp, stamp))
+    ws.sql(f"CREATE STREAM meters (dev STRING, v DOUBLE, ts TIMESTAMP) FROM '{folder}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    instant = "timestamp_micros(unix_micros(ts) + pmod(-unix_micros(ts), 10000000)) AS _time"
+    per_key = (f"SELECT {instant}, dev, ts, v FROM RESAMPLE(meters, ts, INTERVAL 1 SECOND, "
+               "'prev' PARTITION BY dev)")
+    stream = (f"SELECT {instant}, 'all' AS dev, ts, v FROM RESAMPLE(meters, ts, "
+              "INTERVAL 1 SECOND, 'prev')")
+    counts = "SELECT _time, 'n' AS dev, max(ts) AS ts, count(*) AS v FROM meters " \
+             "[RANGE 10 SECONDS SLIDE 10 SECONDS]"
+    parts = [stream, per_key] if whole == "before" else [per_key, stream]
+    sql = " UNION ALL ".join(parts + [counts])
+    q = _continuous(ws, tmp_path, sql)
+    assert [r.progress_us for r in q.reports] == [20 * 10**6 + 1, 49 * 10**6, 68 * 10**6]
+    out = spark.read.parquet(str(tmp_path / "out"))
+    got = sorted(tuple(r) for r in out.select("_time", "dev", "ts", "v").collect())
+    want = sorted(tuple(r) for r in ws.sql(sql).collect()
+                  if _micros(r._time) < 68 * 10**6)
+    d3 = [r for r in want if r[1] == "d3" and 40 < _micros(r[2]) / 10**6 < 50]
+    assert len(d3) == 9 and {r[3] for r in d3} == {-20.0}
+    assert got == want
+
+
+def test_continuous_resample_per_key_whatever_the_key_is_called(ws, spark, tmp_path):
+    """A key column named like the runner's internal aggregates (``__end...``) is a key,
+    not a bound."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"__endpoint": rng.choice(["a", "b"], 200), "v": rng.normal(size=200),
+                          "ts": np.sort(rng.choice(np.arange(0, 40 * 10**6, 1000), 200,
+                                                   replace=False))})
+    _arriving(tmp_path / "ends", frame, 4, rng, 10**6)
+    ws.sql(f"CREATE STREAM ends (__endpoint STRING, v DOUBLE, ts TIMESTAMP) FROM "
+           f"'{tmp_path / 'ends'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    sql = ("SELECT __endpoint, ts, v FROM RESAMPLE(ends, ts, INTERVAL 500 MILLISECONDS, "
+           "'linear' PARTITION BY __endpoint) r")
+    q = _continuous(ws, tmp_path, sql)
+    done = q.progress_us
+    got = sorted(map(tuple, spark.read.parquet(str(tmp_path / "out"))
+                     .select("__endpoint", "ts", "v").collect()))
+    want = sorted(tuple(r) for r in ws.sql(sql).collect() if _micros(r.ts) < done)
+    assert len(want) > 50 and got == want
+
+
 @pytest.mark.parametrize("sql, code", [
     ("SELECT ts, v FROM RESAMPLE(meters, ts, INTERVAL 1 SECOND, 'prev' PARTITION BY dev) r",
      "STREAMING_RULE"),
