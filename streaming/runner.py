@@ -925,9 +925,7 @@ class ContinuousQuery:
         report = BatchReport(batch_id, None, started_at=self.clock())
         arrived = self._arrivals(batch_id)  # for the result latency
         buffers, fresh, progress, olds = {}, {}, {}, {}
-        for _, leftover in self._bounds.values():  # a batch that failed left them cached
-            leftover.unpersist()
-        self._bounds = {}  # per-key RESAMPLE bounds of this batch (_key_bounds)
+        self._release_bounds()  # (a batch that failed left its bounds cached)
         late_parts, quarantine_parts, cached = [], [], [batch_df]
         read_files: list[str] = []  # what this batch reads (streaming/files.py)
         for inp in self.inputs:
@@ -1053,9 +1051,9 @@ class ContinuousQuery:
         report.seconds = time.monotonic() - began
         self._write_report(report)
         self.reports.append(report)
-        for df in cached + [out] + [b for _, b in self._bounds.values()]:
+        for df in cached + [out]:
             df.unpersist()
-        self._bounds = {}
+        self._release_bounds()
 
     def _changed_files(self, spark, batch_id: int, read_files: list[str]) -> list:
         """Quarantine records (``_record`` NULL) for files earlier batches read that changed
@@ -1148,15 +1146,12 @@ class ContinuousQuery:
         progress at which every interpolated column has had a value. Per key, each key's
         own bound (:meth:`_key_bounds`); under windows (whose instants hold every key's
         rows) the stalest key's."""
-        from pyspark.sql import functions as F
-
         if overall is None or self.plan.resample["keys"]:
             return overall
         bound = overall
         for series in self.plan.resample["series"]:
-            if series["keys"]:  # a 'linear' RESAMPLE per key under windows
-                lowest = self._key_bounds(buffers[series["input"]], overall, series).agg(
-                    F.min(_BOUND)).first()[0]
+            if series["keys"]:  # a RESAMPLE per key under windows
+                lowest = self._stalest_bound(buffers, overall, series)
                 if lowest is None:
                     return previous  # no row yet: nothing is final
                 bound = min(bound, lowest)
@@ -1179,14 +1174,17 @@ class ContinuousQuery:
         per key no later than the smallest key's bound -- a key's points after its last row
         come only with its next row, which may be below ``overall`` (so a key that stops
         holds ``_progress`` back, not the other keys' rows, each final as it comes)."""
-        from pyspark.sql import functions as F
-
         if overall is None or self.plan.resample is None or not self.plan.resample["keys"]:
             return overall
-        series = self.plan.resample["series"][0]
-        lowest = self._key_bounds(buffers[series["input"]], overall, series).agg(
-            F.min(_BOUND)).first()[0]
+        lowest = self._stalest_bound(buffers, overall, self.plan.resample["series"][0])
         return overall if lowest is None else min(overall, lowest)
+
+    def _stalest_bound(self, buffers: dict, overall: int, series: dict) -> int | None:
+        """The smallest of a per-key series' key bounds (None: no key has a row)."""
+        from pyspark.sql import functions as F
+
+        return self._key_bounds(buffers[series["input"]], overall, series).agg(
+            F.min(_BOUND)).first()[0]
 
     def _series_ends(self, series: dict, below: int | None) -> list:
         """Aggregates of a RESAMPLE series' last row time and ('linear') each interpolated
@@ -1200,6 +1198,12 @@ class ContinuousQuery:
         return [F.max(ts).alias("__wavesql_last")] + [
             F.max(F.when(F.col(f"`{c}`").isNotNull() & under, ts)).alias(f"__wavesql_end{i}")
             for i, c in enumerate(columns)]
+
+    def _release_bounds(self) -> None:
+        """Unpersist and forget the per-key bounds :meth:`_key_bounds` cached this batch."""
+        for _, bounds in self._bounds.values():
+            bounds.unpersist()
+        self._bounds = {}
 
     def _key_bounds(self, buf, bound: int | None, series: dict):
         """Per key of a RESAMPLE ``PARTITION BY``: the bound below which its points are final

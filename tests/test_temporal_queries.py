@@ -297,6 +297,29 @@ def test_continuous_resample_does_not_finalise_past_its_last_row(ws, spark, tmp_
     assert got == want
 
 
+def _meters(rng, devices, holes: float) -> pd.DataFrame:
+    """Rows ``(dev, v, w, ts)`` of each ``(dev, times)`` device (``times()`` draws its
+    microseconds), ``v`` and ``w`` normal with a ``holes`` share of NaN each."""
+    frames = []
+    for dev, times in devices:
+        ts = np.sort(times())
+        v, w = rng.normal(size=len(ts)), rng.normal(size=len(ts))
+        v[rng.random(len(ts)) < holes] = np.nan
+        w[rng.random(len(ts)) < holes] = np.nan
+        frames.append(pd.DataFrame({"dev": dev, "v": v, "w": w, "ts": ts}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _meters_stream(ws, tmp_path, rng, frame: pd.DataFrame, parts: int) -> None:
+    """``frame`` (NaN as NULL) arriving in ``parts`` files as the catalog stream ``meters``."""
+    frame = frame.copy()
+    for col in ("v", "w"):
+        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
+    _arriving(tmp_path / "meters", frame, parts, rng, 10**6)
+    ws.sql(f"CREATE STREAM meters (dev STRING, v DOUBLE, w DOUBLE, ts TIMESTAMP) FROM "
+           f"'{tmp_path / 'meters'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+
+
 @pytest.mark.parametrize("method", ["prev", "zero", "linear"])
 def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_path, method):
     """``PARTITION BY dev``: three devices arrive in 6 files, out of order within the
@@ -308,22 +331,16 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
     wait for the next ``w``, and the rows in between must stay in the state (they carry
     ``v``'s values for those points)."""
     rng = np.random.default_rng(len(method) + 7)
-    frames = []
-    for dev, end in (("d1", 60), ("d2", 60), ("d3", 20), (None, 60)):  # NULL: a key too
-        ts = np.sort(rng.choice(np.arange(0, end * 10**6, 1000), 120 if end == 60 else 40,
-                                replace=False))
-        v, w = rng.normal(size=len(ts)), rng.normal(size=len(ts))
-        v[rng.random(len(ts)) < 0.1] = np.nan
-        w[rng.random(len(ts)) < 0.1] = np.nan
-        if dev == "d2":
-            w[(ts > 25 * 10**6) & (ts < 45 * 10**6)] = np.nan
-        frames.append(pd.DataFrame({"dev": dev, "v": v, "w": w, "ts": ts}))
-    frame = pd.concat(frames)
-    for col in ("v", "w"):
-        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
-    _arriving(tmp_path / "meters", frame, 6, rng, 10**6)
-    ws.sql(f"CREATE STREAM meters (dev STRING, v DOUBLE, w DOUBLE, ts TIMESTAMP) FROM "
-           f"'{tmp_path / 'meters'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+
+    def until(end):
+        return lambda: rng.choice(np.arange(0, end * 10**6, 1000), 120 if end == 60 else 40,
+                                  replace=False)
+
+    frame = _meters(rng, [("d1", until(60)), ("d2", until(60)), ("d3", until(20)),
+                          (None, until(60))], holes=0.1)  # NULL: a key too
+    frame.loc[(frame.dev == "d2") & (frame.ts > 25 * 10**6) & (frame.ts < 45 * 10**6),
+              "w"] = np.nan
+    _meters_stream(ws, tmp_path, rng, frame, 6)
     sql = (f"SELECT dev, ts, v, w FROM RESAMPLE(meters, ts, INTERVAL 250 MILLISECONDS, "
            f"'{method}' PARTITION BY dev) r")
     q = _continuous(ws, tmp_path, sql)
@@ -363,21 +380,15 @@ def test_continuous_imputation_per_key_equals_the_batch_query(ws, spark, tmp_pat
     the pause wait for it -- every final row equals the batch query's row, none is missing;
     the final progress is the stalest device's bound."""
     rng = np.random.default_rng(len(method) + 11)
-    frames = []
-    for dev, spans in (("d1", [(0, 60)]), ("d2", [(0, 60)]), ("d3", [(0, 20), (40, 60)])):
-        ts = np.sort(np.concatenate([rng.choice(np.arange(lo * 10**6, hi * 10**6, 1000),
-                                                (hi - lo) * 2, replace=False)
-                                     for lo, hi in spans]))
-        v, w = rng.normal(size=len(ts)), rng.normal(size=len(ts))
-        v[rng.random(len(ts)) < 0.15] = np.nan
-        w[rng.random(len(ts)) < 0.15] = np.nan
-        frames.append(pd.DataFrame({"dev": dev, "v": v, "w": w, "ts": ts}))
-    frame = pd.concat(frames)
-    for col in ("v", "w"):
-        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
-    _arriving(tmp_path / "meters", frame, 8, rng, 10**6)
-    ws.sql(f"CREATE STREAM meters (dev STRING, v DOUBLE, w DOUBLE, ts TIMESTAMP) FROM "
-           f"'{tmp_path / 'meters'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+
+    def spans(*ranges):
+        return lambda: np.concatenate([rng.choice(np.arange(lo * 10**6, hi * 10**6, 1000),
+                                                  (hi - lo) * 2, replace=False)
+                                       for lo, hi in ranges])
+
+    frame = _meters(rng, [("d1", spans((0, 60))), ("d2", spans((0, 60))),
+                          ("d3", spans((0, 20), (40, 60)))], holes=0.15)
+    _meters_stream(ws, tmp_path, rng, frame, 8)
     sql = f"""
         WITH grid AS (
           SELECT dev, ts, v, w FROM RESAMPLE(meters, ts, INTERVAL 500 MILLISECONDS,
