@@ -31,10 +31,23 @@ also over a GROUP BY level) -- is computed as partial aggregates of each range's
 SELECT's own expressions, so one row per range crosses into the JVM instead of every row of
 the chain's result. A total over a direct RESAMPLE (planner/resample_direct.py), through
 scalar SELECTs, is computed in the pass that makes each range's grid points. No FOLLOWING frames (planner/time_windows.py's passes take those) and
-no partitioned ``lag`` (a sparse key's previous row may lie anywhere before). Expressions:
+no partitioned ``lag`` (a sparse key's previous row may lie anywhere before).
+
+**Joins with a per-window aggregate** (TiLT's imputation: each grid point LEFT JOINed with
+its 10 s bucket's mean). A level may ``[INNER | LEFT [OUTER]] JOIN`` a relation that is
+itself a fused aggregate per tumbling window (``GROUP BY`` the window instant alone: one row
+per window, so at most span / width + 2 rows, :data:`LOOKUP_ROWS` at most) on
+``<its column> = <expression over the level's input>`` (integral or timestamp keys: exact
+equality). Spark computes the relation once, packed into one row (``collect_list`` of its
+rows, ``__wavesql_lookup_<i>`` in the plan), broadcast beside every range; the pass joins it
+row by row (:class:`udfs.fused_chain.Lookup`) -- the rows it joins never cross into the JVM.
+Before, the 30 M grid points of the imputation went to Spark for a broadcast hash join.
+Why a packed row and not a collect on the driver: the DataFrame stays lazy (``explain``
+runs nothing) and the relation is computed by the query that uses it. Expressions:
 columns, number/boolean/NULL literals, ``+ - * /``, unary minus, comparisons, ``<=>`` / IS
 [NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE, IF, NULLIF, COALESCE, ABS,
-SQRT, widening CASTs and CASTs of BOOLEAN to numbers, over BOOLEAN, INT, BIGINT, FLOAT,
+SQRT, ``unix_micros / unix_millis / unix_seconds``, ``timestamp_micros``, ``pmod`` by a
+positive integer literal, widening CASTs and CASTs of BOOLEAN to numbers, over BOOLEAN, INT, BIGINT, FLOAT,
 DOUBLE and TIMESTAMP columns. Anything else leaves the SELECT to the other plans (the chain
 below it may still be fused). The result's names and types are Spark's own analysis of the
 SELECT; the chain is not fused when the compiled types differ from it. Equal event times are ordered as the rows
@@ -64,6 +77,9 @@ CONF = "wavesql.fused"
 #: Rows a ``lag`` is assumed to reach back, in mean row spacings per row of offset, when the
 #: read before a range is planned (further back is read when it is not enough).
 LAG_SLACK = 4
+#: The most rows a relation a fused pass joins may have (each task is handed all of it).
+LOOKUP_ROWS = 1 << 20
+_RIGHT = "__wavesql_r"  # prefix of a joined relation's columns inside the pass
 _counter = itertools.count()
 _KINDS = ("boolean", "int", "bigint", "float", "double", "timestamp")
 _PLAIN_SELECT = {"expressions", "from_", "where", "with_"}
@@ -100,18 +116,25 @@ def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None,
     except Exception:  # noqa: BLE001 -- text Spark accepts but the dialect does not: leave it
         return sql, {}, None
     views: dict = {}
+    lookups: dict[str, int] = {}  # fused per-window aggregates: view -> at most how many rows
     fused: set[int] = set()  # ids of the SELECTs inside a fused chain
-    for select in sorted(tree.find_all(exp.Select), key=time_windows._depth):
+    # outermost chains first; then, once aggregates a chain may join are fused (they lie
+    # deeper, in CTEs or subqueries), once more for the chains that join them
+    selects = sorted(tree.find_all(exp.Select), key=time_windows._depth)
+    for again, select in [(False, s) for s in selects] + [(True, s) for s in selects]:
+        if again and not lookups:
+            break
         if id(select) in fused or _root(select) is not tree:
             continue
-        found = _chain(select, scans, tumbling, resampled)
-        if found is None:
+        found = _chain(select, scans, tumbling, resampled, lookups)
+        if found is None or (again and not found[4]):  # tried already: nothing new
             continue
-        levels, stream, table, width = found
+        levels, stream, table, width, joins = found
         try:
-            df = _fused(levels, stream, table, inputs + list(views.items()), rt, run_sql,
-                        schema if select is tree else None, width,
-                        resampled.get(table.name.lower()) if stream is None else None)
+            df, rows = _fused(levels, stream, table, inputs + list(views.items()), rt,
+                              run_sql, schema if select is tree else None, width,
+                              resampled.get(table.name.lower()) if stream is None else None,
+                              joins)
         except _Refuse:
             continue
         except Exception as err:  # noqa: BLE001 -- a planner bug must not fail the query
@@ -124,6 +147,8 @@ def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None,
         fused.update(id(s) for s in levels)
         name = f"__wavesql_fused_{next(_counter)}"
         views[name] = df
+        if rows is not None and rows <= LOOKUP_ROWS:
+            lookups[name.lower()] = rows
         select.replace(exp.select(exp.Star()).from_(exp.to_table(name)))
     if not views:
         return sql, {}, None
@@ -136,19 +161,25 @@ def _root(node):
     return node
 
 
-def _chain(select: exp.Select, scans, tumbling, resampled=None):
-    """``(levels bottom-up, stream, base table, tumbling width or None)`` when ``select``'s
-    FROMs lead through plain SELECTs to a catalog stream read straight from its files (or
-    a tumbling window over one; or a RESAMPLE of one, ``stream`` None, when the chain is
-    scalar SELECTs under a total); else None."""
-    levels = []
+def _chain(select: exp.Select, scans, tumbling, resampled=None, lookups=None):
+    """``(levels bottom-up, stream, base table, tumbling width or None, joins)`` when
+    ``select``'s FROMs lead through plain SELECTs to a catalog stream read straight from its
+    files (or a tumbling window over one; or a RESAMPLE of one, ``stream`` None, when the
+    chain is scalar SELECTs under a total); else None. A level may join one of ``lookups``
+    (:func:`_lookup_join`); ``joins``: id of the level -> what it joins."""
+    levels, joins = [], {}
     node = select
     total = _is_total(select)
     while True:
         # GROUP BY only at the top, or right below a total (an aggregate of the groups)
         top = node is select or (total and len(levels) == 1)
-        if not isinstance(node, exp.Select) or not _plain(node, top=top):
+        if not isinstance(node, exp.Select):
             return None
+        join = _lookup_join(node, lookups or {}) if node.args.get("joins") else None
+        if not _plain(node, top=top, join=join is not None):
+            return None
+        if join is not None:
+            joins[id(node)] = join
         levels.append(node)
         source = node.args["from_"].this
         if isinstance(source, exp.Subquery):
@@ -169,7 +200,7 @@ def _chain(select: exp.Select, scans, tumbling, resampled=None):
                 and source.name.lower() in (resampled or {}):
             levels.reverse()
             scalar = not any(s.find(exp.Window) or s.args.get("group") for s in levels)
-            return (levels, None, source, None) if total and scalar else None
+            return (levels, None, source, None, joins) if total and scalar else None
         if stream is None and source.args.get("db") is None \
                 and source.name.lower() in tumbling:
             stream, width = tumbling[source.name.lower()]
@@ -181,7 +212,7 @@ def _chain(select: exp.Select, scans, tumbling, resampled=None):
         has_window = any(w.find_ancestor(exp.Select) is s for s in levels
                          for w in s.find_all(exp.Window))
         grouped = width is not None and any(s.args.get("group") is not None for s in levels)
-        return (levels, stream, source, width) if has_window or grouped else None
+        return (levels, stream, source, width, joins) if has_window or grouped else None
 
 
 def _is_total(select: exp.Select) -> bool:
@@ -191,50 +222,137 @@ def _is_total(select: exp.Select) -> bool:
         for a in e.find_all(exp.AggFunc))
 
 
-def _plain(select: exp.Select, top: bool = False) -> bool:
-    """No join, DISTINCT, ORDER BY, LIMIT...; GROUP BY and HAVING only at the top."""
-    allowed = _PLAIN_SELECT | ({"group", "having"} if top else set())
+def _plain(select: exp.Select, top: bool = False, join: bool = False) -> bool:
+    """No join (but a lookup's, ``join``), DISTINCT, ORDER BY, LIMIT...; GROUP BY and HAVING
+    only at the top."""
+    allowed = _PLAIN_SELECT | ({"group", "having"} if top else set()) | (
+        {"joins"} if join else set())
     return (select.args.get("from_") is not None
             and not {k for k, v in select.args.items() if v} - allowed)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Join:
+    """A level's join with a small relation: ``view`` (a fused per-window aggregate's view
+    name), referred to as ``qualifiers``, on ``<right column key> = <left expression>``."""
+
+    view: str
+    qualifiers: frozenset
+    key: str
+    left_key: exp.Expression
+    inner: bool
+
+
+def _lookup_join(select: exp.Select, lookups) -> _Join | None:
+    """The join of ``select``'s FROM when the pass can evaluate it as a lookup: one
+    ``[INNER | LEFT [OUTER]] JOIN`` of a relation in ``lookups`` (view name -> at most how
+    many rows: fused aggregates per tumbling window, one row per window, so the pass hands
+    each task the whole relation) on ``<its column> = <expression over the left side>``."""
+    joins = select.args.get("joins") or []
+    if len(joins) != 1:
+        return None
+    join = joins[0]
+    if {k for k, v in join.args.items() if v} - {"this", "on", "side", "kind"}:
+        return None  # USING, NATURAL, LATERAL, hints...
+    side = (join.args.get("side") or "").upper()
+    kind = (join.args.get("kind") or "").upper()
+    if side == "LEFT" and kind in ("", "OUTER"):
+        inner = False
+    elif not side and kind in ("", "INNER"):
+        inner = True
+    else:
+        return None
+    right = join.this
+    view = _lookup_view(right, lookups)
+    on = join.args.get("on")
+    if view is None or not isinstance(on, exp.EQ):
+        return None
+    qualifiers = frozenset({right.alias_or_name.lower()})
+    for key, left in ((on.this, on.expression), (on.expression, on.this)):
+        if isinstance(key, exp.Column) and not isinstance(key.this, exp.Star) \
+                and (key.table or "").lower() in qualifiers \
+                and not any((c.table or "").lower() in qualifiers
+                            for c in left.find_all(exp.Column)):
+            return _Join(view, qualifiers, key.name, left, inner)
+    return None
+
+
+def _lookup_view(right, lookups) -> str | None:
+    """The lookup view ``right`` (a table, CTE or subquery) reads as it is, or None."""
+    body = None
+    if isinstance(right, exp.Subquery):
+        if {k for k, v in right.args.items() if v} - {"this", "alias"}:
+            return None
+        body = right.this
+    elif isinstance(right, exp.Table):
+        if {k for k, v in right.args.items() if v} - {"this", "alias"}:
+            return None
+        if right.name.lower() in lookups:
+            return right.name
+        ctes = [c for c in time_windows._visible_ctes(right.find_ancestor(exp.Select))
+                if c.alias_or_name.lower() == right.name.lower()]
+        body = ctes[-1].this if ctes else None
+    # a fused chain's SELECT was replaced by ``SELECT * FROM <its view>``
+    if not isinstance(body, exp.Select) or {k for k, v in body.args.items() if v} \
+            - {"expressions", "from_"} or len(body.expressions) != 1 \
+            or not isinstance(body.expressions[0], exp.Star):
+        return None
+    source = body.args["from_"].this
+    if isinstance(source, exp.Table) and not source.args.get("db") \
+            and source.name.lower() in lookups:
+        return source.name
+    return None
+
+
 # ------------------------------------------------------------------------------ planning
 def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
-           resample=None):
-    """The fused pass's DataFrame for ``levels`` (bottom-up SELECTs over ``stream``), or None
-    when the files are not ones it reads as Spark does (or too few rows). ``schema``: the
-    top SELECT's result if known (ir.Schema; else Spark analyses it here); ``width``: the
+           resample=None, joins=None):
+    """``(DataFrame, rows)``: the fused pass for ``levels`` (bottom-up SELECTs over
+    ``stream``), or ``(None, None)`` when the files are not ones it reads as Spark does (or
+    too few rows); ``rows``: at most how many rows it gives when that is known (an
+    aggregate per tumbling window: one row per window), else None. ``schema``: the top
+    SELECT's result if known (ir.Schema; else Spark analyses it here); ``width``: the
     tumbling window the input is (its ``_time`` computed in the pass), None for a stream;
     ``resample``: the RESAMPLE (ir.SqlQuery) the input is, ``stream`` None (its grid points
-    are made per range by planner/resample_direct.py, and the chain runs over them)."""
+    are made per range by planner/resample_direct.py, and the chain runs over them);
+    ``joins``: id of a level -> the lookup it joins (:class:`_Join`)."""
+    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    frame = dict((n.lower(), df) for n, df in inputs).get(table.name.lower())
+    frames = dict((n.lower(), df) for n, df in inputs)
+    frame = frames.get(table.name.lower())
     event_time = resample.resample[1] if resample is not None else stream.event_time
     if frame is None or not event_time:
-        return None  # no event time: no order the ranges could follow
+        return None, None  # no event time: no order the ranges could follow
     fields = {f.name.lower(): f for f in frame.schema.fields}
     scope = [(f.name, ("col", f.name.lower()), _kind(f.dataType)) for f in frame.schema.fields]
     time_name = event_time.lower()
     if fields.get(time_name) is None or _kind(fields[time_name].dataType) != "timestamp":
-        return None
+        return None, None
     times = {time_name}
     bucket = TIME.lower() if width else None
     if bucket is not None and (fields.get(bucket) is None or bucket == time_name):
-        return None
+        return None, None
     buckets = {bucket} if bucket else set()
     ansi = str(rt.spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
-    compiled, reach_time, reach_rows = [], 0, 0
+    compiled, reach_time, reach_rows, packed = [], 0, 0, []
     for select in levels:
+        join = (joins or {}).get(id(select))
+        right = None if join is None else _right_side(join, frames, len(packed))
+        if join is not None:
+            if right is None:
+                return None, None
+            packed.append((frames[join.view.lower()], right.columns))
         compiler = _Compiler(scope, times, select, ansi, buckets, width,
-                             total=select is levels[-1] and _is_total(select))
+                             total=select is levels[-1] and _is_total(select), right=right)
         level, scope, times, buckets, before, lags = compiler.level()
         compiled.append(level)
         reach_time += before
         reach_rows += lags
     shells = compiler.shells  # the top's, when it is a total
     compiled = _prune(compiled)
-    used = _columns_read(compiled[0])  # the stream's columns the chain reads
+    # the stream's columns the chain reads (not a joined relation's)
+    used = {c for c in _columns_read(compiled[0]) if not c.startswith(_RIGHT)}
     time_col = fields[time_name].name
     inputs_read = tuple((fields[c].name, _kind(fields[c].dataType))
                         for c in sorted(used - {bucket} | {time_name}))
@@ -245,7 +363,7 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
     if schema is not None:
         result = spark_struct(schema.fields)
         if result is None:
-            return None
+            return None, None
     else:
         top = levels[-1].copy()
         ctes = time_windows._visible_ctes(levels[-1])
@@ -254,11 +372,11 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
         try:
             result = run_sql(to_spark_sql(top), inputs, rt, None).schema
         except Exception:  # noqa: BLE001 -- Spark reports it on the original text
-            return None
+            return None, None
     if shells is None:
         out_type = result
         if [_kind(f.dataType) for f in out_type.fields] != kinds:
-            return None
+            return None, None
     else:  # a total: one row of partial aggregates per range, merged by Spark below
         out_type = spark_struct([ir.Field(name, kind) for name, _, kind in scope])
     target = to_arrow_schema(out_type, timezone="UTC")
@@ -267,41 +385,82 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
 
         prepared = resample_direct.prepare(resample, rt)
         if prepared is None or reach_time or reach_rows:
-            return None
+            return None, None
         ranges, make_points, _ = prepared
+        rows = None
 
-        def evaluate(r):  # the range's own grid points: complete by themselves
-            return chain.run(make_points(r), program, r.start, None, ansi)
+        def evaluate(r, tables):  # the range's own grid points: complete by themselves
+            return chain.run(make_points(r), program, r.start, None, ansi, tables)
     else:
         found = _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width,
                                reach_time, reach_rows, program, ansi)
         if found is None:
-            return None
-        ranges, evaluate = found
+            return None, None
+        ranges, evaluate, (first, last) = found
+        top = compiled[-1]  # one row per window at most: an aggregate per window instant
+        rows = (last - first) // width + 2 if top.group is not None and len(top.group) == 1 \
+            else None
+
+    joined = len(packed)  # (the closure must not hold the DataFrames)
 
     def fused_chain_scan(batches):  # the name shows in Spark's plans
         import pyarrow as pa
 
         for b in batches:
-            for i in b.column(0).to_pylist():
+            for row, i in enumerate(b.column(0).to_pylist()):
+                # the joined relations, each packed into one list of rows (see below)
+                tables = [pa.Table.from_struct_array(b.column(1 + j).slice(row, 1).flatten())
+                          for j in range(joined)]
                 arrays = []
-                for (values, valid), kind, field in zip(evaluate(ranges[i]), kinds, target):
+                for (values, valid), kind, field in zip(evaluate(ranges[i], tables), kinds,
+                                                        target):
                     array = chain.to_arrow(values, valid, kind)
                     arrays.append(array if array.type.equals(field.type)
                                   else array.cast(field.type))
                 yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
     n = len(ranges)
-    df = rt.spark.range(0, n, 1, n).mapInArrow(fused_chain_scan, out_type)
+    tasks = rt.spark.range(0, n, 1, n)
+    for j, (relation, columns) in enumerate(packed):
+        # the whole relation as one row (a list of its rows) beside every task's range:
+        # computed once, broadcast, and read in the pass -- the rows it joins stay there
+        names = [name for name, _, _ in columns]
+        tasks = tasks.crossJoin(F.broadcast(relation.select(F.collect_list(F.struct(*[
+            F.col(_quoted(c)) for c in names])).alias(f"__wavesql_lookup_{j}"))))
+    df = tasks.mapInArrow(fused_chain_scan, out_type)
     if shells is None:
-        return df
+        return df, rows
     # the total's expressions, each aggregate replaced by its merge of the partials
     df = df.selectExpr(*[to_spark_sql(exp.alias_(shell, f.name, quoted=True))
                          for shell, f in zip(shells, result.fields)])
     if [_kind(f.dataType) for f in df.schema.fields] != [_kind(f.dataType)
                                                           for f in result.fields]:
+        return None, None
+    return df, None
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Right:
+    """The joined relation as a level sees it: ``columns`` ``(name, internal name, kind)``
+    (those of a known kind), ``table`` its index among the pass's joined relations."""
+
+    join: _Join
+    columns: tuple
+    table: int
+
+
+def _right_side(join: _Join, frames, table: int) -> _Right | None:
+    frame = frames.get(join.view.lower())
+    if frame is None:
         return None
-    return df
+    columns = tuple((f.name, f"{_RIGHT}{table}_{i}", _kind(f.dataType))
+                    for i, f in enumerate(frame.schema.fields)
+                    if _kind(f.dataType) != "opaque")
+    return _Right(join, columns, table)
 
 
 def _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width, reach_time,
@@ -338,11 +497,11 @@ def _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width, reac
         return None
     groups = tuple(groups)
 
-    def evaluate(r):
+    def evaluate(r, tables):
         while True:
             table = pc_.read_range(r, read, time_col, progress, wanted, context=False)
             complete = None if r.need_lo <= first else r.need_lo
-            out = chain.run(table, program, r.start, complete, ansi)
+            out = chain.run(table, program, r.start, complete, ansi, tables)
             if out is not None:
                 return out
             # read twice as far back (at least some rows' worth)
@@ -350,7 +509,7 @@ def _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width, reac
             r = dataclasses.replace(r, need_lo=lo, groups=tuple(
                 g for g in groups if g.hi >= lo and g.lo <= r.need_hi))
 
-    return ranges, evaluate
+    return ranges, evaluate, (first, last)
 
 
 def _kind(data_type) -> str:
@@ -367,22 +526,32 @@ def _prune(levels: list) -> list:
         level = out[i]
         outputs = tuple((n, node) for n, node in level.outputs if n.lower() in wanted)
         out[i] = _keep_windows(dataclasses.replace(level, outputs=outputs))
+    if out:
+        out[-1] = _keep_windows(out[-1])
     return out
 
 
 def _keep_windows(level):
-    """``level`` with the windows no output reads left out (None: not evaluated)."""
+    """``level`` with the windows no output reads left out (None: not evaluated), and the
+    joined columns nothing reads."""
+    if level.lookup is not None:
+        read = {node[1] for node in _level_nodes(level, joined=False) if node[0] == "col"}
+        level = dataclasses.replace(level, lookup=dataclasses.replace(
+            level.lookup, columns=tuple(c for c in level.lookup.columns if c[1] in read)))
     roots = [e for _, e in level.outputs] + ([level.having] if level.having else [])
     used = {node[1] for e in roots for node in chain.nodes(e) if node[0] == "win"}
     return dataclasses.replace(level, windows=tuple(
         w if i in used else None for i, w in enumerate(level.windows)))
 
 
-def _level_nodes(level):
+def _level_nodes(level, joined=True):
+    """The expression nodes a level evaluates over its input (``joined``: and its join's
+    key, which reads the input before the join)."""
     # a GROUP BY level's outputs and HAVING read its groups (keys, aggregates), not its input
     outputs = [] if level.group is not None else [e for _, e in level.outputs]
     roots = outputs + [level.where] + list(level.group or ()) + [
-        e for w in level.windows if w is not None for e in (w.arg, w.default) + w.keys]
+        e for w in level.windows if w is not None for e in (w.arg, w.default) + w.keys] + [
+        level.lookup.key if level.lookup is not None and joined else None]
     for root in roots:
         if root is not None:
             yield from chain.nodes(root)
@@ -399,9 +568,11 @@ class _Compiler:
     ``buckets`` (lower-case names; ``width`` the window's, None without one)."""
 
     def __init__(self, scope, times, select: exp.Select, ansi: bool, buckets=frozenset(),
-                 width=None, total=False):
+                 width=None, total=False, right: _Right | None = None):
         self.scope, self.times, self.select, self.ansi = scope, times, select, ansi
         self.buckets, self.width, self.total = buckets, width, total
+        self.right = right  # the relation the FROM joins (its columns beside the input's)
+        self.left_only = False  # compiling the join's key: the joined columns are not there
         #: a total's expressions over the merged partials (the top's SELECT list), else None
         self.shells: list | None = None
         self.by_name: dict = {}
@@ -416,6 +587,36 @@ class _Compiler:
         self.in_aggregate = False
 
     def level(self):
+        lookup = self.lookup() if self.right is not None else None
+        level, *rest = self.unjoined_level()
+        return (dataclasses.replace(level, lookup=lookup), *rest)
+
+    def lookup(self) -> chain.Lookup:
+        """The FROM's join (:class:`udfs.fused_chain.Lookup`): an integral or timestamp key,
+        compared exactly (a BIGINT with an INT widened, as Spark does)."""
+        join = self.right.join
+        matches = [c for c in self.right.columns if c[0].lower() == join.key.lower()]
+        if len(matches) != 1:
+            raise _Refuse  # unknown or ambiguous: Spark's error
+        key_name, _, right_kind = matches[0]
+        self.left_only = True
+        try:
+            node, kind = self.expr(join.left_key)
+        finally:
+            self.left_only = False
+        integral = ("int", "bigint")
+        if kind == right_kind and kind in integral + ("timestamp",):
+            key_kind = kind
+        elif kind in integral and right_kind in integral:
+            key_kind, node = "bigint", self.to(node, kind, "bigint")
+        else:
+            raise _Refuse  # floating keys (NaN, -0.0), strings...: Spark's join
+        return chain.Lookup(self.right.table, node, key_kind, key_name,
+                            tuple((name, internal, kind)
+                                  for name, internal, kind in self.right.columns),
+                            self.right.join.inner)
+
+    def unjoined_level(self):
         where = self.select.args.get("where")
         cond = None
         if where is not None:
@@ -433,13 +634,13 @@ class _Compiler:
         for item in self.select.expressions:
             if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
                                               and isinstance(item.this, exp.Star)):
-                for name, _, kind in self.scope:
+                for name, node, kind, left in self.star(item):
                     self.check_kind(kind)
-                    outputs.append((name, ("col", name.lower())))
+                    outputs.append((name, node))
                     scope.append((name, ("col", name.lower()), kind))
-                    if name.lower() in self.times:
+                    if left and name.lower() in self.times:
                         times.add(name.lower())
-                    if name.lower() in self.buckets:
+                    if left and name.lower() in self.buckets:
                         buckets.add(name.lower())
                 continue
             expr = item.this if isinstance(item, exp.Alias) else item
@@ -575,26 +776,56 @@ class _Compiler:
         return name, node, kind
 
     # ----------------------------------------------------------------- expressions
+    def star(self, item):
+        """``(name, node, kind, from the left side)`` of the columns ``*`` / ``t.*`` reads:
+        the input's, then the joined relation's (SQL's order)."""
+        table = (item.table or "").lower() if isinstance(item, exp.Column) else ""
+        right = self.right.columns if self.right is not None else ()
+        if table and table not in self.qualifiers and not (
+                right and table in self.right.join.qualifiers):
+            raise _Refuse
+        if not table or table in self.qualifiers:
+            for name, _, kind in self.scope:
+                yield name, ("col", name.lower()), kind, True
+        if right and (not table or table in self.right.join.qualifiers):
+            for name, internal, kind in right:
+                yield name, ("col", internal), kind, False
+
     def resolve(self, column: exp.Column):
         if column.args.get("db") or column.args.get("catalog"):
             raise _Refuse
-        if column.table and column.table.lower() not in self.qualifiers:
+        table, name = (column.table or "").lower(), column.name.lower()
+        right = self.right.join.qualifiers if self.right is not None else frozenset()
+        joined = [c for c in (self.right.columns if self.right is not None else ())
+                  if c[0].lower() == name]
+        kinds = self.by_name.get(name, [])
+        if table in right:  # the joined relation's (never in the join's own key)
+            if self.left_only or len(joined) != 1:
+                raise _Refuse  # unknown or ambiguous: Spark's error
+            node, kind = ("col", joined[0][1]), joined[0][2]
+        elif table and table not in self.qualifiers:
             raise _Refuse
-        kinds = self.by_name.get(column.name.lower())
-        if kinds is None or len(kinds) != 1:
+        elif len(kinds) + (0 if table else len(joined)) != 1:
             raise _Refuse  # unknown or ambiguous: Spark's error
-        self.check_kind(kinds[0])
-        node = ("col", column.name.lower())
+        elif kinds:
+            node, kind = ("col", name), kinds[0]
+        elif self.left_only:
+            raise _Refuse  # the join's key compares the two sides, not one with itself
+        else:
+            node, kind = ("col", joined[0][1]), joined[0][2]
+        self.check_kind(kind)
         if self.group is not None and not self.in_aggregate:
             if node not in self.group:
                 raise _Refuse  # a column neither grouped nor aggregated: Spark's error
-            return ("col", f"__g{self.group.index(node)}"), kinds[0]
-        return node, kinds[0]
+            return ("col", f"__g{self.group.index(node)}"), kind
+        return node, kind
 
     def is_time(self, column, names=None) -> bool:
         """Whether ``column`` is one of the event-time columns (or of ``names``)."""
         names = self.times if names is None else names
+        right = () if self.right is None else self.right.join.qualifiers
         return (isinstance(column, exp.Column) and not isinstance(column.this, exp.Star)
+                and (column.table or "").lower() not in right
                 and column.name.lower() in names and len(
                     self.by_name.get(column.name.lower(), ())) == 1)
 
@@ -700,6 +931,29 @@ class _Compiler:
             if to not in _CASTS.get(kind, ()):
                 raise _Refuse  # a cast that can fail or round differently
             return ("cast", a, to), to
+        if isinstance(e, tuple(_UNIX)):  # a timestamp's microseconds: floor-divided by 10^k
+            a, kind = self.expr(e.this)
+            if kind != "timestamp":
+                raise _Refuse  # a string or date Spark would cast first
+            unit = _UNIX[type(e)]
+            return (("cast", a, "bigint") if unit == 1 else ("floordiv", a, unit)), "bigint"
+        if isinstance(e, exp.Anonymous) and str(e.this).lower() == "timestamp_micros" \
+                and len(e.expressions) == 1:
+            a, kind = self.expr(e.expressions[0])
+            if kind not in ("int", "bigint"):
+                raise _Refuse
+            return ("cast", self.to(a, kind, "bigint"), "timestamp"), "timestamp"
+        if isinstance(e, exp.Anonymous) and str(e.this).lower() == "pmod" \
+                and len(e.expressions) == 2:
+            # by a positive integer literal (a bucket's width): numpy's floor modulo is
+            # Spark's pmod then; other divisors (0, negative, columns) are Spark's to do
+            a, ka = self.expr(e.expressions[0])
+            n, kn = self.expr(e.expressions[1])
+            if n[0] != "lit" or kn not in ("int", "bigint") or n[1] is None or n[1] <= 0 \
+                    or ka not in ("int", "bigint"):
+                raise _Refuse
+            kind = _common_numeric(ka, kn, self.ansi)
+            return ("pmod", self.to(a, ka, kind), n[1], kind), kind
         raise _Refuse
 
     def to(self, node, kind, want):
@@ -818,6 +1072,8 @@ class _Compiler:
 
 
 NUMERIC_LIT = chain.NUMERIC + ("decimal", "null")
+#: unix_micros / unix_millis / unix_seconds: the microseconds floor-divided by this
+_UNIX = {exp.UnixMicros: 1, exp.UnixMillis: 1000, exp.UnixSeconds: 1_000_000}
 _MOMENTS = {exp.Kurtosis: "kurtosis", exp.Skewness: "skewness"}
 #: The aggregates a total merges from partials, and how.
 _TOTALS = {exp.Sum: "sum", exp.Avg: "avg", exp.Count: "count", exp.Min: "min", exp.Max: "max"}

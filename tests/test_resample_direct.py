@@ -214,3 +214,33 @@ def test_a_total_over_a_resample_is_aggregated_where_the_points_are_made(ws, tmp
                    rtol=1e-9, atol=1e-9)
     assert len(got) == 1
     assert got["n"].iloc[0] > 1000
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("method", ["null", "prev"])
+def test_imputation_joins_its_bucket_means_where_the_points_are_made(ws, tmp_path, method):
+    """TiLT's imputation: a total over the grid LEFT JOINed with the per-window means on the
+    window each point lies in. The means (a fused aggregate per tumbling window) are handed
+    to every range whole and joined in the pass that makes the points: no grid point
+    reaches Spark (``__wavesql_lookup_0`` in the plan). Answer: the SQL lowering's."""
+    rng = np.random.default_rng(23)
+    _create(ws, _write(tmp_path / "s", _stream(rng, 4000, dup_every=7, punct_every=53)))
+    sql = f"""
+        WITH grid AS (SELECT ts, v FROM RESAMPLE(s, ts, INTERVAL 3 MILLISECONDS, '{method}')),
+        buckets AS (SELECT _time, avg(v) AS mean
+                    FROM s [RANGE 100 MILLISECONDS SLIDE 100 MILLISECONDS] WHERE q > 30)
+        SELECT count(*) AS n, sum(v) AS sv, sum(CAST(imputed AS INT)) AS filled,
+               count(mean) AS matched
+        FROM (SELECT g._time, g.ts, coalesce(g.v, b.mean) AS v, g.v IS NULL AS imputed, b.mean
+              FROM (SELECT timestamp_micros(unix_micros(ts) + pmod(-unix_micros(ts), 100000))
+                             AS _time, ts, v FROM grid) g
+              LEFT JOIN buckets b ON b._time = g._time) q"""
+    ws.spark.conf.set("wavesql.windows.min_rows", "0")  # the means: a fused aggregate
+    try:
+        got = _compare(ws, sql, True, markers=("__wavesql_lookup_0",), by=(), rtol=1e-9,
+                       atol=1e-9)
+    finally:
+        ws.spark.conf.unset("wavesql.windows.min_rows")
+    n, filled, matched = (int(got[c].iloc[0]) for c in ("n", "filled", "matched"))
+    assert n > 1000 and 0 < matched < n  # some windows have no mean (q > 30 is rare)
+    assert (filled > 0) is (method == "null")

@@ -68,6 +68,26 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Lookup:
+    """A join of a level's input rows with a small relation every task is handed whole
+    (a per-window aggregate, planner/fused_chain.py): a row joins the relation's rows whose
+    column ``right_key`` equals the row's ``key`` (a node over the level's input; both of
+    type ``key_type``, an integral or timestamp type: equality is exact). ``columns``:
+    ``(relation column, its name in the level's scope, type)``. As a join does, a row
+    matching several relation rows is repeated once per match (in the relation's order);
+    a row matching none is dropped (``inner``) or kept with NULLs (LEFT JOIN); a NULL key
+    matches nothing. ``table``: the relation's index among the tables :func:`run` is
+    given."""
+
+    table: int
+    key: tuple
+    key_type: str
+    right_key: str
+    columns: tuple[tuple[str, str, str], ...]
+    inner: bool = False
+
+
+@dataclass(frozen=True)
 class Level:
     """One SELECT: ``where`` (node or None) filters its input, then ``windows`` are evaluated
     (nodes ``("win", i, type)`` read them), then ``outputs`` ``(name, node)`` are its rows.
@@ -85,6 +105,8 @@ class Level:
     #: the top level is an aggregate without GROUP BY: one row per range, its windows (whole,
     #: no keys) over the range's own rows -- partial aggregates Spark merges (the planner)
     total: bool = False
+    #: the level's FROM joins a small relation (before its WHERE, as SQL's FROM does)
+    lookup: Lookup | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +125,7 @@ def nodes(node):
     """``node`` and every expression node below it."""
     yield node
     op = node[0]
-    if op in ("cast", "neg", "abs", "not", "sqrt"):
+    if op in ("cast", "neg", "abs", "not", "sqrt", "pmod", "floordiv"):
         children = (node[1],)
     elif op in ("arith", "cmp", "nullsafe"):
         children = (node[2], node[3])
@@ -128,11 +150,12 @@ class ChainError(ArithmeticError):
 
 # ------------------------------------------------------------------------------- running
 def run(table: pa.Table, program: Program, start: int, complete_from: int | None,
-        ansi: bool) -> list | None:
+        ansi: bool, lookups=()) -> list | None:
     """The top level's columns, ``(values, valid)`` in order, for the rows of ``table`` at
     ``start`` or later, or None when they are not complete (read further back).
     ``complete_from``: every row of the stream from this time (us) on is in ``table``;
-    None: ``table`` starts at the stream's first row."""
+    None: ``table`` starts at the stream's first row. ``lookups``: the relations the
+    levels' :class:`Lookup` joins read (Arrow tables, by index)."""
     us = table.column(program.time).cast(pa.timestamp("us")).cast(pa.int64()).to_numpy()
     order = None if len(us) < 2 or bool((us[1:] >= us[:-1]).all()) else \
         np.argsort(us, kind="stable")
@@ -147,6 +170,8 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
         cols[name.lower()] = (us + (-us) % width, np.ones(len(us), dtype=bool))
     done = complete_from
     for level in program.levels:
+        if level.lookup is not None:  # complete where its input is: a row-by-row join
+            us, cols = _join(level.lookup, cols, us, lookups[level.lookup.table], ansi)
         n = len(us)
         everywhere = np.ones(n, dtype=bool)
         if level.where is not None:
@@ -187,6 +212,64 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
         return None
     own = us >= start
     return [(v[own], m[own]) for v, m in outputs]
+
+
+def _join(lookup: Lookup, cols, us, table: pa.Table, ansi):
+    """``(times, columns)`` of a level's input joined with ``table`` (:class:`Lookup`)."""
+    n = len(us)
+    key, known = _eval(lookup.key, cols, (), np.ones(n, dtype=bool), ansi)
+    right, right_known = _vector(table.column(lookup.right_key), lookup.key_type)
+    if right_known.all() and bool((right[1:] >= right[:-1]).all()):
+        order = None  # in key order already (an aggregate per window, in time order)
+    else:
+        present = np.flatnonzero(right_known)  # a NULL key matches nothing
+        order = present[np.argsort(right[present], kind="stable")]
+        right = right[order]
+    at, counts = _matches(key, known, right)  # ``at`` len(right): no match
+    if bool((right[1:] != right[:-1]).all()):  # distinct keys (the usual lookup): no copies
+        if lookup.inner and not bool((counts == 1).all()):
+            rows = np.flatnonzero(counts)
+            us, at = us[rows], at[rows]
+            cols = {k: (v[rows], valid[rows]) for k, (v, valid) in cols.items()}
+    else:  # a row joins each of its matches, or (LEFT JOIN) once with none
+        repeats = counts if lookup.inner else np.maximum(counts, 1)
+        rows = np.repeat(np.arange(n), repeats)
+        first = np.cumsum(repeats) - repeats  # each row's first copy
+        at = np.repeat(at - first, repeats) + np.arange(len(rows))  # (no match: stays m)
+        us = us[rows]
+        cols = {k: (v[rows], valid[rows]) for k, (v, valid) in cols.items()}
+    if order is not None:
+        at = np.append(order, table.num_rows)[at]  # (the sentinel: one past the end)
+    cols = dict(cols)
+    for column, name, kind in lookup.columns:
+        values, valid = _vector(table.column(column), kind)
+        # one more row, NULL, for the rows without a match
+        cols[name] = (np.append(values, values.dtype.type(0))[at],
+                      np.append(valid, False)[at])
+    return us, cols
+
+
+def _matches(key, known, right):
+    """``(at, count)`` per row: the first of the ``right`` keys (sorted) equal to the row's
+    ``key`` and how many there are; ``at`` is ``len(right)`` where there is none (and for
+    a NULL key, ``known`` false)."""
+    n, m = len(key), len(right)
+    if n > 1 and m and known.all() and bool((key[1:] >= key[:-1]).all()):
+        # keys in time order (a window instant, a bucket): each distinct right key's rows
+        # are one run, found by two searches -- not two searches per row
+        values, first, count = np.unique(right, return_index=True, return_counts=True)
+        u = len(values)
+        edges = np.empty(2 * u + 2, dtype=np.int64)
+        edges[0], edges[-1] = 0, n
+        edges[1:-1:2] = np.searchsorted(key, values, side="left")
+        edges[2:-1:2] = np.searchsorted(key, values, side="right")
+        which = np.full(2 * u + 1, u)  # between the runs: no match (index u: count 0)
+        which[1::2] = np.arange(u)
+        k = np.repeat(which, np.diff(edges))
+        return np.append(first, m)[k], np.append(count, 0)[k]
+    lo = np.searchsorted(right, key, side="left")
+    counts = np.where(known, np.searchsorted(right, key, side="right") - lo, 0)
+    return np.where(counts > 0, lo, m), counts
 
 
 def _read_after_where(level: Level) -> set[str]:
@@ -490,9 +573,9 @@ def _eval(node: tuple, cols, wins, active, ansi):
         if value is None:
             return np.zeros(n, dtype=DTYPES.get(kind, np.float64)), np.zeros(n, dtype=bool)
         return np.full(n, value, dtype=DTYPES[kind]), np.ones(n, dtype=bool)
-    if op == "cast":
+    if op == "cast":  # (no copy between types held alike: unix_micros, timestamp_micros)
         values, valid = _eval(node[1], cols, wins, active, ansi)
-        return values.astype(DTYPES[node[2]]), valid
+        return values.astype(DTYPES[node[2]], copy=False), valid
     if op == "arith":
         return _arith(node, cols, wins, active, ansi)
     if op == "neg":
@@ -511,6 +594,12 @@ def _eval(node: tuple, cols, wins, active, ansi):
                 _overflow(node[2])
         with np.errstate(over="ignore"):
             return np.abs(values), valid
+    if op == "pmod":  # by a positive literal (the planner's rule): numpy's floor modulo is
+        values, valid = _eval(node[1], cols, wins, active, ansi)  # Spark's pmod then
+        return np.mod(values, DTYPES[node[3]](node[2])), valid
+    if op == "floordiv":  # unix_millis / unix_seconds: Math.floorDiv by a positive literal
+        values, valid = _eval(node[1], cols, wins, active, ansi)
+        return np.floor_divide(values, node[2]), valid
     if op == "sqrt":  # of a negative number: NaN, as Spark
         values, valid = _eval(node[1], cols, wins, active, ansi)
         with np.errstate(invalid="ignore"):
