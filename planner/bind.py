@@ -230,6 +230,17 @@ def _extract_relation_to_streams(node: exp.Expression, ctx: BindContext):
     return node, tuple(inputs)
 
 
+def _catalog_columns(source, ctx: BindContext, ctes) -> list[str] | None:
+    """The columns of a FROM source that is a catalog object with declared columns (a
+    stream or table read without a window, a view declared with its columns); None for
+    anything else (a subquery, a CTE, a Spark table: Spark knows them)."""
+    if not isinstance(source, exp.Table) or source.args.get("db") \
+            or source.name.lower() in ctes:
+        return None
+    columns = getattr(ctx.catalog.get(source.name), "columns", None)
+    return [c.name for c in columns] if columns else None
+
+
 def _extract_windows(node: exp.Expression, ctx: BindContext):
     """Rewrite every SELECT over a windowed event stream to run once per instant."""
     from .windows import bind_window, per_instant, windowed_tables
@@ -269,7 +280,8 @@ def _extract_windows(node: exp.Expression, ctx: BindContext):
             names.append(f"__wavesql_window_{len(inputs)}")
             inputs.append((names[-1], dataclasses.replace(scan, joint=joint)))
         per_instant(select, [(table, name) for (table, _), name in zip(scans, names)],
-                    {t.alias_or_name.lower(): list(scan.input.schema.names) for t, scan in scans})
+                    {t.alias_or_name.lower(): list(scan.input.schema.names) for t, scan in scans},
+                    lambda source: _catalog_columns(source, ctx, ctes))
     return node, tuple(inputs)
 
 

@@ -46,7 +46,8 @@ window (CQL defines every relation at every instant), so a ``[RANGE r SLIDE s]``
 the relation during ``[ceil(ts / s) * s, ceil((ts + r) / s) * s)``. The result's ``_time`` is
 the instant (either side's in an outer join), and so is a bare ``_time`` anywhere in the
 SELECT; ``*`` lists each windowed stream's columns after one ``_time`` (a ``USING`` column
-once; a SEMI or ANTI join's side not at all).
+once, also when a source that is not windowed joins by it -- then its columns must be
+known: a catalog object's; a SEMI or ANTI join's side not at all).
 
 Lowering: the windowed relation becomes a DataFrame of ``(_time, row)`` pairs -- one per
 instant at which the row is in the relation -- and the user's SELECT over it is grouped by
@@ -166,7 +167,7 @@ def _own_tables(select: exp.Select):
 
 
 def per_instant(select: exp.Select, scans: list[tuple[exp.Table, str]],
-                columns: dict[str, list[str]]) -> exp.Select:
+                columns: dict[str, list[str]], other_columns=None) -> exp.Select:
     """Rewrite ``select`` (in place) to evaluate it once per instant of its windows.
 
     ``scans`` pairs each windowed table of the SELECT with the name of its ``(_time, row)``
@@ -174,7 +175,9 @@ def per_instant(select: exp.Select, scans: list[tuple[exp.Table, str]],
     scan under the same alias; the result gains ``_time``; aggregates and OVER windows are
     grouped/partitioned by it. Several windowed tables are joined **per instant**: each join
     condition gains ``_time`` equality with the tables before it (their pairs are made at
-    the instants of all of them, see :func:`joint_instants`).
+    the instants of all of them, see :func:`joint_instants`). ``other_columns(source)``: the
+    column names of a source that is not windowed, None when not known (for ``*`` beside
+    ``USING`` joins).
     """
     if select.args.get("limit") is not None or select.args.get("offset") is not None:
         raise WaveSQLError("NOT_IMPLEMENTED", "LIMIT inside a windowed query is not "
@@ -204,7 +207,8 @@ def per_instant(select: exp.Select, scans: list[tuple[exp.Table, str]],
         time_col = exp.func("coalesce", *[times[i].copy() for i in shown]) \
             if len(shown) > 1 else times[shown[0]].copy()
         _bare_times(select, time_col)
-        _expand_stars(select, [aliases[i] for i in shown], columns, hidden)
+        _expand_stars(select, [aliases[i] for i in shown], columns, hidden,
+                      other_columns or (lambda source: None))
     else:
         time_col = times[0]
     for window in _own(select, exp.Window):
@@ -284,43 +288,55 @@ def _sources(select: exp.Select):
         yield join.this
 
 
-def _expand_stars(select: exp.Select, aliases, columns, hidden) -> None:
+def _expand_stars(select: exp.Select, aliases, columns, hidden, other_columns) -> None:
     """``*`` and ``w.*`` of a windowed table list the stream's columns, so the result has
     one ``_time`` (the instant), not one per windowed table; a SEMI/ANTI join's side is not
-    listed, as Spark does not."""
+    listed, as Spark does not. ``other_columns(source)``: a source's columns when it is not
+    windowed (None: not known)."""
     windowed = {a.lower(): a for a in aliases}
-    # ``a JOIN b USING (k)``: ``*`` shows ``k`` once, as SQL does: the first windowed table
-    # with ``k`` shows coalesce(a.k, b.k, ...) (a FULL join's right-only rows have b's), the
-    # tables joined by USING (k) do not repeat it
+    sources = [s for s in _sources(select) if id(s) not in hidden]
+    # ``a JOIN b USING (k)``: ``*`` shows ``k`` once, as SQL does: the first source with
+    # ``k`` shows coalesce(a.k, b.k, ...) (a FULL join's right-only rows have b's), the
+    # sources joined by USING (k) do not repeat it
     using: dict[str, list[str]] = {}
     for join in select.args.get("joins") or []:
-        right = join.this.alias_or_name.lower()
-        if right in windowed:
+        if id(join.this) not in hidden:
             for u in join.args.get("using") or []:
                 if u.name.lower() != TIME:
-                    using.setdefault(u.name.lower(), []).append(right)
+                    using.setdefault(u.name.lower(), []).append(join.this.alias_or_name.lower())
+    rights = {r for joined in using.values() for r in joined}
+    known = {}
+    for source in sources:
+        a = source.alias_or_name.lower()
+        known[id(source)] = columns[a] if a in windowed else other_columns(source)
+        if known[id(source)] is None and a in rights:  # its ``*`` would repeat the key
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED", "* over windowed streams and a source joined by USING "
+                "whose columns are not known before Spark runs the query (a subquery or a "
+                "Spark table)", Span.of(source),
+                hint="list the columns instead of *, or join that source with ON")
     owner = {}
-    for a in aliases:
-        for c in columns[a.lower()]:
+    for source in sources:
+        for c in known[id(source)] or ():
             if c.lower() in using and c.lower() not in owner:
-                owner[c.lower()] = a.lower()
+                owner[c.lower()] = source.alias_or_name.lower()
     out = []
     for e in select.expressions:
         if isinstance(e, exp.Star):
             out.append(exp.alias_(exp.func("coalesce", *[exp.column(TIME, table=a)
                                                           for a in aliases]), TIME))
-            for source in _sources(select):
-                if id(source) in hidden:
-                    continue
+            for source in sources:
                 a = source.alias_or_name
-                if a.lower() in windowed:
-                    for c in columns[a.lower()]:
-                        rights = using.get(c.lower(), [])
-                        if a.lower() in rights:
+                # a source not windowed is listed column by column when it takes part in a
+                # USING join (as its right side, or the first to have its column)
+                if a.lower() in windowed or a.lower() in rights or a.lower() in owner.values():
+                    for c in known[id(source)]:
+                        joined = using.get(c.lower(), [])
+                        if a.lower() in joined:
                             continue
                         out.append(exp.alias_(exp.func(
                             "coalesce", exp.column(c, table=a),
-                            *[exp.column(c, table=windowed[r]) for r in rights]), c)
+                            *[exp.column(c, table=r) for r in joined]), c)
                             if owner.get(c.lower()) == a.lower() else exp.column(c, table=a))
                 elif a:
                     out.append(exp.Column(this=exp.Star(), table=exp.to_identifier(a)))

@@ -310,6 +310,33 @@ def test_joined_windows_by_hand(ws, tmp_path):
     assert err.value.code == "NOT_IMPLEMENTED" and err.value.span is not None
 
 
+def test_star_over_windowed_streams_and_a_table_joined_by_using(ws, tmp_path):
+    """``*`` lists a USING key once also when a source that is not windowed (a catalog
+    stream read whole, its columns declared) joins by it -- it was listed again from that
+    source; a source whose columns only Spark knows (a subquery) is a clear error."""
+    _write_stream(ws, tmp_path, "a", [("x", 1.0, 0), ("y", 2.0, 1 * SECOND)])
+    _write_stream(ws, tmp_path, "b", [("x", 10.0, 0), ("y", 20.0, 1 * SECOND)])
+    _write_stream(ws, tmp_path, "t", [("x", 100.0, 0), ("z", 300.0, 0)])
+    star = ws.sql("SELECT * FROM a [RANGE 3 SECONDS] a JOIN b [NOW] b USING (sym) "
+                  "JOIN t USING (sym)")
+    assert star.columns == ["_time", "sym", "px", "ts", "px", "ts", "px", "ts"]
+    rows = sorted((r[0].second, r[1], r[2], r[4], r[6]) for r in star.collect())
+    assert rows == [(0, "x", 1.0, 10.0, 100.0)]
+    # the table first: it shows the key (the coalesce of every source joined by it), then
+    # its own columns, as SQL's * does; a FULL join's rows from one side keep their key
+    star = ws.sql("SELECT * FROM t FULL JOIN a [NOW] a USING (sym) "
+                  "FULL JOIN b [NOW] b USING (sym)")
+    assert star.columns == ["_time", "sym", "px", "ts", "px", "ts", "px", "ts"]
+    keys = sorted((r[1], r[2], r[4], r[6]) for r in star.collect())
+    assert ("z", 300.0, None, None) in keys and ("y", None, 2.0, 20.0) in keys
+    assert all(k[0] is not None for k in keys)
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT * FROM a [NOW] a JOIN b [NOW] b USING (sym) "
+               "JOIN (SELECT 'x' AS sym, 7 AS w) d USING (sym)")
+    assert err.value.code == "NOT_IMPLEMENTED" and err.value.span is not None
+    assert "list the columns" in err.value.hint
+
+
 def test_joined_window_errors(ws, tmp_path):
     _write_stream(ws, tmp_path, "a", [("x", 1.0, 0)])
     with pytest.raises(WaveSQLError) as err:
