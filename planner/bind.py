@@ -237,6 +237,9 @@ def _catalog_columns(source, ctx: BindContext, ctes) -> list[str] | None:
     if not isinstance(source, exp.Table) or source.args.get("db") \
             or source.name.lower() in ctes:
         return None
+    alias = source.args.get("alias")
+    if isinstance(alias, exp.TableAlias) and alias.columns:  # ``t AS d(a, b, c)``
+        return [c.name for c in alias.columns]
     columns = getattr(ctx.catalog.get(source.name), "columns", None)
     return [c.name for c in columns] if columns else None
 

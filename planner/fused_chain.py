@@ -182,6 +182,8 @@ def _chain(select: exp.Select, scans, tumbling, resampled=None, lookups=None):
             joins[id(node)] = join
         levels.append(node)
         source = node.args["from_"].this
+        if _renames(source):
+            return None  # ``t(a, b)``: the columns by position -- the chain reads names
         if isinstance(source, exp.Subquery):
             if set(k for k, v in source.args.items() if v) - {"this", "alias"}:
                 return None
@@ -193,6 +195,8 @@ def _chain(select: exp.Select, scans, tumbling, resampled=None, lookups=None):
         ctes = [c for c in time_windows._visible_ctes(node)
                 if c.alias_or_name.lower() == source.name.lower()]
         if ctes:
+            if _renames(ctes[-1]):
+                return None  # ``WITH t(a, b) AS (...)``
             node = ctes[-1].this
             continue
         stream, width = time_windows._direct_stream(node, scans), None
@@ -277,9 +281,17 @@ def _lookup_join(select: exp.Select, lookups) -> _Join | None:
     return None
 
 
+def _renames(node) -> bool:
+    """Whether a FROM source or CTE renames its columns (``t(a, b)``: by position)."""
+    alias = node.args.get("alias")
+    return isinstance(alias, exp.TableAlias) and bool(alias.columns)
+
+
 def _lookup_view(right, lookups) -> str | None:
     """The lookup view ``right`` (a table, CTE or subquery) reads as it is, or None."""
     body = None
+    if _renames(right):
+        return None
     if isinstance(right, exp.Subquery):
         if {k for k, v in right.args.items() if v} - {"this", "alias"}:
             return None
@@ -291,7 +303,7 @@ def _lookup_view(right, lookups) -> str | None:
             return right.name
         ctes = [c for c in time_windows._visible_ctes(right.find_ancestor(exp.Select))
                 if c.alias_or_name.lower() == right.name.lower()]
-        body = ctes[-1].this if ctes else None
+        body = ctes[-1].this if ctes and not _renames(ctes[-1]) else None
     # a fused chain's SELECT was replaced by ``SELECT * FROM <its view>``
     if not isinstance(body, exp.Select) or {k for k, v in body.args.items() if v} \
             - {"expressions", "from_"} or len(body.expressions) != 1 \
@@ -351,6 +363,17 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
         reach_rows += lags
     shells = compiler.shells  # the top's, when it is a total
     compiled = _prune(compiled)
+    for level in compiled:  # a level's columns are found by name (and Arrow's must differ)
+        names = [name.lower() for name, _ in level.outputs]
+        if len(set(names)) != len(names):
+            return None, None  # ``*`` over a join of two ``_time``s...: Spark's own plan
+    for level in compiled:  # the joined relations' columns the levels read, and their keys
+        if level.lookup is not None:
+            j = level.lookup.table
+            read = {level.lookup.right_key.lower()} | {c[0].lower()
+                                                        for c in level.lookup.columns}
+            relation, columns = packed[j]
+            packed[j] = (relation, tuple(c for c in columns if c[0].lower() in read))
     # the stream's columns the chain reads (not a joined relation's)
     used = {c for c in _columns_read(compiled[0]) if not c.startswith(_RIGHT)}
     time_col = fields[time_name].name
@@ -550,8 +573,8 @@ def _level_nodes(level, joined=True):
     # a GROUP BY level's outputs and HAVING read its groups (keys, aggregates), not its input
     outputs = [] if level.group is not None else [e for _, e in level.outputs]
     roots = outputs + [level.where] + list(level.group or ()) + [
-        e for w in level.windows if w is not None for e in (w.arg, w.default) + w.keys] + [
-        level.lookup.key if level.lookup is not None and joined else None]
+        e for w in level.windows if w is not None for e in (w.arg, w.default) + w.keys] + (
+        [level.lookup.key, level.lookup.where] if level.lookup is not None and joined else [])
     for root in roots:
         if root is not None:
             yield from chain.nodes(root)
@@ -587,13 +610,47 @@ class _Compiler:
         self.in_aggregate = False
 
     def level(self):
-        lookup = self.lookup() if self.right is not None else None
-        level, *rest = self.unjoined_level()
+        where = self.select.args.get("where")
+        where = where.this if where is not None else None
+        if self.right is None:
+            return self.unjoined_level(where)
+        before, where = self.split_where(where)
+        lookup = self.lookup(before)
+        level, *rest = self.unjoined_level(where)
         return (dataclasses.replace(level, lookup=lookup), *rest)
 
-    def lookup(self) -> chain.Lookup:
+    def split_where(self, where):
+        """``(node, rest)``: the WHERE's conjuncts that read only the join's left side,
+        compiled (None: none), and the others (an expression or None). Spark filters the
+        left side by the first before it joins (the key is never evaluated on a row they
+        drop: no ANSI error from one), and the joined rows by the rest."""
+        if where is None:
+            return None, None
+        conjuncts = list(where.flatten()) if isinstance(where, exp.And) else [where]
+        before, after = None, []
+        for conjunct in conjuncts:
+            if conjunct.find(exp.Window, exp.AggFunc) is not None:
+                after.append(conjunct)
+                continue
+            self.left_only = True
+            try:
+                node, kind = self.expr(conjunct)
+                node = self.to(node, kind, "boolean")
+            except _Refuse:  # reads the right side (or is not fusable: refused later)
+                after.append(conjunct)
+                continue
+            finally:
+                self.left_only = False
+            before = node if before is None else ("and", before, node)
+        rest = None
+        for conjunct in after:
+            rest = conjunct if rest is None else exp.And(this=rest, expression=conjunct)
+        return before, rest
+
+    def lookup(self, before=None) -> chain.Lookup:
         """The FROM's join (:class:`udfs.fused_chain.Lookup`): an integral or timestamp key,
-        compared exactly (a BIGINT with an INT widened, as Spark does)."""
+        compared exactly (a BIGINT with an INT widened, as Spark does); ``before`` filters
+        the left side first."""
         join = self.right.join
         matches = [c for c in self.right.columns if c[0].lower() == join.key.lower()]
         if len(matches) != 1:
@@ -614,15 +671,14 @@ class _Compiler:
         return chain.Lookup(self.right.table, node, key_kind, key_name,
                             tuple((name, internal, kind)
                                   for name, internal, kind in self.right.columns),
-                            self.right.join.inner)
+                            self.right.join.inner, before)
 
-    def unjoined_level(self):
-        where = self.select.args.get("where")
+    def unjoined_level(self, where):
         cond = None
         if where is not None:
             if where.find(exp.Window) is not None or where.find(exp.AggFunc) is not None:
                 raise _Refuse
-            node, kind = self.expr(where.this)
+            node, kind = self.expr(where)
             cond = self.to(node, kind, "boolean")
         if self.select.args.get("group") is not None:
             return self.aggregate_level(cond)

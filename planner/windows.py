@@ -315,11 +315,31 @@ def _expand_stars(select: exp.Select, aliases, columns, hidden, other_columns) -
                 "whose columns are not known before Spark runs the query (a subquery or a "
                 "Spark table)", Span.of(source),
                 hint="list the columns instead of *, or join that source with ON")
+    # the key's owner: the first source left of the first join by it that has it (Spark
+    # finds it there); one whose columns are not known is taken to have it (else Spark
+    # reports the key missing) -- its ``*`` then shows its own key, which is the joined
+    # key unless a FULL or RIGHT join by it adds rows the owner does not have
     owner = {}
-    for source in sources:
-        for c in known[id(source)] or ():
-            if c.lower() in using and c.lower() not in owner:
-                owner[c.lower()] = source.alias_or_name.lower()
+    kinds = {join.this.alias_or_name.lower(): (join.args.get("side") or "").upper()
+             for join in select.args.get("joins") or []}
+    for c, joined in using.items():
+        for source in sources:
+            a = source.alias_or_name.lower()
+            if a in joined:
+                break
+            if known[id(source)] is None:
+                if any(kinds.get(r) in ("FULL", "RIGHT") for r in joined):
+                    raise WaveSQLError(
+                        "NOT_IMPLEMENTED", f"* over windowed streams joined by a FULL or "
+                        f"RIGHT USING ({c}) with a source whose columns are not known "
+                        "before Spark runs the query (a subquery or a Spark table)",
+                        Span.of(source),
+                        hint="list the columns instead of *, or join that source with ON")
+                owner[c] = a
+                break
+            if c in {k.lower() for k in known[id(source)]}:
+                owner[c] = a
+                break
     out = []
     for e in select.expressions:
         if isinstance(e, exp.Star):
@@ -329,7 +349,9 @@ def _expand_stars(select: exp.Select, aliases, columns, hidden, other_columns) -
                 a = source.alias_or_name
                 # a source not windowed is listed column by column when it takes part in a
                 # USING join (as its right side, or the first to have its column)
-                if a.lower() in windowed or a.lower() in rights or a.lower() in owner.values():
+                if known[id(source)] is not None and (
+                        a.lower() in windowed or a.lower() in rights
+                        or a.lower() in owner.values()):
                     for c in known[id(source)]:
                         joined = using.get(c.lower(), [])
                         if a.lower() in joined:

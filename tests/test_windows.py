@@ -335,6 +335,22 @@ def test_star_over_windowed_streams_and_a_table_joined_by_using(ws, tmp_path):
                "JOIN (SELECT 'x' AS sym, 7 AS w) d USING (sym)")
     assert err.value.code == "NOT_IMPLEMENTED" and err.value.span is not None
     assert "list the columns" in err.value.hint
+    # a table renaming its columns: its own names (it fell to ``d.*`` before, and then
+    # failed on the catalog's names)
+    star = ws.sql("SELECT * FROM a [NOW] a JOIN b [NOW] b USING (sym) "
+                  "FULL JOIN t AS d(sym, p2, t2) USING (sym)")
+    assert star.columns == ["_time", "sym", "px", "ts", "px", "ts", "p2", "t2"]
+    assert ("z", 300.0) in {(r[1], r[6]) for r in star.collect()}
+    # a subquery first: it has the key (Spark finds it there); with INNER joins its own
+    # ``*`` shows it, with a FULL join the rows only the streams have would show NULL
+    star = ws.sql("SELECT * FROM (SELECT sym, px AS p FROM t) d JOIN a [NOW] a USING (sym) "
+                  "JOIN b [NOW] b USING (sym)")
+    assert star.columns == ["_time", "sym", "p", "px", "ts", "px", "ts"]
+    assert sorted((r[1], r[2], r[3]) for r in star.collect()) == [("x", 100.0, 1.0)]
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT * FROM (SELECT sym, px FROM t) d FULL JOIN a [NOW] a USING (sym) "
+               "FULL JOIN b [NOW] b USING (sym)")
+    assert err.value.code == "NOT_IMPLEMENTED" and "FULL or RIGHT" in err.value.message
 
 
 def test_joined_window_errors(ws, tmp_path):

@@ -85,6 +85,8 @@ class Lookup:
     right_key: str
     columns: tuple[tuple[str, str, str], ...]
     inner: bool = False
+    #: the level's WHERE conjuncts that read only its input: applied before the join
+    where: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,14 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
     done = complete_from
     for level in program.levels:
         if level.lookup is not None:  # complete where its input is: a row-by-row join
+            if level.lookup.where is not None:
+                values, valid = _eval(level.lookup.where, cols, (), np.ones(len(us), bool),
+                                      ansi)
+                keep = values & valid
+                if not keep.all():
+                    rows = np.flatnonzero(keep)
+                    us = us.take(rows)
+                    cols = {k: (v.take(rows), m.take(rows)) for k, (v, m) in cols.items()}
             us, cols = _join(level.lookup, cols, us, lookups[level.lookup.table], ansi)
         n = len(us)
         everywhere = np.ones(n, dtype=bool)
