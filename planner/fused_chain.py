@@ -118,16 +118,15 @@ def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None,
     views: dict = {}
     lookups: dict[str, int] = {}  # fused per-window aggregates: view -> at most how many rows
     fused: set[int] = set()  # ids of the SELECTs inside a fused chain
-    # outermost chains first; then, once aggregates a chain may join are fused (they lie
-    # deeper, in CTEs or subqueries), once more for the chains that join them
+    # the relations some SELECT joins first (a chain may join them once they are fused
+    # per-window aggregates), then the outermost chains first
     selects = sorted(tree.find_all(exp.Select), key=time_windows._depth)
-    for again, select in [(False, s) for s in selects] + [(True, s) for s in selects]:
-        if again and not lookups:
-            break
+    joined = _joined_selects(tree)
+    for select in [s for s in selects if id(s) in joined] + selects:
         if id(select) in fused or _root(select) is not tree:
             continue
         found = _chain(select, scans, tumbling, resampled, lookups)
-        if found is None or (again and not found[4]):  # tried already: nothing new
+        if found is None:
             continue
         levels, stream, table, width, joins = found
         try:
@@ -153,6 +152,20 @@ def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None,
     if not views:
         return sql, {}, None
     return to_spark_sql(tree), views, None
+
+
+def _joined_selects(tree) -> set[int]:
+    """Ids of the SELECTs that are the right side of a join (a subquery, or a CTE's)."""
+    out = set()
+    for select in tree.find_all(exp.Select):
+        for join in select.args.get("joins") or []:
+            right = join.this
+            if isinstance(right, exp.Subquery) and isinstance(right.this, exp.Select):
+                out.add(id(right.this))
+            elif isinstance(right, exp.Table) and not right.args.get("db"):
+                out.update(id(c.this) for c in time_windows._visible_ctes(select)
+                           if c.alias_or_name.lower() == right.name.lower())
+    return out
 
 
 def _root(node):

@@ -682,6 +682,11 @@ LOOKUPS = {
                sum(a.v) OVER (ORDER BY a.ts RANGE BETWEEN INTERVAL 5 MILLISECONDS PRECEDING
                               AND CURRENT ROW) AS sv
         FROM s a LEFT OUTER JOIN buckets b ON b.n = a.q""", ("ts", "bt")),
+    "a window on the left side, a total on top": (f"""
+        WITH {BUCKETS}
+        SELECT count(*) AS c, sum(b.mean) AS sm, sum(dv) AS sd
+        FROM (SELECT {BUCKET_OF} AS _time, ts, v - lag(v) OVER (ORDER BY ts) AS dv FROM s) g
+        LEFT JOIN buckets b ON b._time = g._time""", ()),
     "a subquery on the right, a total on top": (f"""
         SELECT count(*) AS rows, sum(filled) AS total, count(mean) AS matched FROM (
           SELECT g.ts, coalesce(g.v, b.mean) AS filled, b.mean,
