@@ -174,26 +174,12 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
     for level in program.levels:
         if level.lookup is not None:  # complete where its input is: a row-by-row join
             if level.lookup.where is not None:
-                values, valid = _eval(level.lookup.where, cols, (), np.ones(len(us), bool),
-                                      ansi)
-                keep = values & valid
-                if not keep.all():
-                    rows = np.flatnonzero(keep)
-                    us = us.take(rows)
-                    cols = {k: (v.take(rows), m.take(rows)) for k, (v, m) in cols.items()}
+                us, cols = _filter(level.lookup.where, cols, us, ansi)
             us, cols = _join(level.lookup, cols, us, lookups[level.lookup.table], ansi)
+        if level.where is not None:  # (a column only the WHERE reads: not kept)
+            us, cols = _filter(level.where, cols, us, ansi, _read_after_where(level))
         n = len(us)
         everywhere = np.ones(n, dtype=bool)
-        if level.where is not None:
-            values, valid = _eval(level.where, cols, (), everywhere, ansi)
-            keep = values & valid
-            if not keep.all():
-                rows = np.flatnonzero(keep)  # one index for every column: cheaper than masks
-                us = us.take(rows)
-                read = _read_after_where(level)  # (a column only the WHERE reads: not kept)
-                cols = {k: (v.take(rows), m.take(rows)) for k, (v, m) in cols.items()
-                        if k in read}
-                n, everywhere = len(us), np.ones(len(rows), dtype=bool)
         if level.total:  # the top: the own rows' partial aggregates, or None (incomplete)
             if done is not None and done > start:
                 return None
@@ -224,6 +210,18 @@ def run(table: pa.Table, program: Program, start: int, complete_from: int | None
     return [(v[own], m[own]) for v, m in outputs]
 
 
+def _filter(condition, cols, us, ansi, read=None):
+    """``(times, columns)`` of the rows where ``condition`` is true; ``read``: the columns
+    to keep (all when None)."""
+    values, valid = _eval(condition, cols, (), np.ones(len(us), dtype=bool), ansi)
+    keep = values & valid
+    if keep.all():
+        return us, cols
+    rows = np.flatnonzero(keep)  # one index for every column: cheaper than masks
+    return us.take(rows), {k: (v.take(rows), m.take(rows)) for k, (v, m) in cols.items()
+                           if read is None or k in read}
+
+
 def _join(lookup: Lookup, cols, us, table: pa.Table, ansi):
     """``(times, columns)`` of a level's input joined with ``table`` (:class:`Lookup`)."""
     n = len(us)
@@ -245,7 +243,7 @@ def _join(lookup: Lookup, cols, us, table: pa.Table, ansi):
         repeats = counts if lookup.inner else np.maximum(counts, 1)
         rows = np.repeat(np.arange(n), repeats)
         first = np.cumsum(repeats) - repeats  # each row's first copy
-        at = np.repeat(at - first, repeats) + np.arange(len(rows))  # (no match: stays m)
+        at = np.repeat(at - first, repeats) + np.arange(len(rows))  # (none: stays past)
         us = us[rows]
         cols = {k: (v[rows], valid[rows]) for k, (v, valid) in cols.items()}
     if order is not None:
