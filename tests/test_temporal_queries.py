@@ -56,6 +56,22 @@ def test_resample_prev_holds_the_last_value(ws, ticks):
     np.testing.assert_array_equal(got.v.to_numpy(), ticks.v.to_numpy()[index])
 
 
+def test_an_unknown_column_over_an_asof_join_proposes_the_user_s_names(ws, tmp_path):
+    """Found by the fuzzer: Spark's proposal named the columns after the relation the ASOF
+    join is lowered to (``__wavesql_asof_0``.``sym``), a name the user never wrote."""
+    from wavesql.errors import WaveSQLError
+
+    frame = pd.DataFrame({"sym": ["a"], "px": [1.0], "ts": [0]})
+    _write(ws, tmp_path, "trades", frame, "sym STRING, px DOUBLE")
+    _write(ws, tmp_path, "quotes", frame.rename(columns={"px": "bid"}), "sym STRING, bid DOUBLE")
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT d.t_from, t.px FROM trades t ASOF JOIN quotes q "
+               "ON t.sym = q.sym AND t.ts >= q.ts")
+    assert err.value.code == "UNKNOWN_COLUMN" and "t_from" in err.value.message
+    assert err.value.hint and "__wavesql_" not in err.value.hint, err.value.hint
+    assert "px" in err.value.hint or "bid" in err.value.hint
+
+
 def test_asof_join_is_pandas_merge_asof(ws, tmp_path):
     rng = np.random.default_rng(9)
     trades = pd.DataFrame({"sym": rng.choice(list("abc"), 200), "px": rng.random(200),

@@ -205,7 +205,15 @@ def translate_spark_error(error: Exception, sql: str, user_text: str,
         message = f"unknown stream or table `{params.get('relationName', '').strip('`')}`"
     if code == "SPARK_ERROR" and condition:
         hint = f"Spark error condition {condition}"
+    # Spark names columns after the relations it was given, WaveSQL's own among them
+    message = _INTERNAL_QUALIFIER.sub("", message)
+    hint = None if hint is None else _INTERNAL_QUALIFIER.sub("", hint)
     return WaveSQLError(code, message, span, hint, user_text)
+
+
+#: ``__wavesql_asof_0``.``sym`` -> ``sym``: a relation WaveSQL made (an ASOF join's, a
+#: window's pairs) is no name the user wrote or could write
+_INTERNAL_QUALIFIER = re.compile(r"`?__wavesql_\w+`?\.")
 
 
 def _condition(error: Exception) -> str:
