@@ -485,6 +485,19 @@ def test_fixed_map_with_an_odd_number_of_arguments(text):
     _assert_contract(lambda: parse_statements(text, lenient=True), text)
 
 
+@pytest.mark.parametrize("text", [
+    "INTERVAL `` .5 ",  # sqlglot's interval parser: AttributeError
+    "SELECT /*+\" BROADCAST(u) */ * FROM t JOIN u ON t.id = u.id",  # hint: TokenError
+])
+def test_fixed_sqlglot_crashes_inside_the_parser(text):
+    """Found by the slow fuzz run: sqlglot raised AttributeError / TokenError from inside
+    its parser; both are syntax errors with a position now, as every other."""
+    with pytest.raises(WaveSQLError) as caught:
+        parse_statements(text, lenient=False)
+    assert caught.value.code == "PARSE_ERROR" and caught.value.span is not None
+    _assert_contract(lambda: parse_statements(text, lenient=False), text)
+
+
 DEEP_NESTING = {
     "parentheses": lambda n: "SELECT " + "(" * n + "1" + ")" * n,
     "unclosed-parentheses": lambda n: "SELECT " + "(" * n,
@@ -599,6 +612,19 @@ def test_fixed_view_duplicate_column_has_no_position(ws_data):
 def test_fixed_spark_error_on_generated_sql_has_no_position(ws_data):
     ws, root = ws_data
     text = "SELECT _time, sym, avg(px) AS a FROM trades [ROWS 1]"
+    _assert_contract(lambda: ws.bind(text, base_dir=str(root)), text)
+
+
+@pytest.mark.spark
+def test_fixed_spark_internal_error_at_analysis(ws_data):
+    """Found by the slow fuzz run: a lambda inside a struct is Spark's INTERNAL_ERROR, which
+    PySpark leaves a Py4JJavaError; it is a SPARK_ERROR with Spark's message now."""
+    ws, root = ws_data
+    text = "SELECT order_id, (items, x -> lower(x)) AS lowered FROM orders"
+    with pytest.raises(WaveSQLError) as caught:
+        ws.bind(text, base_dir=str(root))
+    assert caught.value.code == "SPARK_ERROR" and "unresolved operator" in caught.value.message
+    assert "Py4J" not in str(caught.value) and "at org.apache" not in str(caught.value)
     _assert_contract(lambda: ws.bind(text, base_dir=str(root)), text)
 
 

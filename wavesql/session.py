@@ -278,7 +278,10 @@ class Session:
         return df
 
     def analyze(self, sql: str, inputs, source_offset: int | None) -> ir.Schema:
+        from py4j.protocol import Py4JJavaError
         from pyspark.errors import PySparkException
+
+        from .spark import java_message
 
         # Analysis needs only the inputs' schemas, which the IR already knows: stand-in empty
         # DataFrames avoid listing files or planning scans at bind time.
@@ -290,6 +293,11 @@ class Session:
                 schema = self.spark.sql(sql).schema
         except PySparkException as err:
             raise translate_spark_error(err, sql, self._user_text or sql, source_offset) from None
+        except Py4JJavaError as err:  # Spark's own failure (INTERNAL_ERROR), not one PySpark
+            # converts: reported with Spark's message instead of a Java stack trace
+            raise WaveSQLError("SPARK_ERROR", java_message(err), hint="Spark could not "
+                               "analyse this query (an internal error of Spark's)",
+                               query=self._user_text or sql) from None
         return _schema_of(schema)
 
 

@@ -281,6 +281,16 @@ def _span(error: Exception, sql: str, user_text: str, offset: int | None) -> Spa
     return None
 
 
+def java_message(error) -> str:
+    """The first line of a Py4JJavaError's Java exception message (its error condition
+    and SQLSTATE left out), or the error's own text."""
+    try:
+        text = str(error.java_exception.getMessage() or "")
+    except Exception:  # noqa: BLE001 -- the gateway may be gone
+        text = ""
+    return _first_line(text or error) if text.strip() else _first_line(error)
+
+
 def _first_line(error: Exception) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     text = re.sub(r"^\[[A-Z_.]+\]\s*", "", text)

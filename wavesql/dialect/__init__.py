@@ -163,9 +163,12 @@ def parse_statements(text: str, *, lenient: bool = False) -> list[Statement]:
                 "PARSE_ERROR", "the statement is nested too deeply to parse",
                 Span(start, end), hint="split it into views or common table expressions",
                 query=text) from None
-        except (ParseError, IndexError, KeyError, ValueError, TypeError) as error:
+        except (ParseError, TokenError, IndexError, KeyError, ValueError, TypeError,
+                AttributeError) as error:
             # sqlglot's own builders fail on some malformed calls (map() with an odd number
-            # of arguments raises IndexError): a syntax error too, not a crash.
+            # of arguments raises IndexError, ``INTERVAL `` .5`` AttributeError; a hint's
+            # text is tokenized again, ``/*+" x */`` raises TokenError): a syntax error too,
+            # not a crash.
             failure = (_parse_error(error, text) if isinstance(error, ParseError) else
                        WaveSQLError("PARSE_ERROR", f"malformed statement ({error!r})",
                                     Span(start, end), query=text))
