@@ -70,6 +70,7 @@ from wavesql.dialect import parse_one, to_spark_sql
 from wavesql.udfs import fused_chain as chain
 
 from . import ir, time_windows
+from .temporal import quote
 from .types import spark_struct
 from .windows import TIME
 
@@ -462,7 +463,7 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
         # computed once, broadcast, and read in the pass -- the rows it joins stay there
         names = [name for name, _, _ in columns]
         tasks = tasks.crossJoin(F.broadcast(relation.select(F.collect_list(F.struct(*[
-            F.col(_quoted(c)) for c in names])).alias(f"__wavesql_lookup_{j}"))))
+            F.col(quote(c)) for c in names])).alias(f"__wavesql_lookup_{j}"))))
     df = tasks.mapInArrow(fused_chain_scan, out_type)
     if shells is None:
         return df, rows
@@ -473,10 +474,6 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
                                                           for f in result.fields]:
         return None, None
     return df, None
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -175,9 +175,13 @@ def _arriving(folder, frame, parts, rng, spread_us):
     for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
         path = folder / f"p{i:02d}.parquet"
         frame.iloc[lo:hi].sample(frac=1, random_state=i).to_parquet(path)
-        # Spark takes files by modification time: make it the arrival order
-        stamp = time.time() - 3600 + i
-        os.utime(path, (stamp, stamp))
+        _arrived(path, i)
+
+
+def _arrived(path, i: int) -> None:
+    """Spark takes files by modification time: make it the arrival order (``i``-th)."""
+    stamp = time.time() - 3600 + i
+    os.utime(path, (stamp, stamp))
 
 
 @pytest.mark.parametrize("kind, op", [("ASOF LEFT JOIN", ">="), ("ASOF JOIN", ">")])
@@ -298,8 +302,7 @@ def test_continuous_resample_does_not_finalise_past_its_last_row(ws, spark, tmp_
         for col in ("ts", "punct"):
             frame[col] = pd.to_datetime(frame[col], unit="us").astype("datetime64[us]")
         frame.to_parquet(folder / f"p{i}.parquet")
-        stamp = time.time() - 3600 + i
-        os.utime(folder / f"p{i}.parquet", (stamp, stamp))
+        _arrived(folder / f"p{i}.parquet", i)
     ws.sql(f"CREATE STREAM ticks (v DOUBLE, ts TIMESTAMP, punct TIMESTAMP) FROM '{folder}' "
            "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND PROGRESS COLUMN punct")
     sql = "SELECT ts, v FROM RESAMPLE(ticks, ts, INTERVAL 1 SECOND, 'prev') r"
@@ -468,8 +471,7 @@ def test_continuous_imputation_keeps_what_each_resample_needs(ws, spark, tmp_pat
         frame = pd.DataFrame(rows, columns=["dev", "v", "ts"])
         frame["ts"] = pd.to_datetime(frame["ts"] * 10**6, unit="us").astype("datetime64[us]")
         frame.to_parquet(folder / f"p{i}.parquet")
-        stamp = time.time() - 3600 + i
-        os.utime(folder / f"p{i}.parquet", (stamp, stamp))
+        _arrived(folder / f"p{i}.parquet", i)
     ws.sql(f"CREATE STREAM meters (dev STRING, v DOUBLE, ts TIMESTAMP) FROM '{folder}' "
            "FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
     instant = "timestamp_micros(unix_micros(ts) + pmod(-unix_micros(ts), 10000000)) AS _time"
