@@ -767,17 +767,31 @@ class ContinuousQuery:
     # -- public ------------------------------------------------------------------------
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait for the query (availableNow: until the input present at start is done);
-        re-raises the error that stopped it, as a WaveSQLError where possible."""
+        re-raises the error that stopped it, as a WaveSQLError where possible.
+
+        With ``timeout`` (seconds): returns False if the query is still running then, as
+        Spark's ``awaitTermination`` does. Without it, the wait is bounded only if
+        ``WAVESQL_AWAIT_TIMEOUT_SECONDS`` is set (the test suite sets it, so a hung query
+        fails its test instead of the whole run): past it the query is stopped and
+        ``STREAM_TIMEOUT`` raised."""
         from pyspark.errors import StreamingQueryException
 
+        default = timeout is None and await_timeout_seconds()
         try:
-            done = self._query.awaitTermination(timeout)
+            done = self._query.awaitTermination(default or timeout)
         except StreamingQueryException:
             if isinstance(self.error, WaveSQLError):
                 raise self.error from None
             raise
         if self.error is not None:
             raise self.error
+        if default and done is False:
+            self.stop(wait=0)
+            raise WaveSQLError(
+                "STREAM_TIMEOUT", f"the continuous query was still running after {default:g} s "
+                "(WAVESQL_AWAIT_TIMEOUT_SECONDS); it has been stopped",
+                hint="raise WAVESQL_AWAIT_TIMEOUT_SECONDS (unset: wait as long as it takes), "
+                     "or pass await_termination(timeout=...) and check its result")
         return done if done is not None else True
 
     @property
@@ -1478,6 +1492,17 @@ class ContinuousQuery:
         tmp = folder / f"batch={report.batch:09d}.json.tmp"
         tmp.write_text(json.dumps(asdict(report)))
         os.replace(tmp, folder / f"batch={report.batch:09d}.json")
+
+
+def await_timeout_seconds() -> float | None:
+    """The default bound on :meth:`ContinuousQuery.await_termination` (None: unbounded)."""
+    text = os.environ.get("WAVESQL_AWAIT_TIMEOUT_SECONDS", "").strip()
+    try:
+        value = float(text) if text else 0.0
+    except ValueError:
+        raise WaveSQLError("INVALID_OPTION", f"WAVESQL_AWAIT_TIMEOUT_SECONDS={text!r} is not a "
+                           "number of seconds") from None
+    return value if value > 0 else None
 
 
 def _reader_settings(s: cat.StreamDef) -> tuple[str, dict]:

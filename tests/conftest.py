@@ -10,6 +10,9 @@ import pytest
 # Spark's Python workers must use this interpreter (and so this environment).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# A continuous query that hangs fails its test (STREAM_TIMEOUT) instead of the whole run;
+# pytest-timeout (pyproject.toml) bounds every test as a whole.
+os.environ.setdefault("WAVESQL_AWAIT_TIMEOUT_SECONDS", "240")
 
 TEST_SPARK_CONFIG = {
     "spark.sql.shuffle.partitions": "2",
@@ -43,3 +46,11 @@ def ws(spark, tmp_path):
     for view in spark.catalog.listTables():
         if view.isTemporary:
             spark.catalog.dropTempView(view.name)
+
+
+def pytest_collection_modifyitems(items):
+    """Tests marked ``slow`` (not in CI) run for minutes by design: an hour each, unless they
+    set their own ``timeout``."""
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(3600))

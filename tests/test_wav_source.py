@@ -389,7 +389,7 @@ def test_spark_streaming_available_now_equals_batch(spark, tmp_path):
                  .options(**opts).load().writeStream.format("parquet")
                  .option("path", str(out)).option("checkpointLocation", str(ck))
                  .trigger(availableNow=True).start())
-        query.awaitTermination()
+        assert query.awaitTermination(240), "the streaming query did not finish in 240 s"
 
     # windows cross both file boundaries and the micro-batch boundary
     first = write_files(src, [2500, 700])

@@ -89,6 +89,8 @@ ERROR_CODES: dict[str, str] = {
     "SPARK_ERROR": "Spark rejected the query; the message is Spark's",
     "SPARK_UNAVAILABLE": "the connection to Spark was lost (its JVM exited) or its "
                          "SparkContext was stopped while a query ran",
+    "STREAM_TIMEOUT": "a continuous query was still running when the wait for it "
+                      "(WAVESQL_AWAIT_TIMEOUT_SECONDS) ran out",
     "FILE_NOT_FOUND": "a query file passed to execute_file does not exist",
     # query files, sinks and schedules (wavesql run / schedule)
     "SINK_MISMATCH": "an INSERT INTO query does not produce the columns its sink declares",
