@@ -155,7 +155,7 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
 
 
 _EXPLAIN_PREFIX = re.compile(
-    r"\s*EXPLAIN(\s+(AST|IR|SPARK|EXTENDED|FORMATTED|CODEGEN|COST)\b)?\s+", re.IGNORECASE)
+    rf"\s*EXPLAIN(\s+({'|'.join(wn.EXPLAIN_KINDS)})\b)?\s+", re.IGNORECASE)
 
 
 def _explained_statement(stmt: ParsedStatement, target: exp.Expression) -> ParsedStatement:

@@ -477,7 +477,7 @@ def _lower_explain(stmt: ir.Explain, rt: Runtime, offset):
 
 
 def explain_text(stmt: ir.Explain, rt: Runtime, offset=None) -> str:
-    """The text of ``EXPLAIN [AST|IR|SPARK|EXTENDED|FORMATTED|CODEGEN|COST]``."""
+    """The text of ``EXPLAIN [AST|IR|SPARK|EXTENDED|FORMATTED|CODEGEN|COST|STREAM]``."""
     if stmt.mode == "AST":
         return stmt.ast_text
     if stmt.mode == "IR":
@@ -495,6 +495,10 @@ def explain_text(stmt: ir.Explain, rt: Runtime, offset=None) -> str:
         raise WaveSQLError("UNSUPPORTED_STATEMENT",
                            f"EXPLAIN {stmt.mode} needs a query, not a {stmt.target.kind} statement",
                            hint="use EXPLAIN IR to see how WaveSQL binds it")
+    if stmt.mode == "STREAM":  # how it would run continuously (nothing runs)
+        from wavesql.streaming.runner import explain_stream
+
+        return explain_stream(rt.spark, stmt.ast_text, stmt.target)
     df = lower(stmt.target, rt, offset)
     mode = {"SPARK": "extended"}.get(stmt.mode, stmt.mode.lower())
     return df._sc._jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), mode)

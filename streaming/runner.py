@@ -167,22 +167,74 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     if late is None and late_into is not None:
         late, late_format = _late_path(late_into.this, session.catalog)
     plan = plan_continuous(bound.relation, stmt)
-    cls = ContinuousQuery
+    cls, extra = ContinuousQuery, {}
     if plan.mode == "signal":  # a query over a SIGNAL: streaming/signals.py
         from .signals import SignalContinuousQuery as cls
 
         bound = plan.signal.bound
+    elif plan.mode == "windowed":  # incremental on Spark's state store where it can be
+        windowed = stateful_plan(session, stmt, bound, emit is not None and emit.kind == "CHANGES")
+        if windowed is not None:
+            from .stateful.query import StatefulWindowQuery as cls
+
+            extra = {"windowed": windowed}
     # Relative paths resolve against this process's current directory, as CREATE's do:
     # Spark would resolve them against the JVM's, which os.chdir does not move.
     output = output if callable(output) else _absolute(output)
     checkpoint = _absolute(checkpoint)
-    return cls(session, text, bound, plan,
+    return cls(session, text, bound, plan, **extra,
                            emit_changes=emit is not None and emit.kind == "CHANGES",
                            output=output, checkpoint=Path(checkpoint),
                            late=Path(_absolute(late)) if late is not None
                            else Path(checkpoint) / "late",
                            trigger=trigger, max_files=max_files_per_trigger, clock=clock,
                            output_format=output_format, late_format=late_format)
+
+
+def stateful_plan(session, stmt, bound, emit_changes: bool):
+    """The :class:`~.stateful.plan.WindowedPlan` of a windowed continuous query that runs on
+    Spark's state store, or None (then the buffer is re-evaluated each micro-batch: the
+    reason is in ``EXPLAIN``)."""
+    from .stateful import plan as stateful
+
+    if os.environ.get("WAVESQL_STATEFUL", "1") == "0":  # the re-evaluating runner, forced
+        return None
+    try:
+        return stateful.recognize(session.spark, stmt, bound.relation, emit_changes)
+    except stateful.NotIncremental:
+        return None
+
+
+def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
+    """``EXPLAIN STREAM``: how the query would run continuously -- which runner, what state
+    it keeps per input -- or the streaming-rule error it would stop with."""
+    stmt = parse_statements(text)[0]
+    plan = plan_continuous(target.relation, stmt)
+    lines = [f"continuous {plan.mode} query"]
+    if plan.mode == "windowed":
+        from .stateful import plan as stateful
+
+        emit = next(iter(stmt.node.find_all(wn.Emit)), None)
+        try:
+            windowed = stateful.recognize(spark, stmt, target.relation,
+                                          emit is not None and emit.kind == "CHANGES")
+            lines.append(windowed.explain)
+        except stateful.NotIncremental as why:
+            lines.append(f"re-evaluated over each input's look-back every micro-batch (not "
+                         f"on the state store: {why})")
+    for inp in plan.inputs:
+        rules = "; ".join(_rule_text(r) for r in inp.lookback) or "nothing between batches"
+        lines.append(f"input {inp.stream.name}: keeps {rules}")
+    return "\n".join(lines)
+
+
+def _rule_text(rule: tuple) -> str:
+    if rule[0] == "time":
+        return f"{rule[1]} us of event time before progress"
+    if rule[0] == "rows":
+        keys = f" per {', '.join(rule[1])}" if rule[1] else ""
+        return f"the last {rule[2]} rows{keys}"
+    return " ".join(str(r) for r in rule)
 
 
 def _watch_path(path: str) -> str:

@@ -255,17 +255,19 @@ def test_repl_in_a_terminal(tmp_path):
                  r"count\(\*\)", r"\|\s{20}\^")
         term.send("STREAM SELECT sym, count(*) AS n FROM trades "
                   "[RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY sym;\r")
-        # Progress 23.5 s (newest row 24.5 s - 1 s watermark): the windows ending at 0, 10
-        # and 20 s are final; each row says so (_final) and carries the progress.
-        shown = term.wait_for("Ctrl-C stops it", "batch 0",
-                              r"batch 0: progress 1970-01-01 00:00:23.5 · in 50")
+        # Progress 23.5 s (newest row 24.5 s - 1 s watermark), promised by the first batch
+        # and applied by the next (Spark's watermark): the windows ending at 0, 10 and 20 s
+        # are final; each row says so (_final) and carries the progress.
+        shown = term.wait_for("Ctrl-C stops it", r"batch 0: progress none yet · in 50",
+                              r"batch 1: progress 1970-01-01 00:00:23.5 · in 0")
         assert re.search(r"│ 1970-01-01 00:00:10 │ a\s+│\s+10 │ True\s+│ 1970-01-01 "
                          r"00:00:23.5 ", shown), shown
         _trades(folder, "part-1.parquet", 25, 45)  # new data while it runs
-        shown = term.wait_for("batch 1", r"batch 1: progress 1970-01-01 00:00:43.5 · in 40")
+        shown = term.wait_for(r"batch 2: progress 1970-01-01 00:00:23.5 · in 40",
+                              r"batch 3: progress 1970-01-01 00:00:43.5 · in 0")
         assert re.search(r"│ 1970-01-01 00:00:30 │ b\s+│\s+10 │ True", shown), shown
         child.sendintr()
-        term.wait_for("stopped after 2 batches", "wavesql>", timeout=120)
+        term.wait_for("stopped after 4 batches", "wavesql>", timeout=120)
 
         # In the background it keeps running behind the prompt; \status shows its figures.
         term.run("STREAM BACKGROUND SELECT sym, count(*) AS n FROM trades "

@@ -283,7 +283,9 @@ def test_windowed_apps_stream_to_the_reference(ws, spark, tmp_path, app):
     frame = build()
     _, query = _example(ws, tmp_path, app.split("_")[0], {folder: frame}, parts=4)
     got, cq = _stream(ws, spark, tmp_path, query, frame, folder)
-    assert len(cq.reports) == 5
+    # one micro-batch per file (4 and the closing punctuation); on Spark's state store
+    # (YSB's tumbling count) one more without rows closes the last windows
+    assert [r.rows_in > 0 for r in cq.reports][:5] == [True] * 5 and len(cq.reports) <= 6
     _same(got, reference(frame), **check)
 
 

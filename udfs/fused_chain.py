@@ -338,7 +338,7 @@ def _window(w: Window, cols, us, done, ansi, shared: dict):
         x = np.where(valid, values, 0).astype(np.int64 if integral else np.float64, copy=False)
         if order is not None:
             x, valid = x[order], valid[order]
-        result = windows._aggregate(w.func, (ARROW[w.arg_type], valid, x), lo, hi,
+        result = windows.aggregate_frames(w.func, (ARROW[w.arg_type], valid, x), lo, hi,
                                     shared.setdefault(("sums", shape, w.arg), {}))
     values, valid = _vector(pa.chunked_array([result]), result_type(w.func, w.arg_type))
     if order is not None:  # back from partition order to the level's time order

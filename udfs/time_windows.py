@@ -98,7 +98,7 @@ def evaluate(table: pa.Table, specs: tuple[Spec, ...], time: str, keys: int,
         if spec.arg not in columns:
             columns[spec.arg] = _ordered(table.column(spec.arg), order)
         shared = sums.setdefault((spec.arg, spec.before, spec.after), {})
-        out[result_column(i)] = _aggregate(spec.func, columns[spec.arg], lo, hi, shared)
+        out[result_column(i)] = aggregate_frames(spec.func, columns[spec.arg], lo, hi, shared)
     return pa.table(out)
 
 
@@ -226,7 +226,7 @@ def _search(us, has_time, base, t0, before: int, after: int):
     return lo, hi
 
 
-def _aggregate(func: str, ordered: tuple, lo, hi, sums: dict | None = None) -> pa.Array:
+def aggregate_frames(func: str, ordered: tuple, lo, hi, sums: dict | None = None) -> pa.Array:
     """``func`` of ``ordered`` (``(arrow type, valid, values)``) over the frames ``[lo,
     hi)``; ``sums``: a dict kept by the caller for one argument and frame, where ``avg`` and
     the spreads share the frames' DOUBLE sums (fraud's mean and standard deviation)."""

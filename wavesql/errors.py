@@ -91,6 +91,8 @@ ERROR_CODES: dict[str, str] = {
                          "SparkContext was stopped while a query ran",
     "STREAM_TIMEOUT": "a continuous query was still running when the wait for it "
                       "(WAVESQL_AWAIT_TIMEOUT_SECONDS) ran out",
+    "CHECKPOINT_MISMATCH": "a continuous query was started on a checkpoint written by a "
+                           "different query plan (or an older runner)",
     "FILE_NOT_FOUND": "a query file passed to execute_file does not exist",
     # query files, sinks and schedules (wavesql run / schedule)
     "SINK_MISMATCH": "an INSERT INTO query does not produce the columns its sink declares",

@@ -110,6 +110,16 @@ def _quiet_logs(spark) -> None:
 
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).disabled = True
+    if os.environ.get("WAVESQL_SPARK_LOG_LEVEL", "").upper() not in ("WARN", "INFO", "DEBUG"):
+        # Spark copies what its Python workers print to the JVM's System.err (PySpark's
+        # stateful-processor worker prints a line per call); log4j keeps its own stream, and
+        # every failure reaches WaveSQL as an exception, so that copy is only noise.
+        try:
+            jvm = spark.sparkContext._jvm
+            jvm.java.lang.System.setErr(jvm.java.io.PrintStream(
+                jvm.java.io.OutputStream.nullOutputStream()))
+        except Exception:  # noqa: BLE001 - log tuning must never stop a session from starting
+            pass
     try:
         spark.sparkContext.setLogLevel(os.environ.get("WAVESQL_SPARK_LOG_LEVEL", "ERROR"))
     except Exception:  # noqa: BLE001 - log tuning must never stop a session from starting

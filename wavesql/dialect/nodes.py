@@ -59,7 +59,7 @@ OBJECT_KINDS = ("STREAM", "SIGNAL", "SINK")
 #: ``StreamWindow.kind`` values.
 WINDOW_KINDS = ("RANGE", "ROWS", "NOW", "UNBOUNDED", "SAMPLES", "PARTITION_ROWS", "SPLIT")
 #: ``Explain.kind`` values (``None`` when no kind word is given).
-EXPLAIN_KINDS = ("AST", "IR", "SPARK", "EXTENDED", "FORMATTED", "CODEGEN", "COST")
+EXPLAIN_KINDS = ("AST", "IR", "SPARK", "EXTENDED", "FORMATTED", "CODEGEN", "COST", "STREAM")
 #: ``RelationToStream.kind`` values.
 RELATION_TO_STREAM_KINDS = ("ISTREAM", "DSTREAM", "RSTREAM")
 #: ``Emit.kind`` values.

@@ -1,0 +1,270 @@
+"""Continuous windowed aggregates: micro-batch time vs state size, vs plain Spark.
+
+    python benchmarks/streaming/run.py [--only sliding,istream,flat] [--hour-files 380]
+
+Three experiments, every figure a median over the steady-state micro-batches of one run,
+in one process and one Spark session (``local[2]``), and written to results.md:
+
+``sliding``
+    500 events/s over 20 keys, one Parquet file per 10 s of event time (5,000 rows), one
+    file per micro-batch (``maxFilesPerTrigger 1``). A sliding count per key,
+    ``[RANGE r SLIDE 10 SECONDS]`` with r = 1 minute and r = 1 hour (60x the state), on
+    WaveSQL (late rows captured, ``_final``/``_progress`` on every row, the results written
+    as Parquet) and on plain Spark Structured Streaming in its idiomatic form
+    (``withWatermark`` + ``groupBy(window(...), key).count()``, append mode, Parquet file
+    sink). The runs see 380 files (63 minutes of event time) so that the hour's window is
+    full for the last 20 batches, which are the ones measured. Targets (issue 26): WaveSQL
+    1 hour / 1 minute <= 1.5; WaveSQL / Spark <= 1.2.
+``istream``
+    ``ISTREAM (SELECT k, avg(v) AS a FROM kv [PARTITION BY k ROWS 10] GROUP BY k)`` with
+    1,000, 10,000 and 100,000 keys: a first file of 10 rows per key fills the state, then
+    micro-batches of 10,000 new rows (random keys). Target: <= 2 s per micro-batch.
+``flat``
+    the 1-minute sliding count over 30 minutes of event time (180 micro-batches): state rows
+    and bytes per batch (they must stay flat).
+
+A micro-batch's time is Spark's own ``triggerExecution`` duration of that batch (listing,
+planning, the stateful operator, the sink, the offset and commit logs): the same clock for
+both systems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+import machine  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SECOND = 1_000_000
+EPOCH = dt.datetime(2026, 1, 1)
+
+
+def write_events(folder: Path, files: int, rate: int, keys: int, seconds: int, seed: int = 0):
+    """``files`` Parquet files of ``seconds`` of event time each at ``rate`` events/s over
+    ``keys`` keys (up to 2 s out of order), modification times in order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    base = int((EPOCH - dt.datetime(1970, 1, 1)).total_seconds()) * SECOND
+    n = rate * seconds
+    for i in range(files):
+        ts = base + i * seconds * SECOND + np.sort(rng.integers(0, seconds * SECOND, n))
+        ts = ts - rng.integers(0, 2 * SECOND, n)
+        frame = pd.DataFrame({"k": rng.integers(0, keys, n).astype(str), "v": rng.random(n),
+                              "ts": pd.to_datetime(ts, unit="us").astype("datetime64[us]")})
+        path = folder / f"part-{i:05d}.parquet"
+        frame.to_parquet(path)
+        stamp = time.time() - 86400 + i * 0.01
+        os.utime(path, (stamp, stamp))
+
+
+class Durations:
+    """Spark's triggerExecution per batch of every query in the session (a listener)."""
+
+    def __init__(self, spark):
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.by_query: dict = {}
+        outer = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event):
+                pass
+
+            def onQueryProgress(self, event):
+                p = event.progress
+                outer.by_query.setdefault(str(p.id), []).append(
+                    (p.batchId, p.durationMs.get("triggerExecution", 0) / 1000.0,
+                     p.numInputRows))
+
+            def onQueryIdle(self, event):
+                pass
+
+            def onQueryTerminated(self, event):
+                pass
+
+        spark.streams.addListener(Listener())
+
+    def of(self, query_id) -> list:
+        time.sleep(1.0)  # the listener bus delivers the last progress asynchronously
+        return sorted(self.by_query.get(str(query_id), []))
+
+
+def run_wavesql(ws, durations, folder: Path, work: Path, sql: str, name: str) -> dict:
+    ws.sql(f"CREATE OR REPLACE STREAM {name} (k STRING, v DOUBLE, ts TIMESTAMP) FROM "
+           f"'{folder}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    out, ck = work / f"out_{name}", work / f"ck_{name}"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(ck, ignore_errors=True)
+    t0 = time.time()
+    cq = ws.stream(sql.format(s=name), out, ck, max_files_per_trigger=1)
+    cq.await_termination()
+    wall = time.time() - t0
+    batches = [b for b in durations.of(cq._query.id) if b[2] > 0]
+    return {"wall": wall, "batches": batches, "reports": cq.reports,
+            "engine": type(cq).__name__}
+
+
+def run_spark(spark, durations, folder: Path, work: Path, range_s: int, slide_s: int) -> dict:
+    from pyspark.sql import functions as F
+
+    out, ck = work / f"spark_out_{range_s}", work / f"spark_ck_{range_s}"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(ck, ignore_errors=True)
+    src = (spark.readStream.schema("k STRING, v DOUBLE, ts TIMESTAMP")
+           .option("maxFilesPerTrigger", 1).parquet(str(folder)))
+    agg = (src.withWatermark("ts", "2 seconds")
+           .groupBy(F.window("ts", f"{range_s} seconds", f"{slide_s} seconds"), "k").count())
+    t0 = time.time()
+    q = (agg.writeStream.outputMode("append").format("parquet").option("path", str(out))
+         .option("checkpointLocation", str(ck)).trigger(availableNow=True).start())
+    q.awaitTermination()
+    wall = time.time() - t0
+    return {"wall": wall, "batches": [b for b in durations.of(q.id) if b[2] > 0]}
+
+
+def steady(batches: list, last: int) -> tuple[float, float, float]:
+    """(median, min, max) of the last ``last`` batches' durations."""
+    xs = [d for _, d, _ in batches[-last:]]
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def sliding(ws, durations, work: Path, files: int, last: int) -> list[str]:
+    folder = work / "events"
+    if not folder.exists():
+        write_events(folder, files, 500, 20, 10)
+    lines = ["## Sliding count: micro-batch time vs window length, vs plain Spark", "",
+             f"500 events/s, 20 keys, {files} files of 10 s ({files * 10 / 60:.0f} min of "
+             f"event time), one file per micro-batch; median [min-max] of the last {last} "
+             "batches (Spark's triggerExecution).", "",
+             "| window | WaveSQL | plain Spark SS | WaveSQL / Spark | WaveSQL state rows |",
+             "| --- | --- | --- | --- | --- |"]
+    meds = {}
+    for range_s in (60, 3600):
+        sql = (f"SELECT k, count(*) AS n FROM {{s}} [RANGE {range_s} SECONDS SLIDE 10 SECONDS] "
+               "GROUP BY k")
+        ours = run_wavesql(ws, durations, folder, work, sql, f"ev{range_s}")
+        theirs = run_spark(ws.spark, durations, folder, work, range_s, 10)
+        m, lo, hi = steady(ours["batches"], last)
+        sm, slo, shi = steady(theirs["batches"], last)
+        meds[range_s] = m
+        state = ours["reports"][-2].buffered if len(ours["reports"]) > 1 else None
+        lines.append(f"| RANGE {range_s // 60} MIN SLIDE 10 S | {m:.3f} s [{lo:.3f}-{hi:.3f}] "
+                     f"| {sm:.3f} s [{slo:.3f}-{shi:.3f}] | {m / sm:.2f}x | {state} |")
+        print(lines[-1], f"(engine {ours['engine']}, walls {ours['wall']:.0f} s / "
+              f"{theirs['wall']:.0f} s)", flush=True)
+    lines += ["", f"WaveSQL 1 hour / 1 minute: **{meds[3600] / meds[60]:.2f}x** "
+              "(target <= 1.5).", ""]
+    return lines
+
+
+def istream(ws, durations, work: Path, batches: int, last: int) -> list[str]:
+    lines = ["## ISTREAM over [PARTITION BY k ROWS 10]: micro-batch time vs keys", "",
+             "`ISTREAM (SELECT k, avg(v) AS a FROM kv [PARTITION BY k ROWS 10] GROUP BY k)`; "
+             "a first file of 10 rows per key, then micro-batches of 10,000 new rows; median "
+             f"[min-max] of the last {last}.", "",
+             "| keys | micro-batch of 10,000 rows | rows out per batch | state rows |",
+             "| --- | --- | --- | --- |"]
+    for keys in (1_000, 10_000, 100_000):
+        folder = work / f"kv{keys}"
+        if not folder.exists():
+            folder.mkdir(parents=True)
+            rng = np.random.default_rng(keys)
+            base = int((EPOCH - dt.datetime(1970, 1, 1)).total_seconds()) * SECOND
+            fill = 10 * keys
+            ts = base + np.arange(fill) * (10 * SECOND // fill)
+            frames = [pd.DataFrame({"k": np.tile(np.arange(keys), 10).astype(str),
+                                    "v": rng.random(fill), "ts": ts})]
+            for b in range(batches):
+                t0 = base + (b + 1) * 10 * SECOND
+                frames.append(pd.DataFrame({
+                    "k": rng.integers(0, keys, 10_000).astype(str), "v": rng.random(10_000),
+                    "ts": t0 + np.sort(rng.integers(0, 10 * SECOND, 10_000))}))
+            for i, f in enumerate(frames):
+                f["ts"] = pd.to_datetime(f["ts"], unit="us").astype("datetime64[us]")
+                path = folder / f"part-{i:05d}.parquet"
+                f.to_parquet(path)
+                stamp = time.time() - 86400 + i * 0.01
+                os.utime(path, (stamp, stamp))
+        sql = "ISTREAM (SELECT k, avg(v) AS a FROM {s} [PARTITION BY k ROWS 10] GROUP BY k)"
+        ours = run_wavesql(ws, durations, folder, work, sql, f"kv{keys}")
+        m, lo, hi = steady(ours["batches"], last)
+        reps = [r for r in ours["reports"] if r.rows_in][-last:]
+        out = statistics.median(r.rows_out for r in reps)
+        lines.append(f"| {keys:,} | {m:.3f} s [{lo:.3f}-{hi:.3f}] | {out:.0f} | "
+                     f"{reps[-1].buffered:,} |")
+        print(lines[-1], f"(engine {ours['engine']})", flush=True)
+    return lines + [""]
+
+
+def flat(ws, durations, work: Path, files: int) -> list[str]:
+    folder = work / "events"
+    if not folder.exists():
+        write_events(folder, files, 500, 20, 10)
+    sql = "SELECT k, count(*) AS n FROM {s} [RANGE 60 SECONDS SLIDE 10 SECONDS] GROUP BY k"
+    ws.sql(f"CREATE OR REPLACE STREAM flat30 (k STRING, v DOUBLE, ts TIMESTAMP) FROM "
+           f"'{folder}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    cq = ws.stream(sql.format(s="flat30"), work / "out_flat", work / "ck_flat",
+                   max_files_per_trigger=1)
+    # 180 files = 30 minutes of event time: stop after them (the folder may hold more)
+    while len(cq.reports) < 180 and cq.is_active:
+        time.sleep(0.5)
+    cq.stop()
+    reps = cq.reports[:180]
+    rows = [r.buffered for r in reps]
+    size = [r.state_bytes for r in reps]
+    pick = lambda xs: ", ".join(f"{xs[i]}" for i in (9, 44, 89, 134, 179) if i < len(xs))  # noqa
+    return ["## State over 30 minutes of event time (RANGE 1 MIN SLIDE 10 S)", "",
+            "| batch | 10 | 45 | 90 | 135 | 180 |", "| --- | --- | --- | --- | --- | --- |",
+            f"| state rows (panes) | {pick(rows).replace(', ', ' | ')} |",
+            f"| state bytes | {pick(size).replace(', ', ' | ')} |", ""]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="sliding,istream,flat")
+    parser.add_argument("--hour-files", type=int, default=380)
+    parser.add_argument("--last", type=int, default=20)
+    parser.add_argument("--istream-batches", type=int, default=12)
+    parser.add_argument("--work", default=None, help="data and checkpoints (default: a temp dir)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import wavesql
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="wavesql-streaming-bench-"))
+    load0 = os.getloadavg()
+    ws = wavesql.connect(master="local[2]", catalog=work / "catalog.db",
+                         config={"spark.sql.shuffle.partitions": "2",
+                                 "spark.ui.enabled": "false"})
+    durations = Durations(ws.spark)
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# Streaming benchmark, {started}", ""]
+    only = args.only.split(",")
+    if "sliding" in only:
+        lines += sliding(ws, durations, work, args.hour_files, args.last)
+    if "istream" in only:
+        lines += istream(ws, durations, work, args.istream_batches, min(args.last, 8))
+    if "flat" in only:
+        lines += flat(ws, durations, work, max(args.hour_files, 180))
+    lines += [f"Machine: {machine.describe(load0, os.getloadavg())}; Spark "
+              f"{ws.spark.version}, local[2], 2 shuffle partitions.", ""]
+    text = "\n".join(lines)
+    print(text)
+    (HERE / "results.md").write_text(text)
+    ws.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""Which continuous queries run incrementally, and the Spark SQL around their kernel.
+
+A windowed aggregate over one catalog stream runs on Spark's state store
+(:mod:`.query`) when it has this shape::
+
+    [RSTREAM | ISTREAM | DSTREAM] (
+      SELECT <expressions over group keys, aggregates, _time>
+      FROM stream [window] [AS alias]
+      [WHERE <row predicate>] [GROUP BY <expressions over the stream's columns>]
+      [HAVING <predicate over group keys and aggregates>])
+
+with aggregates ``count(*)``, ``count / sum / avg / min / max(<numeric expression>)`` and
+
+* a slid window ``[RANGE r SLIDE s]`` (tumbling when ``r = s``): any of the three streams,
+  ``EMIT CHANGES`` with RSTREAM;
+* an unslid window -- ``[RANGE r]``, ``[NOW]``, ``[ROWS n]`` (no GROUP BY) or
+  ``[PARTITION BY k ROWS n]`` (GROUP BY exactly ``k``) -- under ISTREAM or DSTREAM, whose
+  SELECT lists each group key and aggregate bare (so a changed row is a changed aggregate).
+  RSTREAM of an unslid window emits every key at every instant any key changes: its output
+  alone grows with keys x rows, so it stays on the re-evaluating runner.
+
+Everything around the kernel is Spark SQL: before it (:attr:`WindowedPlan.pre`), the row
+predicate, the keys and the aggregates' arguments are evaluated per row and encoded as
+values plus NULL flags; after it (:attr:`WindowedPlan.post`), the user's SELECT runs over
+the kernel's rows with each aggregate replaced by its value -- so expressions, aliases,
+column order and types are Spark's, as in the batch query. :func:`recognize` returns None
+with the reason for any other shape (``EXPLAIN`` shows it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from wavesql.catalog import objects as cat
+from wavesql.dialect import nodes as wn
+from wavesql.dialect import to_spark_sql
+from wavesql.planner import ir
+from wavesql.planner.temporal import quote
+from wavesql.planner.windows import TIME
+
+from . import windows as kernel
+
+#: Spark types a group key or tie-order column may have, and how it travels to the kernel
+#: (a value that pandas keeps exact): (encoding SQL over ``{v}``, encoded type, decoding).
+KEY_TYPES = {
+    "string": ("{v}", "string", "{v}"),
+    "boolean": ("{v}", "boolean", "{v}"),
+    "tinyint": ("CAST({v} AS BIGINT)", "bigint", "CAST({v} AS TINYINT)"),
+    "smallint": ("CAST({v} AS BIGINT)", "bigint", "CAST({v} AS SMALLINT)"),
+    "int": ("CAST({v} AS BIGINT)", "bigint", "CAST({v} AS INT)"),
+    "bigint": ("{v}", "bigint", "{v}"),
+    "float": ("CAST({v} AS DOUBLE)", "double", "CAST({v} AS FLOAT)"),
+    "double": ("{v}", "double", "{v}"),
+    "date": ("unix_date({v})", "bigint", "date_from_unix_date(CAST({v} AS INT))"),
+    "timestamp": ("unix_micros({v})", "bigint", "timestamp_micros({v})"),
+}
+#: The zero each encoded type is filled with where the value is NULL.
+_FILL = {"string": "''", "boolean": "false", "bigint": "0L", "double": "0.0D"}
+INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+FLOATING = ("float", "double")
+
+#: Rows of the kernel's output (``__kind``).
+RESULT, LATE, NO_TIME, MALFORMED, STATS = 0, 1, 2, 3, 4
+#: The counts a stats row carries, in ``__n0...`` order.
+STAT_NAMES = ("on_time", "late", "no_time", "punctuation", "quarantined", "state_rows",
+              "state_bytes")
+#: The kernel output's view in the post-projection, and its instant column.
+VIEW = "__wavesql_windowed"
+
+
+@dataclass(frozen=True)
+class WindowedPlan:
+    """A continuous windowed aggregate the stateful runner evaluates."""
+
+    stream: cat.StreamDef
+    operator: kernel.Operator
+    #: ``(column name, Spark SQL)`` evaluated per input row, in order (``__kind``,
+    #: ``__ts``, ``__pass``, keys, arguments, order columns, ``__row``, ``__bucket``)
+    pre: tuple[tuple[str, str], ...]
+    key_types: tuple[str, ...]  # encoded types of the keys (KEY_TYPES' second item)
+    arg_types: tuple[str, ...]  # bigint | double per argument
+    order_types: tuple[str, ...]
+    output_ddl: str  # the kernel rows' Spark schema
+    post: str  # the user's SELECT over VIEW
+    buckets: int
+    explain: str
+
+    @property
+    def fingerprint(self) -> str:
+        """What a checkpoint of this plan depends on (compared on restart)."""
+        text = json.dumps([repr(self.operator), self.pre, self.output_ddl, self.buckets,
+                           self.stream.key], default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class NotIncremental(Exception):
+    """The query is not of a shape the stateful runner evaluates (the reason)."""
+
+
+def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
+              buckets: int = 64) -> WindowedPlan:
+    """The :class:`WindowedPlan` of a bound continuous query, or :class:`NotIncremental`."""
+    node = stmt.node
+    output = "RSTREAM"
+    if isinstance(node, wn.RelationToStream):
+        output, node = node.kind, node.this
+    while isinstance(node, (exp.Subquery, exp.Paren)):
+        node = node.this
+    if not isinstance(node, exp.Select):
+        raise NotIncremental("not a single SELECT")
+    select = node
+    for arg, what in (("with_", "a WITH clause"), ("with", "a WITH clause"),
+                      ("joins", "a join"), ("distinct", "DISTINCT"), ("order", "ORDER BY"),
+                      ("limit", "LIMIT"), ("offset", "OFFSET"), ("qualify", "QUALIFY")):
+        if select.args.get(arg):
+            raise NotIncremental(f"{what}")
+    if any(True for _ in select.find_all(exp.Window)):
+        raise NotIncremental("an OVER window")
+    if any(isinstance(n, (exp.Subquery, exp.Exists)) or (isinstance(n, exp.Select)
+                                                         and n is not select)
+           for n in select.walk()):
+        raise NotIncremental("a subquery")
+    source = select.args.get("from_") or select.args.get("from")
+    table = source.this if source is not None else None
+    window = table.args.get("window") if isinstance(table, exp.Table) else None
+    scans = [r for r in ir.walk(bound) if isinstance(r, ir.WindowScan)]
+    if window is None or len(scans) != 1 or not isinstance(scans[0].input, ir.StreamScan):
+        raise NotIncremental("not one windowed catalog stream")
+    stream = scans[0].input.stream
+    spec = scans[0].window
+    group = select.args.get("group")
+    keys = [_unqualified(e) for e in (group.expressions if group is not None else [])]
+    key_sql = [to_spark_sql(e) for e in keys]
+    operator_window, size, slide = _window(spec, key_sql, output, emit_changes)
+    aggs = _aggregates(select)
+    if not aggs:
+        raise NotIncremental("no aggregate (a windowed projection)")
+
+    columns = ir.Schema.of_columns(stream.columns)
+    types = _types(spark, columns, key_sql + [a[1] for a in aggs if a[1] is not None])
+    key_types = types[:len(key_sql)]
+    for sql_text, t in zip(key_sql, key_types):
+        if t not in KEY_TYPES:
+            raise NotIncremental(f"a group key of type {t} ({sql_text})")
+    arg_types = iter(types[len(key_sql):])
+    aggregates, arg_sql, arg_enc = [], [], []
+    for func, arg in aggs:
+        if arg is None:
+            aggregates.append(kernel.Aggregate("count"))
+            continue
+        t = next(arg_types)
+        if t not in INTEGRAL + FLOATING:
+            raise NotIncremental(f"{func}() of type {t}")
+        aggregates.append(kernel.Aggregate(func, len(arg_sql), t in INTEGRAL))
+        arg_sql.append(arg)
+        arg_enc.append((t, "bigint" if t in INTEGRAL else "double"))
+    order_cols = ([c for c in stream.columns] if operator_window == "ROWS" else [])
+    for c in order_cols:
+        if c.type.lower() not in KEY_TYPES:
+            raise NotIncremental(f"a ROWS window over a column of type {c.type} ({c.name})")
+    op = kernel.Operator(operator_window, size, slide, output, len(key_sql), tuple(aggregates),
+                         len(order_cols), emit_changes)
+    post = _post(select, keys, key_sql, key_types, aggs, aggregates, arg_enc, output)
+    where = select.args.get("where")
+    pass_sql = to_spark_sql(_unqualified(where.this)) if where is not None else "true"
+    pre = _pre(stream, pass_sql, key_sql, key_types, arg_sql, arg_enc, order_cols,
+               keys_of_all_rows=operator_window == "ROWS")
+    pre.append(("__bucket", _bucket(len(key_sql), buckets)))
+    enc_keys = tuple(KEY_TYPES[t][1] for t in key_types)
+    ddl = _output_ddl(enc_keys, [("bigint" if a.func == "count" or (a.integral and a.func in (
+        "sum", "min", "max")) else "double") for a in aggregates])
+    explain = (f"stateful {op.window.lower()} window on Spark's state store "
+               f"({'panes of ' + str(op.pane) + ' us' if op.window == 'SLIDE' else 'rows'}), "
+               f"{output}, {len(key_sql)} key(s) in {buckets if key_sql else 1} bucket(s), "
+               f"aggregates {', '.join(f.upper() + '(' + (a or '*') + ')' for f, a in aggs)}")
+    return WindowedPlan(stream, op, tuple(pre), enc_keys, tuple(e for _, e in arg_enc),
+                        tuple(KEY_TYPES[c.type.lower()][1] for c in order_cols), ddl, post,
+                        buckets if key_sql else 1, explain)
+
+
+def _window(spec, key_sql: list[str], output: str, changes: bool) -> tuple[str, int, int]:
+    kind = spec.kind
+    if kind == "SLIDE":
+        if changes and output != "RSTREAM":
+            raise NotIncremental("EMIT CHANGES with ISTREAM/DSTREAM")
+        return "SLIDE", spec.size, spec.slide
+    if kind in ("RANGE", "NOW", "ROWS", "PARTITION_ROWS") and output == "RSTREAM":
+        raise NotIncremental("RSTREAM of an unslid window (every key at every instant)")
+    if changes:
+        raise NotIncremental("EMIT CHANGES over an unslid window")
+    if kind == "RANGE":
+        return "RANGE", spec.size, 0
+    if kind == "NOW":
+        return "RANGE", 1, 0
+    if kind == "ROWS":
+        if key_sql:
+            raise NotIncremental("GROUP BY over a [ROWS n] window of the whole stream")
+        return "ROWS", spec.size, 0
+    if kind == "PARTITION_ROWS":
+        if sorted(key_sql) != sorted(spec.partition_by):
+            raise NotIncremental("GROUP BY other than the window's PARTITION BY")
+        return "ROWS", spec.size, 0
+    raise NotIncremental(f"a {kind} window")
+
+
+_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+
+
+def _aggregates(select: exp.Select) -> list[tuple[str, str | None]]:
+    """``(function, argument SQL or None)`` of each distinct aggregate, in order of first
+    appearance in the SELECT list and HAVING."""
+    found: list[tuple[str, str | None]] = []
+    for node in select.find_all(exp.AggFunc):
+        func = _FUNCS.get(type(node))
+        if func is None:
+            raise NotIncremental(f"the aggregate {node.sql()[:30]}")
+        arg = node.this
+        if isinstance(arg, exp.Distinct) or node.args.get("distinct"):
+            raise NotIncremental("a DISTINCT aggregate")
+        if len([a for a in node.args.values() if isinstance(a, exp.Expression)]) > 1:
+            raise NotIncremental(f"{func}() with more than one argument")
+        if isinstance(arg, exp.Star) and func == "count":
+            item = (func, None)
+        elif arg is None or any(isinstance(n, exp.AggFunc) for n in arg.walk()):
+            raise NotIncremental(f"the aggregate {node.sql()[:30]}")
+        else:
+            item = (func, to_spark_sql(_unqualified(arg)))
+        if item not in found:
+            found.append(item)
+    return found
+
+
+def _types(spark, columns: ir.Schema, sql: list[str]) -> list[str]:
+    """Spark's types of expressions over the stream's columns (analysis only, no job)."""
+    if not sql:
+        return []
+    frame = spark.createDataFrame([], columns.ddl())
+    try:
+        analyzed = frame.selectExpr(*sql)
+    except Exception as err:  # noqa: BLE001 - whatever Spark refuses stays on the other runner
+        raise NotIncremental(f"Spark cannot type {sql}: {str(err).splitlines()[0]}") from None
+    return [f.dataType.simpleString().lower() for f in analyzed.schema.fields]
+
+
+def _pre(stream: cat.StreamDef, pass_sql: str, key_sql, key_types, arg_sql, arg_enc,
+         order_cols, keys_of_all_rows: bool) -> list[tuple[str, str]]:
+    """Per input row: kind, time, predicate, encoded keys / arguments / order columns and the
+    row as JSON (for the late sink). Arguments are evaluated only where the predicate holds
+    (CASE WHEN, as Spark's filter-then-aggregate would), keys too unless a ROWS window
+    needs every row's partition."""
+    from wavesql.planner.bad_rows import CORRUPT_COLUMN
+
+    ts = quote(stream.event_time)
+    kind = "CASE "
+    kind += f"WHEN {quote(CORRUPT_COLUMN)} IS NOT NULL THEN {MALFORMED} " if _quarantines(
+        stream) else ""
+    if stream.progress_column:
+        kind += f"WHEN {quote(stream.progress_column)} IS NOT NULL THEN 1 "
+    kind += f"WHEN {ts} IS NULL THEN {NO_TIME} ELSE {RESULT} END"
+    out = [("__kind", f"CAST({kind} AS TINYINT)"),
+           ("__ts", f"coalesce(unix_micros({ts}), 0L)"),
+           ("__pass", f"({kind}) = {RESULT} AND coalesce(({pass_sql}), false)")]
+    for i, (sql_text, t) in enumerate(zip(key_sql, key_types)):
+        value = sql_text if keys_of_all_rows else f"CASE WHEN __pass THEN ({sql_text}) END"
+        out += _encoded(f"__k{i}", value, t)
+    for j, (sql_text, (t, enc)) in enumerate(zip(arg_sql, arg_enc)):
+        value = f"CAST(CASE WHEN __pass THEN ({sql_text}) END AS {enc.upper()})"
+        out += [(f"__an{j}", f"({value}) IS NULL"),
+                (f"__a{j}", f"coalesce({value}, {_FILL[enc]})")]
+    for m, c in enumerate(order_cols):
+        out += _encoded(f"__o{m}", quote(c.name), c.type.lower())
+    cols = ", ".join(quote(c.name) for c in stream.columns)
+    out.append(("__row", f"to_json(struct({cols}))"))
+    return out
+
+
+def _encoded(name: str, value: str, spark_type: str) -> list[tuple[str, str]]:
+    encode, enc_type, _ = KEY_TYPES[spark_type]
+    v = encode.format(v=f"({value})")
+    null = name.replace("__k", "__kn").replace("__o", "__on")
+    return [(null, f"({value}) IS NULL"), (name, f"coalesce({v}, {_FILL[enc_type]})")]
+
+
+def _quarantines(stream: cat.StreamDef) -> bool:
+    from wavesql.planner import bad_rows
+    from wavesql.planner.lower import stream_reader_options
+
+    return bad_rows.applies(stream, stream_reader_options(stream))
+
+
+def _bucket(n_keys: int, buckets: int) -> str:
+    """The state-store key of a row: a hash bucket of its encoded group keys. A micro-batch
+    calls the kernel once per bucket it touches (per-key calls cost about a millisecond
+    each in Python: 10,000 keys would take 10 s), and a bucket's state is one value."""
+    if not n_keys:
+        return "0"
+    parts = ", ".join(f"__kn{i}, __k{i}" for i in range(n_keys))
+    return f"CAST(pmod(xxhash64({parts}), {buckets}) AS INT)"
+
+
+def _output_ddl(key_types, value_types) -> str:
+    cols = ["__kind TINYINT", "__time BIGINT", "__final BOOLEAN"]
+    for i, t in enumerate(key_types):
+        cols += [f"__kn{i} BOOLEAN", f"__k{i} {t.upper()}"]
+    for j, t in enumerate(value_types):
+        cols += [f"__gn{j} BOOLEAN", f"__g{j} {t.upper()}"]
+    cols += ["__row STRING", "__record STRING", "__file STRING"]
+    cols += [f"__n{i} BIGINT" for i in range(len(STAT_NAMES))]
+    return ", ".join(cols)
+
+
+def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_enc,
+          output: str) -> str:
+    """The user's SELECT over the kernel's rows (view :data:`VIEW`): aggregates and group
+    keys replaced by the decoded kernel columns, HAVING as WHERE, ``_time`` first unless
+    listed (as the batch plan adds it)."""
+    tree = select.copy()
+    for arg in ("from_", "from", "where", "group", "having", "emit", "late_into"):
+        tree.set(arg, None)
+    having = select.args.get("having")
+    decoded_keys = [_decode_key(i, t) for i, t in enumerate(key_types)]
+    decoded_aggs = []
+    for j, (agg, (func, arg)) in enumerate(zip(aggregates, aggs)):
+        value = f"CASE WHEN __gn{j} THEN NULL ELSE __g{j} END"
+        if func in ("min", "max") and arg is not None:
+            value = f"CAST({value} AS {arg_enc[agg.arg][0].upper()})"
+        decoded_aggs.append(value)
+
+    def replace(node):
+        if isinstance(node, exp.AggFunc) and type(node) in _FUNCS:
+            arg = node.this
+            item = (_FUNCS[type(node)], None if isinstance(arg, exp.Star)
+                    else to_spark_sql(_unqualified(arg)))
+            return exp.maybe_parse(decoded_aggs[aggs.index(item)], dialect="spark")
+        if not isinstance(node, (exp.Alias, exp.Identifier)) and isinstance(
+                node, exp.Expression) and not isinstance(node, exp.Star):
+            try:
+                text = to_spark_sql(_unqualified(node))
+            except ValueError:
+                return node
+            if text in key_sql:
+                return exp.maybe_parse(decoded_keys[key_sql.index(text)], dialect="spark")
+        return node
+
+    items = []
+    for e in tree.expressions:
+        alias = e.alias if isinstance(e, exp.Alias) else None
+        inner = e.this if isinstance(e, exp.Alias) else e
+        name = alias or (inner.name if isinstance(inner, exp.Column) else None)
+        if output != "RSTREAM":
+            bare = isinstance(inner, tuple(_FUNCS)) or (
+                to_spark_sql(_unqualified(inner)) in key_sql) or (
+                isinstance(inner, exp.Column) and inner.name.lower() == TIME)
+            if not bare:
+                raise NotIncremental("ISTREAM/DSTREAM of a computed column")
+        new = inner.copy().transform(replace)
+        if name is None:
+            name = to_spark_sql(inner)  # Spark names an unaliased expression by its text
+        items.append(exp.alias_(new, name, quoted=True))
+    if output != "RSTREAM":
+        listed = {to_spark_sql(_unqualified(e.this if isinstance(e, exp.Alias) else e))
+                  for e in tree.expressions}
+        if having is not None or not set(key_sql) <= listed:
+            raise NotIncremental("ISTREAM/DSTREAM without every group key listed, or with "
+                                 "HAVING")
+    for e in items:
+        for col in e.find_all(exp.Column):
+            if col.name.lower() != TIME and not col.name.startswith("__"):
+                raise NotIncremental(f"`{col.sql()}` is neither a group key nor an aggregate")
+    if not any(e.alias.lower() == TIME for e in items):
+        items.insert(0, exp.alias_(exp.column(TIME), TIME))
+    items.append(exp.alias_(exp.column("__final"), "_final"))  # the kernel's, carried through
+    tree.set("expressions", items)
+    tree.set("from_", exp.From(this=exp.to_table(VIEW)))
+    if having is not None:
+        tree.set("where", exp.Where(this=having.this.copy().transform(replace)))
+    return to_spark_sql(tree)
+
+
+def _decode_key(i: int, enc_spark_type: str) -> str:
+    _, _, decode = KEY_TYPES[enc_spark_type]
+    return f"CASE WHEN __kn{i} THEN NULL ELSE {decode.format(v=f'__k{i}')} END"
+
+
+def _unqualified(node: exp.Expression) -> exp.Expression:
+    """``t.px`` -> ``px``: the pre-projection runs over the stream's own columns."""
+    def strip(n):
+        if isinstance(n, exp.Column) and n.args.get("table") is not None:
+            return exp.column(n.name, quoted=n.this.args.get("quoted"))
+        return n
+    return node.copy().transform(strip)

@@ -1,0 +1,167 @@
+"""The Spark stateful processor (``transformWithStateInPandas``) around the window kernel.
+
+Spark calls it once per micro-batch for each bucket of group keys that has new rows, and
+once for each bucket whose timer expired (a window closed with no new row for its keys);
+it keeps the bucket's state -- the kernel's bytes (:mod:`.state`: Arrow, never a pickle)
+-- in one ``ValueState`` of Spark's state store, so Spark checkpoints it with the offsets,
+restores it on restart and partitions it with the query.
+
+**Progress is Spark's watermark.** Each input row carries ``__wm``, the progress it promises
+(event time minus the stream's WATERMARK, or a punctuation's value), and the query has
+``withWatermark("__wm", "0 seconds")`` per input: Spark keeps the maximum, takes the
+minimum over inputs, passes it to this processor (``getCurrentWatermarkInMs``), fires the
+timers it passes and runs a no-data micro-batch when it advanced -- so windows close
+without new rows, in the batch right after the one that made them final. The ``__wm``
+column is dropped before the processor, so Spark drops no row for being late: the kernel
+sends late rows to the late sink instead. WaveSQL counts time in microseconds and Spark's
+watermark in milliseconds, so ``__wm`` carries microseconds *as* milliseconds, offset by
+:data:`OFFSET` so that event times before 1970 work too: Spark's watermark of such a query
+reads as a far-future date, and WaveSQL's progress is exact to the microsecond. Event
+times from 1934-05 to 2226 advance progress (rows outside still count, never late).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pyspark.sql.streaming import StatefulProcessor
+
+from . import plan as pl
+from . import windows as kernel
+
+#: Microseconds added to progress so that it is positive in Spark's watermark (2^50 µs,
+#: 35.7 years: progress from 1934-05 on).
+OFFSET = 1 << 50
+#: The largest progress that fits: ``(p + OFFSET) * 1000`` must be a Spark timestamp.
+TOP = (((1 << 63) - 1) // 1000) - OFFSET
+
+
+def watermark_sql(us_sql: str) -> str:
+    """Spark SQL of the ``__wm`` timestamp promising progress ``us_sql`` (microseconds);
+    NULL outside the range the encoding holds."""
+    return (f"CASE WHEN ({us_sql}) BETWEEN {-OFFSET} AND {TOP} THEN "
+            f"timestamp_micros((({us_sql}) + {OFFSET}) * 1000) END")
+
+
+def progress_of(watermark_ms: int | None) -> int | None:
+    """WaveSQL's progress (µs) from Spark's watermark (0 or less: none yet)."""
+    if watermark_ms is None or watermark_ms <= 0:
+        return None
+    return int(watermark_ms) - OFFSET
+
+
+class WindowProcessor(StatefulProcessor):
+    """One :class:`~.plan.WindowedPlan`'s kernel per bucket (module docstring)."""
+
+    def __init__(self, windowed: pl.WindowedPlan, inputs: list[str]):
+        #: the input columns in order: PySpark hands them over renamed when a name starts
+        #: with an underscore (its rows travel as namedtuples), so they are named here
+        self.inputs = list(inputs)
+        self.op = windowed.operator
+        self.n_keys = len(windowed.key_types)
+        self.n_args = len(windowed.arg_types)
+        self.n_order = len(windowed.order_types)
+        self.types = dict(c.split(" ") for c in windowed.output_ddl.split(", "))
+        self.columns = list(self.types)
+
+    def init(self, handle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("window", "value BINARY")
+
+    def handleInputRows(self, key, rows, timerValues):
+        frames = [f for f in rows if len(f)]
+        batch = pd.concat(frames, ignore_index=True) if len(frames) > 1 else (
+            frames[0] if frames else None)
+        if batch is not None:
+            batch.columns = self.inputs
+        yield self._step(batch, timerValues)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        yield self._step(None, timerValues)
+
+    def close(self) -> None:
+        pass
+
+    # -----------------------------------------------------------------------------------
+    def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
+        progress = progress_of(timer_values.getCurrentWatermarkInMs())
+        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
+        data = batch[kinds == pl.RESULT] if batch is not None else None
+        rows = self._rows(data)
+        stored = self.state.get() if self.state.exists() else None
+        result = kernel.step(self.op, bytes(stored[0]) if stored else None, rows, progress)
+        if result.state is None:
+            self.state.clear()
+        else:
+            self.state.update((result.state,))
+        for t in list(self.handle.listTimers()):
+            self.handle.deleteTimer(t)
+        if result.timer is not None and -OFFSET <= result.timer < TOP:
+            # Spark (4.3) fires a timer once the watermark reaches it: at the instant + 1 it
+            # fires once progress is past the instant. (Registered at the instant itself, it
+            # would fire with the instant not final yet, be registered again, and Spark's
+            # clean-up of the fired timer would delete that new registration.)
+            self.handle.registerTimer(result.timer + 1 + OFFSET)
+        parts = [self._results(result.results)]
+        if data is not None and result.late.any():
+            late = data[result.late]
+            parts.append(self._passthrough(late, pl.LATE))
+        if batch is not None:
+            for kind in (pl.NO_TIME, pl.MALFORMED):
+                if (kinds == kind).any():
+                    parts.append(self._passthrough(batch[kinds == kind], kind))
+        n = len(rows)
+        late_n = int(result.late.sum())
+        stats = [n - late_n, late_n, int((kinds == pl.NO_TIME).sum()), int((kinds == 1).sum()),
+                 int((kinds == pl.MALFORMED).sum()), result.state_rows,
+                 len(result.state) if result.state is not None else 0]
+        parts.append(self._frame(1, pl.STATS, {f"__n{i}": np.array([v], np.int64)
+                                               for i, v in enumerate(stats)}))
+        return pd.concat(parts, ignore_index=True)[self.columns]
+
+    def _rows(self, data: pd.DataFrame | None) -> kernel.Rows:
+        if data is None or not len(data):
+            empty = lambda: [(np.zeros(0, object), np.zeros(0, bool))]  # noqa: E731
+            return kernel.Rows(np.zeros(0, np.int64), np.zeros(0, bool),
+                               empty() * self.n_keys, [(np.zeros(0), np.zeros(0, bool))]
+                               * self.n_args, empty() * self.n_order)
+        col = lambda name: data[name].to_numpy()  # noqa: E731
+        pairs = lambda p, n: [(col(f"__{p}{i}"), col(f"__{p}n{i}").astype(bool))  # noqa
+                              for i in range(n)]
+        return kernel.Rows(col("__ts").astype(np.int64), col("__pass").astype(bool),
+                           pairs("k", self.n_keys), pairs("a", self.n_args),
+                           pairs("o", self.n_order))
+
+    def _results(self, res: kernel.Results) -> pd.DataFrame:
+        cols = {"__time": res.time.astype(np.int64), "__final": res.final.astype(bool)}
+        for i, (v, m) in enumerate(res.keys):
+            cols[f"__kn{i}"], cols[f"__k{i}"] = m.astype(bool), v
+        for j, (v, m) in enumerate(res.values):
+            cols[f"__gn{j}"], cols[f"__g{j}"] = m.astype(bool), v
+        return self._frame(len(res), pl.RESULT, cols)
+
+    def _passthrough(self, rows: pd.DataFrame, kind: int) -> pd.DataFrame:
+        cols = {"__time": rows["__ts"].to_numpy(np.int64),
+                "__row": rows["__row"].to_numpy(object)}
+        for name in ("__record", "__file"):
+            if name in rows:
+                cols[name] = rows[name].to_numpy(object)
+        return self._frame(len(rows), kind, cols)
+
+    def _frame(self, n: int, kind: int, cols: dict) -> pd.DataFrame:
+        """``n`` output rows of ``kind``: ``cols`` given, every other column its zero
+        (NULL flags set, strings NULL)."""
+        zeros = {"TINYINT": np.int8, "BIGINT": np.int64, "DOUBLE": np.float64}
+        out = {}
+        for name, spark_type in self.types.items():
+            if name in cols:
+                out[name] = cols[name]
+            elif name == "__kind":
+                out[name] = np.full(n, kind, np.int8)
+            elif spark_type == "STRING":
+                out[name] = np.full(n, None, object)
+            elif spark_type == "BOOLEAN":
+                out[name] = np.full(n, name.startswith(("__kn", "__gn")), bool)
+            else:
+                out[name] = np.zeros(n, zeros[spark_type])
+        return pd.DataFrame(out)

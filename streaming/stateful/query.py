@@ -1,0 +1,234 @@
+"""A continuous windowed aggregate on Spark's state store (the shapes :mod:`.plan` accepts).
+
+One Spark streaming query does the work::
+
+    stream files --> row encoding (Spark SQL, plan.pre) + __wm --> withWatermark(__wm)
+      --> groupBy(__bucket).transformWithStateInPandas(WindowProcessor)   [state store]
+      --> foreachBatch: results through the user's SELECT (plan.post) to the output,
+          late / timeless rows to the late sink, malformed ones to the quarantine,
+          counts to the batch's _progress record
+
+so a micro-batch's cost follows the rows that arrived and the windows that closed, not
+the state; Spark checkpoints the offsets, the watermark (= progress) and the state
+together under ``<checkpoint>/offsets``. Exactly once: a batch re-run after a crash gets
+the same rows and the state of the batch before it (Spark's state store is versioned by
+batch), and every file it writes is named by the batch id and replaced on a re-run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from wavesql.errors import WaveSQLError
+from wavesql.streaming import sinks
+from wavesql.streaming.runner import (FINAL, PROGRESS, REASON, BatchReport, ContinuousQuery,
+                                      _fmt, _reader_settings, _timestamp)
+
+from . import plan as pl
+from .processor import WindowProcessor, progress_of, watermark_sql
+
+#: The state store every stateful query uses (transformWithState requires RocksDB).
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+class StatefulWindowQuery(ContinuousQuery):
+    """A running continuous windowed aggregate (module docstring); the public API is
+    :class:`~wavesql.streaming.runner.ContinuousQuery`'s."""
+
+    def __init__(self, session, text, bound, plan, windowed: pl.WindowedPlan, **kw):
+        self.windowed = windowed
+        super().__init__(session, text, bound, plan, **kw)
+
+    # -- setup -------------------------------------------------------------------------
+    def _start(self, trigger: str, max_files: int | None):
+        from pyspark.sql import functions as F
+
+        self._check_checkpoint()
+        w = self.windowed
+        s = w.stream
+        self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        ddl, options = _reader_settings(s)
+        reader = self.spark.readStream.format(s.format).schema(ddl).options(**options)
+        if max_files is not None:
+            reader = reader.option("maxFilesPerTrigger", str(max_files))
+        frame = reader.load(s.path).withColumn("__file", F.input_file_name())
+        if "__wavesql_corrupt" not in frame.columns and pl._quarantines(s):
+            frame = frame.withColumn("__wavesql_corrupt", F.lit(None).cast("string"))
+        for name, sql_text in w.pre:
+            frame = frame.withColumn(name, F.expr(sql_text))
+        promised = (f"CASE WHEN __kind = {pl.RESULT} THEN __ts - {s.watermark_us or 0} "
+                    + (f"WHEN __kind = 1 THEN unix_micros(`{s.progress_column}`) "
+                       if s.progress_column else "") + "END")
+        frame = frame.withColumn("__wm", F.expr(watermark_sql(promised)))
+        keep = [n for n, _ in w.pre] + ["__file"]
+        if pl._quarantines(s):
+            frame = frame.withColumn("__record", F.col("`__wavesql_corrupt`"))
+            keep.append("__record")
+        frame = frame.select(*keep, "__wm")
+        if trigger.startswith("every ") and s.heartbeat_us is not None:
+            # the heartbeat is the stream's own promise: one watermark over both
+            frame = frame.unionByName(self._ticker(frame, s.heartbeat_us))
+        frame = frame.withWatermark("__wm", "0 seconds").select(*keep)
+        out = frame.groupBy("__bucket").transformWithStateInPandas(
+            WindowProcessor(w, frame.columns), w.output_ddl, "Append", "EventTime")
+        return self._start_writer(out, trigger)
+
+    def _ticker(self, frame, heartbeat_us: int):
+        """A HEARTBEAT's clock: Spark's rate source, one row a second promising the wall
+        clock minus the heartbeat (its rows are of no kind the kernel reads)."""
+        from pyspark.sql import functions as F
+
+        ticks = self.spark.readStream.format("rate").option("rowsPerSecond", "1").load()
+        promised = f"unix_micros(timestamp) - {heartbeat_us}"
+        cols = {"__kind": F.lit(9).cast("tinyint"), "__bucket": F.lit(0),
+                "__wm": F.expr(watermark_sql(promised))}
+        return ticks.select(*[cols.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
+                              for f in frame.schema.fields])
+
+    def _check_checkpoint(self) -> None:
+        """A checkpoint belongs to one plan: restarting a changed query on it would read the
+        state with another meaning (``CHECKPOINT_MISMATCH``)."""
+        marker = self.checkpoint / "wavesql.json"
+        mine = {"engine": "stateful-window", "plan": self.windowed.fingerprint,
+                "explain": self.windowed.explain}
+        if marker.is_file():
+            theirs = json.loads(marker.read_text())
+            if theirs.get("plan") != mine["plan"]:
+                raise WaveSQLError(
+                    "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by "
+                    f"another query plan ({theirs.get('explain', theirs.get('engine'))}); this "
+                    f"one is: {mine['explain']}",
+                    hint="give the changed query a new checkpoint (and output) folder, or "
+                         "delete the old checkpoint to start from the beginning of the input")
+        elif (self.checkpoint / "state").is_dir() or (self.checkpoint / "offsets").is_dir():
+            raise WaveSQLError(
+                "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by an "
+                "earlier WaveSQL runner for this query, whose state this one cannot read",
+                hint="start the query with a new checkpoint folder (and output folder)")
+        else:
+            self.checkpoint.mkdir(parents=True, exist_ok=True)
+            tmp = marker.with_suffix(".tmp")
+            tmp.write_text(json.dumps(mine))
+            tmp.replace(marker)
+
+    # -- one micro-batch ---------------------------------------------------------------
+    def _run_batch(self, batch_df, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        from wavesql.streaming import files
+
+        began = time.monotonic()
+        spark = batch_df.sparkSession
+        w = self.windowed
+        s = w.stream
+        progress = progress_of(self._batch_watermark(batch_id))
+        report = BatchReport(batch_id, progress, started_at=self.clock())
+        arrived = self._arrivals(batch_id)
+        logged = files.batch_files(self.checkpoint, 0, batch_id)
+        listed = [p for p, _ in logged]
+        if listed:
+            files.wait_until_ready(listed, s.format)
+            _unchanged_since_listed(logged)
+        df = batch_df.persist()
+        try:
+            totals = df.where(f"__kind = {pl.STATS}").agg(
+                *[F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)]).first()
+            counts = {n: int(totals[n] or 0) for n in pl.STAT_NAMES}
+            report.on_time, report.late = counts["on_time"], counts["late"]
+            report.no_time, report.punctuation = counts["no_time"], counts["punctuation"]
+            report.quarantined = counts["quarantined"]
+            report.rows_in = sum(counts[n] for n in pl.STAT_NAMES[:5])
+            report.buffered, report.state_bytes = counts["state_rows"], counts["state_bytes"]
+            report.inputs = {s.key: progress}
+            view = pl.VIEW
+            (df.where(f"__kind = {pl.RESULT}")
+             .withColumn("_time", F.timestamp_micros("__time"))
+             .createOrReplaceTempView(view))
+            out = spark.sql(w.post).withColumn(PROGRESS, _timestamp(progress))
+            if self.emit_changes or callable(self.output) or self.output_format != "parquet":
+                out = out.persist()
+                by_final = {r[0]: r[1] for r in out.groupBy(FINAL).count().collect()}
+                report.rows_out = sum(by_final.values())
+                report.final_out = by_final.get(True, 0)
+                self._deliver(out, batch_id)
+                out.unpersist()
+            else:
+                report.rows_out = report.final_out = sinks.parquet_rows(
+                    self._deliver(out, batch_id))
+            if report.late or report.no_time:
+                reason = F.when(F.col("__kind") == pl.LATE, F.lit(
+                    f"event time before the progress already promised ({_fmt(progress)})"))
+                reason = reason.otherwise(F.lit(f"no event time ({s.event_time} is NULL)"))
+                late = df.where(f"__kind IN ({pl.LATE}, {pl.NO_TIME})").select(
+                    F.lit(s.name).alias("_stream"), reason.alias(REASON),
+                    F.col("__row").alias("_row"))
+                sinks.write(late, str(self.late_path / f"batch={batch_id:09d}"),
+                            self.late_format)
+            bad = []
+            if report.quarantined:
+                bad.append(df.where(f"__kind = {pl.MALFORMED}").select(
+                    F.lit(s.name).alias("_stream"), F.col("__file").alias("_file"),
+                    F.col("__record").alias("_record"),
+                    F.concat(F.lit("malformed: read as "), F.col("__row")).alias(REASON)))
+            bad += self._changed_files(spark, batch_id, listed)
+            if bad:
+                frame = bad[0]
+                for part in bad[1:]:
+                    frame = frame.unionByName(part)
+                frame.write.mode("overwrite").parquet(
+                    str(self.quarantine_path / f"batch={batch_id:09d}"))
+        finally:
+            df.unpersist()
+        report.finished_at = self.clock()
+        if arrived:
+            report.latency_s = max(0.0, report.finished_at - min(arrived))
+        report.seconds = time.monotonic() - began
+        self._write_report(report)
+        self.reports.append(report)
+
+    def _batch_watermark(self, batch_id: int) -> int | None:
+        """Spark's watermark of batch ``batch_id`` (its offset log entry: written before the
+        batch runs), in Spark's milliseconds."""
+        path = Path(self.checkpoint) / "offsets" / "offsets" / str(batch_id)
+        try:
+            lines = path.read_text().splitlines()
+            return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
+        except (OSError, IndexError, ValueError):
+            return None
+
+    @property
+    def progress_us(self) -> int | None:
+        """The progress of the last batch this query ran (or of the checkpoint's last)."""
+        if self.reports:
+            return self.reports[-1].progress_us
+        done = Path(self.checkpoint) / "offsets" / "commits"
+        ids = sorted(int(p.name) for p in done.iterdir() if p.name.isdigit()) \
+            if done.is_dir() else []
+        return progress_of(self._batch_watermark(ids[-1])) if ids else None
+
+
+
+def _unchanged_since_listed(logged: list[tuple[str, int]]) -> None:
+    """Spark reads a batch's files with the sizes it saw when it listed them: a file that
+    changed since (still being written then) would be read in part, so the batch fails
+    with ``INCOMPLETE_FILE`` before anything is committed; running the query again lists
+    it anew and reads it whole. (The re-evaluating runner reads the files itself and
+    waits instead; writing files aside and renaming them into place avoids both.)"""
+    import os
+
+    from wavesql.streaming.files import local_path
+
+    for uri, listed_ms in logged:
+        path = local_path(uri)
+        try:
+            now_ms = os.stat(path).st_mtime_ns // 1_000_000 if path else None
+        except OSError:
+            now_ms = None
+        if path and listed_ms and now_ms is not None and now_ms != listed_ms:
+            raise WaveSQLError(
+                "INCOMPLETE_FILE", f"{path} changed after this micro-batch listed it (it was "
+                "still being written): nothing of the batch is committed",
+                hint="run the query again to read it whole; write files aside and rename "
+                     "them into place so that a listing never sees one half-written")
