@@ -22,7 +22,8 @@ Decisions, per operator (issue 26; revisit as operators move over):
 
 =================================  =====================================================
 windowed aggregates (above)        ``transformWithStateInPandas``, EventTime mode, one
-                                   ``ValueState`` per bucket of keys (64 buckets): a
+                                   ``ValueState`` per bucket of keys (two buckets per
+                                   shuffle partition): a
                                    Python call per key costs about a millisecond in
                                    PySpark 4.3 (measured: 10,000 keys, 14 s a batch), a
                                    call per bucket runs the kernel over all its keys in
@@ -41,7 +42,8 @@ the rest (second runner)           not yet: OVER windows, RESAMPLE, ASOF/interva
                                    is the next step of issue 26.
 =================================  =====================================================
 
-``EXPLAIN STREAM <query>`` says which runner a query gets and why.
+``EXPLAIN STREAM <query>`` says which runner a query gets and why; ``WAVESQL_STATEFUL=0``
+forces the re-evaluating runner (for comparisons).
 """
 
 from .runner import BatchReport, ContinuousQuery, start

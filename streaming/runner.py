@@ -173,7 +173,8 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
 
         bound = plan.signal.bound
     elif plan.mode == "windowed":  # incremental on Spark's state store where it can be
-        windowed = stateful_plan(session, stmt, bound, emit is not None and emit.kind == "CHANGES")
+        windowed = stateful_plan(session, stmt, bound, emit is not None and emit.kind == "CHANGES",
+                                 Path(_absolute(checkpoint)))
         if windowed is not None:
             from .stateful.query import StatefulWindowQuery as cls
 
@@ -191,16 +192,18 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                            output_format=output_format, late_format=late_format)
 
 
-def stateful_plan(session, stmt, bound, emit_changes: bool):
+def stateful_plan(session, stmt, bound, emit_changes: bool, checkpoint: Path | None = None):
     """The :class:`~.stateful.plan.WindowedPlan` of a windowed continuous query that runs on
     Spark's state store, or None (then the buffer is re-evaluated each micro-batch: the
-    reason is in ``EXPLAIN``)."""
+    reason is in ``EXPLAIN STREAM``). ``WAVESQL_STATEFUL=0`` forces the re-evaluating
+    runner (comparisons, diagnosis)."""
     from .stateful import plan as stateful
 
-    if os.environ.get("WAVESQL_STATEFUL", "1") == "0":  # the re-evaluating runner, forced
+    if os.environ.get("WAVESQL_STATEFUL", "1") == "0":
         return None
     try:
-        return stateful.recognize(session.spark, stmt, bound.relation, emit_changes)
+        return stateful.recognize(session.spark, stmt, bound.relation, emit_changes,
+                                  stateful.buckets_for(session.spark, checkpoint))
     except stateful.NotIncremental:
         return None
 
@@ -217,7 +220,8 @@ def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
         emit = next(iter(stmt.node.find_all(wn.Emit)), None)
         try:
             windowed = stateful.recognize(spark, stmt, target.relation,
-                                          emit is not None and emit.kind == "CHANGES")
+                                          emit is not None and emit.kind == "CHANGES",
+                                          stateful.buckets_for(spark, None))
             lines.append(windowed.explain)
         except stateful.NotIncremental as why:
             lines.append(f"re-evaluated over each input's look-back every micro-batch (not "

@@ -97,12 +97,28 @@ class WindowedPlan:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def buckets_for(spark, checkpoint) -> int:
+    """How many buckets of keys a query keeps its state in: the number its checkpoint was
+    started with, else two per shuffle partition (Spark fixes the partitions of a
+    checkpoint's state; a bucket is one state value and one kernel call per micro-batch,
+    so fewer, larger buckets cost less per batch -- a call is a few milliseconds -- while
+    a bucket's value stays a fraction of the state)."""
+    if checkpoint is not None:
+        marker = checkpoint / "wavesql.json"
+        try:
+            return int(json.loads(marker.read_text())["buckets"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+    return max(2, min(2 * partitions, 1024))
+
+
 class NotIncremental(Exception):
     """The query is not of a shape the stateful runner evaluates (the reason)."""
 
 
 def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
-              buckets: int = 64) -> WindowedPlan:
+              buckets: int) -> WindowedPlan:
     """The :class:`WindowedPlan` of a bound continuous query, or :class:`NotIncremental`."""
     node = stmt.node
     output = "RSTREAM"

@@ -31,6 +31,7 @@ from .processor import WindowProcessor, progress_of, watermark_sql
 
 #: The state store every stateful query uses (transformWithState requires RocksDB).
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
 class StatefulWindowQuery(ContinuousQuery):
@@ -49,6 +50,8 @@ class StatefulWindowQuery(ContinuousQuery):
         w = self.windowed
         s = w.stream
         self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        # a micro-batch uploads the changes of its state, not a snapshot of all of it
+        self.spark.conf.set(CHANGELOG, "true")
         ddl, options = _reader_settings(s)
         reader = self.spark.readStream.format(s.format).schema(ddl).options(**options)
         if max_files is not None:
@@ -92,7 +95,7 @@ class StatefulWindowQuery(ContinuousQuery):
         state with another meaning (``CHECKPOINT_MISMATCH``)."""
         marker = self.checkpoint / "wavesql.json"
         mine = {"engine": "stateful-window", "plan": self.windowed.fingerprint,
-                "explain": self.windowed.explain}
+                "explain": self.windowed.explain, "buckets": self.windowed.buckets}
         if marker.is_file():
             theirs = json.loads(marker.read_text())
             if theirs.get("plan") != mine["plan"]:
@@ -115,6 +118,7 @@ class StatefulWindowQuery(ContinuousQuery):
 
     # -- one micro-batch ---------------------------------------------------------------
     def _run_batch(self, batch_df, batch_id: int) -> None:
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         from wavesql.streaming import files
@@ -133,19 +137,16 @@ class StatefulWindowQuery(ContinuousQuery):
             _unchanged_since_listed(logged)
         df = batch_df.persist()
         try:
-            totals = df.where(f"__kind = {pl.STATS}").agg(
-                *[F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)]).first()
-            counts = {n: int(totals[n] or 0) for n in pl.STAT_NAMES}
-            report.on_time, report.late = counts["on_time"], counts["late"]
-            report.no_time, report.punctuation = counts["no_time"], counts["punctuation"]
-            report.quarantined = counts["quarantined"]
-            report.rows_in = sum(counts[n] for n in pl.STAT_NAMES[:5])
-            report.buffered, report.state_bytes = counts["state_rows"], counts["state_bytes"]
-            report.inputs = {s.key: progress}
-            view = pl.VIEW
-            (df.where(f"__kind = {pl.RESULT}")
+            # The kernel's counts ride along the job that writes the results (an
+            # observation: no job of their own); late and bad rows, rare, are read back from
+            # the cached batch only when there are some.
+            counted = Observation(f"wavesql_batch_{batch_id}")
+            observed = df.observe(counted, *[
+                F.sum(F.when(F.col("__kind") == pl.STATS, F.col(f"__n{i}"))).alias(n)
+                for i, n in enumerate(pl.STAT_NAMES)])
+            (observed.where(f"__kind = {pl.RESULT}")
              .withColumn("_time", F.timestamp_micros("__time"))
-             .createOrReplaceTempView(view))
+             .createOrReplaceTempView(pl.VIEW))
             out = spark.sql(w.post).withColumn(PROGRESS, _timestamp(progress))
             if self.emit_changes or callable(self.output) or self.output_format != "parquet":
                 out = out.persist()
@@ -157,6 +158,13 @@ class StatefulWindowQuery(ContinuousQuery):
             else:
                 report.rows_out = report.final_out = sinks.parquet_rows(
                     self._deliver(out, batch_id))
+            counts = {n: int(counted.get.get(n) or 0) for n in pl.STAT_NAMES}
+            report.on_time, report.late = counts["on_time"], counts["late"]
+            report.no_time, report.punctuation = counts["no_time"], counts["punctuation"]
+            report.quarantined = counts["quarantined"]
+            report.rows_in = sum(counts[n] for n in pl.STAT_NAMES[:5])
+            report.buffered, report.state_bytes = counts["state_rows"], counts["state_bytes"]
+            report.inputs = {s.key: progress}
             if report.late or report.no_time:
                 reason = F.when(F.col("__kind") == pl.LATE, F.lit(
                     f"event time before the progress already promised ({_fmt(progress)})"))
