@@ -107,9 +107,10 @@ region); ``sequential`` or an unbounded look-back in streaming is then ``NOT_IMP
 
 **Checkpointed state** (``state_dir``): a stateful program -- of any look-back, IIR filters
 and detectors included -- then runs each micro-batch as *one* partition holding all its new
-windows in order, whose Evaluator starts from the states pickled at the batch's start offset
-(``state_dir/k=<k_from>.pkl``) and pickles its states at the batch's end offset
-(``k=<k_to>.pkl``, written atomically). So the program sees every window exactly once, in
+windows in order, whose Evaluator starts from the states saved at the batch's start offset
+(``state_dir/k=<k_from>.state``) and saves its states at the batch's end offset
+(``k=<k_to>.state``, written atomically; JSON with numpy arrays, :mod:`wavesql.udfs.states`,
+never a pickle: the checkpoint is the user's, and a pickle would run code). So the program sees every window exactly once, in
 order, with the state the previous window left: the same output as one sequential batch
 pass, however the recording is cut into files and micro-batches. A re-run of a micro-batch
 (after a crash) reads the same start state and rewrites the same end state, so it is exactly
@@ -661,28 +662,39 @@ def read_partition(part: WavPartition, options: WavOptions, program_json: str,
 
 
 def _state_file(folder: str, k: int) -> str:
-    return os.path.join(folder, f"k={k:015d}.pkl")
+    return os.path.join(folder, f"k={k:015d}.state")
 
 
 def _load_states(path: str) -> dict:
-    import pickle
+    """The Evaluator's states a micro-batch left (:mod:`wavesql.udfs.states`: code-free)."""
+    from wavesql.udfs import states
 
     try:
         with open(path, "rb") as f:
-            return pickle.load(f)
+            data = f.read()
     except FileNotFoundError:
+        if os.path.exists(path[:-len(".state")] + ".pkl"):
+            raise WavError("CHECKPOINT_MISMATCH", path, "the checkpoint holds signal-function "
+                           "state pickled by an older WaveSQL, which is not loaded (a "
+                           "pickle can run code)", "start the query from a fresh "
+                           "checkpoint") from None
         raise WavError("MISSING_PATH", path, "the state a stateful signal function left at the "
                        "previous micro-batch is missing", "the checkpoint is incomplete: start "
                        "the query from a fresh checkpoint") from None
+    try:
+        return states.loads(data)
+    except ValueError as err:
+        raise WavError("CORRUPT_FILE", path, f"the signal-function state is not readable "
+                       f"({err})", "start the query from a fresh checkpoint") from None
 
 
-def _save_states(path: str, states: dict) -> None:
-    import pickle
+def _save_states(path: str, states_: dict) -> None:
+    from wavesql.udfs import states
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:
-        pickle.dump(states, f, protocol=pickle.HIGHEST_PROTOCOL)
+        f.write(states.dumps(states_))
     os.replace(tmp, path)  # atomic: a re-run of the batch rewrites the same state
 
 

@@ -31,11 +31,12 @@ Stateful signal functions
 ``lowpass``, ``iir``, ``cfar``, ``threshold_ranges``... carry state from window to window. The
 reader keeps their state **in the checkpoint** (option ``state_dir`` =
 ``<checkpoint>/signal_state``): each micro-batch evaluates its new windows in one ordered
-partition, starting from the Evaluator states pickled at the batch's start offset and
-pickling them at its end offset. That is exact for every stateful function -- IIR filters
+partition, starting from the Evaluator states saved at the batch's start offset and
+saving them at its end offset (:mod:`wavesql.udfs.states`: JSON and numpy arrays, never a
+pickle). That is exact for every stateful function -- IIR filters
 and detectors have an unbounded look-back, so the reader's other mechanism, warm-up replay
 of the look-back before a partition's first window, could not reproduce them -- and costs
-one small pickle per batch instead of re-reading the look-back each batch. A re-run of a
+one small state file per batch instead of re-reading the look-back each batch. A re-run of a
 batch after a crash starts from the same state file and rewrites the same end state, so the
 output is exactly once and equal to the batch query's, however the recording is cut into
 files and micro-batches.
@@ -251,9 +252,9 @@ class SignalContinuousQuery(ContinuousQuery):
             return 0
         size = 0
         for f in folder.iterdir():
-            if not (f.name.startswith("k=") and f.name.endswith(".pkl")):
+            if not (f.name.startswith("k=") and f.name.endswith(".state")):
                 continue
-            k = int(f.name[2:-4])
+            k = int(f.name[2:-len(".state")])
             if k0 is not None and k < k0 // slide:
                 f.unlink(missing_ok=True)  # a re-run of this batch needs only k0's state
             elif k == k1 // slide:

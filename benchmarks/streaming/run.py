@@ -94,7 +94,8 @@ class Durations:
             def onQueryTerminated(self, event):
                 pass
 
-        spark.streams.addListener(Listener())
+        self.listener = Listener()
+        spark.streams.addListener(self.listener)
 
     def of(self, query_id) -> list:
         time.sleep(1.0)  # the listener bus delivers the last progress asynchronously
@@ -262,6 +263,7 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     (HERE / "results.md").write_text(text)
+    ws.spark.streams.removeListener(durations.listener)
     ws.close()
     return 0
 
