@@ -148,7 +148,10 @@ def step(op: Operator, value: bytes | None, new: Rows, watermark: int | None) ->
     if watermark is not None and bound is not None and watermark < bound:
         watermark = bound  # progress never goes back
     run = {"SLIDE": _slide, "RANGE": _range, "ROWS": _rows}[op.window]
-    results, kept, last, timer = run(op, tables, fresh, bound, watermark)
+    if op.window == "SLIDE":
+        results, kept, last, timer = run(op, tables, fresh, bound, watermark)
+    else:
+        results, kept, last, timer = _touched_only(op, run, tables, fresh, bound, watermark)
     last = _present_only(last)
     out_tables = {"kept": kept}
     if last is not None:
@@ -161,6 +164,64 @@ def step(op: Operator, value: bytes | None, new: Rows, watermark: int | None) ->
         new_bound = watermark if watermark is not None else bound
         value = st.encode(op.kind, {"bound": new_bound}, out_tables)
     return Step(results, late, value, timer, rows)
+
+
+# -- unslid windows: only the keys something happens to ---------------------------------
+#: Below this many kept rows a bucket is evaluated whole (splitting it costs more).
+SPLIT_ROWS = 4096
+
+
+def _touched_only(op: Operator, run, tables: dict, new: Rows, bound, watermark):
+    """``run`` over the keys that get new rows or reach an instant now; the other keys'
+    rows and previous results are carried over as they are (their relation does not
+    change). Keys are told apart by a hash kept with each row (``h``): a collision only
+    makes an untouched key evaluated too, never the reverse."""
+    kept, last = tables.get("kept"), tables.get("last")
+    if kept is None or kept.num_rows < SPLIT_ROWS or "h" not in kept.column_names:
+        return run(op, tables, new, bound, watermark)
+    h = _np(kept, "h")
+    ts = _np(kept, "ts")
+    due = np.zeros(len(ts), bool)
+    if watermark is not None:
+        points = [ts] if op.window == "ROWS" else [ts, ts + op.size]
+        for t in points:
+            due |= (t < watermark) & ((t >= bound) if bound is not None else True)
+    touched = np.unique(np.concatenate([_key_hash(new.keys, len(new)), h[due]]))
+    mine = np.isin(h, touched)
+    sub = {"kept": kept.filter(pa.array(mine))}
+    carried_last = None
+    if last is not None and last.num_rows:
+        in_last = np.isin(_np(last, "h"), touched)
+        sub["last"] = last.filter(pa.array(in_last))
+        carried_last = last.filter(pa.array(~in_last))
+    results, new_kept, new_last, timer = run(op, sub, new, bound, watermark)
+    rest = kept.filter(pa.array(~mine))
+    rest_ts = ts[~mine]
+    if len(rest_ts):  # the carried keys' next instants (none is due now)
+        future = rest_ts if op.window == "ROWS" else np.where(
+            rest_ts >= (watermark if watermark is not None else rest_ts), rest_ts,
+            rest_ts + op.size)
+        if watermark is not None:
+            future = future[future >= watermark]
+        if len(future):
+            timer = int(future.min()) if timer is None else min(timer, int(future.min()))
+    kept_out = pa.concat_tables([rest, new_kept], promote_options="default")
+    lasts = [t for t in (carried_last, new_last) if t is not None and t.num_rows]
+    last_out = (pa.concat_tables(lasts, promote_options="default") if lasts
+                else new_last if new_last is not None else carried_last)
+    return results, kept_out, last_out, timer
+
+
+def _key_hash(keys: list[tuple[np.ndarray, np.ndarray]], n: int) -> np.ndarray:
+    """A 64-bit hash of each row's group keys (NULL, ``-0.0`` and NaN as grouping sees
+    them)."""
+    out = np.zeros(n, np.uint64)
+    for i, (values, null) in enumerate(keys):
+        if values.dtype.kind == "f":
+            values = np.where(np.isnan(values), np.nan, values + 0.0)
+        hashed = pd.util.hash_array(np.asarray(values), categorize=False)
+        out = out * np.uint64(1_000_003) + np.where(null, np.uint64(i + 1), hashed)
+    return out.view(np.int64)
 
 
 # -- group keys ----------------------------------------------------------------------
@@ -180,6 +241,17 @@ def _key_codes(keys: list[tuple[np.ndarray, np.ndarray]], n: int) -> np.ndarray:
     if combined is None:  # too many distinct values to pack: factorize the tuples
         combined = pd.factorize(pd.MultiIndex.from_arrays(codes))[0].astype(np.int64)
     return pd.factorize(combined)[0].astype(np.int64)
+
+
+def _first_of_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Indices of one occurrence of each distinct ``(a, b)`` pair, ordered by ``(a, b)``."""
+    if len(a) == 0:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    new = np.ones(len(order), bool)
+    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    return order[new]
 
 
 def _table(columns: dict) -> pa.Table:
@@ -369,8 +441,7 @@ def _window_observations(op: Operator, panes: dict, codes, p, k_from, k_to):
     owner = np.repeat(np.arange(len(p)), count)
     offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
     ks = k_from[owner] + offset
-    pair = pd.factorize(pd.MultiIndex.from_arrays([codes[owner], ks]))[0]
-    _, first = np.unique(pair, return_index=True)
+    first = _first_of_pairs(codes[owner], ks)
     code, ks, row = codes[owner][first], ks[first], owner[first]
     # a window's panes: p in [k*s/g - r/g + 1, k*s/g] within its key's run of panes
     ranks = np.unique(p)
@@ -413,7 +484,8 @@ def _rows_state(op: Operator, tables: dict, rows: Rows, keep_failing: bool) -> R
 
 
 def _rows_table(rows: Rows) -> pa.Table:
-    cols = {"ts": rows.ts, "pass": rows.passes, **_key_columns(rows.keys)}
+    cols = {"ts": rows.ts, "pass": rows.passes, "h": _key_hash(rows.keys, len(rows)),
+            **_key_columns(rows.keys)}
     for j, (v, n) in enumerate(rows.args):
         cols[f"a{j}"], cols[f"an{j}"] = v, n
     for m, (v, n) in enumerate(rows.order):
@@ -452,8 +524,7 @@ def _range(op: Operator, tables: dict, new: Rows, bound, watermark):
         due = points < watermark
         if bound is not None:
             due &= points >= bound
-        pair = pd.factorize(pd.MultiIndex.from_arrays([owner[due], points[due]]))[0]
-        _, first = np.unique(pair, return_index=True)
+        first = _first_of_pairs(owner[due], points[due])
         code, t, at = owner[due][first], points[due][first], row_of[due][first]
         order = np.lexsort((t, code))
         code, t, at = code[order], t[order], at[order]
@@ -488,8 +559,7 @@ def _rows(op: Operator, tables: dict, new: Rows, bound, watermark):
         due = rows.ts < watermark
         if bound is not None:
             due &= rows.ts >= bound
-        pair = pd.factorize(pd.MultiIndex.from_arrays([codes[due], rows.ts[due]]))[0]
-        _, first = np.unique(pair, return_index=True)
+        first = _first_of_pairs(codes[due], rows.ts[due])
         code, t = codes[due][first], rows.ts[due][first]
         order = np.lexsort((t, code))
         code, t = code[order], t[order]
@@ -689,7 +759,9 @@ def _new_last(op: Operator, obs: dict, keys: list, last: pa.Table | None, final_
     is_last = np.ones(len(code), bool)
     is_last[:-1] = code[1:] != code[:-1]
     idx = np.flatnonzero(is_last)
-    cols = {**_key_columns(_take_keys(out_keys, idx)), "t": k[idx], "present": present[idx]}
+    chosen = _take_keys(out_keys, idx)
+    cols = {**_key_columns(chosen), "h": _key_hash(chosen, len(idx)), "t": k[idx],
+            "present": present[idx]}
     for j, (v, m) in enumerate(values):
         cols[f"g{j}"], cols[f"gn{j}"] = v[idx], m[idx]
     return _table(cols)
