@@ -180,6 +180,12 @@ def test_explain_stream_names_the_runner_and_why(ws, tmp_path):
     other = ws.explain("SELECT k, max(v) AS m FROM kv [RANGE 3 SECONDS] GROUP BY k", "STREAM")
     assert "re-evaluated" in other and "RSTREAM of an unslid window" in other
     assert "keeps 3000000 us of event time before progress" in other
+    for sql, why in [
+            ("SELECT k, sum(v) FILTER (WHERE v > 1) AS s FROM kv [RANGE 5 SECONDS SLIDE 5 SECONDS] "
+             "GROUP BY k", "FILTER"),
+            ("SELECT upper(k) AS u, count(*) AS n FROM kv [RANGE 5 SECONDS SLIDE 5 SECONDS] "
+             "GROUP BY u", "position or an alias")]:
+        assert why in ws.explain(sql, "STREAM"), sql
     # in SQL too
     shown = ws.sql("EXPLAIN STREAM SELECT count(*) AS n FROM kv [RANGE 5 SECONDS SLIDE 5 SECONDS]")
     assert "state store" in shown.collect()[0][0]

@@ -136,6 +136,8 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
             raise NotIncremental(f"{what}")
     if any(True for _ in select.find_all(exp.Window)):
         raise NotIncremental("an OVER window")
+    if any(True for _ in select.find_all(exp.Filter)):
+        raise NotIncremental("an aggregate with FILTER")
     if any(isinstance(n, (exp.Subquery, exp.Exists)) or (isinstance(n, exp.Select)
                                                          and n is not select)
            for n in select.walk()):
@@ -150,6 +152,12 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
     spec = scans[0].window
     group = select.args.get("group")
     keys = [_unqualified(e) for e in (group.expressions if group is not None else [])]
+    names = {c.name.lower() for c in stream.columns}
+    for e in keys:
+        # GROUP BY 1 or GROUP BY <a SELECT alias> mean a SELECT item, not this expression
+        if isinstance(e, exp.Literal) or any(c.name.lower() not in names
+                                             for c in e.find_all(exp.Column)):
+            raise NotIncremental(f"GROUP BY {e.sql()} (a position or an alias)")
     key_sql = [to_spark_sql(e) for e in keys]
     operator_window, size, slide = _window(spec, key_sql, output, emit_changes)
     aggs = _aggregates(select)
@@ -356,7 +364,7 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
                 node, exp.Expression) and not isinstance(node, exp.Star):
             try:
                 text = to_spark_sql(_unqualified(node))
-            except ValueError:
+            except Exception:  # noqa: BLE001 - a node Spark SQL cannot print is no key
                 return node
             if text in key_sql:
                 return exp.maybe_parse(decoded_keys[key_sql.index(text)], dialect="spark")
