@@ -216,6 +216,8 @@ def flat(ws, durations, work: Path, files: int) -> list[str]:
     sql = "SELECT k, count(*) AS n FROM {s} [RANGE 60 SECONDS SLIDE 10 SECONDS] GROUP BY k"
     ws.sql(f"CREATE OR REPLACE STREAM flat30 (k STRING, v DOUBLE, ts TIMESTAMP) FROM "
            f"'{folder}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    for old in (work / "out_flat", work / "ck_flat"):
+        shutil.rmtree(old, ignore_errors=True)
     cq = ws.stream(sql.format(s="flat30"), work / "out_flat", work / "ck_flat",
                    max_files_per_trigger=1)
     # 180 files = 30 minutes of event time: stop after them (the folder may hold more)
