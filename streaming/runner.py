@@ -61,7 +61,7 @@ from sqlglot import exp
 
 from wavesql.catalog import objects as cat
 from wavesql.dialect import nodes as wn
-from wavesql.dialect import parse_one, parse_statements
+from wavesql.dialect import parse_one, parse_statements, unqualified
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 from wavesql.planner import bad_rows
@@ -744,12 +744,12 @@ def _over_lookback(window: exp.Window, stream: cat.StreamDef, stmt) -> tuple:
             or keys[0].this.name.lower() != stream.event_time.lower()):
         refuse(f"an OVER window over a stream must be ORDER BY its event time "
                f"`{stream.event_time}`", frame_hint)
-    partition = tuple(to_spark_sql(_unqualified(e)) for e in window.args.get("partition_by") or ())
+    partition = tuple(to_spark_sql(unqualified(e)) for e in window.args.get("partition_by") or ())
     # A ROWS frame counts the rows that pass the SELECT's WHERE (it filters before the
     # window), so the look-back keeps the last n rows *that pass it*.
     select = window.find_ancestor(exp.Select)
     where = select.args.get("where") if select is not None else None
-    passes = to_spark_sql(_unqualified(where.this)) if where is not None else None
+    passes = to_spark_sql(unqualified(where.this)) if where is not None else None
     func = window.this
     if isinstance(func, exp.Lag):
         offset = func.args.get("offset")
@@ -766,15 +766,6 @@ def _over_lookback(window: exp.Window, stream: cat.StreamDef, stmt) -> tuple:
     if str(spec.args.get("kind")).upper() == "RANGE":
         return ("time", interval_us(spec.args["start"]))
     return ("rows", partition, int(number(spec.args["start"])), passes)
-
-
-def _unqualified(node: exp.Expression) -> exp.Expression:
-    """``t.px`` -> ``px``: look-back rules are evaluated over the stream's own rows."""
-    def strip(n):
-        if isinstance(n, exp.Column) and n.args.get("table") is not None:
-            return exp.column(n.name, quoted=n.this.args.get("quoted"))
-        return n
-    return node.copy().transform(strip)
 
 
 def _check_row_by_row(tree, stmt) -> None:
@@ -1100,17 +1091,9 @@ class ContinuousQuery:
             self._deliver(out, batch_id)
         else:  # every row is final: computed once, by the write, and counted from its files
             report.rows_out = report.final_out = sinks.parquet_rows(self._deliver(out, batch_id))
-        if late_parts:
-            late_df = late_parts[0]
-            for part in late_parts[1:]:
-                late_df = late_df.unionByName(part)
-            sinks.write(late_df, str(self.late_path / f"batch={batch_id:09d}"), self.late_format)
-        if quarantine_parts:
-            bad = quarantine_parts[0]
-            for part in quarantine_parts[1:]:
-                bad = bad.unionByName(part)
-            bad.write.mode("overwrite").parquet(
-                str(self.quarantine_path / f"batch={batch_id:09d}"))
+        sinks.write_all(late_parts, str(self.late_path / f"batch={batch_id:09d}"),
+                        self.late_format)
+        sinks.write_all(quarantine_parts, str(self.quarantine_path / f"batch={batch_id:09d}"))
         report.buffered = self._write_state(spark, batch_id, buffers, progress, overall, shown,
                                             sync_state)
         report.state_bytes = sum(f.stat().st_size for f in self._state_dir(batch_id).rglob("*")

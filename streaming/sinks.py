@@ -25,6 +25,17 @@ def write(df, path: str, fmt: str = "parquet") -> None:
     df.write.mode("overwrite").options(**_OPTIONS[fmt]).format(fmt).save(str(path))
 
 
+def write_all(parts: list, path: str, fmt: str = "parquet") -> None:
+    """The rows of every DataFrame of ``parts`` (same columns) as one folder, as
+    :func:`write`; nothing when ``parts`` is empty."""
+    if not parts:
+        return
+    frame = parts[0]
+    for part in parts[1:]:
+        frame = frame.unionByName(part)
+    write(frame, path, fmt)
+
+
 def count(spark, path: str, fmt: str = "parquet", schema: str | None = None) -> int:
     """Rows in a folder :func:`write` wrote (Parquet: from the footers, no Spark job)."""
     if fmt == "parquet":

@@ -37,7 +37,7 @@ from sqlglot import exp
 
 from wavesql.catalog import objects as cat
 from wavesql.dialect import nodes as wn
-from wavesql.dialect import to_spark_sql
+from wavesql.dialect import to_spark_sql, unqualified
 from wavesql.planner import ir
 from wavesql.planner.temporal import quote
 from wavesql.planner.windows import TIME
@@ -151,7 +151,7 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
     stream = scans[0].input.stream
     spec = scans[0].window
     group = select.args.get("group")
-    keys = [_unqualified(e) for e in (group.expressions if group is not None else [])]
+    keys = [unqualified(e) for e in (group.expressions if group is not None else [])]
     names = {c.name.lower() for c in stream.columns}
     for e in keys:
         # GROUP BY 1 or GROUP BY <a SELECT alias> mean a SELECT item, not this expression
@@ -190,7 +190,7 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
                          len(order_cols), emit_changes)
     post = _post(select, keys, key_sql, key_types, aggs, aggregates, arg_enc, output)
     where = select.args.get("where")
-    pass_sql = to_spark_sql(_unqualified(where.this)) if where is not None else "true"
+    pass_sql = to_spark_sql(unqualified(where.this)) if where is not None else "true"
     pre = _pre(stream, pass_sql, key_sql, key_types, arg_sql, arg_enc, order_cols,
                keys_of_all_rows=operator_window == "ROWS")
     pre.append(("__bucket", _bucket(len(key_sql), buckets)))
@@ -252,7 +252,7 @@ def _aggregates(select: exp.Select) -> list[tuple[str, str | None]]:
         elif arg is None or any(isinstance(n, exp.AggFunc) for n in arg.walk()):
             raise NotIncremental(f"the aggregate {node.sql()[:30]}")
         else:
-            item = (func, to_spark_sql(_unqualified(arg)))
+            item = (func, to_spark_sql(unqualified(arg)))
         if item not in found:
             found.append(item)
     return found
@@ -358,12 +358,12 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
         if isinstance(node, exp.AggFunc) and type(node) in _FUNCS:
             arg = node.this
             item = (_FUNCS[type(node)], None if isinstance(arg, exp.Star)
-                    else to_spark_sql(_unqualified(arg)))
+                    else to_spark_sql(unqualified(arg)))
             return exp.maybe_parse(decoded_aggs[aggs.index(item)], dialect="spark")
         if not isinstance(node, (exp.Alias, exp.Identifier)) and isinstance(
                 node, exp.Expression) and not isinstance(node, exp.Star):
             try:
-                text = to_spark_sql(_unqualified(node))
+                text = to_spark_sql(unqualified(node))
             except Exception:  # noqa: BLE001 - a node Spark SQL cannot print is no key
                 return node
             if text in key_sql:
@@ -377,7 +377,7 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
         name = alias or (inner.name if isinstance(inner, exp.Column) else None)
         if output != "RSTREAM":
             bare = isinstance(inner, tuple(_FUNCS)) or (
-                to_spark_sql(_unqualified(inner)) in key_sql) or (
+                to_spark_sql(unqualified(inner)) in key_sql) or (
                 isinstance(inner, exp.Column) and inner.name.lower() == TIME)
             if not bare:
                 raise NotIncremental("ISTREAM/DSTREAM of a computed column")
@@ -386,7 +386,7 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
             name = to_spark_sql(inner)  # Spark names an unaliased expression by its text
         items.append(exp.alias_(new, name, quoted=True))
     if output != "RSTREAM":
-        listed = {to_spark_sql(_unqualified(e.this if isinstance(e, exp.Alias) else e))
+        listed = {to_spark_sql(unqualified(e.this if isinstance(e, exp.Alias) else e))
                   for e in tree.expressions}
         if having is not None or not set(key_sql) <= listed:
             raise NotIncremental("ISTREAM/DSTREAM without every group key listed, or with "
@@ -408,12 +408,3 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
 def _decode_key(i: int, enc_spark_type: str) -> str:
     _, _, decode = KEY_TYPES[enc_spark_type]
     return f"CASE WHEN __kn{i} THEN NULL ELSE {decode.format(v=f'__k{i}')} END"
-
-
-def _unqualified(node: exp.Expression) -> exp.Expression:
-    """``t.px`` -> ``px``: the pre-projection runs over the stream's own columns."""
-    def strip(n):
-        if isinstance(n, exp.Column) and n.args.get("table") is not None:
-            return exp.column(n.name, quoted=n.this.args.get("quoted"))
-        return n
-    return node.copy().transform(strip)

@@ -181,12 +181,7 @@ class StatefulWindowQuery(ContinuousQuery):
                     F.col("__record").alias("_record"),
                     F.concat(F.lit("malformed: read as "), F.col("__row")).alias(REASON)))
             bad += self._changed_files(spark, batch_id, listed)
-            if bad:
-                frame = bad[0]
-                for part in bad[1:]:
-                    frame = frame.unionByName(part)
-                frame.write.mode("overwrite").parquet(
-                    str(self.quarantine_path / f"batch={batch_id:09d}"))
+            sinks.write_all(bad, str(self.quarantine_path / f"batch={batch_id:09d}"))
         finally:
             df.unpersist()
         report.finished_at = self.clock()

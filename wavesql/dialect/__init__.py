@@ -59,6 +59,7 @@ __all__ = [
     "parse_one",
     "to_sql",
     "to_spark_sql",
+    "unqualified",
     "is_wavesql_node",
     "wavesql_nodes",
     "WaveSQLNode",
@@ -296,6 +297,16 @@ def to_sql(node: exp.Expression, pretty: bool = False) -> str:
     'SELECT * FROM mic [SAMPLES 256 SLIDE 128]'
     """
     return deep(WaveSQL().generate, node, pretty=pretty, normalize_functions=False)
+
+
+def unqualified(node: exp.Expression) -> exp.Expression:
+    """A copy of ``node`` with its column references' table qualifiers dropped (``t.px`` ->
+    ``px``): for expressions evaluated over one stream's own rows."""
+    def strip(n):
+        if isinstance(n, exp.Column) and n.args.get("table") is not None:
+            return exp.column(n.name, quoted=n.this.args.get("quoted"))
+        return n
+    return node.copy().transform(strip)
 
 
 def to_spark_sql(node: exp.Expression, pretty: bool = False) -> str:
