@@ -173,8 +173,8 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
 
         bound = plan.signal.bound
     elif plan.mode == "windowed":  # incremental on Spark's state store where it can be
-        windowed = stateful_plan(session, stmt, bound, emit is not None and emit.kind == "CHANGES",
-                                 Path(_absolute(checkpoint)))
+        windowed, _ = stateful_plan(session.spark, stmt, bound.relation,
+                                    Path(_absolute(checkpoint)))
         if windowed is not None:
             from .stateful.query import StatefulWindowQuery as cls
 
@@ -192,20 +192,21 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                            output_format=output_format, late_format=late_format)
 
 
-def stateful_plan(session, stmt, bound, emit_changes: bool, checkpoint: Path | None = None):
-    """The :class:`~.stateful.plan.WindowedPlan` of a windowed continuous query that runs on
-    Spark's state store, or None (then the buffer is re-evaluated each micro-batch: the
-    reason is in ``EXPLAIN STREAM``). ``WAVESQL_STATEFUL=0`` forces the re-evaluating
-    runner (comparisons, diagnosis)."""
+def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: Path | None = None):
+    """``(WindowedPlan, None)`` for a windowed continuous query that runs on Spark's state
+    store, else ``(None, why not)`` -- the buffer is then re-evaluated each micro-batch.
+    ``WAVESQL_STATEFUL=0`` forces the re-evaluating runner (comparisons, diagnosis)."""
     from .stateful import plan as stateful
 
     if os.environ.get("WAVESQL_STATEFUL", "1") == "0":
-        return None
+        return None, "WAVESQL_STATEFUL=0"
+    emit = next(iter(stmt.node.find_all(wn.Emit)), None)
     try:
-        return stateful.recognize(session.spark, stmt, bound.relation, emit_changes,
-                                  stateful.buckets_for(session.spark, checkpoint))
-    except stateful.NotIncremental:
-        return None
+        return stateful.recognize(spark, stmt, relation,
+                                  emit is not None and emit.kind == "CHANGES",
+                                  stateful.buckets_for(spark, checkpoint)), None
+    except stateful.NotIncremental as why:
+        return None, str(why)
 
 
 def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
@@ -215,17 +216,10 @@ def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
     plan = plan_continuous(target.relation, stmt)
     lines = [f"continuous {plan.mode} query"]
     if plan.mode == "windowed":
-        from .stateful import plan as stateful
-
-        emit = next(iter(stmt.node.find_all(wn.Emit)), None)
-        try:
-            windowed = stateful.recognize(spark, stmt, target.relation,
-                                          emit is not None and emit.kind == "CHANGES",
-                                          stateful.buckets_for(spark, None))
-            lines.append(windowed.explain)
-        except stateful.NotIncremental as why:
-            lines.append(f"re-evaluated over each input's look-back every micro-batch (not "
-                         f"on the state store: {why})")
+        windowed, why = stateful_plan(spark, stmt, target.relation)
+        lines.append(windowed.explain if windowed is not None else
+                     f"re-evaluated over each input's look-back every micro-batch (not on "
+                     f"the state store: {why})")
     for inp in plan.inputs:
         rules = "; ".join(_rule_text(r) for r in inp.lookback) or "nothing between batches"
         lines.append(f"input {inp.stream.name}: keeps {rules}")
@@ -1080,17 +1074,7 @@ class ContinuousQuery:
         else:
             out = self._results(spark, buffers if stateful else fresh, previous, overall, olds,
                                 shown)
-        if self.emit_changes or callable(self.output) or self.output_format != "parquet":
-            out = out.persist()
-            if stateful:
-                by_final = {r[0]: r[1] for r in out.groupBy(FINAL).count().collect()}
-                report.rows_out = sum(by_final.values())
-                report.final_out = by_final.get(True, 0)
-            else:
-                report.rows_out = report.final_out = out.count()
-            self._deliver(out, batch_id)
-        else:  # every row is final: computed once, by the write, and counted from its files
-            report.rows_out = report.final_out = sinks.parquet_rows(self._deliver(out, batch_id))
+        self._deliver_counted(out, batch_id, report, by_final=stateful)
         sinks.write_all(late_parts, str(self.late_path / f"batch={batch_id:09d}"),
                         self.late_format)
         sinks.write_all(quarantine_parts, str(self.quarantine_path / f"batch={batch_id:09d}"))
@@ -1098,12 +1082,7 @@ class ContinuousQuery:
                                             sync_state)
         report.state_bytes = sum(f.stat().st_size for f in self._state_dir(batch_id).rglob("*")
                                  if f.is_file())
-        report.finished_at = self.clock()
-        if arrived:
-            report.latency_s = max(0.0, report.finished_at - min(arrived))
-        report.seconds = time.monotonic() - began
-        self._write_report(report)
-        self.reports.append(report)
+        self._finish(report, began, arrived)
         for df in cached + [out]:
             df.unpersist()
         self._release_bounds()
@@ -1401,6 +1380,33 @@ class ContinuousQuery:
 
         return [ms / 1000.0 for i in range(len(self.inputs))
                 for _, ms in files.batch_files(self.checkpoint, i, batch_id) if ms]
+
+    def _deliver_counted(self, out, batch_id: int, report: BatchReport, by_final: bool) -> None:
+        """:meth:`_deliver` ``out`` and set the report's rows out (``by_final``: counted per
+        ``_final``; else every row is final)."""
+        if not (self.emit_changes or callable(self.output) or self.output_format != "parquet"):
+            # every row final, Parquet: computed once, by the write, counted from its files
+            report.rows_out = report.final_out = sinks.parquet_rows(self._deliver(out, batch_id))
+            return
+        out = out.persist()
+        if by_final:
+            counted = {r[0]: r[1] for r in out.groupBy(FINAL).count().collect()}
+            report.rows_out = sum(counted.values())
+            report.final_out = counted.get(True, 0)
+        else:
+            report.rows_out = report.final_out = out.count()
+        self._deliver(out, batch_id)
+        out.unpersist()
+
+    def _finish(self, report: BatchReport, began: float, arrived: list[float]) -> None:
+        """Close a micro-batch's report (latency from its inputs' arrival, ``began`` its
+        start on the monotonic clock), write its ``_progress`` record and keep it."""
+        report.finished_at = self.clock()
+        if arrived:
+            report.latency_s = max(0.0, report.finished_at - min(arrived))
+        report.seconds = time.monotonic() - began
+        self._write_report(report)
+        self.reports.append(report)
 
     def _deliver(self, out, batch_id: int) -> Path | None:
         """Hand the batch's result to the output: the user's function, or a folder written

@@ -237,13 +237,8 @@ class SignalContinuousQuery(ContinuousQuery):
 
         report.state_bytes = self._keep_signal_state(k0, k1, slide)
         self._commit_state(batch_id, progress, samples, end)
-        report.finished_at = self.clock()
-        report.seconds = time.monotonic() - began
-        if arrived:
-            report.latency_s = max(0.0, report.finished_at - min(arrived))
         report.inputs = {scan.signal.key: progress}
-        self._write_report(report)
-        self.reports.append(report)
+        self._finish(report, began, arrived)
 
     def _keep_signal_state(self, k0, k1, slide) -> int:
         """Drop state files older than the batch's start; the size of the current one."""

@@ -63,8 +63,12 @@ _FILL = {"string": "''", "boolean": "false", "bigint": "0L", "double": "0.0D"}
 INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 FLOATING = ("float", "double")
 
-#: Rows of the kernel's output (``__kind``).
-RESULT, LATE, NO_TIME, MALFORMED, STATS = 0, 1, 2, 3, 4
+#: Kinds of input rows (``__kind``): data, punctuation, no event time, malformed, and a
+#: HEARTBEAT's tick (carries progress only).
+RESULT, PUNCTUATION, NO_TIME, MALFORMED, TICK = 0, 1, 2, 3, 9
+#: Kinds of the kernel's output rows: results, late rows (the other kinds pass through),
+#: per-call counts.
+LATE, STATS = 1, 4
 #: The counts a stats row carries, in ``__n0...`` order.
 STAT_NAMES = ("on_time", "late", "no_time", "punctuation", "quarantined", "state_rows",
               "state_bytes")
@@ -283,7 +287,7 @@ def _pre(stream: cat.StreamDef, pass_sql: str, key_sql, key_types, arg_sql, arg_
     kind += f"WHEN {quote(CORRUPT_COLUMN)} IS NOT NULL THEN {MALFORMED} " if _quarantines(
         stream) else ""
     if stream.progress_column:
-        kind += f"WHEN {quote(stream.progress_column)} IS NOT NULL THEN 1 "
+        kind += f"WHEN {quote(stream.progress_column)} IS NOT NULL THEN {PUNCTUATION} "
     kind += f"WHEN {ts} IS NULL THEN {NO_TIME} ELSE {RESULT} END"
     out = [("__kind", f"CAST({kind} AS TINYINT)"),
            ("__ts", f"coalesce(unix_micros({ts}), 0L)"),

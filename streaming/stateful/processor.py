@@ -88,20 +88,25 @@ class WindowProcessor(StatefulProcessor):
         kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
         data = batch[kinds == pl.RESULT] if batch is not None else None
         rows = self._rows(data)
-        stored = self.state.get() if self.state.exists() else None
+        stored = self.state.get()  # None when the bucket has none (one state call, not two)
         result = kernel.step(self.op, bytes(stored[0]) if stored else None, rows, progress)
         if result.state is None:
             self.state.clear()
         else:
             self.state.update((result.state,))
-        for t in list(self.handle.listTimers()):
-            self.handle.deleteTimer(t)
-        if result.timer is not None and -OFFSET <= result.timer < TOP:
-            # Spark (4.3) fires a timer once the watermark reaches it: at the instant + 1 it
-            # fires once progress is past the instant. (Registered at the instant itself, it
-            # would fire with the instant not final yet, be registered again, and Spark's
-            # clean-up of the fired timer would delete that new registration.)
-            self.handle.registerTimer(result.timer + 1 + OFFSET)
+        # Spark (4.3) fires a timer once the watermark reaches it: at the instant + 1 it
+        # fires once progress is past the instant. (Registered at the instant itself, it
+        # would fire with the instant not final yet, be registered again, and Spark's
+        # clean-up of the fired timer would delete that new registration.) A timer already
+        # where it should be stays: each state call is a round trip to the JVM.
+        want = (result.timer + 1 + OFFSET if result.timer is not None
+                and -OFFSET <= result.timer < TOP else None)
+        timers = list(self.handle.listTimers())
+        for t in timers:
+            if t != want:
+                self.handle.deleteTimer(t)
+        if want is not None and want not in timers:
+            self.handle.registerTimer(want)
         parts = [self._results(result.results)]
         if data is not None and result.late.any():
             late = data[result.late]
@@ -112,7 +117,7 @@ class WindowProcessor(StatefulProcessor):
                     parts.append(self._passthrough(batch[kinds == kind], kind))
         n = len(rows)
         late_n = int(result.late.sum())
-        stats = [n - late_n, late_n, int((kinds == pl.NO_TIME).sum()), int((kinds == 1).sum()),
+        stats = [n - late_n, late_n, int((kinds == pl.NO_TIME).sum()), int((kinds == pl.PUNCTUATION).sum()),
                  int((kinds == pl.MALFORMED).sum()), result.state_rows,
                  len(result.state) if result.state is not None else 0]
         parts.append(self._frame(1, pl.STATS, {f"__n{i}": np.array([v], np.int64)

@@ -18,12 +18,15 @@ batch), and every file it writes is named by the batch id and replaced on a re-r
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 from wavesql.errors import WaveSQLError
+from wavesql.planner.bad_rows import CORRUPT_COLUMN
+from wavesql.planner.temporal import quote
 from wavesql.streaming import sinks
-from wavesql.streaming.runner import (FINAL, PROGRESS, REASON, BatchReport, ContinuousQuery,
+from wavesql.streaming.runner import (PROGRESS, REASON, BatchReport, ContinuousQuery,
                                       _fmt, _reader_settings, _timestamp)
 
 from . import plan as pl
@@ -57,17 +60,16 @@ class StatefulWindowQuery(ContinuousQuery):
         if max_files is not None:
             reader = reader.option("maxFilesPerTrigger", str(max_files))
         frame = reader.load(s.path).withColumn("__file", F.input_file_name())
-        if "__wavesql_corrupt" not in frame.columns and pl._quarantines(s):
-            frame = frame.withColumn("__wavesql_corrupt", F.lit(None).cast("string"))
         for name, sql_text in w.pre:
             frame = frame.withColumn(name, F.expr(sql_text))
         promised = (f"CASE WHEN __kind = {pl.RESULT} THEN __ts - {s.watermark_us or 0} "
-                    + (f"WHEN __kind = 1 THEN unix_micros(`{s.progress_column}`) "
-                       if s.progress_column else "") + "END")
+                    + (f"WHEN __kind = {pl.PUNCTUATION} THEN "
+                       f"unix_micros({quote(s.progress_column)}) " if s.progress_column
+                       else "") + "END")
         frame = frame.withColumn("__wm", F.expr(watermark_sql(promised)))
         keep = [n for n, _ in w.pre] + ["__file"]
-        if pl._quarantines(s):
-            frame = frame.withColumn("__record", F.col("`__wavesql_corrupt`"))
+        if CORRUPT_COLUMN in frame.columns:  # a CSV/JSON stream's malformed rows: their text
+            frame = frame.withColumn("__record", F.col(quote(CORRUPT_COLUMN)))
             keep.append("__record")
         frame = frame.select(*keep, "__wm")
         if trigger.startswith("every ") and s.heartbeat_us is not None:
@@ -85,7 +87,7 @@ class StatefulWindowQuery(ContinuousQuery):
 
         ticks = self.spark.readStream.format("rate").option("rowsPerSecond", "1").load()
         promised = f"unix_micros(timestamp) - {heartbeat_us}"
-        cols = {"__kind": F.lit(9).cast("tinyint"), "__bucket": F.lit(0),
+        cols = {"__kind": F.lit(pl.TICK).cast("tinyint"), "__bucket": F.lit(0),
                 "__wm": F.expr(watermark_sql(promised))}
         return ticks.select(*[cols.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
                               for f in frame.schema.fields])
@@ -129,9 +131,9 @@ class StatefulWindowQuery(ContinuousQuery):
         s = w.stream
         progress = progress_of(self._batch_watermark(batch_id))
         report = BatchReport(batch_id, progress, started_at=self.clock())
-        arrived = self._arrivals(batch_id)
         logged = files.batch_files(self.checkpoint, 0, batch_id)
         listed = [p for p, _ in logged]
+        arrived = [ms / 1000.0 for _, ms in logged if ms]  # for the result latency
         if listed:
             files.wait_until_ready(listed, s.format)
             _unchanged_since_listed(logged)
@@ -148,16 +150,7 @@ class StatefulWindowQuery(ContinuousQuery):
              .withColumn("_time", F.timestamp_micros("__time"))
              .createOrReplaceTempView(pl.VIEW))
             out = spark.sql(w.post).withColumn(PROGRESS, _timestamp(progress))
-            if self.emit_changes or callable(self.output) or self.output_format != "parquet":
-                out = out.persist()
-                by_final = {r[0]: r[1] for r in out.groupBy(FINAL).count().collect()}
-                report.rows_out = sum(by_final.values())
-                report.final_out = by_final.get(True, 0)
-                self._deliver(out, batch_id)
-                out.unpersist()
-            else:
-                report.rows_out = report.final_out = sinks.parquet_rows(
-                    self._deliver(out, batch_id))
+            self._deliver_counted(out, batch_id, report, by_final=True)
             counts = {n: int(counted.get.get(n) or 0) for n in pl.STAT_NAMES}
             report.on_time, report.late = counts["on_time"], counts["late"]
             report.no_time, report.punctuation = counts["no_time"], counts["punctuation"]
@@ -184,12 +177,7 @@ class StatefulWindowQuery(ContinuousQuery):
             sinks.write_all(bad, str(self.quarantine_path / f"batch={batch_id:09d}"))
         finally:
             df.unpersist()
-        report.finished_at = self.clock()
-        if arrived:
-            report.latency_s = max(0.0, report.finished_at - min(arrived))
-        report.seconds = time.monotonic() - began
-        self._write_report(report)
-        self.reports.append(report)
+        self._finish(report, began, arrived)
 
     def _batch_watermark(self, batch_id: int) -> int | None:
         """Spark's watermark of batch ``batch_id`` (its offset log entry: written before the
@@ -219,8 +207,6 @@ def _unchanged_since_listed(logged: list[tuple[str, int]]) -> None:
     with ``INCOMPLETE_FILE`` before anything is committed; running the query again lists
     it anew and reads it whole. (The re-evaluating runner reads the files itself and
     waits instead; writing files aside and renaming them into place avoids both.)"""
-    import os
-
     from wavesql.streaming.files import local_path
 
     for uri, listed_ms in logged:

@@ -258,7 +258,7 @@ def _table(columns: dict) -> pa.Table:
     return pa.table({name: pa.array(v) for name, v in columns.items()})
 
 
-def _keys_from(table: pa.Table | None, k: int, n: int) -> list:
+def _keys_from(table: pa.Table | None, k: int) -> list:
     if table is None:
         return []
     return [(_np(table, f"k{i}"), _np(table, f"kn{i}")) for i in range(k)]
@@ -275,14 +275,16 @@ def _key_columns(keys: list) -> dict:
     return out
 
 
-def _concat_keys(a: list, b: list) -> list:
+def _concat_columns(a: list, b: list) -> list:
+    """Columns of (values, NULL mask) pairs, ``a``'s rows then ``b``'s."""
     return [(_cat(av, bv), np.concatenate([an, bn])) for (av, an), (bv, bn) in zip(a, b)]
 
 
-def _cat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype == object or b.dtype == object:
-        return np.concatenate([a.astype(object), b.astype(object)])
-    return np.concatenate([a, b])
+def _cat(*arrays: np.ndarray) -> np.ndarray:
+    """``np.concatenate``, as objects if any is (strings: pyarrow hands them so)."""
+    if any(a.dtype == object for a in arrays):
+        return np.concatenate([a.astype(object) for a in arrays])
+    return np.concatenate(arrays)
 
 
 def _take_keys(keys: list, idx) -> list:
@@ -369,8 +371,7 @@ def _slide(op: Operator, tables: dict, rows: Rows, bound, watermark):
     fresh = {**_key_columns(_take_keys(new_keys, first)), "p": pane[first], **partial}
     if panes is not None and panes.num_rows:
         old = {name: _np(panes, name) for name in panes.column_names}
-        both = {name: _cat(old[name], fresh[name]) if old[name].dtype != fresh[name].dtype
-                else np.concatenate([old[name], fresh[name]]) for name in old}
+        both = {name: _cat(old[name], fresh[name]) for name in old}
         both = _combine_panes(op, both)
     else:
         both = fresh
@@ -386,7 +387,7 @@ def _slide(op: Operator, tables: dict, rows: Rows, bound, watermark):
     k_hi = ((p - 1) * g + r) // s
     final_hi = None if watermark is None else -((-watermark) // s) - 1  # k*s < W
     final_lo = None if bound is None else -((-bound) // s)  # k*s >= bound
-    last = _last_of(tables, k)
+    last = tables.get("last")
     results = []
     lo = k_lo if final_lo is None else np.maximum(k_lo, final_lo)
     if final_hi is not None:
@@ -473,14 +474,12 @@ def _rows_state(op: Operator, tables: dict, rows: Rows, keep_failing: bool) -> R
     if kept is None or kept.num_rows == 0:
         return rows
     old = Rows(_np(kept, "ts"), _np(kept, "pass"),
-               _keys_from(kept, op.keys, kept.num_rows),
+               _keys_from(kept, op.keys),
                [(_np(kept, f"a{j}"), _np(kept, f"an{j}")) for j in range(len(rows.args))],
                [(_np(kept, f"o{m}"), _np(kept, f"on{m}")) for m in range(len(rows.order))])
-    join = lambda a, b: [(_cat(av, bv), np.concatenate([an, bn]))  # noqa: E731
-                         for (av, an), (bv, bn) in zip(a, b)]
     return Rows(np.concatenate([old.ts, rows.ts]), np.concatenate([old.passes, rows.passes]),
-                join(old.keys, rows.keys), join(old.args, rows.args),
-                join(old.order, rows.order))
+                _concat_columns(old.keys, rows.keys), _concat_columns(old.args, rows.args),
+                _concat_columns(old.order, rows.order))
 
 
 def _rows_table(rows: Rows) -> pa.Table:
@@ -514,7 +513,7 @@ def _range(op: Operator, tables: dict, new: Rows, bound, watermark):
     codes = _key_codes(rows.keys, len(rows))
     order = np.lexsort((rows.ts, codes))
     rows, codes = rows.take(order), codes[order]
-    last = _last_of(tables, op.keys)
+    last = tables.get("last")
     results = []
     if watermark is not None and len(rows):
         # each key's instants: where a row enters (ts) or leaves (ts + r)
@@ -553,7 +552,7 @@ def _rows(op: Operator, tables: dict, new: Rows, bound, watermark):
         sort_keys += [~null, np.where(null, -1, _ranks(values))]
     order = np.lexsort(tuple(reversed(sort_keys))) if len(rows) else np.zeros(0, np.int64)
     rows, codes = rows.take(order), codes[order]
-    last = _last_of(tables, op.keys)
+    last = tables.get("last")
     results = []
     if watermark is not None and len(rows):
         due = rows.ts < watermark
@@ -618,10 +617,6 @@ def _search(codes, ts, code, t, side: str) -> np.ndarray:
 
 
 # -- output streams --------------------------------------------------------------------
-def _last_of(tables: dict, k: int) -> pa.Table | None:
-    return tables.get("last")
-
-
 def _present_only(last: pa.Table | None) -> pa.Table | None:
     if last is None or last.num_rows == 0:
         return last
@@ -684,8 +679,8 @@ def _sequence(op: Operator, code, k, present, values, keys, last, final_lo, fina
     parts_keys = [keys]
     parts_virtual = [np.zeros(n_real, bool)]
     if last is not None and last.num_rows:
-        lk = _keys_from(last, op.keys, last.num_rows)
-        both = _concat_keys(keys, lk) if keys else []
+        lk = _keys_from(last, op.keys)
+        both = _concat_columns(keys, lk) if keys else []
         all_codes = _key_codes(both, n_real + last.num_rows)
         # codes of the real observations must be comparable with the last rows' codes
         code = all_codes[:n_real]
@@ -704,12 +699,12 @@ def _sequence(op: Operator, code, k, present, values, keys, last, final_lo, fina
     k = np.concatenate(parts_k)
     present = np.concatenate(parts_present)
     virtual = np.concatenate(parts_virtual)
-    values = [(_cat_all([p[j][0] for p in parts_values]),
+    values = [(_cat(*[p[j][0] for p in parts_values]),
                np.concatenate([p[j][1] for p in parts_values]))
               for j in range(len(op.aggregates))]
     keys = parts_keys[0]
     for extra in parts_keys[1:]:
-        keys = _concat_keys(keys, extra)
+        keys = _concat_columns(keys, extra)
     if op.window == "SLIDE" and final_hi is not None:
         # absences: after each present observation whose next instant is not observed
         order = np.lexsort((k, code))
@@ -729,17 +724,11 @@ def _sequence(op: Operator, code, k, present, values, keys, last, final_lo, fina
             virtual = np.concatenate([virtual, np.zeros(len(idx), bool)])
             values = [(np.concatenate([v, v[idx]]), np.concatenate([m, m[idx]]))
                       for v, m in values]
-            keys = _concat_keys(keys, _take_keys(keys, idx))
+            keys = _concat_columns(keys, _take_keys(keys, idx))
     # a key's previous result (virtual) first, then its observations in instant order
     order = np.lexsort((k, ~virtual, code)) if len(code) else np.zeros(0, np.int64)
     return (code[order], k[order], present[order], [(v[order], m[order]) for v, m in values],
             _take_keys(keys, order), virtual[order])
-
-
-def _cat_all(arrays: list) -> np.ndarray:
-    if any(a.dtype == object for a in arrays):
-        return np.concatenate([a.astype(object) for a in arrays])
-    return np.concatenate(arrays)
 
 
 def _new_last(op: Operator, obs: dict, keys: list, last: pa.Table | None, final_hi,
@@ -775,8 +764,8 @@ def _concat_results(parts: list[Results], op: Operator) -> Results:
         return parts[0]
     keys = parts[0].keys
     for p in parts[1:]:
-        keys = _concat_keys(keys, p.keys)
-    values = [(_cat_all([p.values[j][0] for p in parts]),
+        keys = _concat_columns(keys, p.keys)
+    values = [(_cat(*[p.values[j][0] for p in parts]),
                np.concatenate([p.values[j][1] for p in parts]))
               for j in range(len(op.aggregates))]
     return Results(np.concatenate([p.time for p in parts]),
