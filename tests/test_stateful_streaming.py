@@ -205,3 +205,32 @@ def test_a_changed_query_refuses_the_old_checkpoint(ws, spark, tmp_path):
     again = _run(ws, tmp_path, "SELECT k, count(*) AS n FROM kv "
                                "[RANGE 4 SECONDS SLIDE 2 SECONDS] GROUP BY k")
     assert sum(r.rows_in for r in again.reports) == 0
+
+
+def test_a_wait_without_timeout_is_bounded(ws, tmp_path, monkeypatch):
+    """await_termination() on a query that never ends by itself stops it after
+    WAVESQL_AWAIT_TIMEOUT_SECONDS with STREAM_TIMEOUT (a hang fails, not the whole run)."""
+    _files(tmp_path / "in", seed=3, n_files=1, per_file=10)
+    _stream(ws, tmp_path / "in")
+    monkeypatch.setenv("WAVESQL_AWAIT_TIMEOUT_SECONDS", "3")
+    cq = ws.stream("SELECT k, count(*) AS n FROM kv [RANGE 4 SECONDS SLIDE 4 SECONDS] "
+                   "GROUP BY k", tmp_path / "out", tmp_path / "ckpt", trigger="every 1 second")
+    began = time.monotonic()
+    with pytest.raises(WaveSQLError) as err:
+        cq.await_termination()
+    assert err.value.code == "STREAM_TIMEOUT" and time.monotonic() - began < 60
+    assert not cq.is_active
+    assert cq.await_termination(timeout=1) is True  # an explicit timeout: Spark's answer
+
+
+def test_a_file_changed_after_it_was_listed_fails_the_batch(tmp_path):
+    from wavesql.streaming.stateful.query import _unchanged_since_listed
+
+    path = tmp_path / "part-0.csv"
+    path.write_text("k,v,ts\n")
+    listed_ms = os.stat(path).st_mtime_ns // 1_000_000
+    _unchanged_since_listed([(f"file://{path}", listed_ms)])  # unchanged: fine
+    os.utime(path, ns=(os.stat(path).st_atime_ns, (listed_ms + 5000) * 1_000_000))
+    with pytest.raises(WaveSQLError) as err:
+        _unchanged_since_listed([(f"file://{path}", listed_ms)])
+    assert err.value.code == "INCOMPLETE_FILE" and "run the query again" in err.value.hint
