@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-all clean
+CONNECTORS := $(VENV)/share/wavesql/connectors
+
+.PHONY: demo test test-all connectors clean
 
 demo: $(VENV)/.installed
 	$(BIN)/wavesql demo
@@ -24,8 +26,19 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+$(VENV)/.installed-test: $(VENV)/.installed $(VENV)/.connectors
 	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+# Spark connectors from Maven Central (connectors/pom.xml: the S3A filesystem for s3a://
+# locations), where wavesql.spark.start_spark finds them. Needs Maven (apt-get install maven).
+connectors: $(VENV)/.connectors
+
+$(VENV)/.connectors: connectors/pom.xml | $(VENV)/.installed
+	@command -v mvn >/dev/null 2>&1 || { echo "make connectors needs Maven (apt-get install maven)"; exit 1; }
+	rm -rf $(CONNECTORS)
+	mvn -q -B -f connectors/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	    -DoutputDirectory=$(abspath $(CONNECTORS))
 	touch $@
 
 clean:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import glob
 import os
 import re
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Protocol
 
 from sqlglot import exp
 
+from wavesql import storage
 from wavesql.catalog import objects as cat
 from wavesql.dialect import Statement as ParsedStatement
 from wavesql.dialect import nodes as wn
@@ -904,12 +904,22 @@ def _format(node: wn.CreateStream, allowed: tuple[str, ...]) -> str:
 
 
 def _path(node: wn.CreateStream, ctx: BindContext, must_exist: bool = True) -> str:
+    """The FROM/TO location as the catalog keeps it: a URI as given (``s3a://...``), a
+    local path made absolute against the statement's folder (wavesql.storage)."""
     lit = node.args.get("path")
     raw = lit.name if lit is not None else ""
-    path = os.path.abspath(os.path.join(ctx.base_dir, os.path.expanduser(raw)))
-    if must_exist and not (os.path.exists(path) or glob.glob(path)):
-        raise WaveSQLError("MISSING_PATH", f"path `{raw}` does not exist", Span.of(lit),
-                           hint=f"resolved to {path}; create it first or fix the path")
+    try:
+        path = storage.normalize(raw, ctx.base_dir)
+        if storage.is_remote(path):
+            storage.resolve(path)  # an unknown scheme is an error here, at the clause
+        if must_exist and not storage.exists(path):
+            raise WaveSQLError("MISSING_PATH", f"path `{raw}` does not exist", hint=(
+                f"resolved to {path}; " if path != raw else "") + "create it first or fix "
+                "the path")
+        if not must_exist:
+            storage.check_reachable([path])
+    except WaveSQLError as err:
+        raise WaveSQLError(err.code, err.message, Span.of(lit), hint=err.hint) from None
     return path
 
 
@@ -978,7 +988,9 @@ def _check_recordings(defn: cat.SignalDef, node: wn.CreateStream) -> None:
     that is wrong, not a failed job later."""
     from wavesql.udfs import wav
 
-    files = wav_files(defn.path)
+    from wavesql.sources.wav_source import list_wav_files
+
+    files = list_wav_files(defn.path)
     if not files:
         raise WaveSQLError("MISSING_PATH", f"no .wav files at `{defn.path}`",
                            Span.of(node.args.get("path")))
@@ -991,15 +1003,6 @@ def _check_recordings(defn: cat.SignalDef, node: wn.CreateStream) -> None:
                      "CHANNEL_MISMATCH": (node.args.get("columns") or [None])[0]}.get(err.code)
             raise WaveSQLError(err.code, f"{err.path}: {err.message}",
                                Span.of(where or node.args.get("path")), hint=err.hint) from None
-
-
-def wav_files(path: str) -> list[str]:
-    """The WAV files a signal's path names: a file, a directory's *.wav, or a glob."""
-    if os.path.isdir(path):
-        return sorted(glob.glob(os.path.join(glob.escape(path), "*.wav")))
-    if os.path.isfile(path):
-        return [path]
-    return sorted(p for p in glob.glob(path) if os.path.isfile(p))
 
 
 def _epoch_us(node: exp.Expression) -> int:

@@ -108,7 +108,7 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
     if str(rt.spark.conf.get(SCAN_CONF, "driver")).lower() == "source":
         wav_source.register(rt.spark)
         return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
-                .options(**options).load())
+                .options(**options, **wav_source.storage_option()).load())
     try:
         return wav_source.batch_frame(rt.spark, program.spark_ddl(), options,
                                       read=_cached_header)
@@ -158,15 +158,14 @@ _HEADERS_MAX = 100_000
 
 
 def _cached_header(path: str, strict: bool = False):
-    import os
-
+    from wavesql import storage
     from wavesql.udfs.wav import read_info
 
     try:
-        st = os.stat(path)
+        st = storage.stat(path)
     except OSError:
         return read_info(path, strict=strict)  # it says what is wrong, as without a cache
-    key = (st.st_size, st.st_mtime_ns, strict)
+    key = (st.size, st.mtime_ns, strict)
     hit = _HEADERS.get(path)
     if hit is not None and hit[0] == key:
         return hit[1]
@@ -189,10 +188,10 @@ def _partition_samples(signal, width: int, rt: Runtime) -> int:
     """
     from wavesql.udfs import wav
 
-    from .bind import wav_files
+    from wavesql.sources.wav_source import list_wav_files
 
     total = 0
-    for path in wav_files(signal.path):
+    for path in list_wav_files(signal.path):
         try:
             total += _cached_header(path).frames
         except (OSError, wav.WavError):

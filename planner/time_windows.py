@@ -568,7 +568,7 @@ def direct_groups(frame, stream, rt, time_col: str, wanted: dict, progress, min_
     than ``min_rows`` rows."""
     from wavesql.sources import parquet_chunks as pc_
 
-    files = _local_files(frame, stream)
+    files = _stream_files(frame, stream)
     if not files:
         return None
     tz = str(rt.spark.conf.get("spark.sql.session.timeZone", "")).upper()
@@ -597,26 +597,28 @@ def direct_tasks(spark, total: int) -> int:
     return max(DIRECT_TASKS_PER_CORE * cores, -(-total // MAX_TASK_ROWS))
 
 
-def _local_files(frame, stream) -> list[str] | None:
-    """The files Spark's scan of ``stream`` reads (its own listing), as local paths; None if
-    any is remote or sits in a ``key=value`` folder (a partition column Spark would add)."""
-    import os
+def _stream_files(frame, stream) -> list[str] | None:
+    """The files Spark's scan of ``stream`` reads (its own listing) as locations
+    (wavesql.storage: local paths or object-store URIs); None if one sits in a
+    ``key=value`` folder (a partition column Spark would add)."""
     from urllib.parse import unquote, urlparse
+
+    from wavesql import storage
 
     try:
         uris = frame.inputFiles()
     except Exception:  # noqa: BLE001 -- the shuffled pass reports it where Spark does
         return None
-    base = os.path.abspath(stream.path)
+    base = stream.path.rstrip("/")
     files = []
     for uri in uris:
         parsed = urlparse(uri)
-        if parsed.scheme not in ("", "file"):
-            return None
         path = unquote(parsed.path)
-        folder = os.path.dirname(path)
-        below = os.path.relpath(folder, base) if os.path.isdir(base) else ""
-        if any("=" in part for part in below.split(os.sep) if part not in ("", ".")):
+        if parsed.scheme not in ("", "file"):
+            path = f"{parsed.scheme}://{parsed.netloc}{path}"
+        folder = storage.dirname(path)
+        below = folder[len(base):] if folder.startswith(base) else ""
+        if any("=" in part for part in below.split("/")):
             return None
         files.append(path)
     return sorted(files)
@@ -718,12 +720,8 @@ def _footer_estimate(streams) -> tuple | None:
     footers (row counts, min/max statistics): no Spark job, and nothing below the windows
     (another window, a join) is computed twice. A WHERE or a join only thins the rows, so the
     estimate errs towards smaller chunks. None when a stream is not Parquet or lacks them."""
-    import glob
-    import os
-
-    import pyarrow.parquet as pq
-
-    from wavesql.sources.parquet_chunks import micros
+    from wavesql import storage
+    from wavesql.sources.parquet_chunks import micros, parquet_file
 
     if not streams:
         return None
@@ -732,13 +730,13 @@ def _footer_estimate(streams) -> tuple | None:
         if s.format != "parquet" or s.event_time is None:
             return None
         path = s.path
-        files = (sorted(glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True))
-                 if os.path.isdir(path) else sorted(glob.glob(path)))
+        files = (storage.list_files(path, recursive=True, suffix=".parquet")
+                 if storage.is_dir(path) else storage.glob(path))
         if not files or len(files) > 256:
             return None
         for f in files:
             try:
-                meta = pq.ParquetFile(f).metadata
+                meta = parquet_file(f.location).metadata
             except Exception:  # noqa: BLE001 -- unreadable footer: count instead
                 return None
             names = [meta.schema.column(i).name for i in range(meta.num_columns)]

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 #: Column the context flag travels in (udfs/time_windows.py reads it).
+from wavesql import storage
 from wavesql.udfs.time_windows import CONTEXT
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -59,6 +60,8 @@ class Range:
     neighbours: bool = False
     before: tuple[RowGroup, ...] = ()
     after: tuple[RowGroup, ...] = ()
+    #: how the task reaches the files' store (the driver's settings when it planned)
+    settings: storage.Settings = storage.Settings()
 
 
 def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool,
@@ -70,12 +73,11 @@ def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool,
     may be stored with milliseconds, and without a time zone only when ``utc_naive`` (Spark
     then reads the stored value as UTC, which is this session's time zone). Also None when
     a ``no_nulls`` column may hold NULLs (by its statistics)."""
-    import pyarrow.parquet as pq
 
     groups = []
     for path in files:
         try:
-            meta = pq.ParquetFile(path).metadata
+            meta = parquet_file(path).metadata
             schema = meta.schema.to_arrow_schema()
         except Exception:  # noqa: BLE001 -- Spark's scan reports unreadable files itself
             return None
@@ -176,7 +178,7 @@ def ranges(groups, tasks: int, before: int, after: int, min_span: int,
                                  key=lambda g: g.lo))
         out.append(Range(start, end, need_lo, need_hi,
                          tuple(g for g in groups if g in read), neighbours, further_before,
-                         further_after))
+                         further_after, storage.current()))
     return out
 
 
@@ -206,6 +208,7 @@ def read_range(r: Range, columns: list[str], time_col: str, progress: str | None
     (``progress`` not NULL) are not data."""
     import pyarrow.compute as pc
 
+    storage.use(r.settings)
     read = {c: wanted[c] for c in dict.fromkeys(columns + [time_col]
                                                  + ([progress] if progress else []))}
     table = _read(r.groups, read, progress)
@@ -240,12 +243,20 @@ def read_range(r: Range, columns: list[str], time_col: str, progress: str | None
     return pa.table([table.column(c) for c in columns] + [context], names=columns + [CONTEXT])
 
 
+def parquet_file(location: str):
+    """``pyarrow.parquet.ParquetFile`` of a local path or an object store's location
+    (wavesql.storage: ranged reads of the footer and the row groups asked for)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(storage.open_input(location) if storage.is_remote(location)
+                          else location)
+
+
 def _read(groups, wanted: dict[str, pa.DataType], progress) -> pa.Table:
     """The data rows (punctuation rows left out) of ``groups``, each column as ``wanted``
     types it (files may store it differently: ms or us, the zone spelt otherwise, a
     required column beside an optional one)."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     by_file: dict[str, list[int]] = {}
     for g in groups:
@@ -254,8 +265,8 @@ def _read(groups, wanted: dict[str, pa.DataType], progress) -> pa.Table:
     pieces = []
     for path, idx in by_file.items():
         try:
-            piece = pq.ParquetFile(path).read_row_groups(idx, columns=list(wanted),
-                                                         use_threads=False)
+            piece = parquet_file(path).read_row_groups(idx, columns=list(wanted),
+                                                       use_threads=False)
         except FileNotFoundError:
             raise ReadError("MISSING_PATH", path, "the file was removed after the query was "
                             "planned", "run the query again") from None

@@ -48,6 +48,9 @@ Options (all strings)
                        between micro-batches (see *Streaming*); the continuous-query runner
                        passes ``<checkpoint>/signal_state``.
 ``max_files_per_trigger``  streaming only: read at most this many new files per micro-batch.
+``storage_secret``     JSON of the Hadoop settings that reach an object store holding the
+                       files (:func:`storage_option`; wavesql.storage). Default: the
+                       environment's (AWS default chain).
 ``settle_ms``          streaming only: how long a file whose header does not say where its
                        data ends must have been left alone before it is read (default 1000,
                        or ``$WAVESQL_FILE_SETTLE_SECONDS``); see *Files still being written*.
@@ -149,6 +152,8 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
                                     InputPartition)
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
+from wavesql import storage
+from wavesql.errors import WaveSQLError
 from wavesql.udfs.wav import FilePlacement, WavError, iter_segments, plan_timeline, read_info
 
 from .arrow import conform
@@ -163,7 +168,8 @@ _log = logging.getLogger("wavesql.wav_source")
 _DEFAULTS = {"segment": 4096, "partition_samples": 8_388_608, "block_samples": 1 << 19}
 _OPTIONS = ("path", "rate", "channels", "timeline", "epoch_us", "tolerance", "segment",
             "window", "slide", "program", "partition_samples", "block_samples", "lookback",
-            "sequential", "strict", "state_dir", "max_files_per_trigger", "settle_ms")
+            "sequential", "strict", "state_dir", "max_files_per_trigger", "settle_ms",
+            "storage_secret")
 #: Streaming: a file whose header does not say where its data ends is read once it has not
 #: been modified for this long (``settle_ms``; ``$WAVESQL_FILE_SETTLE_SECONDS``).
 _SETTLE_MS = int(float(os.environ.get("WAVESQL_FILE_SETTLE_SECONDS", "1.0")) * 1000)
@@ -193,6 +199,9 @@ class WavOptions:
     state_dir: str | None = None
     max_files_per_trigger: int | None = None
     settle_ms: int = _SETTLE_MS
+    #: the Hadoop settings that reach the files' store (wavesql.storage.Settings as JSON);
+    #: "secret" in the name makes Spark redact the option in its plans and UI
+    storage_secret: str | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> "WavOptions":
@@ -263,6 +272,7 @@ class WavOptions:
             block_samples=integer("block_samples", _DEFAULTS["block_samples"], 1),
             lookback=integer("lookback", None, 0), sequential=flag("sequential"),
             strict=flag("strict"), state_dir=opts.get("state_dir") or None,
+            storage_secret=opts.get("storage_secret") or None,
             max_files_per_trigger=integer("max_files_per_trigger", None, 1),
             settle_ms=integer("settle_ms", _SETTLE_MS, 0))
 
@@ -273,23 +283,25 @@ def _bad(path: str, message: str, hint: str | None = None) -> WavError:
 
 # ---------------------------------------------------------------------------------- files
 def list_wav_files(path: str) -> list[str]:
-    """The files ``path`` names: itself, the ``*.wav`` of a directory, or a glob's files.
+    """The files ``path`` (a local path or a URI) names: itself, the ``*.wav`` (any case)
+    of a folder, or a glob's files; sorted.
 
     An empty list when nothing matches (callers decide whether that is an error).
     """
-    if os.path.isdir(path):
-        with os.scandir(path) as entries:
-            return [e.path for e in entries
-                    if e.name.lower().endswith(".wav") and e.is_file()]
-    if os.path.isfile(path):
-        return [path]
-    return [p for p in glob.glob(path) if os.path.isfile(p)]
+    return [e.location for e in storage.files(path, suffix=".wav")]
 
 
 def _eof_marked(path: str) -> bool:
     """Whether the stream under ``path`` is finished: a ``*.eof`` file next to its files."""
-    folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
-    return any(os.path.isfile(p) for p in glob.glob(os.path.join(folder, "*.eof")))
+    folder = path if storage.is_dir(path) else storage.dirname(path) or "."
+    return bool(storage.list_files(folder, suffix=".eof"))
+
+
+def storage_option() -> dict[str, str]:
+    """The ``storage_secret`` option carrying this process's storage settings to the
+    source's planning and tasks (empty when there are none)."""
+    settings = storage.current()
+    return {"storage_secret": settings.to_json()} if settings.hadoop else {}
 
 
 @dataclass(frozen=True)
@@ -400,11 +412,14 @@ def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
     from wavesql.udfs.program import Program
 
     o = options if isinstance(options, WavOptions) else WavOptions.parse(options)
+    if o.storage_secret:
+        storage.use(storage.Settings.from_json(o.storage_secret))
     paths = list_wav_files(o.path) if files is None else list(files)
     allow_empty = streaming if allow_empty is None else allow_empty
-    if not paths and not (allow_empty and (os.path.isdir(o.path) or glob.has_magic(o.path))):
-        what = ("has no .wav files" if os.path.isdir(o.path) else
-                "matches no files" if glob.has_magic(o.path) else "does not exist")
+    folder = not paths and storage.is_dir(o.path)
+    if not paths and not (allow_empty and (folder or storage.has_magic(o.path))):
+        what = ("has no .wav files" if folder else
+                "matches no files" if storage.has_magic(o.path) else "does not exist")
         raise WavError("MISSING_PATH", o.path, f"the signal's path {what}",
                        "check the FROM path of the signal")
     rate, channels = o.rate, o.channels
@@ -638,6 +653,8 @@ def read_partition(part: WavPartition, options: WavOptions, program_json: str,
     """
     from wavesql.udfs.program import Evaluator
 
+    if options.storage_secret:
+        storage.use(storage.Settings.from_json(options.storage_secret))
     prog = _program(program_json)
     evaluator = Evaluator(prog)
     if part.state_in is not None:
@@ -662,7 +679,7 @@ def read_partition(part: WavPartition, options: WavOptions, program_json: str,
 
 
 def _state_file(folder: str, k: int) -> str:
-    return os.path.join(folder, f"k={k:015d}.state")
+    return storage.join(folder, f"k={k:015d}.state")
 
 
 def _load_states(path: str) -> dict:
@@ -670,10 +687,11 @@ def _load_states(path: str) -> dict:
     from wavesql.udfs import states
 
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        if os.path.exists(path[:-len(".state")] + ".pkl"):
+        data = storage.read_bytes(path)
+    except (FileNotFoundError, WaveSQLError) as err:
+        if isinstance(err, WaveSQLError) and err.code != "MISSING_PATH":
+            raise
+        if storage.exists(path[:-len(".state")] + ".pkl"):
             raise WavError("CHECKPOINT_MISMATCH", path, "the checkpoint holds signal-function "
                            "state pickled by an older WaveSQL, which is not loaded (a "
                            "pickle can run code)", "start the query from a fresh "
@@ -691,11 +709,9 @@ def _load_states(path: str) -> dict:
 def _save_states(path: str, states_: dict) -> None:
     from wavesql.udfs import states
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(states.dumps(states_))
-    os.replace(tmp, path)  # atomic: a re-run of the batch rewrites the same state
+    # whole or not at all (a rename locally, one PUT on an object store): a re-run of the
+    # batch rewrites the same state
+    storage.write_bytes(path, states.dumps(states_))
 
 
 # ---------------------------------------------------------------------------------- Spark
@@ -718,6 +734,8 @@ class _Scan:
 
     def _init_scan(self, options, schema, streaming: bool):
         self.options = WavOptions.parse(options)
+        if self.options.storage_secret:  # Spark plans this in a Python process of its own
+            storage.use(storage.Settings.from_json(self.options.storage_secret))
         self._plan = plan(self.options, streaming=streaming)  # driver-side checks, early
         self._target = _target_schema(self._plan, schema)
         # Fixed for the query: the program and channel names come from the options (or the
@@ -758,31 +776,32 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
         self._init_scan(options, schema, streaming=True)
         self._frozen: tuple[list[str], bool] | None = None  # availableNow: listing, eof
         self._cached: tuple[tuple[str, ...], WavPlan] | None = None
-        self._stats: dict[str, os.stat_result] = {}  # this latestOffset call's stats
+        self._stats: dict[str, storage.Entry] = {}  # this latestOffset call's stats
 
     def initialOffset(self) -> dict:
         return {"end": None, "files": [], "final": False}
 
-    def _stat(self, path: str) -> os.stat_result:
-        """``os.stat``, once per file and ``latestOffset`` call (``self._stats``)."""
+    def _stat(self, path: str) -> storage.Entry:
+        """Size and modification time, once per file and ``latestOffset`` call
+        (``self._stats``); ``FileNotFoundError`` when it is gone."""
         st = self._stats.get(path)
         if st is None:
-            st = self._stats[path] = os.stat(path)
+            st = self._stats[path] = storage.stat(path)
         return st
 
     def _identity(self, path: str):
         """Device and inode: one file under two names is placed once (as realpath would
-        tell, without its per-component lstat calls)."""
+        tell, without its per-component lstat calls). An object's key is its identity."""
         try:
             st = self._stat(path)
         except OSError:
             return os.path.realpath(path)  # read_info then says what is wrong
-        return (st.st_dev, st.st_ino)
+        return st.inode or path
 
     def _info(self, path: str, *, strict: bool = False):
         """``read_info`` once per (path, size, modification time)."""
         st = self._stat(path)
-        key = (st.st_size, st.st_mtime_ns)
+        key = (st.size, st.mtime_ns)
         hit = self._infos.get(path)
         if hit is not None and hit[0] == key:
             return hit[1]
@@ -797,7 +816,7 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
             st = self._stat(path)
         except FileNotFoundError:
             return True  # renamed away between the listing and now
-        quiet = now - st.st_mtime
+        quiet = now - st.mtime_ns / 1e9
         try:
             info = self._info(path)
         except WavError:
@@ -815,7 +834,7 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
         if sizes is not None and len(sizes) == len(known):
             for path, size in zip(known, sizes):
                 try:
-                    now_size = self._stat(path).st_size
+                    now_size = self._stat(path).size
                 except FileNotFoundError:
                     continue  # _plan_files reports it (MISSING_PATH)
                 if now_size != size:
@@ -922,7 +941,7 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _size(self, path: str) -> int | None:
         try:
-            return self._stat(path).st_size
+            return self._stat(path).size
         except OSError:
             return None
 
@@ -1051,8 +1070,10 @@ def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None):
     target = _target_schema(checked, struct)
     parts = checked.partitions()
     program_json, channels, stateful = checked.program_json, checked.channels, checked.stateful
+    settings = storage.current()  # the tasks reach the files' store as the driver does
 
     def wav_scan(batches):  # the name shows in Spark's plans: MapInArrow wav_scan(id)
+        storage.use(settings)
         for b in batches:
             for i in b.column(0).to_pylist():
                 for batch in read_partition(parts[i], opts, program_json, channels, stateful):

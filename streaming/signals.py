@@ -189,7 +189,8 @@ class SignalContinuousQuery(ContinuousQuery):
         wav_source.register(self.spark)
         reader = (self.spark.readStream.format(wav_source.SHORT_NAME)
                   .schema(sp.scan.program.spark_ddl())
-                  .options(**scan_options(sp.scan, self.checkpoint, max_files)))
+                  .options(**scan_options(sp.scan, self.checkpoint, max_files))
+                  .options(**wav_source.storage_option()))
         return self._start_writer(reader.load(), trigger)
 
     def _progress_of(self, offset: dict | None) -> tuple[int | None, int | None]:

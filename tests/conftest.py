@@ -35,6 +35,22 @@ def spark(tmp_path_factory):
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def s3(spark, tmp_path_factory):
+    """A real S3-protocol server on loopback (tests/object_store.py) with one bucket, and
+    the shared Spark configured to reach it (Hadoop's S3A settings, which WaveSQL's own
+    I/O reads too). Started by the first test that asks for it."""
+    from tests.object_store import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in server.hadoop().items():
+        conf.set(key, value)
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def ws(spark, tmp_path):
     """A WaveSQL session on the shared Spark with its own catalog file."""

@@ -15,6 +15,20 @@ from wavesql.udfs.sigseg import sample_at
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+def _run_example(request, tmp_path, name: str, where: str):
+    """Run the example file ``name`` copied beside ``tmp_path/data``; with ``where`` "s3",
+    the data is first moved into the S3 bucket (tests/object_store.py) and the file's
+    locations point there. Returns the last statement's rows."""
+    shutil.copy(EXAMPLES / name, tmp_path)
+    if where == "s3":
+        from tests.object_store import move_to_bucket
+
+        move_to_bucket(request.getfixturevalue("s3"), tmp_path / "data", tmp_path / name,
+                       f"{tmp_path.name}/apps")
+    ws = request.getfixturevalue("ws")
+    return ws.execute_file(tmp_path / name)[-1].dataframe.collect()
+
+
 def _micros(value) -> int:
     import datetime as dt
 
@@ -22,8 +36,10 @@ def _micros(value) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-@pytest.mark.parametrize("seconds, events", [(8.0, 6), (50.0, 40)])
-def test_detectaudio_finds_every_event_and_syncs_the_exact_audio(ws, tmp_path, seconds, events):
+@pytest.mark.parametrize("seconds, events, where", [(8.0, 6, "local"), (50.0, 40, "local"),
+                                                    (8.0, 6, "s3")])
+def test_detectaudio_finds_every_event_and_syncs_the_exact_audio(request, tmp_path, seconds,
+                                                                 events, where):
     # 50 s is 2.4 M samples: the scan runs in several partitions, and the detector (stateful)
     # must still see one unbroken signal (it once restarted at every 2^20 samples under SYNC)
     # -- an event starts just after the first partition's end, inside a restarted detector's
@@ -31,8 +47,7 @@ def test_detectaudio_finds_every_event_and_syncs_the_exact_audio(ws, tmp_path, s
     truth = array_recording(tmp_path / "data" / "array", seconds=seconds, events=events,
                             file_seconds=min(seconds / 4, 10.0),
                             also_at=(2**20 + 1000,) if seconds > 30 else ())
-    shutil.copy(EXAMPLES / "detectaudio.wsql", tmp_path)
-    rows = ws.execute_file(tmp_path / "detectaudio.wsql")[-1].dataframe.collect()
+    rows = _run_example(request, tmp_path, "detectaudio.wsql", where)
     assert len(rows) == len(truth.event_starts)  # every event, no false alarm
     for row, start in zip(rows, truth.event_starts):
         lo = sample_at(_micros(row.t_from) - 5000, truth.rate)
@@ -54,14 +69,14 @@ def test_detectaudio_finds_every_event_and_syncs_the_exact_audio(ws, tmp_path, s
             assert abs(lags[int(np.argmax(score))] - truth.delays[c]) <= 1
 
 
-def test_silencefilter_with_sync_returns_each_utterance_exactly(ws, tmp_path):
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_silencefilter_with_sync_returns_each_utterance_exactly(request, tmp_path, where):
     from tests.data import COUNTING_WAV
     from wavesql.udfs.wav import read_frames
 
     (tmp_path / "data").mkdir()
     shutil.copy(COUNTING_WAV, tmp_path / "data")
-    shutil.copy(EXAMPLES / "silencefilter_sync.wsql", tmp_path)
-    rows = ws.execute_file(tmp_path / "silencefilter_sync.wsql")[-1].dataframe.collect()
+    rows = _run_example(request, tmp_path, "silencefilter_sync.wsql", where)
     voice = read_frames(COUNTING_WAV)[:, 0]
     n = 4096
     loud = [k for k in range(-(-len(voice) // n))
@@ -80,12 +95,12 @@ def test_silencefilter_with_sync_returns_each_utterance_exactly(ws, tmp_path):
                                       voice[lo:hi].astype(np.float32))
 
 
-def test_pipeline_flags_exactly_the_leaking_windows(ws, tmp_path):
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_pipeline_flags_exactly_the_leaking_windows(request, tmp_path, where):
     from wavesql.datasets import pipeline_recording
 
     truth = pipeline_recording(tmp_path / "data" / "pipe")
-    shutil.copy(EXAMPLES / "pipeline.wsql", tmp_path)
-    rows = ws.execute_file(tmp_path / "pipeline.wsql")[-1].dataframe.collect()
+    rows = _run_example(request, tmp_path, "pipeline.wsql", where)
     full = [r for r in rows if _micros(r.t) // 1000 % truth.slide == 0][:len(truth.ratios)]
     assert len(full) == len(truth.ratios)
     assert [r.leak for r in full] == [ratio < 0.32 for ratio in truth.ratios]

@@ -23,6 +23,8 @@ from wavesql.errors import WaveSQLError
 pytestmark = pytest.mark.spark
 
 EXAMPLES = ROOT / "examples" / "tilt"
+#: An S3Server while a test runs an app with its data in the bucket (test below), else None.
+_BUCKET = None
 #: Ticks for the apps with 10 s buckets (two full buckets and a partial one) and for the rest.
 LONG, SHORT = 25_000, 5_000
 
@@ -35,6 +37,10 @@ def _example(ws, tmp_path, app: str, inputs: dict, parts: int = 1):
         gen.write_stream(frame, tmp_path / "data" / folder, parts)
     path = tmp_path / f"{app}.wsql"
     shutil.copy(EXAMPLES / f"{app}.wsql", path)
+    if _BUCKET is not None:
+        from tests.object_store import move_to_bucket
+
+        move_to_bucket(_BUCKET, tmp_path / "data", path, f"{tmp_path.name}/{app}")
     results = ws.execute_file(path)
     assert [r.kind for r in results] == ["create", "query"]
     return results[-1].dataframe, parse_statements(path.read_text())[-1].text
@@ -234,16 +240,44 @@ def test_examples_through_the_fused_passes(ws, tmp_path, monkeypatch, app):
         return sql, views, whole
 
     monkeypatch.setattr(fused_chain, "rewrite", spy)
+    _fused(ws, lambda: _APPS[app](ws, tmp_path))
+    assert any(fused), fused
+
+
+def _fused(ws, run) -> None:
+    """``run()`` with the fused passes on at any size (ranges of 2,000 rows)."""
     ws.spark.conf.set("wavesql.windows.min_rows", "0")
     ws.spark.conf.set("wavesql.windows.chunk_rows", "2000")
     try:
-        {"trend": test_trend, "rsi": test_rsi, "normalize": test_normalize,
-         "impute": test_impute_fills_the_gaps_with_the_bucket_mean,
-         "vibration": test_vibration, "fraud": test_fraud, "ysb": test_ysb}[app](ws, tmp_path)
+        run()
     finally:
         ws.spark.conf.unset("wavesql.windows.min_rows")
         ws.spark.conf.unset("wavesql.windows.chunk_rows")
-    assert any(fused), fused
+
+
+_APPS = {"trend": test_trend, "rsi": test_rsi, "normalize": test_normalize,
+         "impute": test_impute_fills_the_gaps_with_the_bucket_mean,
+         "vibration": test_vibration, "fraud": test_fraud, "ysb": test_ysb}
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["spark", "fused"])
+@pytest.mark.parametrize("app", ["trend", "normalize", "impute", "ysb"])
+def test_examples_with_their_data_in_a_bucket(ws, tmp_path, monkeypatch, s3, app, fused):
+    """The example files with every input in the S3 bucket (the local copy deleted) equal
+    the numpy reference: Spark's S3A scan, and (``fused``) the direct passes reading the
+    Parquet row groups from the bucket themselves."""
+    from wavesql.sources import parquet_chunks
+
+    read = []
+    monkeypatch.setattr(parquet_chunks, "parquet_file",
+                        lambda loc, _f=parquet_chunks.parquet_file: read.append(loc) or _f(loc))
+    monkeypatch.setattr(__import__(__name__, fromlist=["_BUCKET"]), "_BUCKET", s3)
+    if fused:
+        _fused(ws, lambda: _APPS[app](ws, tmp_path))
+        assert read and all(loc.startswith("s3a://") for loc in read)
+    else:
+        _APPS[app](ws, tmp_path)
+    assert not (tmp_path / "data").exists()
 
 
 # ---------------------------------------------------------------------------- streaming

@@ -45,6 +45,8 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from wavesql import storage
+
 __all__ = ["WavError", "WavInfo", "FilePlacement", "read_info", "read_frames", "iter_segments",
            "write_wav", "check_declared", "plan_timeline", "parse_file_timestamp",
            "SAMPLE_FORMATS"]
@@ -178,8 +180,8 @@ def read_info(path, *, strict: bool = False) -> WavInfo:
     (8000, 2, 'int16', 10, 44)
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with storage.open_input(path, buffer_size=1 << 16) as f:
+        size = storage.file_size(f)
         head = f.read(12)
         if len(head) < 12:
             raise WavError("CORRUPT_FILE", path, f"file is {size} bytes, too short for a WAV "
@@ -381,10 +383,18 @@ def _channel_list(info: WavInfo, channels) -> list[int]:
     return chans
 
 
+def _same_file(path: str) -> str:
+    """A key equal for two names of one file (symbolic links; an object store's location
+    is its own key)."""
+    return path if storage.is_remote(path) else os.path.realpath(path)
+
+
 def _open(info: WavInfo, first: int, count: int):
-    # Unbuffered: readinto then goes straight from the page cache into our array.
-    f = open(info.path, "rb", buffering=0)
-    if hasattr(os, "posix_fadvise"):  # doubles kernel read-ahead on cold files
+    # Unbuffered: readinto then goes straight from the page cache (or, for an object
+    # store's file, one ranged GET per block) into our array.
+    f = storage.open_input(info.path)
+    if hasattr(os, "posix_fadvise") and hasattr(f, "fileno") and not storage.is_remote(
+            info.path):  # doubles kernel read-ahead on cold files
         os.posix_fadvise(f.fileno(), info.data_offset + first * info.block_align,
                          count * info.block_align, os.POSIX_FADV_SEQUENTIAL)
     return f
@@ -763,7 +773,7 @@ def plan_timeline(paths: Iterable, rate, *, mode: str = "concatenate",
     if mode not in ("concatenate", "timestamped"):
         raise ValueError(f"mode must be 'concatenate' or 'timestamped', got {mode!r}")
     unique: dict = {}
-    same = identity or os.path.realpath
+    same = identity or _same_file
     for p in map(os.fspath, paths):
         unique.setdefault(same(p), p)
     ordered = sorted(unique.values(), key=_natural_key)

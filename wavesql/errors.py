@@ -41,6 +41,12 @@ ERROR_CODES: dict[str, str] = {
     "UNKNOWN_TYPE": "a column type is not a Spark SQL type WaveSQL supports",
     "UNKNOWN_FORMAT": "a FORMAT clause names an unsupported source format",
     "MISSING_PATH": "a FROM path does not exist",
+    # storage (wavesql.storage): locations that are URIs
+    "UNSUPPORTED_SCHEME": "a location's scheme (s3a://, gs://, ...) has no filesystem here",
+    "STORAGE_UNREACHABLE": "an object store's endpoint did not answer",
+    "MISSING_BUCKET": "a location's bucket or container does not exist",
+    "STORAGE_DENIED": "an object store refused the configured credentials",
+    "STORAGE_ERROR": "an object store failed a read or write for another reason",
     "INVALID_RATE": "a signal rate is zero, negative or not a number",
     "INVALID_OPTION": "a DDL clause has an invalid value",
     "UNKNOWN_OBJECT": "DROP/DESCRIBE names an object that does not exist",

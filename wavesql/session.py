@@ -16,7 +16,7 @@ from wavesql.catalog import Catalog
 from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import WaveSQLError
 
-from wavesql import planner
+from wavesql import planner, storage
 from wavesql.planner import ir
 from wavesql.planner.lower import Runtime, explain_text
 from wavesql.spark import start_spark, temp_views, translate_spark_error
@@ -140,6 +140,7 @@ class Session:
         """Bind one statement against the catalog ``scratch`` and apply its DDL there, so
         that later statements of the same text see what it creates or drops."""
         self._user_text = text
+        self._use_storage_settings()
         bound = planner.rewrite(planner.bind(stmt, scratch, self, base_dir))
         if isinstance(bound, ir.CreateObject):
             scratch.create(bound.definition, replace=bound.replace,
@@ -155,6 +156,7 @@ class Session:
             raise WaveSQLError("PARSE_ERROR", f"explain() takes one statement, got {len(stmts)}")
         stmt = stmts[0]
         self._user_text = text
+        self._use_storage_settings()
         if mode.upper() == "AST":
             return repr(stmt.node)
         bound = planner.rewrite(planner.bind(stmt, self.catalog, self))
@@ -193,6 +195,7 @@ class Session:
 
         from wavesql.streaming import start
 
+        self._use_storage_settings()
         return start(self, text, output, checkpoint, trigger=trigger, late=late,
                      max_files_per_trigger=max_files_per_trigger, clock=clock or time.time,
                      output_format=output_format)
@@ -211,9 +214,16 @@ class Session:
     def _runtime(self, text: str) -> Runtime:
         return Runtime(self.spark, self.catalog, text)
 
+    def _use_storage_settings(self) -> None:
+        """Reach object stores with the Spark session's Hadoop settings as they are now (a
+        user may set ``fs.s3a.*`` between statements): WaveSQL's own I/O (wavesql.storage)
+        and Spark's connectors are configured once, in one place."""
+        storage.use(storage.Settings.from_spark(self.spark))
+
     def _run(self, stmt: Statement, text: str, base_dir: str,
              source: str | None = None) -> Result:
         self._user_text = text
+        self._use_storage_settings()
         bound = planner.bind(stmt, self.catalog, self, base_dir)
         bound = planner.rewrite(bound)
         from wavesql.planner.insert import InsertInto

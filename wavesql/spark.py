@@ -71,6 +71,21 @@ def check_java() -> None:
                            f"{path} is Java {major}", hint=hint)
 
 
+def connector_jars() -> list[str]:
+    """The jars of Spark connectors installed beside WaveSQL (the S3A filesystem for
+    ``s3a://`` locations): every ``*.jar`` in ``$WAVESQL_CONNECTORS``, by default the
+    environment's ``share/wavesql/connectors`` where ``make connectors`` puts them (from
+    ``connectors/pom.xml``). Empty when there are none: a cluster's own jars, or
+    ``spark.jars.packages`` in ``config``, serve as well. ``start_spark`` puts them on the
+    driver's and executors' class path."""
+    folder = os.environ.get("WAVESQL_CONNECTORS") or os.path.join(
+        sys.prefix, "share", "wavesql", "connectors")
+    if not os.path.isdir(folder):
+        return []
+    return sorted(os.path.join(folder, name) for name in os.listdir(folder)
+                  if name.endswith(".jar"))
+
+
 def start_spark(master: str | None = None, config: dict[str, str] | None = None):
     """Create (or reuse) the SparkSession WaveSQL runs on.
 
@@ -94,6 +109,14 @@ def start_spark(master: str | None = None, config: dict[str, str] | None = None)
     if os.environ.get("WAVESQL_SPARK_LOG_LEVEL", "").upper() not in ("WARN", "INFO", "DEBUG"):
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_config}"
     settings.update(config or {})
+    jars = connector_jars()
+    if jars:
+        # On the class path, not in spark.jars: Spark would copy spark.jars (700 MB with the
+        # AWS SDK) into every executor's work folder at every start. The executors' entry
+        # serves a cluster whose hosts share this installation (as the tests' standalone
+        # cluster does); elsewhere give the cluster the connector (README, Run on a cluster).
+        for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+            settings[key] = os.pathsep.join(filter(None, [settings.get(key), *jars]))
     builder = SparkSession.builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -412,11 +435,64 @@ def translate_runtime_error(error: BaseException) -> WaveSQLError:
         m = found[-1]
         return WaveSQLError(m.group("code"), m.group("message"),
                             hint=m.group("hint") or "raised while the query ran, in a Spark task")
+    stored = _storage_error(text)
+    if stored is not None:
+        return stored
     condition = _condition(error) if not _is_py4j(error) else ""
     message, java_condition = _java_message(text)
     condition = condition or java_condition
     return WaveSQLError("SPARK_ERROR", message,
                         hint=f"Spark error condition {condition}" if condition else None)
+
+
+#: A WaveSQLError raised in a Python task (wavesql.storage reading an object store).
+_WORKER_WAVESQL_ERROR = re.compile(r"WaveSQLError: error\[(?P<code>[A-Z_]+)\]: (?P<message>.+)$",
+                                   re.MULTILINE)
+_S3A_HINT = ("check fs.s3a.endpoint, fs.s3a.access.key / fs.s3a.secret.key (or the AWS "
+             "default chain) and fs.s3a.path.style.access in Spark's Hadoop settings")
+#: Spark's filesystem connectors failing, by what their Java exceptions say: (code, what
+#: the pattern means, hint). The location comes from the exception's text.
+_STORAGE_FAILURES = (
+    (re.compile(r"No FileSystem for scheme \"?(?P<scheme>[\w+.-]+)"), "UNSUPPORTED_SCHEME",
+     "Spark has no filesystem for `{scheme}://` locations",
+     "add the connector's jars (s3a: `make connectors`, or spark.jars.packages="
+     "org.apache.hadoop:hadoop-aws:3.5.0; README, Run on a cluster)"),
+    (re.compile(r"ClassNotFoundException: Class (?P<cls>org\.apache\.hadoop\.fs\.[\w.]+) not"),
+     "UNSUPPORTED_SCHEME", "Spark lacks the filesystem class {cls}",
+     "add the connector's jars (s3a: `make connectors`, or spark.jars.packages="
+     "org.apache.hadoop:hadoop-aws:3.5.0; README, Run on a cluster)"),
+    (re.compile(r"(?:UnknownStoreException|NoSuchBucket)\b.*?`?(?P<loc>\w+://[^`' ]+)?"),
+     "MISSING_BUCKET", "the bucket does not exist", "create it, or fix the bucket's name"),
+    (re.compile(r"(?:AccessDeniedException|InvalidAccessKeyId|SignatureDoesNotMatch|"
+                r"403 Forbidden)"), "STORAGE_DENIED", "the object store refused the "
+     "credentials", _S3A_HINT),
+    (re.compile(r"(?:java\.net\.ConnectException|Unable to execute HTTP request|"
+                r"SdkClientException: Unable to|UnknownHostException)"),
+     "STORAGE_UNREACHABLE", "the object store did not answer", _S3A_HINT),
+)
+_LOCATION = re.compile(r"\b(?:s3a?|s3n|gs|abfss?|hdfs|wasbs?)://[^\s`'\":,]+")
+
+
+def _storage_error(text: str) -> WaveSQLError | None:
+    """A storage failure in a Spark job (the S3A connector's, or WaveSQL's own I/O in a
+    Python task) as the stable code wavesql.storage uses, naming the location."""
+    from wavesql.errors import ERROR_CODES
+
+    worker = [m for m in _WORKER_WAVESQL_ERROR.finditer(text) if m.group("code") in ERROR_CODES]
+    if worker:
+        m = worker[-1]
+        return WaveSQLError(m.group("code"), m.group("message").strip(),
+                            hint="raised while the query ran, in a Spark task")
+    head = text.split("\n\tat ", 1)[0] + "\n" + "\n".join(
+        ln for ln in text.splitlines() if ln.startswith("Caused by: "))
+    for pattern, code, what, hint in _STORAGE_FAILURES:
+        m = pattern.search(head)
+        if m:
+            where = _LOCATION.search(head)
+            message = what.format(**{k: v or "" for k, v in m.groupdict().items()})
+            return WaveSQLError(code, (f"`{where.group(0)}`: " if where else "") + message,
+                                hint=hint)
+    return None
 
 
 def _is_py4j(error: BaseException) -> bool:
