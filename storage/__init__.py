@@ -469,6 +469,8 @@ def open_input(location: str, buffer_size: int | None = None):
     fs, path = resolve(location)
     try:
         f = fs.open_input_file(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(location) from None
     except Exception as e:  # noqa: BLE001 - see translate
         raise translate(e, location, "opening it") from None
     return io.BufferedReader(f, buffer_size) if buffer_size else f
@@ -488,6 +490,42 @@ def read_bytes(location: str) -> bytes:
             return f.read()
     with open_input(location) as f:
         return f.read()
+
+
+def read_text(location: str) -> str:
+    """A whole file as UTF-8 text (``FileNotFoundError`` when it is missing)."""
+    return read_bytes(location).decode("utf-8")
+
+
+def write_text(location: str, text: str) -> None:
+    """:func:`write_bytes` of UTF-8 text: whole or not at all."""
+    write_bytes(location, text.encode("utf-8"))
+
+
+def makedirs(location: str) -> None:
+    """Create a local folder and its parents; nothing on an object store, where a folder
+    is only a prefix of keys and exists once an object is under it."""
+    if not is_remote(location):
+        os.makedirs(location, exist_ok=True)
+
+
+def children(location: str) -> list[tuple[str, bool]]:
+    """``(name, is_folder)`` of what is directly in the folder ``location``, sorted by
+    name; empty when it does not exist."""
+    if not is_remote(location):
+        try:
+            with os.scandir(location) as entries:
+                return sorted((e.name, e.is_dir()) for e in entries)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+    import pyarrow.fs as pafs
+
+    fs, path = resolve(location)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    except Exception as e:  # noqa: BLE001 - see translate
+        raise translate(e, location, "listing it") from None
+    return sorted((i.base_name, i.type == pafs.FileType.Directory) for i in infos)
 
 
 def write_bytes(location: str, data: bytes) -> None:

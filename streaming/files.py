@@ -41,6 +41,10 @@ samples are already on the timeline, and moving them would duplicate or drop win
 
 Still the safest way to feed a continuous query: write each file aside (``x.wav.part``,
 ``.x.parquet``, or another folder) and rename it into place when it is complete.
+
+**Object stores** need none of this: an object becomes visible only once it is complete
+(a PUT, or the last part of a multipart upload), so a file there is always whole, and a
+changed object is a new one (its size and modification time are still watched).
 """
 
 from __future__ import annotations
@@ -49,9 +53,10 @@ import json
 import os
 import struct
 import time
-from pathlib import Path
 from typing import Callable, Sequence
 from urllib.parse import unquote, urlparse
+
+from wavesql import storage
 
 #: How long (seconds) a file must have been left alone before it is read.
 SETTLE_SECONDS = float(os.environ.get("WAVESQL_FILE_SETTLE_SECONDS", "1.0"))
@@ -62,8 +67,8 @@ _MAGIC = b"PAR1"
 
 
 def local_path(path: str) -> str | None:
-    """The local path of ``path`` (a plain path or a ``file:`` URI), else None (HDFS, S3:
-    WaveSQL cannot look at such files itself)."""
+    """The local path of ``path`` (a plain path or a ``file:`` URI), else None (an object
+    store's: complete once visible, nothing to wait for)."""
     if "://" in path or path.startswith("file:"):
         parsed = urlparse(path)
         if parsed.scheme not in ("file", ""):
@@ -93,6 +98,8 @@ def parquet_complete(path: str, size: int | None = None) -> bool:
 
 def why_not_ready(path: str, fmt: str, settle: float, now: float) -> str | None:
     """None when the file at ``path`` looks complete; else what is missing."""
+    if storage.is_remote(path):
+        return None  # an object is visible only once complete
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -133,16 +140,16 @@ def wait_until_ready(paths: Sequence[str], fmt: str, *, settle: float | None = N
         sleep(min(0.1, max(settle / 4, 0.01)))
 
 
-def batch_files(checkpoint: Path, source: int, batch_id: int) -> list[tuple[str, int]]:
+def batch_files(checkpoint: str, source: int, batch_id: int) -> list[tuple[str, int]]:
     """``(path, modification time in ms when Spark listed it)`` of the files micro-batch
     ``batch_id`` reads from source ``source``, from Spark's file-source log
     (``<checkpoint>/offsets/sources/<source>/<batch>[.compact]``: a ``v1`` line, then one JSON
     line per file), in the log's order."""
-    folder = Path(checkpoint) / "offsets" / "sources" / str(source)
+    folder = storage.join(str(checkpoint), "offsets", "sources", str(source))
     found: dict[str, int] = {}
     for name in (str(batch_id), f"{batch_id}.compact"):
         try:
-            lines = (folder / name).read_text().splitlines()[1:]
+            lines = storage.read_text(storage.join(folder, name)).splitlines()[1:]
         except OSError:
             continue
         for line in lines:
@@ -162,24 +169,24 @@ WATCH_BATCHES = 10
 
 def _stat_key(path: str) -> list[int] | None:
     try:
-        st = os.stat(path)
+        st = storage.stat(path)
     except OSError:
         return None
-    return [st.st_size, st.st_mtime_ns]
+    return [st.size, st.mtime_ns]
 
 
-def _record_path(checkpoint: Path, batch_id: int) -> Path:
-    return Path(checkpoint) / "files" / f"{batch_id:09d}.json"
+def _record_path(checkpoint: str, batch_id: int) -> str:
+    return storage.join(str(checkpoint), "files", f"{batch_id:09d}.json")
 
 
-def changed_since_read(checkpoint: Path, batch_id: int) -> list[tuple[str, int, list, list]]:
+def changed_since_read(checkpoint: str, batch_id: int) -> list[tuple[str, int, list, list]]:
     """Files read by the :data:`WATCH_BATCHES` batches before ``batch_id`` that changed
     since (``(path, batch, [size, mtime_ns] then, now or None when gone)``), each reported
     once: :func:`record_read` notes the change, so the next batch does not report it again."""
     seen: dict[str, tuple[int, list]] = {}
     for b in range(max(0, batch_id - WATCH_BATCHES), batch_id):
         try:
-            record = json.loads(_record_path(checkpoint, b).read_text())
+            record = json.loads(storage.read_text(_record_path(checkpoint, b)))
         except (OSError, ValueError):
             continue
         for path, key in record.items():
@@ -192,25 +199,23 @@ def changed_since_read(checkpoint: Path, batch_id: int) -> list[tuple[str, int, 
     return out
 
 
-def record_read(checkpoint: Path, batch_id: int, paths: Sequence[str],
+def record_read(checkpoint: str, batch_id: int, paths: Sequence[str],
                 changed: Sequence[tuple] = ()) -> None:
     """Note the size and modification time of the files batch ``batch_id`` read (and of
     the ``changed`` ones it reported), atomically; a re-run of the batch rewrites it."""
     record = {}
     for uri in paths:
-        local = local_path(uri)
-        if local is not None:
-            record[local] = _stat_key(local)
+        location = local_path(uri) or uri
+        record[location] = _stat_key(location)
     for path, _, _, now in changed:
         record[path] = now
     target = _record_path(checkpoint, batch_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, target)
-    for old in target.parent.glob("*.json"):  # keep the watch window
-        if old.stem.isdigit() and int(old.stem) < batch_id - WATCH_BATCHES:
-            old.unlink(missing_ok=True)
+    storage.write_text(target, json.dumps(record))
+    folder = storage.dirname(target)
+    for name, _ in storage.children(folder):  # keep the watch window
+        stem = name.removesuffix(".json")
+        if name.endswith(".json") and stem.isdigit() and int(stem) < batch_id - WATCH_BATCHES:
+            storage.delete(storage.join(folder, name))
 
 
 def describe_change(batch: int, before: list, now: list | None) -> str:

@@ -80,14 +80,17 @@ def summarize(reports, recent: int = RECENT) -> dict:
 
 
 def read_reports(output: str | Path) -> list[dict]:
-    """The batch reports a continuous query wrote next to its output, oldest first."""
-    folder = Path(output) / "_progress"
-    if not folder.is_dir():
-        return []
+    """The batch reports a continuous query wrote next to its output (a folder or an
+    object store's location), oldest first."""
+    from wavesql import storage
+
     found = []
-    for path in sorted(folder.glob("batch=*.json")):
+    for entry in storage.list_files(storage.join(str(output), "_progress")):
+        name = storage.basename(entry.location)
+        if not (name.startswith("batch=") and name.endswith(".json")):
+            continue
         try:
-            found.append(json.loads(path.read_text()))
+            found.append(json.loads(storage.read_text(entry.location)))
         except (OSError, ValueError):
             continue  # being replaced right now
     return found

@@ -50,15 +50,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from sqlglot import exp
 
+from wavesql import storage
 from wavesql.catalog import objects as cat
 from wavesql.dialect import nodes as wn
 from wavesql.dialect import parse_one, parse_statements, unqualified
@@ -174,7 +173,7 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
         bound = plan.signal.bound
     elif plan.mode == "windowed":  # incremental on Spark's state store where it can be
         windowed, _ = stateful_plan(session.spark, stmt, bound.relation,
-                                    Path(_absolute(checkpoint)))
+                                    _absolute(checkpoint))
         if windowed is not None:
             from .stateful.query import StatefulWindowQuery as cls
 
@@ -185,14 +184,14 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     checkpoint = _absolute(checkpoint)
     return cls(session, text, bound, plan, **extra,
                            emit_changes=emit is not None and emit.kind == "CHANGES",
-                           output=output, checkpoint=Path(checkpoint),
-                           late=Path(_absolute(late)) if late is not None
-                           else Path(checkpoint) / "late",
+                           output=output, checkpoint=checkpoint,
+                           late=_absolute(late) if late is not None
+                           else storage.join(checkpoint, "late"),
                            trigger=trigger, max_files=max_files_per_trigger, clock=clock,
                            output_format=output_format, late_format=late_format)
 
 
-def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: Path | None = None):
+def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None):
     """``(WindowedPlan, None)`` for a windowed continuous query that runs on Spark's state
     store, else ``(None, why not)`` -- the buffer is then re-evaluated each micro-batch.
     ``WAVESQL_STATEFUL=0`` forces the re-evaluating runner (comparisons, diagnosis)."""
@@ -238,9 +237,9 @@ def _rule_text(rule: tuple) -> str:
 def _watch_path(path: str) -> str:
     """What Spark's file source lists for a signal's FROM path: its folder (a single file's
     folder, filtered to .wav files) or its glob."""
-    if os.path.isdir(path) or any(c in path for c in "*?["):
+    if storage.is_dir(path) or storage.has_magic(path):
         return path
-    return os.path.dirname(path) or "."
+    return storage.dirname(path) or "."
 
 
 def _complete_placements(signal: cat.SignalDef, now: float) -> list:
@@ -277,8 +276,7 @@ def _fingerprint(placements, end: int) -> str:
 
 def _absolute(path) -> str:
     """A local path made absolute (``~`` expanded); a URI (``s3a://...``) as it is."""
-    text = os.fspath(path)
-    return text if "://" in text else os.path.abspath(os.path.expanduser(text))
+    return storage.normalize(os.fspath(path), os.getcwd())
 
 
 def _late_path(target: exp.Expression, catalog) -> tuple[str, str]:
@@ -780,7 +778,7 @@ class ContinuousQuery:
     :meth:`wavesql.Session.stream`."""
 
     def __init__(self, session, text, bound, plan: _Plan, *, emit_changes, output,
-                 checkpoint: Path, late: Path, trigger, max_files, clock,
+                 checkpoint: str, late: str, trigger, max_files, clock,
                  output_format: str = "parquet", late_format: str = "parquet"):
         self.session = session
         self.spark = session.spark
@@ -796,7 +794,7 @@ class ContinuousQuery:
         self.late_path = late
         self.late_format = late_format
         #: malformed input rows, with the file, the raw record and the reason
-        self.quarantine_path = checkpoint / "quarantine"
+        self.quarantine_path = storage.join(checkpoint, "quarantine")
         self.clock = clock
         self.reports: list[BatchReport] = []
         self.error: BaseException | None = None
@@ -937,7 +935,7 @@ class ContinuousQuery:
     def _start_writer(self, source, trigger: str):
         """Run ``source`` through this query's micro-batch callback on ``trigger``."""
         writer = (source.writeStream.foreachBatch(self._guarded_batch)
-                  .option("checkpointLocation", str(self.checkpoint / "offsets")))
+                  .option("checkpointLocation", storage.join(self.checkpoint, "offsets")))
         if trigger == "availableNow":
             writer = writer.trigger(availableNow=True)
         elif trigger.startswith("every "):
@@ -1075,13 +1073,12 @@ class ContinuousQuery:
             out = self._results(spark, buffers if stateful else fresh, previous, overall, olds,
                                 shown)
         self._deliver_counted(out, batch_id, report, by_final=stateful)
-        sinks.write_all(late_parts, str(self.late_path / f"batch={batch_id:09d}"),
-                        self.late_format)
-        sinks.write_all(quarantine_parts, str(self.quarantine_path / f"batch={batch_id:09d}"))
+        sinks.commit_all(late_parts, self.late_path, batch_id, self.late_format)
+        sinks.commit_all(quarantine_parts, self.quarantine_path, batch_id)
         report.buffered = self._write_state(spark, batch_id, buffers, progress, overall, shown,
                                             sync_state)
-        report.state_bytes = sum(f.stat().st_size for f in self._state_dir(batch_id).rglob("*")
-                                 if f.is_file())
+        report.state_bytes = sum(e.size for e in storage.list_files(self._state_dir(batch_id),
+                                                                    recursive=True))
         self._finish(report, began, arrived)
         for df in cached + [out]:
             df.unpersist()
@@ -1101,7 +1098,8 @@ class ContinuousQuery:
             for path, *_ in changed:
                 if _belongs(path, inp.stream.path):
                     owner.setdefault(path, inp.stream.name)
-        rows = [(owner.get(path), f"file://{path}", None, files.describe_change(b, then, now))
+        rows = [(owner.get(path), path if storage.is_remote(path) else f"file://{path}", None,
+                 files.describe_change(b, then, now))
                 for path, b, then, now in changed]
         return [spark.createDataFrame(
             rows, "_stream string, _file string, _record string, " + f"{REASON} string")]
@@ -1408,73 +1406,72 @@ class ContinuousQuery:
         self._write_report(report)
         self.reports.append(report)
 
-    def _deliver(self, out, batch_id: int) -> Path | None:
-        """Hand the batch's result to the output: the user's function, or a folder written
-        aside and renamed into place (returned)."""
+    def _deliver(self, out, batch_id: int) -> list[str]:
+        """Hand the batch's result to the output: the user's function, or a batch folder
+        committed whole (streaming/sinks.py: Spark's own commit moves files into place one
+        by one, so a reader, or a process killed mid-write, would see part of a batch); a
+        batch re-run after a crash replaces the earlier attempt, so each batch's rows
+        appear once. Returns the batch's files."""
         if callable(self.output):
             self.output(out, batch_id)
-            return
-        # Written aside, then renamed into place: Spark's own commit moves files into the
-        # target one by one, so a reader (or a process killed mid-write) would see part of a
-        # batch. `_staging` is hidden from Spark's and pyarrow's readers (leading `_`). A
-        # target already there is this batch's output from an attempt that died before Spark
-        # committed the batch: the re-run replaces it, so each batch's rows appear once.
-        target = Path(self.output) / f"batch={batch_id:09d}"
-        staging = Path(self.output) / "_staging" / target.name
-        sinks.write(out, str(staging), self.output_format)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-        return target
+            return []
+        return sinks.commit(out, self.output, batch_id, self.output_format)
 
     # -- state ---------------------------------------------------------------------------
-    def _state_dir(self, batch_id: int) -> Path:
-        return self.checkpoint / "state" / f"{batch_id:09d}"
+    def _state_dir(self, batch_id: int) -> str:
+        return storage.join(self.checkpoint, "state", f"{batch_id:09d}")
 
     def _load_state(self, batch_id: int | None) -> dict | None:
         """The committed state of the latest batch before ``batch_id`` (None: any)."""
-        root = self.checkpoint / "state"
-        if not root.is_dir():
-            return None
-        done = sorted(int(p.name) for p in root.iterdir()
-                      if p.name.isdigit() and (p / "state.json").is_file())
-        if batch_id is not None:
-            done = [b for b in done if b < batch_id]
-        if not done:
-            return None
-        state = json.loads((self._state_dir(done[-1]) / "state.json").read_text())
-        state["dir"] = str(self._state_dir(done[-1]))
-        return state
+        done = sorted((int(name) for name, is_dir in
+                       storage.children(storage.join(self.checkpoint, "state"))
+                       if is_dir and name.isdigit()), reverse=True)
+        for b in done:
+            if batch_id is not None and b >= batch_id:
+                continue
+            try:
+                state = json.loads(storage.read_text(
+                    storage.join(self._state_dir(b), "state.json")))
+            except FileNotFoundError:
+                continue  # a batch killed before its state was committed
+            state["dir"] = self._state_dir(b)
+            return state
+        return None
 
     def _read_buffer(self, spark, inp: _Input, state: dict):
         schema = ir.Schema.of_columns(inp.stream.columns).ddl()
-        folder = Path(state.get("dir", "")) / f"buffer_{inp.index}"
-        if state.get("dir") and folder.is_dir():
-            return spark.read.schema(schema).parquet(str(folder))
+        if state.get("dir"):
+            folder = storage.join(state["dir"], f"buffer_{inp.index}")
+            if storage.is_dir(folder):
+                return spark.read.schema(schema).parquet(folder)
         return spark.createDataFrame([], schema)
 
     def _write_state(self, spark, batch_id: int, buffers: dict, progress: dict,
                      overall: int | None, shown: int | None,
                      sync_state: dict | None = None) -> int:
         folder = self._state_dir(batch_id)
-        if folder.exists():  # a re-run of this batch after a crash: redo it from scratch
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
+        # a re-run of this batch after a crash: redo it from scratch
+        storage.delete(folder, recursive=True)
         kept = 0
         for inp in self.inputs:
             buf = self._prune(buffers[inp.stream.key], inp, overall, progress)
-            buf.write.parquet(str(folder / f"buffer_{inp.index}"))
-            kept += sinks.parquet_rows(folder / f"buffer_{inp.index}")
+            where = storage.join(folder, f"buffer_{inp.index}")
+            buf.write.parquet(where)
+            kept += sinks.parquet_rows([e.location for e in sinks.data_files(where)])
         state = {"batch": batch_id, "progress": overall, "shown": shown, "inputs": progress}
         if sync_state is not None:
             state["signal"] = sync_state
-        tmp = folder / "state.json.tmp"
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, folder / "state.json")  # the commit point of this batch's state
-        for old in (self.checkpoint / "state").iterdir():  # keep the last two
-            if old.name.isdigit() and int(old.name) < batch_id - 1:
-                shutil.rmtree(old, ignore_errors=True)
+        self._commit_state(batch_id, state)
         return kept
+
+    def _commit_state(self, batch_id: int, state: dict) -> None:
+        """Write ``state.json``, the commit point of a batch's state (whole or not at all:
+        a rename locally, one object on a store), and keep the last two batches' state."""
+        storage.write_text(storage.join(self._state_dir(batch_id), "state.json"),
+                           json.dumps(state))
+        for name, is_dir in storage.children(storage.join(self.checkpoint, "state")):
+            if name.isdigit() and int(name) < batch_id - 1:
+                storage.delete(storage.join(self.checkpoint, "state", name), recursive=True)
 
     def _prune(self, buf, inp: _Input, overall: int | None, progress: dict | None = None):
         """Keep the rows results at or after ``overall`` can still need (the look-back)."""
@@ -1532,11 +1529,9 @@ class ContinuousQuery:
         """Progress next to the output, so a reader can tell complete from incomplete."""
         if callable(self.output):
             return
-        folder = Path(self.output) / "_progress"
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f"batch={report.batch:09d}.json.tmp"
-        tmp.write_text(json.dumps(asdict(report)))
-        os.replace(tmp, folder / f"batch={report.batch:09d}.json")
+        storage.write_text(storage.join(self.output, "_progress",
+                                        f"batch={report.batch:09d}.json"),
+                           json.dumps(asdict(report)))
 
 
 def await_timeout_seconds() -> float | None:

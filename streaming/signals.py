@@ -53,13 +53,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from sqlglot import exp
 
+from wavesql import storage
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 from wavesql.planner.lower import Runtime, lower
@@ -146,7 +145,7 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
     return SignalPlan(new_scan, ir.QueryStatement(relation))
 
 
-def scan_options(scan: ir.SignalScan, checkpoint: Path, max_files: int | None) -> dict:
+def scan_options(scan: ir.SignalScan, checkpoint: str, max_files: int | None) -> dict:
     """Options of the streaming WAV reader for ``scan`` (as ``_lower_signal_scan`` sets
     them for the batch read, with checkpointed state instead of warm-up/sequential)."""
     s = scan.signal
@@ -156,19 +155,19 @@ def scan_options(scan: ir.SignalScan, checkpoint: Path, max_files: int | None) -
                "window": str(width), "slide": str(slide), "program": scan.program.to_json()}
     options.update(dict(s.options))
     if scan.program.stateful:
-        options["state_dir"] = str(checkpoint / "signal_state")
+        options["state_dir"] = storage.join(checkpoint, "signal_state")
     if max_files is not None:
         options["max_files_per_trigger"] = str(max_files)
     return options
 
 
-def read_offset(checkpoint: Path, batch_id: int) -> dict | None:
+def read_offset(checkpoint: str, batch_id: int) -> dict | None:
     """The WAV source's end offset of ``batch_id`` from Spark's offset log (None: none)."""
     if batch_id < 0:
         return None
-    path = checkpoint / "offsets" / "offsets" / str(batch_id)
+    path = storage.join(checkpoint, "offsets", "offsets", str(batch_id))
     try:
-        lines = path.read_text().splitlines()
+        lines = storage.read_text(path).splitlines()
     except FileNotFoundError:
         return None
     # "v1", the batch metadata, then one line per source ("-" when it has no offset yet)
@@ -237,39 +236,31 @@ class SignalContinuousQuery(ContinuousQuery):
         out.unpersist()
 
         report.state_bytes = self._keep_signal_state(k0, k1, slide)
-        self._commit_state(batch_id, progress, samples, end)
+        self._commit_signal_state(batch_id, progress, samples, end)
         report.inputs = {scan.signal.key: progress}
         self._finish(report, began, arrived)
 
     def _keep_signal_state(self, k0, k1, slide) -> int:
         """Drop state files older than the batch's start; the size of the current one."""
-        folder = self.checkpoint / "signal_state"
-        if not folder.is_dir() or k1 is None:
+        folder = storage.join(self.checkpoint, "signal_state")
+        if k1 is None:
             return 0
         size = 0
-        for f in folder.iterdir():
-            if not (f.name.startswith("k=") and f.name.endswith(".state")):
+        for f in storage.list_files(folder):
+            name = storage.basename(f.location)
+            if not (name.startswith("k=") and name.endswith(".state")):
                 continue
-            k = int(f.name[2:-len(".state")])
+            k = int(name[2:-len(".state")])
             if k0 is not None and k < k0 // slide:
-                f.unlink(missing_ok=True)  # a re-run of this batch needs only k0's state
+                storage.delete(f.location)  # a re-run of this batch needs only k0's state
             elif k == k1 // slide:
-                size = f.stat().st_size
+                size = f.size
         return size
 
-    def _commit_state(self, batch_id: int, progress, samples, end) -> None:
-        folder = self._state_dir(batch_id)
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
+    def _commit_signal_state(self, batch_id: int, progress, samples, end) -> None:
         key = self.plan.signal.scan.signal.key
-        state = {"batch": batch_id, "progress": progress,
-                 "inputs": {key: {"progress": progress, "samples": samples,
-                                  "final": bool((end or {}).get("final"))}}}
-        tmp = folder / "state.json.tmp"
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, folder / "state.json")
-        for old in (self.checkpoint / "state").iterdir():  # keep the last two
-            if old.name.isdigit() and int(old.name) < batch_id - 1:
-                shutil.rmtree(old, ignore_errors=True)
+        self._commit_state(batch_id, {
+            "batch": batch_id, "progress": progress,
+            "inputs": {key: {"progress": progress, "samples": samples,
+                             "final": bool((end or {}).get("final"))}}})
 

@@ -1,10 +1,29 @@
-"""Sink folders in the sink's format: how a result is written and read back.
+"""Sink folders in the sink's format: how a result is written, committed and read back.
 
 A sink (``CREATE SINK s TO 'out/' FORMAT parquet | csv | json``) receives one folder per
 micro-batch (``batch=N``, see :mod:`wavesql.jobs`); this module is the one place that knows
 how each format is written, so the continuous runner, ``INSERT INTO`` jobs and late-row
-sinks write the same way. Every writer here writes a *whole* folder (mode overwrite): the
-callers write aside and rename into place, so a reader never sees half a batch.
+sinks write the same way.
+
+Commit: a batch is visible whole or not at all
+-----------------------------------------------
+:func:`commit` writes a micro-batch's folder ``<root>/batch=N`` so that a reader never sees
+part of it, and a batch re-run after a crash replaces the earlier attempt's rows:
+
+- **local disk** (and mounted filesystems): written aside (``<root>/_staging/batch=N``,
+  hidden from readers by its ``_``) and renamed into place -- the rename is the commit.
+- **object stores** (``s3a://`` ...), where nothing renames atomically and a folder is
+  only a prefix: the batch's files are written straight into ``batch=N/`` (new names per
+  attempt), then a **commit record written last** -- one object, which appears whole or not
+  at all -- lists them, in the format of Spark's own file-sink log
+  (``<root>/_spark_metadata/<n>``: a ``v1`` line, then one JSON line per file; every 10th
+  record, ``<n>.compact``, repeats the records before it). ``spark.read`` of the root reads
+  that log and so *only committed files*; a killed attempt's files are never listed, and are
+  deleted when the batch is re-run and committed. A re-run of a batch whose record was
+  already written (the kill came after it) replaces that record: a batch is committed in
+  order, so its record can only be the last. Readers that list files instead of reading
+  the log (pyarrow, pandas) can see a killed attempt's files until the re-run: read the
+  root with Spark (or WaveSQL), as Spark's file sink asks too.
 
 CSV is written with a header line and Spark's ISO-8601 timestamps, so a CSV sink can be read
 back as a WaveSQL stream (``FORMAT csv`` reads with ``header=true``) with the same columns.
@@ -13,6 +32,12 @@ to a CSV sink -- :func:`flat_format_problem` says which column, at bind time.
 """
 
 from __future__ import annotations
+
+import json
+import os
+from urllib.parse import quote
+
+from wavesql import storage
 
 FORMATS = ("parquet", "csv", "json")
 
@@ -25,36 +50,138 @@ def write(df, path: str, fmt: str = "parquet") -> None:
     df.write.mode("overwrite").options(**_OPTIONS[fmt]).format(fmt).save(str(path))
 
 
-def write_all(parts: list, path: str, fmt: str = "parquet") -> None:
-    """The rows of every DataFrame of ``parts`` (same columns) as one folder, as
-    :func:`write`; nothing when ``parts`` is empty."""
+def batch_folder(root: str, batch_id: int) -> str:
+    return storage.join(str(root), f"batch={batch_id:09d}")
+
+
+def commit(df, root: str, batch_id: int, fmt: str = "parquet") -> list[str]:
+    """Write ``df`` as micro-batch ``batch_id``'s folder under ``root``, visible to readers
+    whole or not at all and replacing an earlier attempt (module docstring); returns the
+    batch's data files."""
+    root = str(root)
+    target = batch_folder(root, batch_id)
+    if not storage.is_remote(root):
+        import shutil
+
+        staging = os.path.join(root, "_staging", os.path.basename(target))
+        write(df, staging, fmt)
+        if os.path.exists(target):
+            shutil.rmtree(target)
+        os.replace(staging, target)
+        return [e.location for e in data_files(target)]
+    before = {e.location for e in storage.list_files(target)}
+    df.write.mode("append").options(**_OPTIONS[fmt]).format(fmt).save(target)
+    written = [e for e in data_files(target) if e.location not in before]
+    SinkLog(root).commit(target, written)
+    for stale in before - {e.location for e in written}:  # an earlier attempt's files
+        storage.delete(stale)
+    return [e.location for e in written]
+
+
+def commit_all(parts: list, root: str, batch_id: int, fmt: str = "parquet") -> None:
+    """The rows of every DataFrame of ``parts`` (same columns) as one batch folder, as
+    :func:`commit`; nothing when ``parts`` is empty."""
     if not parts:
         return
     frame = parts[0]
     for part in parts[1:]:
         frame = frame.unionByName(part)
-    write(frame, path, fmt)
+    commit(frame, root, batch_id, fmt)
+
+
+def data_files(folder: str) -> list:
+    """The files of a batch folder that hold rows (Spark's readers skip names starting
+    with ``_`` or ``.``: ``_SUCCESS``, checksums)."""
+    return [e for e in storage.list_files(str(folder))
+            if not storage.basename(e.location).startswith(("_", "."))]
+
+
+class SinkLog:
+    """The commit records of a folder of batches on an object store, in the format of
+    Spark's file-sink log (``<root>/_spark_metadata``), so that ``spark.read`` of the root
+    reads committed files only (module docstring)."""
+
+    #: Spark's ``spark.sql.streaming.fileSink.log.compactInterval`` default: readers find
+    #: the records from the last ``<n>.compact`` on
+    COMPACT_EVERY = 10
+
+    def __init__(self, root: str):
+        self.folder = storage.join(root, "_spark_metadata")
+
+    def _location(self, n: int) -> str:
+        compact = (n + 1) % self.COMPACT_EVERY == 0
+        return storage.join(self.folder, f"{n}.compact" if compact else str(n))
+
+    def latest(self) -> int:
+        ids = [int(name.removesuffix(".compact")) for name, is_dir in
+               storage.children(self.folder)
+               if not is_dir and name.removesuffix(".compact").isdigit()]
+        return max(ids, default=-1)
+
+    def entries(self, n: int) -> list[dict]:
+        lines = storage.read_text(self._location(n)).splitlines()
+        if not lines or lines[0] != "v1":
+            raise ValueError(f"{self._location(n)} is not a file-sink log record")
+        return [json.loads(line) for line in lines[1:] if line.strip()]
+
+    def files(self) -> list[str]:
+        """The committed files, as Spark's reader finds them."""
+        latest = self.latest()
+        if latest < 0:
+            return []
+        first = max(0, (latest + 1) // self.COMPACT_EVERY * self.COMPACT_EVERY - 1)
+        found: dict[str, dict] = {}
+        for n in range(first, latest + 1):
+            for e in self.entries(n):
+                found[e["path"]] = e
+        return sorted(p for p, e in found.items() if e.get("action", "add") == "add")
+
+    def commit(self, batch: str, files: list) -> None:
+        """Record ``files`` (:class:`wavesql.storage.Entry`) as the batch folder ``batch``'s
+        content: the next record, or the last one if it is that batch's (a re-run)."""
+        latest = self.latest()
+        mine = _uri(batch.rstrip("/") + "/")
+        n = latest if latest >= 0 and any(e["path"].startswith(mine)
+                                          for e in self.entries(latest)) else latest + 1
+        records = [{"path": _uri(f.location), "size": f.size, "isDir": False,
+                    "modificationTime": f.mtime_ns // 1_000_000, "blockReplication": 1,
+                    "blockSize": 33554432, "action": "add"} for f in files]
+        if (n + 1) % self.COMPACT_EVERY == 0:  # a compaction: the records before it too
+            kept: dict[str, dict] = {}
+            for i in range(max(0, n - self.COMPACT_EVERY), n):
+                for e in self.entries(i):
+                    kept[e["path"]] = e
+            records = [e for e in kept.values() if e.get("action", "add") == "add"
+                       and not e["path"].startswith(mine)] + records
+        storage.write_text(self._location(n),
+                           "\n".join(["v1"] + [json.dumps(r) for r in records]))
+
+
+def _uri(location: str) -> str:
+    """A location as the URI Spark's log holds (its path part percent-encoded)."""
+    kind = storage.scheme(location)
+    head, rest = location[:len(kind) + 3], location[len(kind) + 3:]
+    authority, _, key = rest.partition("/")
+    return head + authority + "/" + quote(key, safe="/=:@!$&'()*+,;-._~")
 
 
 def count(spark, path: str, fmt: str = "parquet", schema: str | None = None) -> int:
     """Rows in a folder :func:`write` wrote (Parquet: from the footers, no Spark job)."""
     if fmt == "parquet":
-        return parquet_rows(path)
+        return parquet_rows([e.location for e in data_files(path)])
     reader = spark.read.options(**_OPTIONS[fmt]).format(fmt)
     if schema is not None:
         reader = reader.schema(schema)
     return reader.load(str(path)).count()
 
 
-def parquet_rows(path) -> int:
-    """Rows in a local Parquet folder Spark wrote, summed from its files' footers: a Spark
-    ``count()`` is a job (0.1-0.14 s per micro-batch, a third of some)."""
-    from pathlib import Path
+def parquet_rows(files) -> int:
+    """Rows in Parquet files (locations), summed from their footers: a Spark ``count()``
+    is a job (0.1-0.14 s per micro-batch, a third of some)."""
+    from wavesql.sources.parquet_chunks import parquet_file
 
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(Path(path).glob("*.parquet"))
-               if not f.name.startswith(("_", ".")))  # (hidden from Spark's readers too)
+    return sum(parquet_file(f).metadata.num_rows for f in files
+               if str(f).endswith(".parquet"))
 
 
 def flat_format_problem(fmt: str, fields) -> str | None:

@@ -3,7 +3,8 @@ master and N workers (separate JVMs), for the multi-node tests.
 
 Also a job runner: ``python -m tests.cluster MASTER CATALOG FILE...`` runs WaveSQL files with
 ``wavesql.connect(master=MASTER)`` and prints each last statement's rows as JSON, so a test
-can compare a cluster run with a local one.
+can compare a cluster run with a local one (``$WAVESQL_TEST_HADOOP``: JSON of Hadoop
+settings, given to Spark as ``spark.hadoop.*``, e.g. to reach an S3 server).
 """
 
 from __future__ import annotations
@@ -134,10 +135,12 @@ def main(argv: list[str]) -> None:
     import wavesql
 
     master, catalog, files = argv[0], argv[1], argv[2:]
-    ws = wavesql.connect(master=master, catalog=catalog,
-                         config={"spark.sql.shuffle.partitions": "4",
-                                 "spark.sql.session.timeZone": "UTC",
-                                 "spark.executor.memory": "1g", "spark.ui.enabled": "false"})
+    config = {"spark.sql.shuffle.partitions": "4", "spark.sql.session.timeZone": "UTC",
+              "spark.executor.memory": "1g", "spark.ui.enabled": "false"}
+    # storage settings (an S3 endpoint and keys), as a user gives them: spark.hadoop.*
+    hadoop = json.loads(os.environ.get("WAVESQL_TEST_HADOOP", "{}"))
+    config.update({f"spark.hadoop.{k}": v for k, v in hadoop.items()})
+    ws = wavesql.connect(master=master, catalog=catalog, config=config)
     out = {}
     for path in files:
         out[path] = canonical(ws.execute_file(path)[-1].dataframe.collect())

@@ -5,6 +5,7 @@ results of local mode; a worker killed mid-query is survived."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,12 +32,14 @@ def _workspace(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _run_on(master: str, tmp_path: Path, catalog: str, files) -> subprocess.Popen:
+def _run_on(master: str, tmp_path: Path, catalog: str, files,
+            hadoop: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.cluster", master, str(tmp_path / catalog),
          *[str(tmp_path / f) for f in files]],
         cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, WAVESQL_TEST_HADOOP=json.dumps(hadoop or {})))
 
 
 def _results(proc: subprocess.Popen, timeout: float = 900) -> dict:
@@ -52,12 +55,23 @@ def _local(ws, tmp_path, files) -> dict:
 
 
 @pytest.mark.slow
-def test_examples_on_a_standalone_cluster_match_local_mode(ws, tmp_path):
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_examples_on_a_standalone_cluster_match_local_mode(request, ws, tmp_path, where):
+    """The cluster's results equal local mode's on local data; with ``where`` "s3", the
+    cluster reads the data only from the S3 bucket (the local copy is deleted): its
+    executors reach the store with the settings given to Spark (spark.hadoop.*)."""
     work = _workspace(tmp_path)
     local = _local(ws, work, APPS)
     assert all(local.values())
+    hadoop = None
+    if where == "s3":
+        from tests.object_store import move_to_bucket
+
+        s3 = request.getfixturevalue("s3")
+        move_to_bucket(s3, work / "data", [work / app for app in APPS], f"{tmp_path.name}/c")
+        hadoop = s3.hadoop()
     with StandaloneCluster(workers=2, logs=tmp_path) as cluster:
-        remote = _results(_run_on(cluster.master_url, work, "cluster.db", APPS))
+        remote = _results(_run_on(cluster.master_url, work, "cluster.db", APPS, hadoop))
         assert cluster.alive_workers() == 2
     assert remote == local
 

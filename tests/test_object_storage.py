@@ -148,3 +148,231 @@ def test_a_signal_in_a_bucket_equals_numpy_over_its_samples(s3, ws, tmp_path):
         w = x[s:s + 1000]
         assert r.rms == pytest.approx(np.sqrt(np.mean(w * w)), rel=1e-6)
         assert r.mx == pytest.approx(w.max(), rel=1e-6)
+
+
+def _events_in_bucket(s3, tmp_path, p: str) -> pd.DataFrame:
+    """Two Parquet files of (k, v, ts) events in the bucket under ``p/events/``."""
+    frames = []
+    for i in range(2):
+        f = pd.DataFrame({"k": ["a", "b", "a", "c"],
+                          "v": [1.0 + i, 2.0, 3.5, 4.0 * i],
+                          "ts": pd.to_datetime([f"2026-01-01 00:00:0{j + 4 * i}"
+                                                for j in range(4)]).astype("datetime64[us]")})
+        f.to_parquet(tmp_path / f"e{i}.parquet", index=False)
+        s3.put(f"{p}/events/e{i}.parquet", tmp_path / f"e{i}.parquet")
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_a_continuous_query_reads_a_stream_from_a_bucket(s3, ws, spark, tmp_path):
+    """The input in the bucket, the checkpoint and output on disk: the continuous result
+    equals pandas over the same rows."""
+    p = _prefix(tmp_path)
+    events = _events_in_bucket(s3, tmp_path, p)
+    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{s3.uri(p)}/events/' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 0 SECONDS")
+    cq = ws.stream("SELECT k, v FROM ev WHERE v > 1.5", tmp_path / "out", tmp_path / "ckpt")
+    cq.await_termination()
+    got = spark.read.parquet(str(tmp_path / "out")).select("k", "v").toPandas()
+    want = events[events.v > 1.5][["k", "v"]]
+    assert sorted(map(tuple, got.to_numpy().tolist())) == \
+        sorted(map(tuple, want.to_numpy().tolist()))
+
+
+def test_insert_into_a_sink_in_a_bucket_is_refused_until_jobs_commit_there(s3, ws, tmp_path):
+    """An INSERT INTO job keeps its checkpoint inside its sink and is kept apart from a
+    second run by a file lock: not yet on an object store (NOT_IMPLEMENTED, saying what to
+    do), and nothing is written to the bucket."""
+    p = _prefix(tmp_path)
+    _events_in_bucket(s3, tmp_path, p)
+    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{s3.uri(p)}/events/' "
+           "FORMAT parquet EVENT TIME ts")
+    ws.sql(f"CREATE SINK k TO '{s3.uri(p)}/sink/' FORMAT parquet")
+    with pytest.raises(WaveSQLError) as info:
+        ws.sql("INSERT INTO k SELECT k, v FROM ev")
+    assert info.value.code == "NOT_IMPLEMENTED" and "INSERT INTO k" in info.value.message
+    assert [k for k in s3.keys(p + "/") if "/events/" not in k] == []
+
+
+# ---------------------------------------------------------------------------- commits
+def test_spark_reads_only_the_batches_committed_to_a_bucket(s3, spark, tmp_path):
+    """The commit protocol on an object store (streaming/sinks.py): 23 batches, a re-run of
+    batch 12 (its first attempt's rows replaced), a killed attempt's file left in a batch
+    folder: spark.read sees exactly the committed rows, across the log's compactions
+    (records 9 and 19 repeat the ones before them)."""
+    from wavesql.streaming import sinks
+
+    storage.use(storage.Settings.from_spark(spark))
+    root = s3.uri(f"{_prefix(tmp_path)}/out")
+    want = {}
+    for b in range(23):
+        rows = [(b, i) for i in range(b % 4 + 1)]
+        if b == 12:  # a first attempt, committed, then the batch re-run with other rows
+            sinks.commit(spark.createDataFrame([(12, 99)], "b int, i int"), root, b)
+        sinks.commit(spark.createDataFrame(rows, "b int, i int"), root, b)
+        want[b] = rows
+    # an attempt killed before its commit record: its file is in the folder, not the log
+    orphan = tmp_path / "orphan.parquet"
+    pd.DataFrame({"b": [22], "i": [1000]}).astype("int32").to_parquet(orphan)
+    s3.put(f"{root.split('/', 3)[3]}/batch=000000022/part-orphan.parquet", orphan)
+    got = sorted((r.b, r.i) for r in spark.read.parquet(root).select("b", "i").collect())
+    assert got == sorted(r for rows in want.values() for r in rows)
+    assert spark.read.parquet(root).select("batch").distinct().count() == 23
+    names = [k.rsplit("/", 1)[1] for k in s3.keys(f"{root.split('/', 3)[3]}/_spark_metadata/")]
+    assert "9.compact" in names and "19.compact" in names and "22" in names
+
+
+# ---------------------------------------------------------------------------- continuous
+def _bucket_stream(ws, s3, p):
+    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{s3.uri(p)}/events/' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+
+
+def test_a_continuous_query_keeps_output_checkpoint_and_late_rows_in_a_bucket(
+        s3, ws, spark, tmp_path):
+    """Everything in the bucket -- input, output, checkpoint, late rows -- and a restart
+    with new input: the output holds each on-time row once, the late rows their reason,
+    and every micro-batch's record adds up (rows_in = on_time + late)."""
+    from wavesql.streaming.metrics import read_reports
+
+    p = _prefix(tmp_path)
+    events = _events_in_bucket(s3, tmp_path, p)
+    _bucket_stream(ws, s3, p)
+    out, ckpt = s3.uri(f"{p}/out"), s3.uri(f"{p}/ckpt")
+    query = "SELECT k, v, ts FROM ev WHERE v >= 1.0"
+    ws.stream(query, out, ckpt, max_files_per_trigger=1).await_termination()
+    # a third file: two on-time rows and one older than the progress already promised
+    third = pd.DataFrame({"k": ["z", "z", "late"], "v": [5.0, 6.0, 7.0],
+                          "ts": pd.to_datetime(["2026-01-01 00:00:09", "2026-01-01 00:00:10",
+                                                "2026-01-01 00:00:01"]).astype("datetime64[us]")})
+    third.to_parquet(tmp_path / "e2.parquet", index=False)
+    s3.put(f"{p}/events/e2.parquet", tmp_path / "e2.parquet")
+    ws.stream(query, out, ckpt).await_termination()  # a restart on the same checkpoint
+    on_time = pd.concat([events, third.iloc[:2]])
+    want = sorted(map(tuple, on_time[on_time.v >= 1.0][["k", "v"]].to_numpy().tolist()))
+    got = spark.read.parquet(out).select("k", "v").collect()
+    assert sorted((r.k, r.v) for r in got) == want
+    late = spark.read.parquet(storage.join(ckpt, "late")).collect()
+    assert [(r._stream, r._reason.startswith("event time before")) for r in late] == [
+        ("ev", True)]
+    reports = read_reports(out)
+    assert [r["batch"] for r in reports] == [0, 1, 2]
+    assert all(r["rows_in"] == r["on_time"] + r["late"] for r in reports)
+    assert sum(r["rows_in"] for r in reports) == len(events) + len(third)
+    assert not list(tmp_path.glob("**/_spark_metadata"))  # nothing went to local disk
+
+
+def test_a_windowed_query_on_the_state_store_runs_in_a_bucket(s3, ws, spark, tmp_path):
+    """The state-store runner with its checkpoint (Spark's offsets and RocksDB state) and
+    output in the bucket: final tumbling counts per key equal pandas'."""
+    p = _prefix(tmp_path)
+    events = _events_in_bucket(s3, tmp_path, p)
+    _bucket_stream(ws, s3, p)
+    query = "SELECT k, count(*) AS n FROM ev [RANGE 2 SECONDS SLIDE 2 SECONDS] GROUP BY k"
+    out, ckpt = s3.uri(f"{p}/out"), s3.uri(f"{p}/ckpt")
+    assert "state store" in ws.explain(query, "STREAM")
+    ws.stream(query, out, ckpt, max_files_per_trigger=1).await_termination()
+    got = spark.read.parquet(out).where("_final").toPandas()
+    assert storage.is_file(storage.join(ckpt, "wavesql.json"))
+    # window (t - 2 s, t] at t = 2 s * k; final once progress (max ts - 1 s: every row
+    # before it has arrived) is past t
+    us = events.ts.astype("datetime64[us]").astype("int64")
+    window_end = -(-us // 2_000_000) * 2_000_000
+    closed = window_end < us.max() - 1_000_000
+    want = events[closed].assign(t=window_end[closed]).groupby(["t", "k"]).size()
+    have = got.assign(t=got["_time"].astype("datetime64[us]").astype("int64")).groupby(
+        ["t", "k"])["n"].sum()
+    assert have.to_dict() == want.to_dict()
+
+
+def test_a_signal_query_over_arriving_wav_files_in_a_bucket(s3, ws, spark, tmp_path):
+    """A stateful filter over WAV files arriving in the bucket in two rounds, its state and
+    output in the bucket too: the same as scipy's filter over the whole recording."""
+    from scipy import signal as sps
+
+    from wavesql.udfs.wav import write_wav
+
+    rate, n = 8000, 9_000
+    x = (np.random.default_rng(5).standard_normal(n) * 0.2).astype(np.float32)
+    p = _prefix(tmp_path)
+
+    def put(i, a, b):
+        write_wav(tmp_path / f"r_{i}.wav", x[a:b], rate, "float32")
+        s3.put(f"{p}/rec/r_{i}.wav", tmp_path / f"r_{i}.wav")
+
+    put(0, 0, 2_500)
+    put(1, 2_500, 5_000)
+    ws.sql(f"CREATE SIGNAL mic (voice FLOAT) RATE {rate} HZ FROM '{s3.uri(p)}/rec/' FORMAT wav")
+    query = ("SELECT start_sample(voice) AS s, seg_rms(lowpass(voice, 600.0, 4)) AS lp "
+             "FROM mic [SAMPLES 500]")
+    out, ckpt = s3.uri(f"{p}/out"), s3.uri(f"{p}/ckpt")
+    ws.stream(query, out, ckpt).await_termination()
+    put(2, 5_000, n)
+    s3.put(f"{p}/rec/done.eof", b"")
+    ws.stream(query, out, ckpt).await_termination()
+    assert any("/signal_state/" in k for k in s3.keys(f"{p}/ckpt/"))
+    got = spark.read.parquet(out).orderBy("s").toPandas()
+    assert got["s"].tolist() == list(range(0, n, 500))
+    y = sps.sosfilt(sps.butter(4, 600.0, fs=rate, output="sos"), x.astype(np.float64))
+    want = [np.sqrt(np.mean(y[s:s + 500] ** 2)) for s in range(0, n, 500)]
+    np.testing.assert_allclose(got["lp"], want, rtol=1e-4, atol=1e-6)
+
+
+def test_a_continuous_query_killed_mid_run_in_a_bucket_is_exactly_once(s3, spark, tmp_path):
+    """A continuous query with input, output and checkpoint in the bucket, in a process of
+    its own, SIGKILLed as soon as two micro-batches are committed, then run again to the
+    end: the output (as Spark reads it: committed batches only) holds every row once, and
+    the per-batch records count every input row once."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from wavesql.streaming.metrics import read_reports
+
+    storage.use(storage.Settings.from_spark(spark))  # read_reports below reads the bucket
+    p = _prefix(tmp_path)
+    frames = []
+    for i in range(6):
+        f = pd.DataFrame({"id": np.arange(i * 50, (i + 1) * 50),
+                          "v": np.linspace(0.0, 1.0, 50) + i,
+                          "ts": pd.Timestamp("2026-01-01") + pd.to_timedelta(
+                              np.arange(i * 50, (i + 1) * 50), unit="s")})
+        f["ts"] = f["ts"].astype("datetime64[us]")
+        f.to_parquet(tmp_path / f"e{i}.parquet", index=False)
+        s3.put(f"{p}/events/e{i}.parquet", tmp_path / f"e{i}.parquet")
+        frames.append(f)
+    data = pd.concat(frames, ignore_index=True)
+    ddl = (f"CREATE STREAM IF NOT EXISTS ev (id BIGINT, v DOUBLE, ts TIMESTAMP) FROM "
+           f"'{s3.uri(p)}/events/' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    query = "SELECT id, v FROM ev WHERE v - floor(v) >= 0.5"
+    out, ckpt = s3.uri(f"{p}/out"), s3.uri(f"{p}/ckpt")
+    cmd = [sys.executable, "-m", "tests.object_store", "stream", str(tmp_path / "c.db"), ddl,
+           query, out, ckpt]
+    env = dict(os.environ, WAVESQL_TEST_HADOOP=json.dumps(s3.hadoop()),
+               PYSPARK_PYTHON=sys.executable)
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def committed() -> int:
+        return len([k for k in s3.keys(f"{p}/out/_spark_metadata/")])
+
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and committed() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed: " + proc.stdout.read()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert 2 <= committed() < 6, "killed after its last batch"
+    again = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    got = sorted(r.id for r in spark.read.parquet(out).select("id").collect())
+    assert len(got) == len(set(got)), "a row twice in the output"
+    assert got == sorted(data.id[data.v - np.floor(data.v) >= 0.5].tolist())
+    reports = read_reports(out)
+    assert sum(r["rows_in"] for r in reports) == len(data)
+    assert [r["batch"] for r in reports] == list(range(len(reports)))

@@ -37,6 +37,10 @@ NOT_RUNNABLE = {
     "CREATE [OR REPLACE] STREAM [IF NOT EXISTS]": "grammar, with [optional] parts",
     "error[UNKNOWN_STREAM]": "an error as printed: tests/test_errors.py snapshots it",
     "wavesql/     front door": "the folder layout",
+    "ws = wavesql.connect(config={": "object storage in the cloud: the same connect(config="
+                                     "{spark.hadoop.fs.s3a.*}) reaches the tests' S3 server "
+                                     "in tests/object_store.py (_stream_main) and the cluster "
+                                     "test's runner (tests/cluster.py)",
 }
 
 

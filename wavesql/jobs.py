@@ -176,6 +176,15 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
 
     began = time.monotonic()
     sink = bound.sink
+    from wavesql import storage
+
+    if storage.is_remote(sink.path):
+        raise WaveSQLError(
+            "NOT_IMPLEMENTED", f"INSERT INTO {sink.name}: the sink is at `{sink.path}`, and "
+            "INSERT INTO jobs write to local or mounted filesystems only in this version",
+            hint="a job commits its output and checkpoint by renaming folders, which object "
+                 "stores do not do atomically; point the sink at local disk (or an HDFS/NFS "
+                 "mount), or write the query's result with Spark (df.write)")
     job = job_id(source, bound.statement_text)
     root = Path(sink.path)
     home = root / "_wavesql" / job

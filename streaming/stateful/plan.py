@@ -108,9 +108,11 @@ def buckets_for(spark, checkpoint) -> int:
     so fewer, larger buckets cost less per batch -- a call is a few milliseconds -- while
     a bucket's value stays a fraction of the state)."""
     if checkpoint is not None:
-        marker = checkpoint / "wavesql.json"
+        from wavesql import storage
+
         try:
-            return int(json.loads(marker.read_text())["buckets"])
+            marker = storage.read_text(storage.join(str(checkpoint), "wavesql.json"))
+            return int(json.loads(marker)["buckets"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))

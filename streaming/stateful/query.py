@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
+from wavesql import storage
 from wavesql.errors import WaveSQLError
 from wavesql.planner.bad_rows import CORRUPT_COLUMN
 from wavesql.planner.temporal import quote
@@ -95,11 +95,11 @@ class StatefulWindowQuery(ContinuousQuery):
     def _check_checkpoint(self) -> None:
         """A checkpoint belongs to one plan: restarting a changed query on it would read the
         state with another meaning (``CHECKPOINT_MISMATCH``)."""
-        marker = self.checkpoint / "wavesql.json"
+        marker = storage.join(self.checkpoint, "wavesql.json")
         mine = {"engine": "stateful-window", "plan": self.windowed.fingerprint,
                 "explain": self.windowed.explain, "buckets": self.windowed.buckets}
-        if marker.is_file():
-            theirs = json.loads(marker.read_text())
+        if storage.is_file(marker):
+            theirs = json.loads(storage.read_text(marker))
             if theirs.get("plan") != mine["plan"]:
                 raise WaveSQLError(
                     "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by "
@@ -107,16 +107,13 @@ class StatefulWindowQuery(ContinuousQuery):
                     f"one is: {mine['explain']}",
                     hint="give the changed query a new checkpoint (and output) folder, or "
                          "delete the old checkpoint to start from the beginning of the input")
-        elif (self.checkpoint / "state").is_dir() or (self.checkpoint / "offsets").is_dir():
+        elif any(storage.is_dir(storage.join(self.checkpoint, d)) for d in ("state", "offsets")):
             raise WaveSQLError(
                 "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by an "
                 "earlier WaveSQL runner for this query, whose state this one cannot read",
                 hint="start the query with a new checkpoint folder (and output folder)")
         else:
-            self.checkpoint.mkdir(parents=True, exist_ok=True)
-            tmp = marker.with_suffix(".tmp")
-            tmp.write_text(json.dumps(mine))
-            tmp.replace(marker)
+            storage.write_text(marker, json.dumps(mine))
 
     # -- one micro-batch ---------------------------------------------------------------
     def _run_batch(self, batch_df, batch_id: int) -> None:
@@ -165,8 +162,7 @@ class StatefulWindowQuery(ContinuousQuery):
                 late = df.where(f"__kind IN ({pl.LATE}, {pl.NO_TIME})").select(
                     F.lit(s.name).alias("_stream"), reason.alias(REASON),
                     F.col("__row").alias("_row"))
-                sinks.write(late, str(self.late_path / f"batch={batch_id:09d}"),
-                            self.late_format)
+                sinks.commit(late, self.late_path, batch_id, self.late_format)
             bad = []
             if report.quarantined:
                 bad.append(df.where(f"__kind = {pl.MALFORMED}").select(
@@ -174,7 +170,7 @@ class StatefulWindowQuery(ContinuousQuery):
                     F.col("__record").alias("_record"),
                     F.concat(F.lit("malformed: read as "), F.col("__row")).alias(REASON)))
             bad += self._changed_files(spark, batch_id, listed)
-            sinks.write_all(bad, str(self.quarantine_path / f"batch={batch_id:09d}"))
+            sinks.commit_all(bad, self.quarantine_path, batch_id)
         finally:
             df.unpersist()
         self._finish(report, began, arrived)
@@ -182,9 +178,9 @@ class StatefulWindowQuery(ContinuousQuery):
     def _batch_watermark(self, batch_id: int) -> int | None:
         """Spark's watermark of batch ``batch_id`` (its offset log entry: written before the
         batch runs), in Spark's milliseconds."""
-        path = Path(self.checkpoint) / "offsets" / "offsets" / str(batch_id)
+        path = storage.join(self.checkpoint, "offsets", "offsets", str(batch_id))
         try:
-            lines = path.read_text().splitlines()
+            lines = storage.read_text(path).splitlines()
             return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
         except (OSError, IndexError, ValueError):
             return None
@@ -194,9 +190,8 @@ class StatefulWindowQuery(ContinuousQuery):
         """The progress of the last batch this query ran (or of the checkpoint's last)."""
         if self.reports:
             return self.reports[-1].progress_us
-        done = Path(self.checkpoint) / "offsets" / "commits"
-        ids = sorted(int(p.name) for p in done.iterdir() if p.name.isdigit()) \
-            if done.is_dir() else []
+        done = storage.join(self.checkpoint, "offsets", "commits")
+        ids = sorted(int(name) for name, _ in storage.children(done) if name.isdigit())
         return progress_of(self._batch_watermark(ids[-1])) if ids else None
 
 
