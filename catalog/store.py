@@ -10,6 +10,9 @@ Layout of a catalog file (format version 2)::
     runs(id, file, trigger, started_at, ended_at, status, statements, rows_in, rows_out,
          rows_late, error, pid, host)
                                   the run history of query files (format version 2)
+    leases(name, holder, host, pid, acquired_at, expires)
+                                  who holds what (format version 3): a job whose sink is in
+                                  an object store, where no file lock exists (:meth:`lease`)
 
 ``PRAGMA user_version`` holds the format version. A file is only ever written after it has
 been recognised as a WaveSQL catalog of a version this code understands (or is empty): foreign
@@ -113,10 +116,36 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX runs_by_file ON runs (file, id)")
 
 
+def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    # Leases (Catalog.lease): an INSERT INTO job writing to an object store cannot hold a
+    # file lock there, and every process that runs the job uses this catalog.
+    conn.execute(
+        """CREATE TABLE leases (
+               name        TEXT PRIMARY KEY,
+               holder      TEXT NOT NULL,
+               host        TEXT NOT NULL,
+               pid         INTEGER NOT NULL,
+               acquired_at TEXT NOT NULL,
+               expires     REAL NOT NULL)"""
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_0_to_1,
-                                                                 _migrate_1_to_2)
+                                                                 _migrate_1_to_2,
+                                                                 _migrate_2_to_3)
 #: The catalog file format this code writes.
 FORMAT_VERSION = len(MIGRATIONS)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def _now() -> str:
@@ -619,6 +648,71 @@ class Catalog:
                 "UPDATE runs SET ended_at = ?, status = ?, statements = ?, rows_in = ?, "
                 "rows_out = ?, rows_late = ?, error = ? WHERE id = ?",
                 (_now(), status, statements, rows_in, rows_out, rows_late, error, run_id))
+
+    # -- leases ----------------------------------------------------------------------------
+    #: Seconds a lease lasts unless renewed; its holder renews it every third of that.
+    LEASE_SECONDS = 30.0
+
+    @contextlib.contextmanager
+    def lease(self, name: str, what: str, hint: str, *, seconds: float | None = None,
+              wait: float = 0.0) -> Iterator[None]:
+        """Hold the lease ``name`` while the block runs, or raise ``RUN_IN_PROGRESS`` (after
+        up to ``wait`` seconds) if a live holder has it.
+
+        The kernel's ``flock`` is what keeps two runs of a job on local disk apart; on an
+        object store there is no lock to take, so the catalog every such process uses keeps
+        the lease instead. A holder renews it (a daemon thread) while it works; a lease
+        whose holder died is free again once it expires, or at once when its holder was a
+        process of this host that no longer exists (a SIGKILLed run)."""
+        import socket
+        import uuid
+
+        seconds = self.LEASE_SECONDS if seconds is None else float(seconds)
+        me, host, pid = uuid.uuid4().hex, socket.gethostname(), os.getpid()
+        deadline = time.monotonic() + wait
+        while True:
+            holder = self._try_lease(name, me, host, pid, seconds)
+            if holder is None:
+                break
+            if time.monotonic() >= deadline:
+                raise WaveSQLError("RUN_IN_PROGRESS", f"{what} is already running ({holder})",
+                                   hint=hint)
+            time.sleep(0.2)
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(seconds / 3):
+                try:
+                    with self._write() as conn:
+                        conn.execute("UPDATE leases SET expires = ? WHERE name = ? AND holder = ?",
+                                     (time.time() + seconds, name, me))
+                except Exception:  # noqa: BLE001 - a busy catalog: the next round renews
+                    continue
+
+        renewer = threading.Thread(target=renew, name=f"wavesql-lease-{name}", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join(timeout=5)
+            with self._write() as conn:
+                conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, me))
+
+    def _try_lease(self, name: str, me: str, host: str, pid: int, seconds: float) -> str | None:
+        """Take the lease if it is free (or its holder is gone); else who holds it."""
+        with self._write() as conn:
+            row = conn.execute("SELECT host, pid, acquired_at, expires FROM leases "
+                               "WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                their_host, their_pid, since, expires = row
+                gone = expires < time.time() or (their_host == host and not _alive(their_pid))
+                if not gone:
+                    return f"pid {their_pid} on {their_host} since {since}"
+            conn.execute("INSERT OR REPLACE INTO leases (name, holder, host, pid, acquired_at, "
+                         "expires) VALUES (?, ?, ?, ?, ?, ?)",
+                         (name, me, host, pid, _now(), time.time() + seconds))
+        return None
 
     def runs(self, file: str | None = None, limit: int | None = 20) -> list[dict]:
         """The run history, newest first (of ``file`` if given), as dicts of

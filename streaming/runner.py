@@ -138,8 +138,10 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
           trigger: str = "availableNow", late: str | os.PathLike | None = None,
           max_files_per_trigger: int | None = None,
           clock: Callable[[], float] = time.time,
-          output_format: str = "parquet") -> "ContinuousQuery":
-    """Start ``text`` (one query) as a continuous query. See :meth:`Session.stream`."""
+          output_format: str = "parquet", keep_replaced: bool = False) -> "ContinuousQuery":
+    """Start ``text`` (one query) as a continuous query. See :meth:`Session.stream`.
+    ``keep_replaced``: an ``INSERT INTO`` job's output in an object store, whose replaced
+    attempts the sink's index may still list (streaming/sinks.py ``publish``)."""
     stmts = parse_statements(text)
     if len(stmts) != 1:
         raise WaveSQLError("UNSUPPORTED_STATEMENT", f"a continuous query is one statement, got "
@@ -188,7 +190,8 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                            late=_absolute(late) if late is not None
                            else storage.join(checkpoint, "late"),
                            trigger=trigger, max_files=max_files_per_trigger, clock=clock,
-                           output_format=output_format, late_format=late_format)
+                           output_format=output_format, late_format=late_format,
+                           keep_replaced=keep_replaced)
 
 
 def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None):
@@ -779,8 +782,10 @@ class ContinuousQuery:
 
     def __init__(self, session, text, bound, plan: _Plan, *, emit_changes, output,
                  checkpoint: str, late: str, trigger, max_files, clock,
-                 output_format: str = "parquet", late_format: str = "parquet"):
+                 output_format: str = "parquet", late_format: str = "parquet",
+                 keep_replaced: bool = False):
         self.session = session
+        self.keep_replaced = keep_replaced
         self.spark = session.spark
         self.text = text
         self.bound = bound
@@ -1415,7 +1420,8 @@ class ContinuousQuery:
         if callable(self.output):
             self.output(out, batch_id)
             return []
-        return sinks.commit(out, self.output, batch_id, self.output_format)
+        return sinks.commit(out, self.output, batch_id, self.output_format,
+                            keep_replaced=self.keep_replaced)
 
     # -- state ---------------------------------------------------------------------------
     def _state_dir(self, batch_id: int) -> str:

@@ -50,14 +50,21 @@ def write(df, path: str, fmt: str = "parquet") -> None:
     df.write.mode("overwrite").options(**_OPTIONS[fmt]).format(fmt).save(str(path))
 
 
+def reader_options(fmt: str) -> dict:
+    """The options that read a folder of format ``fmt`` back as it was written."""
+    return dict(_OPTIONS[fmt])
+
+
 def batch_folder(root: str, batch_id: int) -> str:
     return storage.join(str(root), f"batch={batch_id:09d}")
 
 
-def commit(df, root: str, batch_id: int, fmt: str = "parquet") -> list[str]:
+def commit(df, root: str, batch_id: int, fmt: str = "parquet", *,
+           keep_replaced: bool = False) -> list[str]:
     """Write ``df`` as micro-batch ``batch_id``'s folder under ``root``, visible to readers
     whole or not at all and replacing an earlier attempt (module docstring); returns the
-    batch's data files."""
+    batch's data files. ``keep_replaced`` (an object store's job output, which a sink's
+    index may still list): an earlier attempt's files are left for :func:`publish`."""
     root = str(root)
     target = batch_folder(root, batch_id)
     if not storage.is_remote(root):
@@ -73,8 +80,9 @@ def commit(df, root: str, batch_id: int, fmt: str = "parquet") -> list[str]:
     df.write.mode("append").options(**_OPTIONS[fmt]).format(fmt).save(target)
     written = [e for e in data_files(target) if e.location not in before]
     SinkLog(root).commit(target, written)
-    for stale in before - {e.location for e in written}:  # an earlier attempt's files
-        storage.delete(stale)
+    if not keep_replaced:
+        for stale in before - {e.location for e in written}:  # an earlier attempt's files
+            storage.delete(stale)
     return [e.location for e in written]
 
 
@@ -124,8 +132,8 @@ class SinkLog:
             raise ValueError(f"{self._location(n)} is not a file-sink log record")
         return [json.loads(line) for line in lines[1:] if line.strip()]
 
-    def files(self) -> list[str]:
-        """The committed files, as Spark's reader finds them."""
+    def records(self) -> list[dict]:
+        """The records of the committed files, as Spark's reader finds them."""
         latest = self.latest()
         if latest < 0:
             return []
@@ -134,7 +142,11 @@ class SinkLog:
         for n in range(first, latest + 1):
             for e in self.entries(n):
                 found[e["path"]] = e
-        return sorted(p for p, e in found.items() if e.get("action", "add") == "add")
+        return [e for _, e in sorted(found.items()) if e.get("action", "add") == "add"]
+
+    def files(self) -> list[str]:
+        """The committed files, as Spark's reader finds them."""
+        return [e["path"] for e in self.records()]
 
     def commit(self, batch: str, files: list) -> None:
         """Record ``files`` (:class:`wavesql.storage.Entry`) as the batch folder ``batch``'s
@@ -155,6 +167,44 @@ class SinkLog:
                        and not e["path"].startswith(mine)] + records
         storage.write_text(self._location(n),
                            "\n".join(["v1"] + [json.dumps(r) for r in records]))
+
+
+def publish(sink: str) -> int:
+    """Make what every job has committed to the object-store sink ``sink`` readable at
+    its root: a record ``<sink>/_spark_metadata/<n>.compact`` listing the committed files
+    of every ``job=`` folder (from each one's own commit log), so ``spark.read`` of the
+    sink reads exactly those. Each record is whole (a compaction of interval 1: readers
+    read only the latest). Files no record lists -- attempts killed before their commit,
+    attempts a re-run replaced -- are deleted once neither this record nor the one before
+    lists them (a reader may still be reading the one before). The caller keeps other
+    publishers out (wavesql.jobs: a lease on the sink). Returns the files listed."""
+    index = storage.join(sink, "_spark_metadata")
+    ids = [int(name.removesuffix(".compact")) for name, is_dir in storage.children(index)
+           if not is_dir and name.removesuffix(".compact").isdigit()]
+    latest = max(ids, default=-1)
+    previous: set[str] = set()
+    if latest >= 0:
+        lines = storage.read_text(storage.join(index, f"{latest}.compact")).splitlines()[1:]
+        previous = {json.loads(line)["path"] for line in lines if line.strip()}
+    committed: list = []
+    for name, is_dir in storage.children(sink):
+        if is_dir and name.startswith("job="):
+            log = SinkLog(storage.join(sink, name))
+            committed += log.records()
+    listed = {r["path"] for r in committed}
+    storage.write_text(storage.join(index, f"{latest + 1}.compact"),
+                       "\n".join(["v1"] + [json.dumps(r) for r in committed]))
+    for name, is_dir in storage.children(sink):
+        if is_dir and name.startswith("job="):
+            for e in storage.list_files(storage.join(sink, name), recursive=True):
+                uri = _uri(e.location)
+                if ("/batch=" in uri and uri not in listed and uri not in previous
+                        and not storage.basename(e.location).startswith(("_", "."))):
+                    storage.delete(e.location)
+    for n in ids:
+        if n < latest:
+            storage.delete(storage.join(index, f"{n}.compact"))
+    return len(listed)
 
 
 def _uri(location: str) -> str:

@@ -504,9 +504,9 @@ def test_directory_path_is_refused(tmp_path):
 def test_file_format_is_recorded(path):
     Catalog(path).close()
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION == 2
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION == 3
     meta = dict(raw.execute("SELECT key, value FROM wavesql_meta"))
-    assert meta["application"] == "wavesql" and meta["format_version"] == "2"
+    assert meta["application"] == "wavesql" and meta["format_version"] == "3"
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     raw.close()
 
@@ -791,3 +791,53 @@ def test_catalog_imports_neither_spark_nor_the_planner():
 def test_docstring_examples_run(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+# -- leases -------------------------------------------------------------------------------
+def test_a_lease_keeps_a_second_holder_out_until_released(path):
+    with Catalog(path) as one, Catalog(path) as two:
+        with one.lease("job:x", "job x", "wait for it"):
+            with raises("RUN_IN_PROGRESS") as info:
+                with two.lease("job:x", "job x", "wait for it"):
+                    pass
+            assert f"pid {os.getpid()}" in info.value.message
+            with two.lease("job:y", "job y", "-"):  # another name is free
+                pass
+        with two.lease("job:x", "job x", "-"):  # released
+            pass
+
+
+def test_a_lease_of_a_dead_process_or_past_its_time_is_free_again(path):
+    import subprocess
+    import sys
+    import time as _time
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with Catalog(path) as cat:
+        with cat._write() as conn:
+            import socket
+
+            conn.execute("INSERT INTO leases VALUES ('a', 'h1', ?, ?, 'then', ?)",
+                         (socket.gethostname(), dead.pid, _time.time() + 3600))
+            conn.execute("INSERT INTO leases VALUES ('b', 'h2', 'elsewhere', 1, 'then', ?)",
+                         (_time.time() - 1,))
+            conn.execute("INSERT INTO leases VALUES ('c', 'h3', 'elsewhere', 1, 'now', ?)",
+                         (_time.time() + 3600,))
+        with cat.lease("a", "a", "-"), cat.lease("b", "b", "-"):
+            pass
+        with raises("RUN_IN_PROGRESS") as info:
+            with cat.lease("c", "c", "-"):
+                pass
+        assert "on elsewhere" in info.value.message
+
+
+def test_a_lease_is_renewed_while_it_is_held(path):
+    import time as _time
+
+    with Catalog(path) as one, Catalog(path) as two:
+        with one.lease("r", "r", "-", seconds=0.6):
+            _time.sleep(1.5)  # longer than the lease: renewed every 0.2 s
+            with raises("RUN_IN_PROGRESS"):
+                with two.lease("r", "r", "-"):
+                    pass

@@ -179,19 +179,65 @@ def test_a_continuous_query_reads_a_stream_from_a_bucket(s3, ws, spark, tmp_path
         sorted(map(tuple, want.to_numpy().tolist()))
 
 
-def test_insert_into_a_sink_in_a_bucket_is_refused_until_jobs_commit_there(s3, ws, tmp_path):
-    """An INSERT INTO job keeps its checkpoint inside its sink and is kept apart from a
-    second run by a file lock: not yet on an object store (NOT_IMPLEMENTED, saying what to
-    do), and nothing is written to the bucket."""
+def test_insert_into_a_sink_in_a_bucket_runs_incrementally_exactly_once(s3, ws, spark, tmp_path):
+    """An INSERT INTO job with its stream, sink and checkpoint in the bucket, run twice
+    with a file arriving in between: the sink, read at its root (the index of what every
+    job committed), holds each row once; a second job publishes beside the first."""
     p = _prefix(tmp_path)
-    _events_in_bucket(s3, tmp_path, p)
-    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{s3.uri(p)}/events/' "
-           "FORMAT parquet EVENT TIME ts")
-    ws.sql(f"CREATE SINK k TO '{s3.uri(p)}/sink/' FORMAT parquet")
-    with pytest.raises(WaveSQLError) as info:
-        ws.sql("INSERT INTO k SELECT k, v FROM ev")
-    assert info.value.code == "NOT_IMPLEMENTED" and "INSERT INTO k" in info.value.message
-    assert [k for k in s3.keys(p + "/") if "/events/" not in k] == []
+    events = _events_in_bucket(s3, tmp_path, p)
+    _bucket_stream(ws, s3, p)
+    sink = s3.uri(f"{p}/sink")
+    ws.sql(f"CREATE SINK k TO '{sink}/' FORMAT parquet")
+    first = ws.execute("INSERT INTO k SELECT k, v FROM ev WHERE v >= 1.0")[-1].report
+    assert first.batches >= 1 and first.rows_in == len(events)
+    third = pd.DataFrame({"k": ["z"], "v": [9.0],
+                          "ts": pd.to_datetime(["2026-01-01 00:00:09"]).astype("datetime64[us]")})
+    third.to_parquet(tmp_path / "e2.parquet", index=False)
+    s3.put(f"{p}/events/e2.parquet", tmp_path / "e2.parquet")
+    second = ws.execute("INSERT INTO k SELECT k, v FROM ev WHERE v >= 1.0")[-1].report
+    assert second.rows_in == 1  # only the new file
+    ws.execute("INSERT INTO k SELECT k, v * 10 AS v FROM ev WHERE k = 'z'")  # another job
+    got = spark.read.parquet(sink).select("k", "v").collect()
+    every = pd.concat([events, third])
+    want = [tuple(r) for r in every[every.v >= 1.0][["k", "v"]].to_numpy().tolist()] + [
+        ("z", 90.0)]
+    assert sorted((r.k, r.v) for r in got) == sorted(want)
+    assert set(spark.read.parquet(sink).columns) >= {"job", "batch", "_progress"}
+    assert any(k.endswith(".compact") for k in s3.keys(f"{p}/sink/_spark_metadata/"))
+
+
+def test_a_replacing_job_in_a_bucket_replaces_its_rows(s3, ws, spark, tmp_path):
+    """A job over a signal (a batch query: each run replaces the statement's output) with
+    the recording and the sink in the bucket: after three runs -- the third over one more
+    file -- the sink holds the last run's rows once, equal to numpy's."""
+    from scipy.io import wavfile
+
+    from wavesql.udfs.wav import write_wav
+
+    p = _prefix(tmp_path)
+    rng = np.random.default_rng(11)
+    parts = [rng.standard_normal(3_000).astype(np.float32) * 0.2 for _ in range(2)]
+
+    def put(i):
+        write_wav(tmp_path / f"r_{i}.wav", parts[i], 8000, "float32")
+        s3.put(f"{p}/rec/r_{i}.wav", tmp_path / f"r_{i}.wav")
+
+    put(0)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE 8000 HZ FROM '{s3.uri(p)}/rec/' FORMAT wav")
+    sink = s3.uri(f"{p}/peaks")
+    ws.sql(f"CREATE SINK peaks TO '{sink}/' FORMAT parquet")
+    job = "INSERT INTO peaks SELECT start_sample(ch1) AS s, seg_max(ch1) AS m FROM mic [SAMPLES 1000]"
+    ws.execute(job)
+    ws.execute(job)
+    assert spark.read.parquet(sink).count() == 3
+    put(1)
+    report = ws.execute(job)[-1].report
+    assert report.mode == "replace" and report.rows_out == 6
+    got = spark.read.parquet(sink).orderBy("s").collect()
+    x = np.concatenate([wavfile.read(tmp_path / f"r_{i}.wav")[1] for i in range(2)])
+    assert [r.s for r in got] == list(range(0, 6_000, 1000))
+    np.testing.assert_array_equal([r.m for r in got],
+                                  [x[s:s + 1000].max() for s in range(0, 6_000, 1000)])
 
 
 # ---------------------------------------------------------------------------- commits
@@ -376,3 +422,58 @@ def test_a_continuous_query_killed_mid_run_in_a_bucket_is_exactly_once(s3, spark
     reports = read_reports(out)
     assert sum(r["rows_in"] for r in reports) == len(data)
     assert [r["batch"] for r in reports] == list(range(len(reports)))
+
+
+def test_a_job_killed_mid_run_in_a_bucket_leaves_the_sink_exactly_once(s3, spark, tmp_path):
+    """`wavesql run` of an INSERT INTO job with everything in the bucket (reached through
+    --conf spark.hadoop.*), SIGKILLed as soon as two of its micro-batches are committed,
+    then run again: the sink read at its root holds every row once, and the killed run's
+    lease (held in the catalog: no file lock on an object store) did not block the rerun."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    p = _prefix(tmp_path)
+    frames = []
+    for i in range(5):
+        f = pd.DataFrame({"id": np.arange(i * 40, (i + 1) * 40), "v": np.linspace(0, 1, 40) + i,
+                          "ts": (pd.Timestamp("2026-01-01") + pd.to_timedelta(
+                              np.arange(i * 40, (i + 1) * 40), unit="s")).astype("datetime64[us]")})
+        f.to_parquet(tmp_path / f"e{i}.parquet", index=False)
+        s3.put(f"{p}/events/e{i}.parquet", tmp_path / f"e{i}.parquet")
+        frames.append(f)
+    data = pd.concat(frames, ignore_index=True)
+    sink = s3.uri(f"{p}/sink")
+    (tmp_path / "job.wsql").write_text(
+        f"CREATE STREAM IF NOT EXISTS ev (id BIGINT, v DOUBLE, ts TIMESTAMP)\n"
+        f"  FROM '{s3.uri(p)}/events/' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND;\n"
+        f"CREATE SINK IF NOT EXISTS hot TO '{sink}/' FORMAT parquet;\n"
+        "INSERT INTO hot SELECT id, v FROM ev WHERE v - floor(v) >= 0.5;\n")
+    conf = [a for k, v in s3.hadoop().items() for a in ("--conf", f"spark.hadoop.{k}={v}")]
+    cmd = [sys.executable, "-m", "wavesql", "--master", "local[2]", "--catalog",
+           str(tmp_path / "c.db"), *conf, "run", "--max-files-per-trigger", "1",
+           str(tmp_path / "job.wsql")]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def committed() -> int:
+        return len([k for k in s3.keys(f"{p}/sink/") if "/job=" in k and "_spark_metadata" in k])
+
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and committed() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed: " + proc.stdout.read()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert 2 <= committed() < 5, "killed after its last batch"
+    again = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "job.wsql: 3 statement(s) ok" in again.stdout
+    got = sorted(r.id for r in spark.read.parquet(sink).select("id").collect())
+    assert len(got) == len(set(got)), "a row twice in the sink"
+    assert got == sorted(data.id[data.v - np.floor(data.v) >= 0.5].tolist())

@@ -15,7 +15,9 @@
     wavesql demo [DIR]              generate demo data and run the demo queries
 
 Common options: ``--master URL`` (any Spark master; default ``local[*]``), ``--catalog PATH``
-(the SQLite catalog; default ``./wavesql_catalog.db``), ``--max-rows N``.
+(the SQLite catalog; default ``./wavesql_catalog.db``), ``--conf KEY=VALUE`` (a Spark
+setting, repeatable, as spark-submit takes it: ``--conf spark.hadoop.fs.s3a.endpoint=...``),
+``--max-rows N``.
 Exit status: 0 on success, 1 when a statement failed, 2 for usage errors, 75 (EX_TEMPFAIL)
 when `wavesql run` found the file already running (another run holds its lock).
 """
@@ -40,8 +42,14 @@ def _show_status(args) -> int:
     """``wavesql status OUTPUT``: streaming/metrics.py over ``OUTPUT/_progress/*.json``."""
     import json
 
+    from wavesql import storage
     from wavesql.streaming.metrics import format_status, read_reports, summarize
 
+    # an output in an object store: reached with the --conf spark.hadoop.* settings given
+    prefix = "spark.hadoop."
+    storage.use(storage.Settings.of({k[len(prefix):]: v for k, _, v in
+                                     (c.partition("=") for c in args.conf)
+                                     if k.startswith(prefix)}))
     reports = read_reports(args.output)
     if not reports:
         err.print(f"{args.output}: no _progress/ records (not the output directory of a "
@@ -58,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--master", help="Spark master URL (default local[*])")
     parser.add_argument("--catalog", help="catalog file (default ./wavesql_catalog.db)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting (repeatable), e.g. "
+                             "spark.hadoop.fs.s3a.endpoint=http://minio:9000")
     parser.add_argument("--max-rows", type=int, default=50, help="rows shown per result")
     parser.add_argument("-c", "--command", help="statements to run, then exit")
     sub = parser.add_subparsers(dest="verb")
@@ -154,7 +165,16 @@ def _connect(args):
 
     logging.getLogger().addFilter(_not_from_py4j)
 
-    return wavesql.connect(master=args.master, catalog=args.catalog)
+    config = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            from wavesql.errors import WaveSQLError
+
+            raise WaveSQLError("INVALID_OPTION", f"--conf {item!r} is not KEY=VALUE",
+                               hint="e.g. --conf spark.hadoop.fs.s3a.path.style.access=true")
+        config[key.strip()] = value
+    return wavesql.connect(master=args.master, catalog=args.catalog, config=config or None)
 
 
 def _not_from_py4j(record) -> bool:

@@ -18,7 +18,9 @@ Where things go (sink path ``S``, job id ``J``)::
     S/_wavesql/J/checkpoint/                 Spark's offsets + the runner's state
     S/_wavesql/J/late/                       late rows (unless the query says LATE INTO)
     S/_wavesql/J/job.json                    which file and statement J is
-    S/_wavesql/J/lock                        held (flock) while J runs
+    S/_wavesql/J/lock                        held (flock) while J runs (local disk)
+    S/job=J/_spark_metadata/                 J's commit records (object stores)
+    S/_spark_metadata/<n>.compact            what every job committed (object stores)
 
 The job id ``J`` is ``<file stem>-<12 hex digits>``, a hash of the file's absolute path and
 the statement's tokens: comments, whitespace and keyword case do not change it; any other
@@ -43,6 +45,16 @@ batch's output aside and renames it into ``batch=N`` (replacing an earlier attem
 batch's rows are in the sink once, complete, whatever the moment of the kill; its state for
 the next batch is committed with an atomic rename too. The lock keeps two processes from
 running one job (and so one checkpoint) at the same time.
+
+On an object store (``s3a://`` ...), where nothing renames atomically and no file can be
+locked: a batch's files are committed by a record written last in ``S/job=J/_spark_metadata``
+(streaming/sinks.py), a run of J holds a **lease in the catalog** instead of the ``flock``
+(``Catalog.lease``: renewed while it runs; free again when it expires, or at once when its
+holder was a process of this host that died), and at the end of each run the sink's index
+``S/_spark_metadata`` is rewritten to list what every job has committed -- so
+``spark.read.parquet(S)`` reads committed rows only, a killed run's files never among them
+(they are deleted at a later publication). A replacing job commits its batch 0 anew each
+run; the index then lists only the new files.
 
 Query files as a whole (``wavesql run``, ``wavesql schedule``) are run by :func:`run_file`:
 one run at a time per file (an ``flock`` on a file next to the catalog, released by the
@@ -174,27 +186,27 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
     """
     from wavesql.planner.insert import blank_outside
 
+    from wavesql import storage
+    from wavesql.streaming import start
+
     began = time.monotonic()
     sink = bound.sink
-    from wavesql import storage
-
-    if storage.is_remote(sink.path):
-        raise WaveSQLError(
-            "NOT_IMPLEMENTED", f"INSERT INTO {sink.name}: the sink is at `{sink.path}`, and "
-            "INSERT INTO jobs write to local or mounted filesystems only in this version",
-            hint="a job commits its output and checkpoint by renaming folders, which object "
-                 "stores do not do atomically; point the sink at local disk (or an HDFS/NFS "
-                 "mount), or write the query's result with Spark (df.write)")
     job = job_id(source, bound.statement_text)
-    root = Path(sink.path)
-    home = root / "_wavesql" / job
-    output = root / f"job={job}"
+    root = sink.path
+    remote = storage.is_remote(root)
+    home = storage.join(root, "_wavesql", job)
+    output = storage.join(root, f"job={job}")
     report = InsertReport(sink.name, job, "incremental" if bound.continuous else "replace",
-                          output=str(output))
+                          output=output)
     late = _late_target(bound, session, base_dir)
-    with _flock(home / "lock", f"INSERT INTO {sink.name} (job {job})",
-                hint="another process runs the same statement of the same file; wait for it "
-                     "(one checkpoint takes one writer at a time)"):
+    what = f"INSERT INTO {sink.name} (job {job})"
+    hint = ("another process runs the same statement of the same file; wait for it (one "
+            "checkpoint takes one writer at a time)")
+    # local disk: the kernel's flock, released however the process dies; an object store
+    # has no lock to take, so the catalog keeps a lease (catalog/store.py: Catalog.lease)
+    guard = (session.catalog.lease(f"job:{root}/{job}", what, hint) if remote
+             else _flock(Path(home) / "lock", what, hint))
+    with guard:
         _describe_job(home, job, source, bound)
         if bound.continuous:
             keep = [bound.query_span]
@@ -202,10 +214,11 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
             if bound.late_span is not None:
                 a, b = bound.late_span
                 query_text = query_text[:a] + blank_outside(query_text[a:b], []) + query_text[b:]
-            cq = session.stream(query_text, str(output), str(home / "checkpoint"),
-                                trigger="availableNow", late=late or str(home / "late"),
-                                max_files_per_trigger=max_files_per_trigger,
-                                output_format=sink.format)
+            session._use_storage_settings()
+            cq = start(session, query_text, output, storage.join(home, "checkpoint"),
+                       trigger="availableNow", late=late or storage.join(home, "late"),
+                       max_files_per_trigger=max_files_per_trigger, clock=time.time,
+                       output_format=sink.format, keep_replaced=remote)
             cq.await_termination()
             for r in cq.reports:
                 report.batches += 1
@@ -215,28 +228,41 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
                 report.rows_out += r.rows_out
                 report.final_out += r.final_out
         else:
-            report.rows_out = _replace_output(session, bound, text, output)
+            report.rows_out = _replace_output(session, bound, text, output, remote)
             report.final_out = report.rows_out
+        if remote:
+            _publish(session, root, sink.name)
     report.seconds = time.monotonic() - began
     return report
 
 
-def _describe_job(home: Path, job: str, source: str | None, bound) -> None:
+def _publish(session, root: str, name: str) -> None:
+    """An object-store sink's index: what every job committed, readable at the sink's root
+    (streaming/sinks.py ``publish``). One publisher at a time: a short lease on the sink,
+    waited for."""
+    from wavesql.streaming import sinks
+
+    with session.catalog.lease(f"sink:{root}", f"publishing sink {name}",
+                               "another job is publishing to the same sink", wait=120):
+        sinks.publish(root)
+
+
+def _describe_job(home: str, job: str, source: str | None, bound) -> None:
     """``job.json``: which file and statement a job folder belongs to (for people)."""
-    home.mkdir(parents=True, exist_ok=True)
-    info = home / "job.json"
-    if info.exists():
+    from wavesql import storage
+
+    info = storage.join(home, "job.json")
+    if storage.exists(info):
         return
-    tmp = home / "job.json.tmp"
-    tmp.write_text(json.dumps({"job": job, "file": os.path.realpath(source) if source else None,
-                               "statement": bound.statement_text, "sink": bound.sink.name},
-                              indent=2))
-    os.replace(tmp, info)
+    storage.write_text(info, json.dumps({
+        "job": job, "file": os.path.realpath(source) if source else None,
+        "statement": bound.statement_text, "sink": bound.sink.name}, indent=2))
 
 
-def _replace_output(session, bound, text: str, output: Path) -> int:
+def _replace_output(session, bound, text: str, output: str, remote: bool = False) -> int:
     """A query over bounded inputs: write its whole result, then swap it in for the
-    statement's previous output (batch 0), so a re-run replaces instead of appending."""
+    statement's previous output (batch 0), so a re-run replaces instead of appending (on
+    an object store: batch 0 committed anew, the old files left to the sink's index)."""
     import shutil
 
     from wavesql import planner
@@ -246,6 +272,13 @@ def _replace_output(session, bound, text: str, output: Path) -> int:
 
     stmt = planner.rewrite(ir.QueryStatement(bound.query))
     df = planner.lower(stmt, Runtime(session.spark, session.catalog, text))
+    if remote:
+        files = sinks.commit(df, output, 0, bound.sink.format, keep_replaced=True)
+        if bound.sink.format == "parquet":
+            return sinks.parquet_rows(files)
+        return session.spark.read.format(bound.sink.format).options(
+            **sinks.reader_options(bound.sink.format)).schema(df.schema).load(files).count()
+    output = Path(output)
     target = output / "batch=000000000"
     staging = output / "_staging" / target.name
     sinks.write(df, str(staging), bound.sink.format)
