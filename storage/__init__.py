@@ -277,8 +277,8 @@ def translate(error: BaseException, location: str, doing: str) -> WaveSQLError:
             or "containernotfound" in low:
         return WaveSQLError("MISSING_BUCKET", f"`{location}`: the bucket does not exist "
                             f"({doing})", hint="create it, or fix the bucket's name")
-    if any(s in low for s in ("access denied", "accessdenied", "forbidden", "403",
-                              "invalidaccesskeyid", "signaturedoesnotmatch",
+    if any(s in low for s in ("access denied", "accessdenied", "access_denied", "forbidden",
+                              "403", "invalidaccesskeyid", "signaturedoesnotmatch",
                               "authorization")):
         return WaveSQLError("STORAGE_DENIED", f"`{location}`: the store refused the "
                             f"credentials ({doing}): {_first_line(error)}",

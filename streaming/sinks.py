@@ -169,14 +169,16 @@ class SinkLog:
                            "\n".join(["v1"] + [json.dumps(r) for r in records]))
 
 
-def publish(sink: str) -> int:
+def publish(sink: str, mine: str) -> int:
     """Make what every job has committed to the object-store sink ``sink`` readable at
     its root: a record ``<sink>/_spark_metadata/<n>.compact`` listing the committed files
     of every ``job=`` folder (from each one's own commit log), so ``spark.read`` of the
     sink reads exactly those. Each record is whole (a compaction of interval 1: readers
-    read only the latest). Files no record lists -- attempts killed before their commit,
-    attempts a re-run replaced -- are deleted once neither this record nor the one before
-    lists them (a reader may still be reading the one before). The caller keeps other
+    read only the latest). In the publishing job's own folder ``mine`` (no other process
+    writes there: the job's lease), files no record lists -- attempts killed before their
+    commit, attempts a re-run replaced -- are deleted once neither this record nor the one
+    before lists them (a reader may still be reading the one before); another job's folder
+    may hold its batch in flight, and is left to that job. The caller keeps other
     publishers out (wavesql.jobs: a lease on the sink). Returns the files listed."""
     index = storage.join(sink, "_spark_metadata")
     ids = [int(name.removesuffix(".compact")) for name, is_dir in storage.children(index)
@@ -194,13 +196,11 @@ def publish(sink: str) -> int:
     listed = {r["path"] for r in committed}
     storage.write_text(storage.join(index, f"{latest + 1}.compact"),
                        "\n".join(["v1"] + [json.dumps(r) for r in committed]))
-    for name, is_dir in storage.children(sink):
-        if is_dir and name.startswith("job="):
-            for e in storage.list_files(storage.join(sink, name), recursive=True):
-                uri = _uri(e.location)
-                if ("/batch=" in uri and uri not in listed and uri not in previous
-                        and not storage.basename(e.location).startswith(("_", "."))):
-                    storage.delete(e.location)
+    for e in storage.list_files(mine, recursive=True):
+        uri = _uri(e.location)
+        if ("/batch=" in uri and uri not in listed and uri not in previous
+                and not storage.basename(e.location).startswith(("_", "."))):
+            storage.delete(e.location)
     for n in ids:
         if n < latest:
             storage.delete(storage.join(index, f"{n}.compact"))

@@ -29,7 +29,10 @@ def _free_port() -> int:
 class S3Server:
     """``with S3Server(logs) as s3: s3.uri("data/x.parquet")``."""
 
-    def __init__(self, logs: Path, bucket: str = "wavesql-test"):
+    def __init__(self, logs: Path, bucket: str = "wavesql-test", *, auth: bool = False):
+        #: ``auth``: the server checks credentials (moto's IAM: none are valid), and has
+        #: no bucket -- a store that refuses whoever asks
+        self.auth = auth
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.bucket = bucket
@@ -37,15 +40,17 @@ class S3Server:
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60) -> "S3Server":
-        log = open(self.logs / "moto.log", "w")
+        log = open(self.logs / f"moto-{self.port}.log", "w")
+        env = dict(os.environ, AWS_DEFAULT_REGION=REGION)
+        if self.auth:
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env=dict(os.environ, AWS_DEFAULT_REGION=REGION))
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"moto server exited; see {self.logs / 'moto.log'}")
+                raise RuntimeError(f"moto server exited; see {self.logs}")
             try:
                 urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1).close()
                 break
@@ -53,8 +58,9 @@ class S3Server:
                 time.sleep(0.2)
         else:
             self.stop()
-            raise RuntimeError(f"moto server did not start; see {self.logs / 'moto.log'}")
-        self.client().create_bucket(Bucket=self.bucket)
+            raise RuntimeError(f"moto server did not start; see {self.logs}")
+        if not self.auth:
+            self.client().create_bucket(Bucket=self.bucket)
         return self
 
     def stop(self) -> None:

@@ -120,6 +120,36 @@ def test_an_unreachable_store_is_named_with_what_to_configure(s3, ws, spark, tmp
             conf.unset(k)
 
 
+def test_a_store_that_refuses_the_credentials_is_storage_denied(s3, ws, spark, tmp_path):
+    """A second S3 server that checks credentials (none it knows): WaveSQL's own I/O (at
+    the DDL) and Spark's S3A connector (a read) both say STORAGE_DENIED, naming the
+    location and the settings to check -- never a stack trace."""
+    from tests.object_store import S3Server
+    from wavesql.spark import runtime_errors
+
+    with S3Server(tmp_path, auth=True) as strict:
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        bucket = f"denied-{next(_names)}"
+        settings = {f"fs.s3a.bucket.{bucket}.endpoint": strict.endpoint,
+                    f"fs.s3a.bucket.{bucket}.attempts.maximum": "1",
+                    f"fs.s3a.bucket.{bucket}.retry.limit": "1"}
+        for k, v in settings.items():
+            conf.set(k, v)
+        try:
+            with pytest.raises(WaveSQLError) as info:
+                ws.sql(f"CREATE STREAM d (v DOUBLE) FROM 's3a://{bucket}/x/' FORMAT parquet")
+            assert info.value.code == "STORAGE_DENIED"
+            assert f"s3a://{bucket}/x/" in info.value.message
+            assert "fs.s3a.access.key" in info.value.hint
+            with pytest.raises(WaveSQLError) as info, runtime_errors():
+                spark.read.parquet(f"s3a://{bucket}/x/").collect()
+            assert info.value.code == "STORAGE_DENIED", info.value
+            assert "\tat " not in str(info.value)
+        finally:
+            for k in settings:
+                conf.unset(k)
+
+
 def test_a_signal_in_a_bucket_equals_numpy_over_its_samples(s3, ws, tmp_path):
     """seg_rms and seg_max per 1,000-sample window over two WAV files in the bucket (local
     copies gone), against numpy over the samples scipy reads from the same files."""
@@ -364,11 +394,13 @@ def test_a_signal_query_over_arriving_wav_files_in_a_bucket(s3, ws, spark, tmp_p
     np.testing.assert_allclose(got["lp"], want, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_continuous_query_killed_mid_run_in_a_bucket_is_exactly_once(s3, spark, tmp_path):
     """A continuous query with input, output and checkpoint in the bucket, in a process of
     its own, SIGKILLed as soon as two micro-batches are committed, then run again to the
     end: the output (as Spark reads it: committed batches only) holds every row once, and
-    the per-batch records count every input row once."""
+    the per-batch records count every input row once. (Slow, 40 s: CI runs the job's kill
+    test below, whose continuous query commits the same way.)"""
     import json
     import os
     import signal

@@ -150,7 +150,7 @@ LOST = textwrap.dedent("""
     import argparse, os, signal, subprocess, sys, time
     from wavesql.cli import _connect, _run_text
 
-    ws = _connect(argparse.Namespace(master="local[1]", catalog=sys.argv[1]))  # as the CLI
+    ws = _connect(argparse.Namespace(master="local[1]", catalog=sys.argv[1], conf=[]))  # as the CLI
     assert _run_text(ws, "SELECT 1 AS one", 5) == 0
     if sys.argv[2] == "kill":       # the JVM dies (OOM killer, crash)
         jvm = subprocess.run(["pgrep", "-P", str(os.getpid()), "java"], capture_output=True,

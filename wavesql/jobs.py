@@ -231,12 +231,12 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
             report.rows_out = _replace_output(session, bound, text, output, remote)
             report.final_out = report.rows_out
         if remote:
-            _publish(session, root, sink.name)
+            _publish(session, root, output, sink.name)
     report.seconds = time.monotonic() - began
     return report
 
 
-def _publish(session, root: str, name: str) -> None:
+def _publish(session, root: str, output: str, name: str) -> None:
     """An object-store sink's index: what every job committed, readable at the sink's root
     (streaming/sinks.py ``publish``). One publisher at a time: a short lease on the sink,
     waited for."""
@@ -244,7 +244,7 @@ def _publish(session, root: str, name: str) -> None:
 
     with session.catalog.lease(f"sink:{root}", f"publishing sink {name}",
                                "another job is publishing to the same sink", wait=120):
-        sinks.publish(root)
+        sinks.publish(root, output)
 
 
 def _describe_job(home: str, job: str, source: str | None, bound) -> None:
