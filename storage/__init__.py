@@ -131,9 +131,18 @@ class Settings:
             conf = spark.sparkContext._jsc.hadoopConfiguration()
         except Exception:  # noqa: BLE001 - Spark Connect: no JVM here
             return cls()
+        import json
+
         found: dict[str, str] = {}
-        for prefix in ("fs.s3a.", "fs.azure.", "fs.gs."):
-            for key, value in dict(conf.getPropsWithPrefix(prefix)).items():
+        try:  # one call per prefix: iterating a Java map costs a round trip per entry
+            mapper = spark.sparkContext._jvm.com.fasterxml.jackson.databind.ObjectMapper()
+            props = {prefix: json.loads(mapper.writeValueAsString(conf.getPropsWithPrefix(prefix)))
+                     for prefix in ("fs.s3a.", "fs.azure.", "fs.gs.")}
+        except Exception:  # noqa: BLE001 - no Jackson on this JVM: entry by entry
+            props = {prefix: dict(conf.getPropsWithPrefix(prefix))
+                     for prefix in ("fs.s3a.", "fs.azure.", "fs.gs.")}
+        for prefix, entries in props.items():
+            for key, value in entries.items():
                 found[prefix + key] = value
         return cls.of(found)
 
