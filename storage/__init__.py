@@ -511,13 +511,6 @@ def write_text(location: str, text: str) -> None:
     write_bytes(location, text.encode("utf-8"))
 
 
-def makedirs(location: str) -> None:
-    """Create a local folder and its parents; nothing on an object store, where a folder
-    is only a prefix of keys and exists once an object is under it."""
-    if not is_remote(location):
-        os.makedirs(location, exist_ok=True)
-
-
 def children(location: str) -> list[tuple[str, bool]]:
     """``(name, is_folder)`` of what is directly in the folder ``location``, sorted by
     name; empty when it does not exist."""
