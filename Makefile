@@ -5,8 +5,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 
 CONNECTORS := $(VENV)/share/wavesql/connectors
+BROKER     := $(VENV)/share/wavesql/kafka-broker
 
-.PHONY: demo test test-all connectors clean
+.PHONY: demo test test-all connectors kafka-broker clean
 
 demo: $(VENV)/.installed
 	$(BIN)/wavesql demo
@@ -26,12 +27,13 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed $(VENV)/.connectors
+$(VENV)/.installed-test: $(VENV)/.installed $(VENV)/.connectors $(VENV)/.kafka-broker
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
 # Spark connectors from Maven Central (connectors/pom.xml: the S3A filesystem for s3a://
-# locations), where wavesql.spark.start_spark finds them. Needs Maven (apt-get install maven).
+# locations, Spark's Kafka source and sink, Avro), where wavesql.spark.start_spark finds
+# them. Needs Maven (apt-get install maven).
 connectors: $(VENV)/.connectors
 
 $(VENV)/.connectors: connectors/pom.xml | $(VENV)/.installed
@@ -39,6 +41,17 @@ $(VENV)/.connectors: connectors/pom.xml | $(VENV)/.installed
 	rm -rf $(CONNECTORS)
 	mvn -q -B -f connectors/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
 	    -DoutputDirectory=$(abspath $(CONNECTORS))
+	touch $@
+
+# A Kafka broker from Kafka's own jars (connectors/kafka-broker/pom.xml), which the tests
+# start on loopback (tests/kafka_broker.py; `python -m tests.kafka_broker` runs one).
+kafka-broker: $(VENV)/.kafka-broker
+
+$(VENV)/.kafka-broker: connectors/kafka-broker/pom.xml | $(VENV)/.installed
+	@command -v mvn >/dev/null 2>&1 || { echo "make kafka-broker needs Maven (apt-get install maven)"; exit 1; }
+	rm -rf $(BROKER)
+	mvn -q -B -f connectors/kafka-broker/pom.xml dependency:copy-dependencies \
+	    -DincludeScope=runtime -DoutputDirectory=$(abspath $(BROKER))
 	touch $@
 
 clean:

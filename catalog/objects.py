@@ -125,6 +125,16 @@ def _check_options(value: Any, owner: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+#: Where a stream's rows come from, or a sink's go: files (a location) or a Kafka topic.
+SOURCES = ("files", "kafka")
+
+
+def _check_source(value: Any, owner: str) -> None:
+    if value not in SOURCES:
+        raise WaveSQLError("INVALID_OPTION", f"the source of {owner} must be one of "
+                           f"{', '.join(SOURCES)}, got {value!r}")
+
+
 def _find_column(columns: tuple[Column, ...], name: str) -> Column | None:
     wanted = name.lower()
     return next((c for c in columns if c.name.lower() == wanted), None)
@@ -301,6 +311,10 @@ class StreamDef(Definition):
         Column marking explicit punctuation rows; must be declared in ``columns``.
     heartbeat_us : int, optional
         Idle interval after which progress advances without input, in microseconds.
+    source : str, optional
+        ``"files"`` (the default: ``path`` is a file, folder or glob) or ``"kafka"``
+        (``FROM KAFKA 'topic'``: ``path`` is the topic, ``columns`` end with the record's
+        envelope, ``sources/kafka.py``).
 
     Examples
     --------
@@ -319,10 +333,12 @@ class StreamDef(Definition):
     watermark_us: int | None = None
     progress_column: str | None = None
     heartbeat_us: int | None = None
+    source: str = "files"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         owner = self._owner
+        _check_source(self.source, owner)
         self._set("columns", _check_columns(self.columns, owner))
         if not self.columns:
             raise WaveSQLError("INVALID_OPTION", f"{owner} declares no columns",
@@ -454,6 +470,9 @@ class SinkDef(Definition):
     columns : sequence of Column, optional
         Expected schema; empty means "whatever the query produces".
     options : mapping or sequence of (str, str), optional
+    source : str, optional
+        ``"files"`` (the default: ``path`` is a folder) or ``"kafka"`` (``TO KAFKA
+        'topic'``: ``path`` is the topic).
 
     Examples
     --------
@@ -467,10 +486,12 @@ class SinkDef(Definition):
     format: str
     columns: tuple[Column, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
+    source: str = "files"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         owner = self._owner
+        _check_source(self.source, owner)
         _check_text(self.path, f"the path of {owner}")
         self._set("format", _check_text(self.format, f"the FORMAT of {owner}").lower())
         self._set("columns", _check_columns(self.columns, owner))

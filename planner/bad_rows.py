@@ -46,14 +46,15 @@ def applies(stream, options: dict) -> bool:
     return stream.format in TEXT_FORMATS and "mode" not in dict(stream.options)
 
 
-def fail_on_malformed(df, columns: list[str]):
+def fail_on_malformed(df, columns: list[str], where: str = "_metadata.file_path"):
     """``df`` without its corrupt-record column; a malformed row fails the query with
-    ``MALFORMED_ROW`` naming the file and quoting the record."""
+    ``MALFORMED_ROW`` naming the file (the column ``where``: a Kafka stream's records say
+    ``kafka:<topic>/<partition>/<offset>``) and quoting the record."""
     from pyspark.sql import functions as F
 
     bad = F.col(CORRUPT_COLUMN).isNotNull()
     message = F.concat(
-        F.lit("MALFORMED_ROW: malformed row in "), F.col("_metadata.file_path"),
+        F.lit("MALFORMED_ROW: malformed row in "), F.col(where),
         F.lit(": `"), F.col(CORRUPT_COLUMN),
         # every column, so that none is pruned before parsing (see the module docstring)
         F.lit("` (read as "), F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns])),

@@ -33,6 +33,8 @@ from wavesql.errors import Span, WaveSQLError, did_you_mean
 from wavesql.udfs import registry
 
 from . import ir
+from wavesql.sources import kafka
+
 from .signals import bind_segment_select, bind_signal_select
 from .types import SAMPLE_TYPES, interval_us, number, spark_type
 
@@ -59,6 +61,10 @@ class Environment(Protocol):
     def analyze(self, sql: str, inputs: tuple[tuple[str, ir.Relation], ...],
                 source_offset: int | None) -> ir.Schema:
         """Result schema of ``sql`` over ``inputs``; raises a translated WaveSQLError."""
+
+    def kafka_partitions(self, options, topic: str) -> int:
+        """The partition count of a Kafka topic; raises ``KAFKA_UNREACHABLE`` or
+        ``MISSING_TOPIC`` (sources/kafka.py)."""
 
 
 @dataclass
@@ -923,6 +929,18 @@ def _path(node: wn.CreateStream, ctx: BindContext, must_exist: bool = True) -> s
     return path
 
 
+def _kafka_topic(node: wn.CreateStream, ctx: BindContext) -> str:
+    """The topic of ``FROM KAFKA 'topic'``, which must exist on the stream's brokers."""
+    lit = node.args.get("path")
+    topic = lit.name
+    try:
+        ctx.env.kafka_partitions(_options(node), topic)
+    except WaveSQLError as err:
+        where = Span.of(lit) if err.code != "INVALID_OPTION" else Span.of(node)
+        raise WaveSQLError(err.code, err.message, where, hint=err.hint) from None
+    return topic
+
+
 def _options(node: wn.CreateStream) -> tuple[tuple[str, str], ...]:
     pairs = []
     for opt in node.args.get("options") or []:
@@ -936,13 +954,23 @@ def _bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement
     replace, exists = bool(node.args.get("replace")), bool(node.args.get("exists"))
     _check_replace_or_exists(node)
     name = node.name
+    source = "kafka" if node.args.get("source") is not None else "files"
+    if source == "kafka" and kind == "SIGNAL":
+        raise WaveSQLError("NOT_IMPLEMENTED", "a signal cannot be read from Kafka yet",
+                           Span.of(node.args.get("source")),
+                           hint="Kafka streams and sinks are supported: CREATE STREAM s (...) "
+                                "FROM KAFKA 'topic' OPTIONS (bootstrap = 'host:9092') FORMAT json")
     if kind == "STREAM":
         columns = _bind_columns(node)
+        if source == "kafka":
+            columns = kafka.columns_with_metadata(columns, Span.of(node))
         watermark = node.args.get("watermark")
         heartbeat = node.args.get("heartbeat")
         defn = cat.StreamDef(
-            name=name, columns=columns, path=_path(node, ctx),
-            format=_format(node, STREAM_FORMATS), options=_options(node),
+            name=name, columns=columns, source=source,
+            path=_kafka_topic(node, ctx) if source == "kafka" else _path(node, ctx),
+            format=_format(node, kafka.FORMATS if source == "kafka" else STREAM_FORMATS),
+            options=_options(node),
             event_time=_column_ref(node, "event_time", columns),
             watermark_us=interval_us(watermark) if watermark is not None else None,
             progress_column=_column_ref(node, "progress_column", columns),
@@ -973,9 +1001,12 @@ def _bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement
         )
         _check_recordings(defn, node)
     elif kind == "SINK":
-        defn = cat.SinkDef(name=name, path=_path(node, ctx, must_exist=False),
-                           format=_format(node, SINK_FORMATS), columns=_bind_columns(node),
-                           options=_options(node))
+        kafka_sink = source == "kafka"
+        defn = cat.SinkDef(name=name, source=source,
+                           path=_kafka_topic(node, ctx) if kafka_sink
+                           else _path(node, ctx, must_exist=False),
+                           format=_format(node, kafka.FORMATS if kafka_sink else SINK_FORMATS),
+                           columns=_bind_columns(node), options=_options(node))
     else:  # pragma: no cover - the parser only produces the kinds above
         raise WaveSQLError("UNSUPPORTED_STATEMENT", f"CREATE {kind} is not supported",
                            Span.of(node))

@@ -92,7 +92,8 @@ class StreamScan(Relation):
 
     def label(self) -> str:
         s = self.stream
-        return f"StreamScan {s.name} v{s.version} [{s.format} {s.path}]"
+        where = f"kafka topic {s.path}" if s.source == "kafka" else s.path
+        return f"StreamScan {s.name} v{s.version} [{s.format} {where}]"
 
 
 @dataclass(frozen=True)

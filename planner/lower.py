@@ -16,6 +16,7 @@ from typing import Callable
 
 from wavesql.catalog import objects as cat
 from wavesql.errors import WaveSQLError
+from wavesql.sources import kafka
 from wavesql.spark import temp_views, translate_spark_error
 
 from . import bad_rows, ir
@@ -65,6 +66,14 @@ def _lower_stream_scan(rel: ir.StreamScan, rt: Runtime):
     s = rel.stream
     if rt.streams is not None and s.key in rt.streams:
         return rt.streams[s.key]
+    if s.source == "kafka":
+        # the topic up to the offsets current now; a bad payload fails the query naming
+        # its record (sources/kafka.py)
+        df = kafka.parse(kafka.load(rt.spark, s, streaming=False), s)
+        df = bad_rows.fail_on_malformed(df, rel.schema.names, where="__file").drop("__file")
+        if s.progress_column is not None:
+            df = df.where(f"`{s.progress_column}` IS NULL")
+        return df
     options = stream_reader_options(s)
     if bad_rows.applies(s, options):
         # a malformed CSV/JSON row fails the query naming its file (planner/bad_rows.py)

@@ -295,7 +295,16 @@ def _late_path(target: exp.Expression, catalog) -> tuple[str, str]:
         raise WaveSQLError("UNKNOWN_STREAM", f"LATE INTO `{target.name}`: no such sink",
                            Span.of(target), hint=did_you_mean(target.name, sinks, "sinks")
                            or "CREATE SINK late_rows TO 'late/' FORMAT parquet, or give a path")
+    _no_kafka_late(defn, target)
     return defn.path, defn.format
+
+
+def _no_kafka_late(defn, target) -> None:
+    """Late rows go to a folder: a Kafka sink cannot take them yet."""
+    if getattr(defn, "source", "files") == "kafka":
+        raise WaveSQLError("NOT_IMPLEMENTED", f"LATE INTO `{defn.name}`: late rows go to a "
+                           "file sink, and this one is a Kafka topic", Span.of(target),
+                           hint="CREATE SINK late_rows TO 'late/' FORMAT json, or give a path")
 
 
 def plan_continuous(root: ir.Relation, stmt) -> _Plan:
@@ -897,21 +906,14 @@ class ContinuousQuery:
 
         # One streaming query over all inputs: each input's rows travel as a struct in its
         # own column (NULL in the others), tagged with the input's index.
-        frames = []
-        for inp in self.inputs:
-            s = inp.stream
-            ddl, options = _reader_settings(s)
-            reader = self.spark.readStream.format(s.format).schema(ddl).options(**options)
-            if max_files is not None:
-                reader = reader.option("maxFilesPerTrigger", str(max_files))
-            frames.append(reader.load(s.path))
+        frames = [stream_source(self.spark, inp.stream, max_files) for inp in self.inputs]
+        rows = [df.drop("__file") for df in frames]
         parts = []
         for inp, df in zip(self.inputs, frames):
             cols = [F.struct(*[F.col(f"`{c}`") for c in other.columns]).alias(o.column)
                     if o is inp else F.lit(None).cast(other.schema).alias(o.column)
-                    for o, other in zip(self.inputs, frames)]
-            parts.append(df.select(F.lit(inp.index).alias("__src"), *cols,
-                                   F.input_file_name().alias("__file")))
+                    for o, other in zip(self.inputs, rows)]
+            parts.append(df.select(F.lit(inp.index).alias("__src"), *cols, "__file"))
         if trigger.startswith("every ") and any(i.stream.heartbeat_us is not None
                                                 for i in self.inputs):
             # Spark runs a micro-batch only when some input has new rows; a HEARTBEAT must
@@ -920,7 +922,7 @@ class ContinuousQuery:
             ticks = self.spark.readStream.format("rate").option("rowsPerSecond", "1").load()
             parts.append(ticks.select(F.lit(-1).alias("__src"), *[
                 F.lit(None).cast(df.schema).alias(o.column)
-                for o, df in zip(self.inputs, frames)], F.lit(None).cast("string").alias("__file")))
+                for o, df in zip(self.inputs, rows)], F.lit(None).cast("string").alias("__file")))
         if self.plan.mode == "sync":
             # New WAV files must run a micro-batch too (control rows wait for them): Spark's
             # binaryFile source lists them, tagged -2; the content column is never read.
@@ -931,7 +933,7 @@ class ContinuousQuery:
                      .load(_watch_path(self.plan.sync.signal.signal.path)))
             parts.append(watch.select(F.lit(-2).alias("__src"), *[
                 F.lit(None).cast(df.schema).alias(o.column)
-                for o, df in zip(self.inputs, frames)], F.col("path").alias("__file")))
+                for o, df in zip(self.inputs, rows)], F.col("path").alias("__file")))
         source = parts[0]
         for part in parts[1:]:
             source = source.unionByName(part)
@@ -1003,11 +1005,17 @@ class ContinuousQuery:
                                      .when(is_late, "late").otherwise("on_time"))
             tagged = tagged.persist()
             cached.append(tagged)
-            stats = tagged.groupBy("__kind").agg(
+            # a Kafka stream's facts per partition: its progress is their minimum
+            per_partition = ["_partition"] if s.source == "kafka" else []
+            stats = tagged.groupBy("__kind", *per_partition).agg(
                 F.count(F.lit(1)).alias("n"), F.max(ts).alias("max_ts"),
                 F.max(F.unix_micros(F.col(f"`{s.progress_column}`")) if s.progress_column
-                      else F.lit(None).cast("bigint")).alias("punct")).collect()
-            by_kind = {r["__kind"]: r for r in stats}
+                      else F.lit(None).cast("bigint")).alias("punct"),
+                # a Kafka record's arrival: its timestamp (for the result latency)
+                F.min(F.unix_micros("_timestamp") if per_partition
+                      else F.lit(None).cast("bigint")).alias("arrived")).collect()
+            by_kind = _by_kind(stats)
+            arrived += [r["arrived"] / 1e6 for r in stats if r["arrived"] is not None]
             counts = {k: (by_kind[k]["n"] if k in by_kind else 0)
                       for k in ("on_time", "late", "no_time", "punctuation", "malformed")}
             for k, n in counts.items():
@@ -1037,14 +1045,23 @@ class ContinuousQuery:
             newest = by_kind["on_time"]["max_ts"] if "on_time" in by_kind else None
             seen = [v for v in (mine["max_ts"], newest) if v is not None]
             max_ts = max(seen) if seen else None
+            if per_partition:
+                partitions = _partition_facts(mine.get("partitions"), stats,
+                                              self._kafka_partitions(batch_id, s))
+                promised = _least_promise(partitions, s.watermark_us or 0)
+            else:
+                promised = max([v for v in (
+                    max_ts - (s.watermark_us or 0) if max_ts is not None else None,
+                    by_kind["punctuation"]["punct"] if "punctuation" in by_kind else None,
+                ) if v is not None], default=None)
             candidates = [v for v in (
-                before,
-                max_ts - (s.watermark_us or 0) if max_ts is not None else None,
-                by_kind["punctuation"]["punct"] if "punctuation" in by_kind else None,
+                before, promised,
                 now_us - s.heartbeat_us if s.heartbeat_us is not None else None,
             ) if v is not None]
             progress[s.key] = {"progress": max(candidates) if candidates else None,
                                "max_ts": max_ts}
+            if per_partition:
+                progress[s.key]["partitions"] = partitions
             fresh[s.key] = on_time
             olds[s.key] = self._read_buffer(spark, inp, state)
             buffers[s.key] = olds[s.key].unionByName(on_time)
@@ -1088,6 +1105,25 @@ class ContinuousQuery:
         for df in cached + [out]:
             df.unpersist()
         self._release_bounds()
+
+    def _kafka_partitions(self, batch_id: int, s: cat.StreamDef) -> list[int]:
+        """The partitions of a Kafka stream's topic, as Spark's offset log of this batch
+        lists them (every partition, including ones that never had a record: those hold
+        the stream's progress back, like any idle partition, unless it has a HEARTBEAT)."""
+        path = storage.join(self.checkpoint, "offsets", "offsets", str(batch_id))
+        found: set[int] = set()
+        try:
+            lines = storage.read_text(path).splitlines()
+        except (OSError, WaveSQLError):
+            return []
+        for line in lines[2:]:
+            try:
+                offsets = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(offsets, dict) and isinstance(offsets.get(s.path), dict):
+                found.update(int(p) for p in offsets[s.path])
+        return sorted(found)
 
     def _changed_files(self, spark, batch_id: int, read_files: list[str]) -> list:
         """Quarantine records (``_record`` NULL) for files earlier batches read that changed
@@ -1560,6 +1596,72 @@ def _reader_settings(s: cat.StreamDef) -> tuple[str, dict]:
         options.update(bad_rows.reader_options(s.format))
         ddl = bad_rows.schema_ddl(ddl, s.format)
     return ddl, options
+
+
+def _by_kind(stats) -> dict:
+    """Per-kind facts of a batch's rows (summed/maxed over partitions when per partition)."""
+    out: dict = {}
+    for r in stats:
+        have = out.get(r["__kind"])
+        if have is None:
+            out[r["__kind"]] = {"n": r["n"], "max_ts": r["max_ts"], "punct": r["punct"]}
+            continue
+        have["n"] += r["n"]
+        for key in ("max_ts", "punct"):
+            values = [v for v in (have[key], r[key]) if v is not None]
+            have[key] = max(values) if values else None
+    return out
+
+
+def _partition_facts(before: dict | None, stats, partitions: list[int]) -> dict:
+    """Each Kafka partition's largest on-time event time and latest punctuation, after
+    this batch (keys are partition numbers as text: the state is JSON)."""
+    facts = {k: dict(v) for k, v in (before or {}).items()}
+    for p in partitions:
+        facts.setdefault(str(p), {"max_ts": None, "punct": None})
+    for r in stats:
+        field_name = {"on_time": "max_ts", "punctuation": "punct"}.get(r["__kind"])
+        if field_name is None or r["_partition"] is None:
+            continue
+        mine = facts.setdefault(str(r["_partition"]), {"max_ts": None, "punct": None})
+        value = r[field_name]
+        if value is not None and (mine[field_name] is None or value > mine[field_name]):
+            mine[field_name] = value
+    return facts
+
+
+def _least_promise(partitions: dict, watermark_us: int) -> int | None:
+    """What every partition has promised (its largest event time minus the watermark, or
+    its punctuation): the minimum; None while some partition has promised nothing."""
+    promises = []
+    for facts in partitions.values():
+        mine = [v for v in (facts["max_ts"] - watermark_us if facts["max_ts"] is not None
+                            else None, facts["punct"]) if v is not None]
+        if not mine:
+            return None
+        promises.append(max(mine))
+    return min(promises) if promises else None
+
+
+def stream_source(spark, s: cat.StreamDef, max_files: int | None = None,
+                  partition: int | None = None):
+    """Stream ``s`` read live: its columns, the corrupt-record column of a text format, and
+    ``__file`` (the file a row came from; a Kafka record's ``kafka:<topic>/<p>/<offset>``).
+
+    A Kafka stream is read through Spark's Kafka source (its offsets in the query's
+    checkpoint), ``partition`` alone when given; ``max_files`` (files per micro-batch)
+    does not apply to it (its OPTIONS may set ``maxOffsetsPerTrigger``)."""
+    from pyspark.sql import functions as F
+
+    from wavesql.sources import kafka
+
+    if s.source == "kafka":
+        return kafka.parse(kafka.load(spark, s, streaming=True, partition=partition), s)
+    ddl, options = _reader_settings(s)
+    reader = spark.readStream.format(s.format).schema(ddl).options(**options)
+    if max_files is not None:
+        reader = reader.option("maxFilesPerTrigger", str(max_files))
+    return reader.load(s.path).withColumn("__file", F.input_file_name())
 
 
 def _belongs(uri: str, stream_path: str) -> bool:

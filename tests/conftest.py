@@ -51,6 +51,18 @@ def s3(spark, tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    """A real Kafka broker on loopback (tests/kafka_broker.py: one KRaft node from Kafka's
+    own jars). Started by the first test that asks for it; tests create their own topics."""
+    from tests.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    broker.start()
+    yield broker
+    broker.stop()
+
+
 @pytest.fixture
 def ws(spark, tmp_path):
     """A WaveSQL session on the shared Spark with its own catalog file."""

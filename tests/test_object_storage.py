@@ -15,6 +15,8 @@ import pytest
 from wavesql import storage
 from wavesql.errors import WaveSQLError
 
+from tests.processes import kill_after_two_commits_then_rerun
+
 pytestmark = pytest.mark.spark
 
 _names = itertools.count()
@@ -395,31 +397,6 @@ def test_a_signal_query_over_arriving_wav_files_in_a_bucket(s3, ws, spark, tmp_p
 
 
 @pytest.mark.slow
-def _kill_after_two_commits_then_rerun(cmd, env, committed, batches: int):
-    """Run ``cmd`` (one micro-batch per input file, ``batches`` of them) in a process group of
-    its own, SIGKILL it as soon as ``committed()`` counts two commit records, check it was
-    killed mid-run, then run it again to the end; returns the rerun's CompletedProcess."""
-    import os
-    import signal
-    import subprocess
-    import time
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while proc.poll() is None and committed() < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be killed: " + proc.stdout.read()
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
-    assert 2 <= committed() < batches, "killed after its last batch"
-    again = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    return again
-
-
 def test_a_continuous_query_killed_mid_run_in_a_bucket_is_exactly_once(s3, spark, tmp_path):
     """A continuous query with input, output and checkpoint in the bucket, in a process of
     its own, SIGKILLed as soon as two micro-batches are committed, then run again to the
@@ -453,7 +430,7 @@ def test_a_continuous_query_killed_mid_run_in_a_bucket_is_exactly_once(s3, spark
            query, out, ckpt]
     env = dict(os.environ, WAVESQL_TEST_HADOOP=json.dumps(s3.hadoop()),
                PYSPARK_PYTHON=sys.executable)
-    _kill_after_two_commits_then_rerun(
+    kill_after_two_commits_then_rerun(
         cmd, env, lambda: len(s3.keys(f"{p}/out/_spark_metadata/")), batches=6)
     got = sorted(r.id for r in spark.read.parquet(out).select("id").collect())
     assert len(got) == len(set(got)), "a row twice in the output"
@@ -492,7 +469,7 @@ def test_a_job_killed_mid_run_in_a_bucket_leaves_the_sink_exactly_once(s3, spark
            str(tmp_path / "c.db"), *conf, "run", "--max-files-per-trigger", "1",
            str(tmp_path / "job.wsql")]
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    again = _kill_after_two_commits_then_rerun(
+    again = kill_after_two_commits_then_rerun(
         cmd, env, lambda: len([k for k in s3.keys(f"{p}/sink/")
                                if "/job=" in k and "_spark_metadata" in k]), batches=5)
     assert "job.wsql: 3 statement(s) ok" in again.stdout

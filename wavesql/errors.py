@@ -47,6 +47,11 @@ ERROR_CODES: dict[str, str] = {
     "MISSING_BUCKET": "a location's bucket or container does not exist",
     "STORAGE_DENIED": "an object store refused the configured credentials",
     "STORAGE_ERROR": "an object store failed a read or write for another reason",
+    # Kafka (sources/kafka.py): live streams and sinks
+    "KAFKA_UNREACHABLE": "no Kafka broker answered at a stream's or sink's bootstrap servers",
+    "MISSING_TOPIC": "a Kafka stream's or sink's topic does not exist",
+    "KAFKA_ERROR": "a Kafka broker refused a request for another reason",
+    "NOT_INSTALLED": "a Spark connector WaveSQL needs is not on Spark's class path",
     "INVALID_RATE": "a signal rate is zero, negative or not a number",
     "INVALID_OPTION": "a DDL clause has an invalid value",
     "UNKNOWN_OBJECT": "DROP/DESCRIBE names an object that does not exist",

@@ -173,7 +173,27 @@ def _late_target(bound, session, base_dir: str) -> str | None:
                            Span.of(target), hint=did_you_mean(
                                target.name, session.catalog.names("SINK"), "sinks")
                            or "CREATE SINK late_rows TO 'late/' FORMAT parquet, or give a path")
+    from wavesql.streaming.runner import _no_kafka_late
+
+    _no_kafka_late(defn, target)
     return defn.path
+
+
+def _kafka_root(session, sink) -> str:
+    """Where a Kafka sink's jobs keep their checkpoints: its ``checkpoint`` option, else
+    ``kafka_sinks/<sink>`` next to the catalog (a topic has no folder of its own)."""
+    from wavesql import storage
+
+    given = next((v for k, v in sink.options if k.lower() == "checkpoint"), None)
+    if given:
+        return storage.normalize(given)
+    if session.catalog.path == ":memory:":
+        raise WaveSQLError("INVALID_OPTION", f"sink `{sink.name}` is a Kafka topic and the "
+                           "catalog is in memory: there is nowhere to keep its jobs' "
+                           "checkpoints", hint=f"CREATE SINK {sink.name} ... OPTIONS "
+                           "(checkpoint = 'path/or/s3a/uri', ...)")
+    return os.path.join(os.path.dirname(os.path.abspath(session.catalog.path)),
+                        "kafka_sinks", sink.key)
 
 
 def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".", *,
@@ -192,12 +212,17 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
     began = time.monotonic()
     sink = bound.sink
     job = job_id(source, bound.statement_text)
-    root = sink.path
+    to_kafka = sink.source == "kafka"
+    root = _kafka_root(session, sink) if to_kafka else sink.path
     remote = storage.is_remote(root)
     home = storage.join(root, "_wavesql", job)
     output = storage.join(root, f"job={job}")
+    if to_kafka:  # each micro-batch's rows sent to the topic (sources/kafka.py: at least once)
+        from wavesql.sources import kafka
+
+        output = _KafkaOutput(sink)
     report = InsertReport(sink.name, job, "incremental" if bound.continuous else "replace",
-                          output=output)
+                          output=str(output))
     late = _late_target(bound, session, base_dir)
     what = f"INSERT INTO {sink.name} (job {job})"
     hint = ("another process runs the same statement of the same file; wait for it (one "
@@ -227,10 +252,15 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
                 report.quarantined += getattr(r, "quarantined", 0)
                 report.rows_out += r.rows_out
                 report.final_out += r.final_out
+        elif to_kafka:  # a topic is appended to: a re-run sends the whole result again
+            df = _batch_result(session, bound, text).persist()
+            report.rows_out = report.final_out = df.count()
+            kafka.write(df, sink, 0)
+            df.unpersist()
         else:
             report.rows_out = _replace_output(session, bound, text, output, remote)
             report.final_out = report.rows_out
-        if remote:
+        if remote and not to_kafka:
             _publish(session, root, output, sink.name)
     report.seconds = time.monotonic() - began
     return report
@@ -259,19 +289,40 @@ def _describe_job(home: str, job: str, source: str | None, bound) -> None:
         "statement": bound.statement_text, "sink": bound.sink.name}, indent=2))
 
 
+class _KafkaOutput:
+    """A continuous job's output when its sink is a Kafka topic: ``f(df, batch_id)``."""
+
+    def __init__(self, sink):
+        self.sink = sink
+
+    def __call__(self, df, batch_id: int) -> None:
+        from wavesql.sources import kafka
+
+        kafka.write(df, self.sink, batch_id)
+
+    def __str__(self) -> str:
+        return f"kafka topic {self.sink.path}"
+
+
+def _batch_result(session, bound, text: str):
+    """The DataFrame of an INSERT's query over bounded inputs."""
+    from wavesql import planner
+    from wavesql.planner import ir
+    from wavesql.planner.lower import Runtime
+
+    stmt = planner.rewrite(ir.QueryStatement(bound.query))
+    return planner.lower(stmt, Runtime(session.spark, session.catalog, text))
+
+
 def _replace_output(session, bound, text: str, output: str, remote: bool = False) -> int:
     """A query over bounded inputs: write its whole result, then swap it in for the
     statement's previous output (batch 0), so a re-run replaces instead of appending (on
     an object store: batch 0 committed anew, the old files left to the sink's index)."""
     import shutil
 
-    from wavesql import planner
-    from wavesql.planner import ir
-    from wavesql.planner.lower import Runtime
     from wavesql.streaming import sinks
 
-    stmt = planner.rewrite(ir.QueryStatement(bound.query))
-    df = planner.lower(stmt, Runtime(session.spark, session.catalog, text))
+    df = _batch_result(session, bound, text)
     if remote:
         files = sinks.commit(df, output, 0, bound.sink.format, keep_replaced=True)
         if bound.sink.format == "parquet":

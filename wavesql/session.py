@@ -263,6 +263,11 @@ class Session:
             self._functions = frozenset(r[0].lower() for r in rows)
         return self._functions
 
+    def kafka_partitions(self, options, topic: str) -> int:
+        from wavesql.sources import kafka
+
+        return kafka.describe_topic(self.spark, options, topic)
+
     def spark_parses(self, sql: str) -> bool:
         """Whether Spark's own SQL parser accepts ``sql`` (parsing only: no analysis)."""
         from pyspark.errors import PySparkException

@@ -27,7 +27,7 @@ from wavesql.planner.bad_rows import CORRUPT_COLUMN
 from wavesql.planner.temporal import quote
 from wavesql.streaming import sinks
 from wavesql.streaming.runner import (PROGRESS, REASON, BatchReport, ContinuousQuery,
-                                      _fmt, _reader_settings, _timestamp)
+                                      _fmt, _timestamp, stream_source)
 
 from . import plan as pl
 from .processor import WindowProcessor, progress_of, watermark_sql
@@ -47,19 +47,37 @@ class StatefulWindowQuery(ContinuousQuery):
 
     # -- setup -------------------------------------------------------------------------
     def _start(self, trigger: str, max_files: int | None):
-        from pyspark.sql import functions as F
-
         self._check_checkpoint()
         w = self.windowed
         s = w.stream
         self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         # a micro-batch uploads the changes of its state, not a snapshot of all of it
         self.spark.conf.set(CHANGELOG, "true")
-        ddl, options = _reader_settings(s)
-        reader = self.spark.readStream.format(s.format).schema(ddl).options(**options)
-        if max_files is not None:
-            reader = reader.option("maxFilesPerTrigger", str(max_files))
-        frame = reader.load(s.path).withColumn("__file", F.input_file_name())
+        if s.source == "kafka":
+            # One source per partition, each with its own watermark: Spark's global
+            # watermark is the minimum over them (multipleWatermarkPolicy "min"), so the
+            # stream's progress is its slowest partition's (sources/kafka.py)
+            from wavesql.sources import kafka
+
+            count = kafka.describe_topic(self.spark, s.options, s.path)
+            frames = [self._watermarked(stream_source(self.spark, s, partition=p), trigger)
+                      for p in range(count)]
+            frame = frames[0]
+            for other in frames[1:]:
+                frame = frame.unionByName(other)
+        else:
+            frame = self._watermarked(stream_source(self.spark, s, max_files), trigger)
+        out = frame.groupBy("__bucket").transformWithStateInPandas(
+            WindowProcessor(w, frame.columns), w.output_ddl, "Append", "EventTime")
+        return self._start_writer(out, trigger)
+
+    def _watermarked(self, frame, trigger: str):
+        """``frame`` encoded for the kernel (plan.pre), with Spark's watermark on what each
+        row promises (``__wm``)."""
+        from pyspark.sql import functions as F
+
+        w = self.windowed
+        s = w.stream
         for name, sql_text in w.pre:
             frame = frame.withColumn(name, F.expr(sql_text))
         promised = (f"CASE WHEN __kind = {pl.RESULT} THEN __ts - {s.watermark_us or 0} "
@@ -75,10 +93,7 @@ class StatefulWindowQuery(ContinuousQuery):
         if trigger.startswith("every ") and s.heartbeat_us is not None:
             # the heartbeat is the stream's own promise: one watermark over both
             frame = frame.unionByName(self._ticker(frame, s.heartbeat_us))
-        frame = frame.withWatermark("__wm", "0 seconds").select(*keep)
-        out = frame.groupBy("__bucket").transformWithStateInPandas(
-            WindowProcessor(w, frame.columns), w.output_ddl, "Append", "EventTime")
-        return self._start_writer(out, trigger)
+        return frame.withWatermark("__wm", "0 seconds").select(*keep)
 
     def _ticker(self, frame, heartbeat_us: int):
         """A HEARTBEAT's clock: Spark's rate source, one row a second promising the wall

@@ -326,6 +326,12 @@ class WaveSQLParser(SparkParser):
             seen[clause] = token
             if clause == "RATE":
                 args["rate"], args["rate_unit"] = self._parse_rate()
+            elif clause in ("FROM", "TO") and self._curr and self._curr.text.upper() == "KAFKA" \
+                    and self._next and self._next.token_type == TokenType.STRING:
+                # FROM KAFKA 'topic': a live source (or TO KAFKA 'topic': a sink)
+                args["source"] = self.expression(exp.Var(this="KAFKA"), self._curr)
+                self._advance()
+                args["path"] = self._parse_ddl_clause(clause)
             else:
                 args[_CLAUSE_ARGS[clause]] = self._parse_ddl_clause(clause)
         for clause in REQUIRED_CLAUSES[kind]:
@@ -822,6 +828,8 @@ class WaveSQLGenerator(SparkOutGenerator):
                 text = self.wave_interval_sql(value)
             elif clause == "RATE" and e.args.get("rate_unit"):
                 text = f"{self.sql(value)} {e.args['rate_unit']}"
+            elif clause in ("FROM", "TO") and e.args.get("source"):
+                text = f"{self.sql(e, 'source')} {self.sql(value)}"
             else:
                 text = self.sql(value)
             sql += self.seg(f"{clause} {text}")

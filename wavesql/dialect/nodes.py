@@ -85,7 +85,9 @@ class CreateStream(WaveSQLNode):
             name sqlglot does not know (``FLOT``) becomes
             ``DataType(this=DType.USERDEFINED, kind="FLOT")`` with position meta.
         path: ``exp.Literal`` string -- ``FROM 'path'`` (stream, signal) or ``TO 'path'``
-            (sink).
+            (sink); with ``source``, the Kafka topic of ``FROM KAFKA 'topic'``.
+        source: ``exp.Var`` -- ``KAFKA`` in ``FROM KAFKA 'topic'`` / ``TO KAFKA 'topic'``;
+            absent for files.
         format: ``exp.Var`` -- the ``FORMAT`` word, as written (validated by the binder).
         options: list of ``exp.EQ(this=key, expression=literal)``; ``key`` is an
             ``exp.Var`` (bare or dotted word) or an ``exp.Literal`` string.
@@ -106,6 +108,7 @@ class CreateStream(WaveSQLNode):
         "kind": True,
         "columns": False,
         "path": False,
+        "source": False,
         "format": False,
         "options": False,
         "event_time": False,

@@ -1,0 +1,28 @@
+"""Running a WaveSQL process a test can SIGKILL in mid-run (the crash-safety tests)."""
+
+from __future__ import annotations
+
+
+def kill_after_two_commits_then_rerun(cmd, env, committed, batches: int):
+    """Run ``cmd`` (one micro-batch per input file, ``batches`` of them) in a process group of
+    its own, SIGKILL it as soon as ``committed()`` counts two commit records, check it was
+    killed mid-run, then run it again to the end; returns the rerun's CompletedProcess."""
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and committed() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed: " + proc.stdout.read()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert 2 <= committed() < batches, "killed after its last batch"
+    again = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    return again

@@ -1,0 +1,393 @@
+"""Kafka streams end to end, on a real broker (tests/kafka_broker.py: one KRaft node on
+loopback), produced and read back with a Python client of their own (confluent-kafka), and
+checked against oracles computed here with pandas -- never against WaveSQL's other mode.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import uuid
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pyspark.errors import PySparkException
+
+from wavesql.errors import WaveSQLError
+from wavesql.spark import translate_runtime_error
+
+pytestmark = pytest.mark.spark
+
+SECOND = 1_000_000
+EPOCH = dt.datetime(1970, 1, 1)
+T0 = dt.datetime(2024, 1, 1)
+
+
+def _topic(kafka, partitions: int = 1) -> str:
+    return kafka.create_topic(f"t{uuid.uuid4().hex[:10]}", partitions)
+
+
+def _iso(us: int) -> str:
+    return (T0 + dt.timedelta(microseconds=int(us))).isoformat(sep=" ")
+
+
+def _micros(value) -> int:
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * SECOND + delta.microseconds
+
+
+T0_US = _micros(T0)
+
+
+def _events(seed: int, n: int, keys="abc", span_s: int = 60):
+    """Events up to 4 s out of order: (k, v, ts in microseconds after T0)."""
+    rng = np.random.default_rng(seed)
+    ts = np.sort(rng.integers(0, span_s * SECOND, n)) // 1000 * 1000
+    ts = ts[np.argsort(ts + rng.integers(0, 4 * SECOND, n))]
+    return pd.DataFrame({"k": rng.choice(list(keys), n), "v": rng.integers(0, 100, n),
+                         "ts": ts})
+
+
+def _json_records(frame: pd.DataFrame, partitions: int):
+    return [(r.k, json.dumps({"k": r.k, "v": int(r.v), "ts": _iso(r.ts)}), i % partitions)
+            for i, r in enumerate(frame.itertuples())]
+
+
+def _create(ws, name, topic, kafka, fmt="json", extra="", options=""):
+    ws.sql(f"CREATE STREAM {name} (k STRING, v INT, ts TIMESTAMP) FROM KAFKA '{topic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}'{options}) FORMAT {fmt} {extra}")
+
+
+# -- DDL --------------------------------------------------------------------------------
+
+def test_ddl_errors_point_at_the_clause(ws, kafka):
+    topic = _topic(kafka)
+    cases = [
+        (f"CREATE STREAM a (x INT) FROM KAFKA 'no_such_topic' OPTIONS (bootstrap = "
+         f"'{kafka.bootstrap}') FORMAT json", "MISSING_TOPIC", "'no_such_topic'"),
+        # a port nothing listens on: no broker answers (within the stream's own bound)
+        (f"CREATE STREAM a (x INT) FROM KAFKA '{topic}' OPTIONS (bootstrap = '127.0.0.1:9', "
+         "kafka.default.api.timeout.ms = '2000') FORMAT json", "KAFKA_UNREACHABLE",
+         f"'{topic}'"),
+        (f"CREATE STREAM a (x INT) FROM KAFKA '{topic}' FORMAT json", "INVALID_OPTION", None),
+        (f"CREATE STREAM a (x INT) FROM KAFKA '{topic}' OPTIONS (bootstrap = "
+         f"'{kafka.bootstrap}') FORMAT parquet", "UNKNOWN_FORMAT", "parquet"),
+        (f"CREATE STREAM a (x INT, _offset BIGINT) FROM KAFKA '{topic}' OPTIONS (bootstrap = "
+         f"'{kafka.bootstrap}') FORMAT json", "DUPLICATE_COLUMN", None),
+        (f"CREATE STREAM a (x INT) FROM KAFKA '{topic}' OPTIONS (bootstrap = "
+         f"'{kafka.bootstrap}', subscribe = 'other') FORMAT json", "INVALID_OPTION", None),
+    ]
+    for sql, code, at in cases:
+        with pytest.raises(WaveSQLError) as err:
+            ws.sql(sql)
+        assert err.value.code == code, (sql, err.value)
+        if at is not None:
+            assert sql[err.value.span.start:err.value.span.end] == at, err.value
+    assert ws.catalog.get("a") is None
+
+
+def test_describe_shows_the_record_envelope(ws, kafka):
+    topic = _topic(kafka)
+    _create(ws, "ev", topic, kafka, extra="EVENT TIME _timestamp")
+    described = {r[0]: r[1] for r in ws.sql("DESCRIBE ev").collect()}
+    for name, kind in [("k", "string"), ("_key", "string"), ("_topic", "string"),
+                       ("_partition", "int"), ("_offset", "bigint"),
+                       ("_timestamp", "timestamp")]:
+        assert described[name].lower() == kind, described
+
+
+# -- batch ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "avro"])
+def test_batch_query_reads_the_topic_as_the_oracle_consumer_does(ws, kafka, fmt):
+    """Every record of a 3-partition topic, parsed from JSON/CSV/Avro, with its envelope
+    equal to what an independent consumer sees; an aggregate equal to pandas'."""
+    topic = _topic(kafka, 3)
+    frame = _events(1, 120)
+    if fmt == "json":
+        records = _json_records(frame, 3)
+    elif fmt == "csv":
+        records = [(r.k, f"{r.k},{int(r.v)},{_iso(r.ts)}", i % 3)
+                   for i, r in enumerate(frame.itertuples())]
+    else:
+        import fastavro
+
+        schema = fastavro.parse_schema({"type": "record", "name": "r", "fields": [
+            {"name": "k", "type": ["null", "string"]}, {"name": "v", "type": ["null", "int"]},
+            {"name": "ts", "type": ["null", {"type": "long",
+                                             "logicalType": "timestamp-micros"}]}]})
+
+        def encode(r):
+            out = io.BytesIO()
+            fastavro.schemaless_writer(out, schema, {"k": r.k, "v": int(r.v),
+                                                     "ts": T0_US + int(r.ts)})
+            return out.getvalue()
+
+        records = [(r.k, encode(r), i % 3) for i, r in enumerate(frame.itertuples())]
+    kafka.produce(topic, records)
+    _create(ws, "ev", topic, kafka, fmt=fmt)
+    got = {(r.k, r.n, r.total) for r in ws.sql(
+        "SELECT k, count(*) AS n, sum(v) AS total FROM ev GROUP BY k").collect()}
+    want = {(k, len(g), int(g.v.sum())) for k, g in frame.groupby("k")}
+    assert got == want
+    # the envelope, record by record, against the consumer's view of the topic
+    consumed = {(p, o): (key.decode(), value) for p, o, key, value in kafka.consume(topic)}
+    rows = ws.sql("SELECT _partition, _offset, _key, _topic, k, v, ts FROM ev").collect()
+    assert len(rows) == len(consumed) == len(frame)
+    by_value = {(r.k, int(r.v), _iso(r.ts)) for r in frame.itertuples()}
+    for r in rows:
+        key, _ = consumed[(r._partition, r._offset)]
+        assert r._key == key == r.k and r._topic == topic
+        assert (r.k, r.v, str(r.ts)) in by_value
+
+
+def test_batch_reads_up_to_the_offsets_current_at_its_start(ws, kafka):
+    """Records produced after a query was planned are not in it; the next query sees them."""
+    topic = _topic(kafka)
+    kafka.produce(topic, _json_records(_events(2, 10), 1))
+    _create(ws, "ev", topic, kafka)
+    df = ws.sql("SELECT count(*) AS n FROM ev")
+    assert df.collect()[0].n == 10
+    kafka.produce(topic, _json_records(_events(3, 5), 1))
+    assert ws.sql("SELECT count(*) AS n FROM ev").collect()[0].n == 15
+
+
+def test_batch_query_fails_on_a_malformed_record_naming_it(ws, kafka):
+    topic = _topic(kafka, 2)
+    kafka.produce(topic, _json_records(_events(4, 6), 2) + [("x", '{"k": "a", "v": "ten"}', 1)])
+    _create(ws, "ev", topic, kafka)
+    with pytest.raises(PySparkException) as caught:
+        ws.sql("SELECT count(*) FROM ev").collect()
+    err = translate_runtime_error(caught.value)
+    assert err.code == "MALFORMED_ROW"
+    assert f"kafka:{topic}/1/3" in err.message and '"ten"' in err.message, err
+
+
+def _avro(fields: dict) -> bytes:
+    import fastavro
+
+    schema = fastavro.parse_schema({"type": "record", "name": "r", "fields": [
+        {"name": "k", "type": ["null", "string"]}, {"name": "v", "type": ["null", "int"]},
+        {"name": "ts", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]}]})
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema, fields)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt,bad", [
+    ("csv", "a,1"),                                   # a field short
+    ("csv", "a,1,2024-01-01 00:00:00,extra"),        # a field too many
+    ("avro", b"\x07garbage"),                        # not a datum of the schema
+    ("avro", _avro({"k": "a", "v": 1, "ts": None}) + b"\x00"),  # one trailing byte
+])
+def test_malformed_csv_and_avro_payloads_are_caught(ws, kafka, fmt, bad):
+    """Payloads Spark's permissive parsers would read as NULLs fail the batch query."""
+    topic = _topic(kafka)
+    good = ("a,1,2024-01-01 00:00:00" if fmt == "csv"
+            else _avro({"k": "a", "v": 1, "ts": T0_US}))
+    kafka.produce(topic, [("g", good, 0), ("b", bad, 0)])
+    _create(ws, "ev", topic, kafka, fmt=fmt)
+    with pytest.raises(PySparkException) as caught:
+        ws.sql("SELECT k FROM ev").collect()
+    err = translate_runtime_error(caught.value)
+    where = next(f"kafka:{topic}/{p}/{o}" for p, o, key, _ in kafka.consume(topic)
+                 if key == b"b")
+    assert err.code == "MALFORMED_ROW" and where in err.message, err
+
+
+# -- continuous -------------------------------------------------------------------------
+
+def _oracle_rounds(rounds, watermark_us, partitions):
+    """Per-partition progress, as the README defines it for Kafka streams: after each
+    micro-batch (one round of records), an input's progress is the largest of its previous
+    one and the minimum over its partitions of (largest on-time event time - WATERMARK);
+    a record below the progress promised before its batch is late.
+    Returns (on-time frame, late frame, final progress)."""
+    top: dict[int, int] = {}
+    progress = None
+    on_time, late = [], []
+    for frame in rounds:
+        is_late = frame.ts < progress if progress is not None else np.zeros(len(frame), bool)
+        on_time.append(frame[~is_late])
+        late.append(frame[is_late])
+        for p, g in frame[~is_late].groupby("p"):
+            top[p] = max(top.get(p, g.ts.max()), g.ts.max())
+        if len(top) == partitions:
+            least = min(top.values()) - watermark_us
+            progress = least if progress is None else max(progress, least)
+    return pd.concat(on_time, ignore_index=True), pd.concat(late, ignore_index=True), progress
+
+
+@pytest.mark.parametrize("engine", ["state store", "re-evaluating"])
+def test_continuous_windows_over_out_of_order_partitions_with_late_rows(
+        ws, spark, kafka, tmp_path, monkeypatch, engine):
+    """A sliding windowed count/sum over a 2-partition topic, produced in three rounds (one
+    micro-batch each, the query restarted on its checkpoint in between): one partition runs
+    ahead of the other, so the stream's progress is the slower partition's and some rows
+    are late. Results, late rows and progress equal the pandas oracle's."""
+    if engine == "re-evaluating":
+        monkeypatch.setenv("WAVESQL_STATEFUL", "0")
+    topic = _topic(kafka, 2)
+    rng = np.random.default_rng(7)
+    rounds = []
+    for i in range(3):
+        frame = _events(10 + i, 60, span_s=20).assign(ts=lambda f: f.ts + i * 15 * SECOND)
+        # partition 1 lags partition 0 by 6 s of event time
+        frame["p"] = rng.integers(0, 2, len(frame))
+        frame.loc[frame.p == 1, "ts"] -= 6 * SECOND
+        frame = frame[frame.ts >= 0].reset_index(drop=True)
+        rounds.append(frame)
+    _create(ws, "ev", topic, kafka, extra="EVENT TIME ts WATERMARK 2 SECONDS")
+    sql = ("SELECT k, count(*) AS n, sum(v) AS total FROM ev [RANGE 6 SECONDS SLIDE 2 SECONDS] "
+           "GROUP BY k")
+    expected_runner = "state store" if engine == "state store" else "re-evaluat"
+    assert expected_runner in ws.explain(sql, "STREAM")
+    reports = []
+    for frame in rounds:
+        kafka.produce(topic, [(r.k, json.dumps({"k": r.k, "v": int(r.v), "ts": _iso(r.ts)}),
+                               int(r.p)) for r in frame.itertuples()])
+        cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+        cq.await_termination()
+        reports += cq.reports
+    on_time, late, progress = _oracle_rounds(rounds, 2 * SECOND, 2)
+    assert len(late) > 0
+    assert cq.progress_us == T0_US + progress
+    # the oracle: each row in every window (t - 6 s, t], t a multiple of 2 s, covering it
+    first = -(-on_time.ts // (2 * SECOND))
+    expanded = pd.concat([on_time.assign(t=(first + shift) * 2 * SECOND) for shift in range(3)],
+                         ignore_index=True)
+    expanded = expanded[(expanded.t - 6 * SECOND < expanded.ts) & (expanded.ts <= expanded.t)]
+    want = Counter((T0_US + int(t), k, len(g), int(g.v.sum()))
+                   for (t, k), g in expanded.groupby(["t", "k"]) if t < progress)
+    out = spark.read.parquet(str(tmp_path / "out"))
+    got = Counter((_micros(r._time), r.k, r.n, r.total) for r in out.collect())
+    assert sum(want.values()) > 20
+    assert got == want
+    late_rows = spark.read.parquet(str(tmp_path / "ckpt" / "late")).collect()
+    assert sorted((json.loads(r._row)["v"], json.loads(r._row)["_partition"])
+                  for r in late_rows) == sorted(zip(late.v, late.p))
+    assert sum(r.late for r in reports) == len(late)
+    assert sum(r.rows_in for r in reports) == sum(len(f) for f in rounds)
+
+
+def test_continuous_quarantines_bad_payloads_with_their_offsets(ws, spark, kafka, tmp_path):
+    """Bad JSON, a field of the wrong type and a NULL payload go to the quarantine, each
+    with topic/partition/offset; the good records are all in the output; counts add up."""
+    topic = _topic(kafka, 2)
+    good = _events(20, 30)
+    records = _json_records(good, 2)
+    bad = [("b1", "{not json", 0), ("b2", '{"k": "a", "v": "NaN-ish", "ts": "x"}', 1),
+           ("b3", None, 0)]
+    kafka.produce(topic, records + bad)
+    _create(ws, "ev", topic, kafka, extra="EVENT TIME ts WATERMARK 2 SECONDS")
+    cq = ws.stream("SELECT k, v FROM ev WHERE v >= 0", tmp_path / "out", tmp_path / "ckpt")
+    cq.await_termination()
+    consumed = {key.decode(): (p, o) for p, o, key, _ in kafka.consume(topic)
+                if key.decode() in ("b1", "b2", "b3")}
+    quarantined = spark.read.parquet(str(tmp_path / "ckpt" / "quarantine")).collect()
+    assert sorted(r._file for r in quarantined) == sorted(
+        f"kafka:{topic}/{p}/{o}" for p, o in consumed.values())
+    by_file = {r._file: r for r in quarantined}
+    p, o = consumed["b1"]
+    assert by_file[f"kafka:{topic}/{p}/{o}"]._record == "{not json"
+    p, o = consumed["b3"]
+    assert "NULL" in by_file[f"kafka:{topic}/{p}/{o}"]._record
+    got = sorted((r.k, r.v) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert got == sorted(zip(good.k, good.v))
+    report = cq.reports[0]
+    assert (report.rows_in, report.quarantined) == (33, 3)
+    assert report.latency_s is not None and report.latency_s >= 0
+
+
+def test_kafka_timestamp_as_event_time(ws, spark, kafka, tmp_path):
+    """``EVENT TIME _timestamp``: the records' own Kafka timestamps drive the windows."""
+    topic = _topic(kafka)
+    base_ms = 1_700_000_000_000
+    stamps = [base_ms + s * 1000 for s in (0, 1, 2, 5, 6, 11, 12, 13, 30)]
+    kafka.produce(topic, [(None, json.dumps({"k": "a", "v": i, "ts": None}), 0, ms)
+                          for i, ms in enumerate(stamps)])
+    _create(ws, "ev", topic, kafka, extra="EVENT TIME _timestamp")
+    got = {(r.w, r.n) for r in ws.sql(
+        "SELECT window(_timestamp, '10 seconds').start AS w, count(*) AS n FROM ev "
+        "GROUP BY 1").collect()}
+    want = Counter((ms // 10_000) * 10_000 for ms in stamps)
+    assert {(int(w.replace(tzinfo=dt.timezone.utc).timestamp() * 1000), n)
+            for w, n in got} == set(want.items())
+    cq = ws.stream("SELECT count(*) AS n FROM ev [RANGE 10 SECONDS SLIDE 10 SECONDS]",
+                   tmp_path / "out", tmp_path / "ckpt")
+    cq.await_termination()
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    # windows (t - 10 s, t] closed by the last record (30 s): ends 0, 10 and 20 s
+    ends = {_micros(r._time) // 1000 - base_ms: r.n for r in rows}
+    assert ends == {0: 1, 10_000: 4, 20_000: 3}
+
+
+# -- sinks ------------------------------------------------------------------------------
+
+def test_insert_into_a_kafka_sink_sends_each_result_once_per_run(ws, kafka, tmp_path):
+    """An INSERT INTO a Kafka sink runs as an incremental job: each run sends the results
+    of the records that arrived since the last, as JSON with ``_progress`` and ``_final``,
+    one distinct key per result row; checked with the oracle consumer against pandas."""
+    source, sink = _topic(kafka, 2), _topic(kafka)
+    first = _events(30, 40)
+    second = _events(31, 30).assign(ts=lambda f: f.ts + 70 * SECOND)  # after the first
+    _create(ws, "ev", source, kafka, extra="EVENT TIME ts WATERMARK 2 SECONDS")
+    ws.sql(f"CREATE SINK alerts TO KAFKA '{sink}' OPTIONS (bootstrap = '{kafka.bootstrap}') "
+           "FORMAT json")
+    insert = "INSERT INTO alerts SELECT k, v, ts FROM ev WHERE v >= 50"
+    kafka.produce(source, _json_records(first, 2))
+    ws.sql(insert)
+    kafka.produce(source, _json_records(second, 2))
+    ws.sql(insert)
+    sent = kafka.consume(sink)
+    rows = [json.loads(value) for _, _, _, value in sent]
+    both = pd.concat([first, second])
+    want = sorted((r.k, int(r.v), _iso(r.ts)) for r in both[both.v >= 50].itertuples())
+    assert sorted((r["k"], r["v"], _iso(_micros(dt.datetime.fromisoformat(
+        r["ts"].rstrip("Z"))) - T0_US)) for r in rows) == want
+    assert all(r["_final"] is True and r["_progress"] for r in rows)
+    keys = [key for _, _, key, _ in sent]
+    assert len(set(keys)) == len(keys) and all(len(k) == 64 for k in keys)
+
+
+def test_signals_from_kafka_are_not_yet_read(ws, kafka):
+    topic = _topic(kafka)
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE 8000 HZ FROM KAFKA '{topic}' "
+               f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
+    assert err.value.code == "NOT_IMPLEMENTED"
+
+
+def test_a_query_over_kafka_killed_mid_run_is_exactly_once_in_its_file_sink(
+        spark, kafka, tmp_path):
+    """A continuous query from a topic (20 records per micro-batch) to a file sink, in a
+    process of its own, SIGKILLed as soon as two micro-batches are committed, then run
+    again to the end: the sink holds every result once (Spark's Kafka offsets in the
+    checkpoint, the batch's folder replaced on the re-run)."""
+    import os
+    import sys
+
+    from tests.processes import kill_after_two_commits_then_rerun
+
+    topic = _topic(kafka, 2)
+    data = _events(40, 200)
+    kafka.produce(topic, _json_records(data, 2))
+    ddl = (f"CREATE STREAM IF NOT EXISTS ev (k STRING, v INT, ts TIMESTAMP) FROM KAFKA '{topic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}', maxOffsetsPerTrigger = '20') "
+           "FORMAT json EVENT TIME ts WATERMARK 2 SECONDS")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "tests.kafka_broker", "stream", str(tmp_path / "c.db"), ddl,
+           "SELECT k, v, _partition, _offset FROM ev WHERE v % 2 = 0", str(out),
+           str(tmp_path / "ckpt")]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    kill_after_two_commits_then_rerun(
+        cmd, env, lambda: len(list(out.glob("batch=*"))), batches=10)
+    got = [(r._partition, r._offset) for r in spark.read.parquet(str(out)).collect()]
+    assert len(got) == len(set(got)), "a record twice in the output"
+    consumed = {(p, o): json.loads(v)["v"] for p, o, _, v in kafka.consume(topic)}
+    assert sorted(got) == sorted(k for k, v in consumed.items() if v % 2 == 0)
