@@ -276,25 +276,43 @@ def records(df, fmt: str, batch_id: int):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    cols = [F.col(f"`{name}`") for name in df.columns]
-    as_json = F.to_json(F.struct(*cols))
-    if fmt == "json":
-        value = as_json
-    elif fmt == "csv":
-        value = F.to_csv(F.struct(*cols), {"timestampFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS"})
-    elif fmt == "avro":
-        from pyspark.sql.avro.functions import to_avro
-
-        schema = avro_schema([Column(f.name, f.dataType.simpleString()) for f in
-                              df.schema.fields])
-        value = to_avro(F.struct(*cols), schema)
-    else:  # pragma: no cover - the binder allows FORMATS only
-        raise WaveSQLError("UNKNOWN_FORMAT", f"unsupported Kafka payload format `{fmt}`")
-    framed = df.select(as_json.alias("__json"), value.alias("value"))
+    framed = df.select(_row_json(df).alias("__json"), _value(df, fmt).alias("value"))
     nth = F.row_number().over(Window.partitionBy("__json").orderBy("__json"))
     key = F.sha2(F.concat_ws("/", F.lit(str(batch_id)), F.col("__json"), nth.cast("string")),
                  256)
     return framed.select(key.alias("key"), "value")
+
+
+def row_records(df, fmt: str):
+    """``df``'s rows as Kafka records keyed by the SHA-256 of the row alone (a streaming
+    plan with no batches to number rows in: streaming/realtime.py)."""
+    from pyspark.sql import functions as F
+
+    return df.select(F.sha2(_row_json(df), 256).alias("key"), _value(df, fmt).alias("value"))
+
+
+def _row_json(df):
+    from pyspark.sql import functions as F
+
+    return F.to_json(F.struct(*[F.col(f"`{name}`") for name in df.columns]))
+
+
+def _value(df, fmt: str):
+    """A row's payload in format ``fmt`` (the inverse of :func:`parse`)."""
+    from pyspark.sql import functions as F
+
+    cols = [F.col(f"`{name}`") for name in df.columns]
+    if fmt == "json":
+        return F.to_json(F.struct(*cols))
+    if fmt == "csv":
+        return F.to_csv(F.struct(*cols), {"timestampFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS"})
+    if fmt == "avro":
+        from pyspark.sql.avro.functions import to_avro
+
+        schema = avro_schema([Column(f.name, f.dataType.simpleString()) for f in
+                              df.schema.fields])
+        return to_avro(F.struct(*cols), schema)
+    raise WaveSQLError("UNKNOWN_FORMAT", f"unsupported Kafka payload format `{fmt}`")
 
 
 def write(df, sink, batch_id: int) -> None:

@@ -66,7 +66,7 @@ from wavesql.planner import ir
 from wavesql.planner import bad_rows
 from wavesql.planner.lower import Runtime, lower, stream_reader_options
 from wavesql.planner.windows import TIME
-from wavesql.streaming import sinks
+from wavesql.streaming import realtime, sinks
 
 FINAL = "_final"
 PROGRESS = "_progress"
@@ -168,6 +168,13 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     if late is None and late_into is not None:
         late, late_format = _late_path(late_into.this, session.catalog)
     plan = plan_continuous(bound.relation, stmt)
+    sink = _kafka_sink(output, session.catalog)
+    interval = realtime.parse_trigger(trigger)
+    if interval is not None:  # Spark's real-time mode: streaming/realtime.py
+        return realtime.start(session, bound, plan, stmt, sink, _absolute(checkpoint),
+                              interval)
+    if sink is not None:
+        output = sinks.KafkaOutput(sink)
     cls, extra = ContinuousQuery, {}
     if plan.mode == "signal":  # a query over a SIGNAL: streaming/signals.py
         from .signals import SignalContinuousQuery as cls
@@ -194,6 +201,14 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                            keep_replaced=keep_replaced)
 
 
+def _kafka_sink(output, catalog):
+    """The catalog's Kafka sink named by ``output`` (a string), else None."""
+    if not isinstance(output, str):
+        return None
+    defn = catalog.get(output) if output.replace("_", "").isalnum() else None
+    return defn if isinstance(defn, cat.SinkDef) and defn.source == "kafka" else None
+
+
 def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None):
     """``(WindowedPlan, None)`` for a windowed continuous query that runs on Spark's state
     store, else ``(None, why not)`` -- the buffer is then re-evaluated each micro-batch.
@@ -217,6 +232,10 @@ def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
     stmt = parse_statements(text)[0]
     plan = plan_continuous(target.relation, stmt)
     lines = [f"continuous {plan.mode} query"]
+    cannot = realtime.why_not(plan, None)
+    lines.append("real-time mode: " + ("possible with a Kafka sink as output" if cannot and
+                                       cannot.startswith("its output") else
+                                       f"not possible ({cannot})"))
     if plan.mode == "windowed":
         windowed, why = stateful_plan(spark, stmt, target.relation)
         lines.append(windowed.explain if windowed is not None else

@@ -50,6 +50,22 @@ def write(df, path: str, fmt: str = "parquet") -> None:
     df.write.mode("overwrite").options(**_OPTIONS[fmt]).format(fmt).save(str(path))
 
 
+class KafkaOutput:
+    """A continuous query's output when it is a Kafka sink: ``f(df, batch_id)`` sending the
+    batch's rows to the topic (sources/kafka.py: at least once, deterministic keys)."""
+
+    def __init__(self, sink):
+        self.sink = sink
+
+    def __call__(self, df, batch_id: int) -> None:
+        from wavesql.sources import kafka
+
+        kafka.write(df, self.sink, batch_id)
+
+    def __str__(self) -> str:
+        return f"kafka topic {self.sink.path}"
+
+
 def reader_options(fmt: str) -> dict:
     """The options that read a folder of format ``fmt`` back as it was written."""
     return dict(_OPTIONS[fmt])

@@ -219,8 +219,9 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
     output = storage.join(root, f"job={job}")
     if to_kafka:  # each micro-batch's rows sent to the topic (sources/kafka.py: at least once)
         from wavesql.sources import kafka
+        from wavesql.streaming.sinks import KafkaOutput
 
-        output = _KafkaOutput(sink)
+        output = KafkaOutput(sink)
     report = InsertReport(sink.name, job, "incremental" if bound.continuous else "replace",
                           output=str(output))
     late = _late_target(bound, session, base_dir)
@@ -287,21 +288,6 @@ def _describe_job(home: str, job: str, source: str | None, bound) -> None:
     storage.write_text(info, json.dumps({
         "job": job, "file": os.path.realpath(source) if source else None,
         "statement": bound.statement_text, "sink": bound.sink.name}, indent=2))
-
-
-class _KafkaOutput:
-    """A continuous job's output when its sink is a Kafka topic: ``f(df, batch_id)``."""
-
-    def __init__(self, sink):
-        self.sink = sink
-
-    def __call__(self, df, batch_id: int) -> None:
-        from wavesql.sources import kafka
-
-        kafka.write(df, self.sink, batch_id)
-
-    def __str__(self) -> str:
-        return f"kafka topic {self.sink.path}"
 
 
 def _batch_result(session, bound, text: str):
