@@ -37,6 +37,9 @@ NOT_RUNNABLE = {
     "CREATE [OR REPLACE] STREAM [IF NOT EXISTS]": "grammar, with [optional] parts",
     "error[UNKNOWN_STREAM]": "an error as printed: tests/test_errors.py snapshots it",
     "wavesql/     front door": "the folder layout",
+    "make kafka-broker && ": "starts a broker in the foreground until Ctrl-C: the tests start "
+                             "the same one (tests/kafka_broker.py) as the `kafka` fixture, "
+                             "which test_kafka_quick_start uses",
     "ws = wavesql.connect(config={": "object storage in the cloud: the same connect(config="
                                      "{spark.hadoop.fs.s3a.*}) reaches the tests' S3 server "
                                      "in tests/object_store.py (_stream_main) and the cluster "
@@ -339,6 +342,30 @@ def test_notebook_examples(ws, scratch):
             if magics.session is not None and magics.session is not ws:
                 magics.session.close()
             magics.session = magics._owned = magics._opened = None
+
+
+@pytest.mark.spark
+def test_kafka_quick_start(ws, kafka, scratch):
+    """The Kafka block against the tests' broker: the batch count per user equals the
+    records produced, and the REPL's STREAM line runs as a continuous query."""
+    import json
+
+
+    sql = block("FROM KAFKA 'clicks'").replace("localhost:9092", kafka.bootstrap)
+    if "clicks" not in kafka.admin().list_topics(timeout=10).topics:
+        kafka.create_topic("clicks", 2)
+    users = [f"u{i % 4}" for i in range(40)]
+    kafka.produce("clicks", [(u, json.dumps({"user_id": u, "url": f"/p{i}",
+                                            "ts": f"2024-01-01 00:00:{i:02d}"}), i % 2)
+                             for i, u in enumerate(users)])
+    create, batch, stream = statements(sql)
+    ws.sql(create)
+    counts = {r[0]: r[1] for r in ws.sql(batch).collect()}
+    assert counts == {u: users.count(u) for u in set(users)}
+    assert stream.strip().startswith("STREAM ")
+    cq = ws.stream(stream.strip()[len("STREAM "):], scratch / "out", scratch / "ckpt")
+    cq.await_termination()
+    assert sum(r.on_time for r in cq.reports) == len(users)
 
 
 def test_every_block_is_accounted_for():
