@@ -84,12 +84,26 @@ class RealTimeQuery:
     def progress_us(self) -> int | None:
         return None
 
+    @property
+    def busy(self) -> bool:
+        return False  # records flow continuously: there is no batch to wait for
+
     def stop(self, wait: float = 60.0) -> None:
         self._query.stop()
 
     def status(self) -> dict:
-        return {"mode": "real-time", "active": self._query.isActive,
-                "status": self._query.status}
+        """The figures ``ContinuousQuery.status`` has, from Spark's progress of the
+        real-time query's checkpoint intervals (no progress, no state, nothing late)."""
+        progress = list(self._query.recentProgress or [])
+        last = progress[-1] if progress else {}
+        rows_in = sum(int(p.get("numInputRows") or 0) for p in progress)
+        rows_out = sum(int((p.get("sink") or {}).get("numOutputRows") or 0) for p in progress)
+        return {"mode": "real-time", "batches": len(progress), "progress_us": None,
+                "rows_in": rows_in, "late": 0, "no_time": 0, "quarantined": 0,
+                "rows_out": max(rows_out, 0), "buffered": 0, "state_bytes": 0,
+                "input_rows_per_second": last.get("inputRowsPerSecond"),
+                "processed_rows_per_second": last.get("processedRowsPerSecond"),
+                "latency_p50_s": None, "latency_p99_s": None}
 
 
 def start(session, bound, plan, stmt, sink, checkpoint: str, interval: str) -> RealTimeQuery:

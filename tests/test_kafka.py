@@ -469,3 +469,60 @@ def test_real_time_mode_threshold_alarm_to_a_kafka_sink(ws, kafka, tmp_path):
     rows = [json.loads(v) for v in by_key.values()]
     assert sorted((r["k"], r["v"]) for r in rows) == want
     assert all(r["_final"] is True and r.get("_progress") is None for r in rows)
+
+
+def test_an_idle_partition_holds_progress_back_unless_the_stream_has_a_heartbeat(
+        ws, kafka, tmp_path):
+    """Records in partition 0 only: the stream promises nothing (partition 1 has promised
+    nothing); declared with a HEARTBEAT, its progress is the clock minus the heartbeat."""
+    topic = _topic(kafka, 2)
+    frame = _events(70, 20)
+    kafka.produce(topic, [(r.k, json.dumps({"k": r.k, "v": int(r.v), "ts": _iso(r.ts)}), 0)
+                          for r in frame.itertuples()])
+    _create(ws, "quiet", topic, kafka, extra="EVENT TIME ts WATERMARK 2 SECONDS")
+    cq = ws.stream("SELECT k, v FROM quiet", tmp_path / "a", tmp_path / "ca")
+    cq.await_termination()
+    assert cq.reports[0].on_time == 20 and cq.progress_us is None
+    _create(ws, "beating", topic, kafka,
+            extra="EVENT TIME ts WATERMARK 2 SECONDS HEARTBEAT 10 SECONDS")
+    now = (T0_US + 3_600 * SECOND) / SECOND
+    cq = ws.stream("SELECT k, v FROM beating", tmp_path / "b", tmp_path / "cb",
+                   clock=lambda: now)
+    cq.await_termination()
+    assert cq.progress_us == T0_US + 3_590 * SECOND
+
+
+def test_repl_spelling_of_real_time_mode(ws, kafka, tmp_path):
+    """``STREAM REAL-TIME INTO <sink> <query>;`` in the REPL: runs behind the prompt in
+    real-time mode (records produced then come out of the sink), ``\\status`` lists it,
+    ``\\stop`` stops it."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from wavesql.repl import Repl
+
+    source, alarms = _topic(kafka), _topic(kafka)
+    _create(ws, "ev", source, kafka, extra="EVENT TIME ts")
+    ws.sql(f"CREATE SINK alarms TO KAFKA '{alarms}' OPTIONS (bootstrap = '{kafka.bootstrap}') "
+           "FORMAT json")
+    screen = io.StringIO()
+    repl = Repl(ws, console=Console(file=screen, width=200), history=tmp_path / "h")
+    repl.handle("STREAM REAL-TIME INTO alarms SELECT k, v FROM ev WHERE v >= 50;")
+    assert "running in real-time mode into alarms" in screen.getvalue(), screen.getvalue()
+    try:
+        time.sleep(3)
+        events = _events(80, 50)
+        kafka.produce(source, _json_records(events, 1))
+        want = sorted((r.k, int(r.v)) for r in events.itertuples() if r.v >= 50)
+        deadline, got = time.monotonic() + 60, []
+        while time.monotonic() < deadline and len(got) < len(want):
+            got = kafka.consume(alarms)
+            time.sleep(0.5)
+        repl.handle("\\status")
+        assert "running" in screen.getvalue()
+    finally:
+        repl.handle("\\stop 1")
+    assert sorted((json.loads(v)["k"], json.loads(v)["v"]) for *_, v in got) == want
+    assert "stopped 1" in screen.getvalue()

@@ -19,7 +19,8 @@ What it does
 * **Continuous queries**: ``STREAM <query>;`` runs the query with :meth:`Session.stream`
   (trigger every second), printing each micro-batch's rows and figures until Ctrl-C stops it;
   ``STREAM BACKGROUND <query>;`` leaves it running behind the prompt, for ``\\status`` and
-  ``\\stop``.
+  ``\\stop``; ``STREAM REAL-TIME INTO <kafka sink> <query>;`` runs one in Spark's real-time
+  mode there (streaming/realtime.py).
 * **Errors** never end the REPL: a :class:`WaveSQLError` prints with its caret excerpt and
   hint, a Spark runtime error goes through :func:`translate_runtime_error`.
 
@@ -108,7 +109,9 @@ _META_ALIASES = {"\\describe": "\\d", "\\?": "\\help", "\\h": "\\help", "\\quit"
 #: ``STREAM <query>`` / ``STREAM BACKGROUND <query>``: the REPL's continuous-query spelling.
 #: No WaveSQL or Spark statement starts with the word STREAM (``CREATE STREAM`` and
 #: ``ISTREAM (...)`` do not match), so the prefix is unambiguous.
-_STREAM_PREFIX = re.compile(r"\A(\s*STREAM\s+)(BACKGROUND\s+)?", re.IGNORECASE)
+#: ``STREAM REAL-TIME INTO <kafka sink> <query>``: Spark's real-time mode, in the background.
+_STREAM_PREFIX = re.compile(r"\A(\s*STREAM\s+)(BACKGROUND\s+)?(?:(REAL-?TIME)\s+INTO\s+(\w+)\s+)?",
+                            re.IGNORECASE)
 _STREAM_TRIGGER = "every 1 second"
 
 _EXPLAIN_MODES = ("AST", "IR", "SPARK", "EXTENDED", "FORMATTED", "CODEGEN", "COST")
@@ -637,7 +640,7 @@ class Repl:
                 plain = []
             if piece is not None:
                 match = _STREAM_PREFIX.match(piece)
-                if match.group(2):
+                if match.group(2) or match.group(3):  # real-time: never ends by itself
                     self._run_job(lambda job: self._start_background(job, text, offset, piece,
                                                                      match), progress=False)
                 elif not self._run_job(lambda job: self._stream_foreground(
@@ -813,7 +816,8 @@ class Repl:
                 _count_note(min(len(rows), self.max_rows), cut, shown_time)]
 
     # -- continuous queries --------------------------------------------------------------
-    def _start_stream(self, text: str, offset: int, piece: str, match, output):
+    def _start_stream(self, text: str, offset: int, piece: str, match, output,
+                      trigger: str = _STREAM_TRIGGER):
         """``session.stream`` for a ``STREAM ...`` piece; errors point into ``text``.
 
         The prefix is blanked rather than cut, so positions in the query the session sees
@@ -823,7 +827,7 @@ class Repl:
         checkpoint = tempfile.mkdtemp(prefix="wavesql-stream-")
         try:
             cq = self.session.stream(query, output=output, checkpoint=checkpoint,
-                                     trigger=_STREAM_TRIGGER)
+                                     trigger=trigger)
         except WaveSQLError as e:
             shutil.rmtree(checkpoint, ignore_errors=True)
             raise _anchor(e, query, text, offset) from None
@@ -881,10 +885,15 @@ class Repl:
                 bg.last_batch, bg.last_columns = batch_id, df.columns
                 bg.last_rows, bg.last_cut = rows[:self.max_rows], len(rows) > self.max_rows
 
-        cq, checkpoint = self._start_stream(text, offset, piece, match, output)
+        trigger = _STREAM_TRIGGER
+        if match.group(3):  # STREAM REAL-TIME INTO sink: the sink is the output
+            output, trigger = match.group(4), "real-time"
+        cq, checkpoint = self._start_stream(text, offset, piece, match, output, trigger)
         body = piece[match.end():].strip()
         holder["bg"] = self.background[ident] = _Background(ident, body, cq, checkpoint)
-        job.emit(Text(f"continuous query {ident} running in the background; \\status {ident} "
+        mode = f"in real-time mode into {match.group(4)}" if match.group(3) else \
+            "in the background"
+        job.emit(Text(f"continuous query {ident} running {mode}; \\status {ident} "
                       f"shows it, \\stop {ident} stops it", style="cyan"))
 
     def _stop_background(self, job: _Job, which: Iterable[int] | None = None) -> list[int]:
@@ -957,6 +966,8 @@ class Repl:
                 ("STREAM <query>;", "run a continuous query, printing each micro-batch; "
                                     "Ctrl-C stops it"),
                 ("STREAM BACKGROUND <query>;", "keep it running behind the prompt"),
+                ("STREAM REAL-TIME INTO <sink> <query>;", "run a row-by-row query from a "
+                 "Kafka stream to a Kafka sink in Spark's real-time mode, behind the prompt"),
                 ("Tab / Ctrl-C / Ctrl-D", "complete / cancel the running query or clear the "
                                           "line / quit")):
             table.add_row(Text(usage, style="bold"), Text(text))
