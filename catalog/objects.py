@@ -399,10 +399,12 @@ class SignalDef(Definition):
     options: tuple[tuple[str, str], ...] = ()
     segment: int = 4096
     epoch_us: int = 0
+    source: str = "files"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         owner = self._owner
+        _check_source(self.source, owner)
         self._set("channels", _check_columns(self.channels, owner, "channel"))
         if not self.channels:
             raise WaveSQLError("INVALID_OPTION", f"{owner} declares no channels",

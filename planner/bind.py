@@ -33,7 +33,7 @@ from wavesql.errors import Span, WaveSQLError, did_you_mean
 from wavesql.udfs import registry
 
 from . import ir
-from wavesql.sources import kafka
+from wavesql.sources import kafka, kafka_signal
 
 from .signals import bind_segment_select, bind_signal_select
 from .types import SAMPLE_TYPES, interval_us, number, spark_type
@@ -520,6 +520,11 @@ def _bind_sync(join: exp.Join, previous: ir.Relation, control: ir.Relation,
         raise WaveSQLError("STREAMING_RULE", f"SYNC JOIN needs a signal, `{signal_table.name}`"
                            " is not one", Span.of(signal_table),
                            hint="SYNC aligns recorded signals; join event streams with JOIN")
+    if defn.source == "kafka":
+        raise WaveSQLError("NOT_IMPLEMENTED", f"SYNC JOIN over `{defn.name}`, a signal read "
+                           "from Kafka", Span.of(signal_table),
+                           hint="SYNC reads WAV signals today; window the Kafka signal "
+                                "([SAMPLES n]) and join on time instead")
     if signal_table.args.get("window") is not None:
         raise WaveSQLError("INVALID_OPTION", "a SYNC JOIN takes its ranges from the control "
                            "rows, not from a window", Span.of(signal_table.args["window"]))
@@ -955,11 +960,6 @@ def _bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement
     _check_replace_or_exists(node)
     name = node.name
     source = "kafka" if node.args.get("source") is not None else "files"
-    if source == "kafka" and kind == "SIGNAL":
-        raise WaveSQLError("NOT_IMPLEMENTED", "a signal cannot be read from Kafka yet",
-                           Span.of(node.args.get("source")),
-                           hint="Kafka streams and sinks are supported: CREATE STREAM s (...) "
-                                "FROM KAFKA 'topic' OPTIONS (bootstrap = 'host:9092') FORMAT json")
     if kind == "STREAM":
         columns = _bind_columns(node)
         if source == "kafka":
@@ -994,12 +994,16 @@ def _bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement
             raise WaveSQLError("INVALID_OPTION", f"SEGMENT must be positive, got {segment}",
                                Span.of(segment_node), hint="e.g. SEGMENT 4096")
         epoch = node.args.get("epoch")
+        from_kafka = source == "kafka"
         defn = cat.SignalDef(
-            name=name, channels=columns, rate_hz=rate, path=_path(node, ctx),
-            format=_format(node, SIGNAL_FORMATS), options=_options(node), segment=segment,
+            name=name, channels=columns, rate_hz=rate, source=source,
+            path=_kafka_topic(node, ctx) if from_kafka else _path(node, ctx),
+            format=_format(node, kafka_signal.FORMATS if from_kafka else SIGNAL_FORMATS),
+            options=_options(node), segment=segment,
             epoch_us=_epoch_us(epoch) if epoch is not None else 0,
         )
-        _check_recordings(defn, node)
+        if not from_kafka:  # a topic's blocks are checked as they are read
+            _check_recordings(defn, node)
     elif kind == "SINK":
         kafka_sink = source == "kafka"
         defn = cat.SinkDef(name=name, source=source,

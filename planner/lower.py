@@ -103,7 +103,8 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
     program = rel.program or Program.identity([c.name for c in s.channels])
     width, slide = rel.window or (s.segment, s.segment)
     options = _wav_options(s, program, width, slide)
-    options["partition_samples"] = str(_partition_samples(s, width, rt))
+    if s.source != "kafka":
+        options["partition_samples"] = str(_partition_samples(s, width, rt))
     if program.stateful:
         if slide < width:
             raise WaveSQLError(
@@ -114,6 +115,14 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
             options["sequential"] = "true"  # unbounded memory (IIR): one ordered pass
         else:
             options["lookback"] = str(lookback)
+    if s.source == "kafka":  # sample blocks in a topic (sources/kafka_signal.py)
+        from wavesql.sources import kafka_signal
+
+        tasks = TASKS_PER_CORE * max(1, rt.spark.sparkContext.defaultParallelism)
+        return kafka_signal.batch_frame(
+            rt.spark, s, program, width, slide, lookback=options.get("lookback") and
+            int(options["lookback"]), sequential=options.get("sequential") == "true",
+            tasks=tasks)
     if str(rt.spark.conf.get(SCAN_CONF, "driver")).lower() == "source":
         wav_source.register(rt.spark)
         return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())

@@ -574,6 +574,10 @@ def _read_range(files: Sequence[FilePlacement], lo: int, hi: int, chans: list[in
         s, e = max(lo, f.start_sample), min(hi, f.end_sample)
         if s >= e:
             continue
+        held = getattr(f, "samples", None)  # a Kafka block's samples (sources/kafka_signal)
+        if held is not None:
+            pieces.append(held[chans, s - f.start_sample:e - f.start_sample])
+            continue
         try:
             blocks = iter_segments(f.info, e - s, start_sample=f.start_sample, channels=chans,
                                    start_frame=s - f.start_sample,

@@ -355,14 +355,6 @@ def test_insert_into_a_kafka_sink_sends_each_result_once_per_run(ws, kafka, tmp_
     assert len(set(keys)) == len(keys) and all(len(k) == 64 for k in keys)
 
 
-def test_signals_from_kafka_are_not_yet_read(ws, kafka):
-    topic = _topic(kafka)
-    with pytest.raises(WaveSQLError) as err:
-        ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE 8000 HZ FROM KAFKA '{topic}' "
-               f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
-    assert err.value.code == "NOT_IMPLEMENTED"
-
-
 def test_a_query_over_kafka_killed_mid_run_is_exactly_once_in_its_file_sink(
         spark, kafka, tmp_path):
     """A continuous query from a topic (20 records per micro-batch) to a file sink, in a
@@ -526,3 +518,110 @@ def test_repl_spelling_of_real_time_mode(ws, kafka, tmp_path):
         repl.handle("\\stop 1")
     assert sorted((json.loads(v)["k"], json.loads(v)["v"]) for *_, v in got) == want
     assert "stopped 1" in screen.getvalue()
+
+
+# -- signals ----------------------------------------------------------------------------
+
+def _block(first: int, samples: np.ndarray) -> bytes:
+    """A sample block in the README's wire format, written here from the spec: magic
+    b"WSB1", uint16 channels, uint16 0, int64 first sample, uint32 frames, uint32 0, then
+    float32 little-endian frame by frame."""
+    import struct
+
+    channels, frames = samples.shape
+    head = struct.pack("<4sHHqII", b"WSB1", channels, 0, first, frames, 0)
+    return head + np.ascontiguousarray(samples.T, dtype="<f4").tobytes()
+
+
+RATE = 8000
+
+
+def _signal_blocks(seed: int, n: int, channels: int = 2, block: int = 1000):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / RATE
+    x = np.vstack([np.sin(2 * np.pi * (200 + 900 * c) * t) + 0.3 * rng.standard_normal(n)
+                   for c in range(channels)]).astype(np.float32)
+    return x, [(i, x[:, i:i + block]) for i in range(0, n, block)]
+
+
+def test_signal_from_kafka_blocks_equals_scipy_over_the_whole_signal(ws, kafka):
+    """A 2-channel signal published as 1,000-sample blocks over 3 partitions in shuffled
+    order, one block sent twice (a producer retry) and a gap: windows and a stateful
+    lowpass equal numpy/scipy over the samples; the gap restarts the filter."""
+    import scipy.signal as sps
+
+    topic = _topic(kafka, 3)
+    x, blocks = _signal_blocks(1, 20_000)
+    gap_at = 12_000  # blocks from here on are placed 5,000 samples later
+    records = [(None, _block(i if i < gap_at else i + 5_000, b), (i // 1000) % 3)
+               for i, b in blocks]
+    rng = np.random.default_rng(2)
+    records = [records[j] for j in rng.permutation(len(records))] + [records[3]]
+    kafka.produce(topic, records)
+    ws.sql(f"CREATE SIGNAL mic (a FLOAT, b FLOAT) RATE {RATE} HZ FROM KAFKA '{topic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
+    rows = ws.sql("SELECT a, seg_rms(b) AS rb FROM mic [SAMPLES 4000]").collect()
+    pieces = sorted((r.a.start, np.asarray(r.a.samples), r.rb) for r in rows)
+    # the oracle's windows: [k*4000, k*4000 + 4000) cut to the two runs [0, 12000) and
+    # [17000, 25000)
+    want = []
+    for lo, hi in ((0, gap_at), (gap_at + 5_000, 25_000)):
+        for k in range(lo // 4000, (hi - 1) // 4000 + 1):
+            s, e = max(k * 4000, lo), min(k * 4000 + 4000, hi)
+            src = slice(s if s < gap_at else s - 5_000, e if e <= gap_at else e - 5_000)
+            want.append((s, x[0, src], float(np.sqrt(np.mean(x[1, src].astype(np.float64)
+                                                              ** 2)))))
+    assert [p[0] for p in pieces] == [w[0] for w in want]
+    for (_, got, rb), (_, expect, erb) in zip(pieces, want):
+        np.testing.assert_array_equal(got, expect)
+        assert rb == pytest.approx(erb, rel=1e-6)
+    filtered = ws.sql("SELECT lowpass(a, 500.0) AS y FROM mic [SAMPLES 1000]").collect()
+    got = sorted((r.y.start, np.asarray(r.y.samples)) for r in filtered)
+    sos = sps.butter(4, 500.0, btype="low", fs=RATE, output="sos")
+    first = np.concatenate([g for s, g in got if s < gap_at])
+    second = np.concatenate([g for s, g in got if s >= gap_at])
+    np.testing.assert_allclose(first, sps.sosfilt(sos, x[0, :gap_at].astype(np.float64)),
+                               atol=1e-5)
+    np.testing.assert_allclose(second, sps.sosfilt(sos, x[0, gap_at:].astype(np.float64)),
+                               atol=1e-5)
+
+
+def test_bad_sample_blocks_are_errors_naming_the_record(ws, kafka):
+    topic = _topic(kafka)
+    x, blocks = _signal_blocks(3, 3000)
+    ws.sql(f"CREATE SIGNAL mic (a FLOAT, b FLOAT) RATE {RATE} HZ FROM KAFKA '{topic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
+    good = [(None, _block(i, b), 0) for i, b in blocks]
+    cases = [
+        (_block(3000, x[:1, :100]), "1 channel(s); the signal has 2", "MALFORMED_ROW"),
+        (_block(3000, x[:, :100])[:-4], "bytes: a block of 100 frame(s)", "MALFORMED_ROW"),
+        (b"RIFF" + bytes(40), "not a sample block", "MALFORMED_ROW"),
+        (_block(2500, x[:, :1000] + 1), "overlaps", "OVERLAPPING_BLOCKS"),
+    ]
+    kafka.produce(topic, good)
+    for i, (payload, text, code) in enumerate(cases):
+        if i:
+            topic = _topic(kafka)
+            kafka.produce(topic, good)
+            ws.sql(f"CREATE OR REPLACE SIGNAL mic (a FLOAT, b FLOAT) RATE {RATE} HZ FROM KAFKA "
+                   f"'{topic}' OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
+        kafka.produce(topic, [("bad", payload, 0)])
+        with pytest.raises(WaveSQLError) as err:
+            ws.sql("SELECT seg_rms(a) FROM mic [SAMPLES 1000]").collect()
+        assert err.value.code == code and text in err.value.message, err.value
+        assert f"kafka:{topic}/0/3" in err.value.message
+
+
+def test_kafka_signals_say_what_they_cannot_do_yet(ws, kafka, tmp_path):
+    topic = _topic(kafka)
+    ws.sql(f"CREATE SIGNAL mic (a FLOAT) RATE {RATE} HZ FROM KAFKA '{topic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
+    ws.sql("CREATE STREAM marks (t0 BIGINT, t1 BIGINT, ts TIMESTAMP) FROM "
+           f"'{tmp_path}' FORMAT json")
+    for sql, run in [("SELECT seg_rms(a) FROM mic [SAMPLES 100]",
+                      lambda q: ws.stream(q, tmp_path / "o", tmp_path / "c")),
+                     ("SELECT m.t0, s.a FROM marks m SYNC JOIN mic s ON RANGE (m.t0, m.t1)",
+                      ws.sql)]:
+        with pytest.raises(WaveSQLError) as err:
+            run(sql)
+        assert err.value.code == "NOT_IMPLEMENTED", err.value

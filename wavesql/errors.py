@@ -52,6 +52,7 @@ ERROR_CODES: dict[str, str] = {
     "MISSING_TOPIC": "a Kafka stream's or sink's topic does not exist",
     "KAFKA_ERROR": "a Kafka broker refused a request for another reason",
     "NOT_INSTALLED": "a Spark connector WaveSQL needs is not on Spark's class path",
+    "OVERLAPPING_BLOCKS": "two sample blocks of a Kafka signal claim the same samples",
     "INVALID_RATE": "a signal rate is zero, negative or not a number",
     "INVALID_OPTION": "a DDL clause has an invalid value",
     "UNKNOWN_OBJECT": "DROP/DESCRIBE names an object that does not exist",
