@@ -179,6 +179,9 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     if plan.mode == "signal":  # a query over a SIGNAL: streaming/signals.py
         from .signals import SignalContinuousQuery as cls
 
+        if plan.signal.scan.signal.source == "kafka":  # sample blocks: kafka_signals.py
+            from .kafka_signals import KafkaSignalQuery as cls
+
         bound = plan.signal.bound
     elif plan.mode == "windowed":  # incremental on Spark's state store where it can be
         windowed, _ = stateful_plan(session.spark, stmt, bound.relation,

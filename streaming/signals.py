@@ -107,9 +107,9 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
     if len(scans) != 1:
         refuse("NOT_IMPLEMENTED", "a continuous query over several signals")
     scan = scans[0]
-    if scan.signal.format != "wav":
-        refuse("NOT_IMPLEMENTED", f"continuous queries read WAV signals, not "
-               f"{scan.signal.format}")
+    if scan.signal.format not in ("wav", "samples"):
+        refuse("NOT_IMPLEMENTED", f"continuous queries read WAV signals and Kafka sample "
+               f"blocks, not {scan.signal.format}")
     if not (isinstance(root, ir.SqlQuery) and len(root.inputs) == 1
             and root.inputs[0][1] is scan):
         refuse("NOT_IMPLEMENTED", "this shape of continuous signal query",

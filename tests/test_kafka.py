@@ -612,16 +612,65 @@ def test_bad_sample_blocks_are_errors_naming_the_record(ws, kafka):
         assert f"kafka:{topic}/0/3" in err.value.message
 
 
-def test_kafka_signals_say_what_they_cannot_do_yet(ws, kafka, tmp_path):
+def test_sync_over_a_kafka_signal_is_not_implemented_yet(ws, kafka, tmp_path):
     topic = _topic(kafka)
     ws.sql(f"CREATE SIGNAL mic (a FLOAT) RATE {RATE} HZ FROM KAFKA '{topic}' "
            f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
     ws.sql("CREATE STREAM marks (t0 BIGINT, t1 BIGINT, ts TIMESTAMP) FROM "
            f"'{tmp_path}' FORMAT json")
-    for sql, run in [("SELECT seg_rms(a) FROM mic [SAMPLES 100]",
-                      lambda q: ws.stream(q, tmp_path / "o", tmp_path / "c")),
-                     ("SELECT m.t0, s.a FROM marks m SYNC JOIN mic s ON RANGE (m.t0, m.t1)",
-                      ws.sql)]:
-        with pytest.raises(WaveSQLError) as err:
-            run(sql)
-        assert err.value.code == "NOT_IMPLEMENTED", err.value
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT m.t0, s.a FROM marks m SYNC JOIN mic s ON RANGE (m.t0, m.t1)")
+    assert err.value.code == "NOT_IMPLEMENTED", err.value
+
+
+def test_continuous_signal_from_kafka_equals_scipy_and_quarantines_bad_blocks(
+        ws, spark, kafka, tmp_path):
+    """Blocks arriving in three rounds (the query run to the end of the topic after each,
+    on one checkpoint), shuffled over 2 partitions, with a gap, a resent block, a late
+    block, a malformed record and finally the end block: every window once, RMS equal to
+    numpy's, the stateful lowpass equal to scipy's over each gap-free run (restarting at the
+    gap), the partial tail flushed by the end block, and the bad records quarantined."""
+    import scipy.signal as sps
+
+    topic = _topic(kafka, 2)
+    x, blocks = _signal_blocks(5, 17_500)  # the last block has 500 frames: a partial tail
+    gap_at, gap = 9_000, 3_000
+    at = lambda i: i if i < gap_at else i + gap  # noqa: E731 - the timeline of block i
+    records = [(None, _block(at(i), b), (i // 1000) % 2) for i, b in blocks]
+    rng = np.random.default_rng(6)
+    rounds = [[records[j] for j in rng.permutation(6)],
+              [records[j] for j in 6 + rng.permutation(6)]
+              + [records[7],                                        # sent again
+                 (None, _block(2_500, x[:, :700] * 0), 0),          # late: 2500..3199
+                 (None, b"WSB1 not a block", 1)],                   # malformed
+              [records[j] for j in 12 + rng.permutation(len(records) - 12)]
+              + [(None, _block(30_000, x[:, :0]), 1)]]              # the end block
+    ws.sql(f"CREATE SIGNAL mic (a FLOAT, b FLOAT) RATE {RATE} HZ FROM KAFKA '{topic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
+    sql = ("SELECT start_time(a) AS t, seg_rms(b) AS rb, lowpass(a, 500.0) AS y "
+           "FROM mic [SAMPLES 1000]")
+    reports = []
+    for batch in rounds:
+        kafka.produce(topic, batch)
+        cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+        cq.await_termination()
+        reports += cq.reports
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    got = sorted((r.y.start, np.asarray(r.y.samples), r.rb) for r in rows)
+    starts = [g[0] for g in got]
+    want_starts = list(range(0, gap_at, 1000)) + list(range(gap_at + gap, 17_500 + gap, 1000))
+    assert starts == want_starts and all(r._final for r in rows)
+    sos = sps.butter(4, 500.0, btype="low", fs=RATE, output="sos")
+    for lo, hi in ((0, gap_at), (gap_at, 17_500)):
+        y = np.concatenate([g[1] for g in got if lo <= g[0] - (gap if g[0] >= gap_at else 0) < hi])
+        np.testing.assert_allclose(y, sps.sosfilt(sos, x[0, lo:hi].astype(np.float64)),
+                                   atol=1e-5)
+    for start, _, rb in got:
+        i = start - (gap if start >= gap_at else 0)
+        piece = x[1, i:min(i + 1000, 17_500)].astype(np.float64)
+        assert rb == pytest.approx(np.sqrt(np.mean(piece ** 2)), rel=1e-6)
+    quarantined = spark.read.parquet(str(tmp_path / "ckpt" / "quarantine")).collect()
+    reasons = sorted(r._reason.split(":")[0].split(" (")[0] for r in quarantined)
+    assert reasons == ["a resent copy of kafka", "late", "malformed"], reasons
+    assert sum(r.rows_in for r in reports) == sum(len(b) for b in rounds)
+    assert sum(r.quarantined for r in reports) == 3

@@ -1,0 +1,260 @@
+"""Continuous queries over a signal read from Kafka (``FORMAT samples``: sample blocks,
+sources/kafka_signal.py), with the guarantees of continuous WAV signal queries
+(:mod:`.signals`): windows on the same absolute grid, every emitted row final, stateful
+signal functions carried exactly from batch to batch, and the union of all micro-batches
+equal to the batch query over the same blocks.
+
+Spark's Kafka source delivers each micro-batch's new records (offsets in the checkpoint);
+the batch's blocks are placed on the timeline with the ones still **pending** -- blocks
+holding samples of windows not yet complete -- and the windows whose samples are all there
+are evaluated, in order, in one task that starts from the signal functions' states the
+previous batch saved (``<checkpoint>/signal_state``, as for WAV). A window is complete when
+a later block exists after its run (a gap ends a run: the partial window before it is
+emitted, as between WAV files) or its last sample has arrived; the partial tail of the
+recording is emitted when an **end block** arrives -- a block of 0 frames, the Kafka
+counterpart of the ``*.eof`` marker -- together with detectors' pending output.
+
+What a micro-batch keeps: the pending blocks' samples (``pending.npz`` in the batch's state
+folder: numpy arrays, loaded without pickles) and the grid position up to which windows
+were emitted, committed with the batch's ``state.json`` (written last). A re-run of a batch
+after a crash starts from the previous batch's committed state and gets the same records,
+so its output is the same: exactly once into a file sink.
+
+Records that cannot join the timeline go to the quarantine with their locator
+(``kafka:<topic>/<partition>/<offset>``), the record (base64) and the reason, and are
+counted (``rows_in = on_time + quarantined``, a record being a block here): a malformed
+block; a *late* block, holding samples of windows already emitted (it would change them);
+a block overlapping a pending one with other samples; a block after the end block; and a
+resent copy of a block already placed (its samples are read once; the copy is recorded so
+that nothing is counted silently).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import time
+
+import numpy as np
+
+from wavesql import storage
+from wavesql.planner.lower import Runtime, lower
+from wavesql.streaming import sinks
+
+from .runner import FINAL, PROGRESS, REASON, BatchReport, _timestamp
+from .signals import SignalContinuousQuery, signal_key
+
+#: Version of the pending-blocks state this module writes (``state["signal"]``).
+STATE_VERSION = 1
+
+
+class KafkaSignalQuery(SignalContinuousQuery):
+    """A continuous query over a Kafka signal (module docstring)."""
+
+    def _start(self, trigger: str, max_files: int | None):
+        from wavesql.sources import kafka
+
+        signal = self.plan.signal.scan.signal
+        raw = kafka.load(self.spark, signal, streaming=True)
+        return self._start_writer(raw.select("partition", "offset", "value", "timestamp"),
+                                  trigger)
+
+    def _run_batch(self, batch_df, batch_id: int) -> None:
+        from wavesql.sources import kafka_signal as ks
+        from wavesql.sources.wav_source import _k_range, _runs
+
+        began, wall = time.monotonic(), self.clock()
+        spark = batch_df.sparkSession
+        scan = self.plan.signal.scan
+        s = scan.signal
+        n, m = scan.window or (s.segment, s.segment)
+        channels = tuple(c.name for c in s.channels)
+        state = self._load_state(batch_id) or {}
+        mine = state.get("signal") or {"end": None, "final": False, "pending": []}
+        pending = _load_pending(state, mine)
+        records = sorted(batch_df.collect(), key=lambda r: (r["partition"], r["offset"]))
+        report = BatchReport(batch_id, None, started_at=wall)
+        report.rows_in = len(records)
+        arrived = [r["timestamp"].timestamp() for r in records if r["timestamp"] is not None]
+
+        bad, final, fresh = [], bool(mine["final"]), []
+        for r in records:
+            here = f"kafka:{s.path}/{r['partition']}/{r['offset']}"
+            got = ks.decode_header(r["value"], len(channels))
+            if isinstance(got, str):
+                bad.append((here, r["value"], f"malformed: {got}"))
+            elif final:
+                bad.append((here, r["value"], "after the signal's end block (0 frames)"))
+            elif got[1] == 0:
+                final = True  # the end block: the recording's tail is complete
+            else:
+                fresh.append((got[0], got[1], r, here))
+        placed = list(pending)
+        end_sample = mine["end"]  # windows starting below it were emitted
+        for first, frames, r, here in sorted(fresh, key=lambda f: f[0]):
+            if end_sample is not None and first < end_sample:
+                bad.append((here, r["value"], f"late: samples {first}..{first + frames - 1} "
+                            f"reach windows already emitted (up to sample {end_sample})"))
+                continue
+            digest = hashlib.blake2b(r["value"], digest_size=16).hexdigest()
+            clash = next((p for p in placed if first < p.end_sample
+                          and p.start_sample < first + frames), None)
+            if clash is not None:
+                same = (clash.start_sample, clash.info.frames, clash.digest) == (
+                    first, frames, digest)
+                bad.append((here, r["value"], f"a resent copy of {clash.path} (read once)"
+                            if same else f"overlaps {clash.path} (samples "
+                            f"{clash.start_sample}..{clash.end_sample - 1})"))
+                continue
+            placed.append(_Pending(here, ks.BlockInfo(frames), first, r["partition"],
+                                   r["offset"], ks.decode_samples(r["value"], len(channels)),
+                                   digest))
+        placed.sort(key=lambda p: p.start_sample)
+        report.quarantined = len(bad)
+        report.on_time = report.rows_in - len(bad)
+        report.samples_in = sum(p.info.frames for p in placed if p not in pending)
+
+        runs = _runs(placed)
+        if not runs:
+            k_end = None
+        elif final:
+            k_end = _k_range(runs[-1], n, m)[1]
+        else:  # the first window of the open last run that is not complete yet
+            k_end = (runs[-1].end - n) // m + 1
+        k_from = None if end_sample is None else end_sample // m
+        if k_from is not None:
+            k_end = k_from if k_end is None else max(k_end, k_from)
+        out = self._evaluate(spark, runs, n, m, k_from, k_end,
+                             flush=final and not mine["final"])
+        samples, progress = self._progress_of({"end": None if k_end is None else k_end * m})
+        report.progress_us = progress
+        out = out.withColumn(FINAL, _lit(True)).withColumn(PROGRESS, _timestamp(progress))
+        out = out.persist()
+        report.rows_out = report.final_out = out.count()
+        self._deliver(out, batch_id)
+        out.unpersist()
+        if bad:
+            rows = [(s.name, here, base64.b64encode(value or b"").decode(), reason)
+                    for here, value, reason in bad]
+            sinks.commit_all([spark.createDataFrame(
+                rows, f"_stream string, _file string, _record string, {REASON} string")],
+                self.quarantine_path, batch_id)
+
+        keep_from = None if k_end is None else k_end * m
+        left = [p for p in placed if keep_from is None or p.end_sample > keep_from]
+        report.state_bytes = self._keep_signal_state(
+            None if k_from is None else k_from * m, None if k_end is None else k_end * m, m)
+        report.state_bytes += _save_pending(self._state_dir(batch_id), left)
+        report.buffered = len(left)
+        self._commit_state(batch_id, {
+            "batch": batch_id, "progress": progress,
+            "inputs": {s.key: {"progress": progress, "samples": samples, "final": final}},
+            "signal": {"version": STATE_VERSION, "end": keep_from, "final": final,
+                       "pending": [p.meta() for p in left]}})
+        report.inputs = {s.key: progress}
+        self._finish(report, began, arrived)
+
+    def _evaluate(self, spark, runs, n: int, m: int, k_from, k_to, *, flush: bool):
+        """The program over windows ``k_from <= k < k_to`` of ``runs``, in order, in one task
+        carrying the signal functions' states through the checkpoint; then the query."""
+        from pyspark.sql.types import _parse_datatype_string
+
+        from wavesql.sources import wav_source
+        from wavesql.sources.arrow import conform
+        from wavesql.sources.wav_source import (WavOptions, WavPartition, _state_file,
+                                                plan_partitions, read_partition)
+
+        scan = self.plan.signal.scan
+        s = scan.signal
+        program = scan.program
+        channels = tuple(c.name for c in s.channels)
+        struct = _parse_datatype_string(program.spark_ddl())
+        tasks = ()
+        if runs and k_to is not None:
+            found = plan_partitions(runs, n, m, 1 << 62, s.rate_hz, k_from=k_from, k_to=k_to,
+                                    sequential=True, flush=flush)
+            tasks = tuple(t for part in found for t in part.tasks)
+        if not tasks and not flush:
+            frame = spark.createDataFrame([], struct)
+        else:
+            folder = storage.join(self.checkpoint, "signal_state")
+            stateful = program.stateful
+            state_in = (None if not stateful or k_from is None
+                        else _state_file(folder, k_from))
+            state_out = _state_file(folder, k_to) if stateful and k_to is not None else None
+            part = WavPartition(0, s.rate_hz, tasks, (), None, flush, state_in, state_out)
+            options = WavOptions.parse({
+                "path": f"kafka:{s.path}", "rate": repr(s.rate_hz),
+                "channels": json.dumps(list(channels)), "window": str(n), "slide": str(m),
+                "program": program.to_json()})
+            plan = wav_source.WavPlan(options, [], list(runs), float(s.rate_hz), channels,
+                                      program.to_json(), stateful, 0, True, [])
+            target = wav_source._target_schema(plan, struct)
+            program_json, settings = program.to_json(), storage.current()
+
+            def kafka_signal_scan(batches):
+                storage.use(settings)
+                for _ in batches:
+                    for batch in read_partition(part, options, program_json, channels,
+                                                stateful):
+                        yield conform(batch, target)
+
+            frame = spark.range(0, 1, 1, 1).mapInArrow(kafka_signal_scan, struct)
+        rt = Runtime(spark, self.session.catalog, self.text,
+                     streams={signal_key(s): frame})
+        return lower(self.bound, rt)
+
+
+class _Pending:
+    """A placed block (a ``BlockPlacement`` with its samples and digest)."""
+
+    __slots__ = ("path", "info", "start_sample", "partition", "offset", "samples", "digest")
+
+    def __init__(self, path, info, start_sample, partition, offset, samples, digest):
+        self.path, self.info, self.start_sample = path, info, start_sample
+        self.partition, self.offset, self.samples, self.digest = (partition, offset, samples,
+                                                                   digest)
+
+    @property
+    def end_sample(self) -> int:
+        return self.start_sample + self.info.frames
+
+    def meta(self) -> dict:
+        return {"path": self.path, "first": self.start_sample, "frames": self.info.frames,
+                "partition": self.partition, "offset": self.offset, "digest": self.digest}
+
+
+def _lit(value):
+    from pyspark.sql import functions as F
+
+    return F.lit(value)
+
+
+def _save_pending(folder: str, blocks: list) -> int:
+    """The pending blocks' samples as ``pending.npz`` (arrays only: loaded without
+    pickles); its size in bytes."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"b{i}": p.samples for i, p in enumerate(blocks)})
+    data = buffer.getvalue()
+    storage.write_bytes(storage.join(folder, "pending.npz"), data)
+    return len(data)
+
+
+def _load_pending(state: dict, mine: dict) -> list:
+    """The pending blocks the previous batch committed."""
+    from wavesql.errors import WaveSQLError
+    from wavesql.sources.kafka_signal import BlockInfo
+
+    if not mine.get("pending"):
+        return []
+    if mine.get("version") != STATE_VERSION:
+        raise WaveSQLError("CHECKPOINT_MISMATCH", "the checkpoint's pending sample blocks were "
+                           f"written in format {mine.get('version')!r}; this WaveSQL reads "
+                           f"{STATE_VERSION}", hint="start the query from a fresh checkpoint")
+    data = np.load(io.BytesIO(storage.read_bytes(storage.join(state["dir"], "pending.npz"))),
+                   allow_pickle=False)
+    return [_Pending(b["path"], BlockInfo(b["frames"]), b["first"], b["partition"],
+                     b["offset"], data[f"b{i}"], b["digest"])
+            for i, b in enumerate(mine["pending"])]
