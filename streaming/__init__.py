@@ -16,7 +16,17 @@ final; a micro-batch is committed whole or redone):
   progress kept by WaveSQL in ``<checkpoint>/state/``. Its cost follows the look-back, not
   what arrived.
 * Signals (:mod:`.signals`): windows of arriving WAV files read by WaveSQL's own streaming
-  source, filter state carried between micro-batches.
+  source, filter state carried between micro-batches; sample blocks from a Kafka topic
+  (:mod:`.kafka_signals`) the same way, the blocks not yet complete kept in the checkpoint.
+* **Real-time mode** (:mod:`.realtime`): a row-by-row query from one Kafka stream to a
+  Kafka sink, run by Spark's real-time trigger (no micro-batches, milliseconds).
+
+Inputs are file folders or Kafka topics (``sources/kafka.py``): both runners read a Kafka
+stream through Spark's Kafka source, offsets in the checkpoint, and keep its progress per
+partition -- the re-evaluating runner from per-partition facts in its state (the topic's
+partitions from Spark's offset log), the state-store runner with one watermarked source
+per partition (Spark's global watermark is their minimum). Outputs are folders (committed
+whole, ``sinks.py``) or Kafka sinks (at least once, deterministic keys).
 
 Decisions, per operator (issue 26; revisit as operators move over):
 
