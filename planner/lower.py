@@ -11,6 +11,7 @@ Spark's analysis errors raised while lowering are translated into positioned Wav
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -459,7 +460,13 @@ def _schema_text(defn) -> str:
 def _source_text(defn) -> str:
     if isinstance(defn, cat.ViewDef):
         return defn.sql
+    if getattr(defn, "source", "files") == "kafka":
+        return f"kafka:{defn.path}"
     return getattr(defn, "path", "")
+
+
+#: Option names whose values DESCRIBE does not print (Kafka's SASL/SSL settings, keys).
+_SECRET_OPTION = re.compile(r"password|secret|jaas|token|credential|\.key$", re.IGNORECASE)
 
 
 def _lower_show(stmt: ir.ShowObjects, rt: Runtime, offset):
@@ -480,6 +487,8 @@ def _lower_describe(stmt: ir.DescribeObject, rt: Runtime, offset):
     for key, value in defn.to_dict().items():
         if key in ("columns", "channels", "name") or value in (None, (), [], ""):
             continue
+        if key == "options":  # secrets stay in the catalog, not on the screen
+            value = [[k, "<redacted>" if _SECRET_OPTION.search(k) else v] for k, v in value]
         text = value if isinstance(value, str) else json.dumps(value)
         rows.append((key, text, ""))
     return rt.spark.createDataFrame(rows, "col_name string, data_type string, comment string")

@@ -152,8 +152,9 @@ def place(rows, topic: str) -> tuple[list[BlockPlacement], int]:
                     last.start_sample, last.info.frames, digests[-1]):
                 repeats += 1  # the same block again (a producer's retry): read once
                 continue
+            last_sample = r["first"] + r["frames"] - 1
             raise WaveSQLError(
-                "OVERLAPPING_BLOCKS", f"{here} (samples {r['first']}..{r['first'] + r['frames'] - 1}) "
+                "OVERLAPPING_BLOCKS", f"{here} (samples {r['first']}..{last_sample}) "
                 f"overlaps {last.path} (samples {last.start_sample}..{last.end_sample - 1})",
                 hint="every sample must be in one block; a block sent again must be the same "
                      "bytes")

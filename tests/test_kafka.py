@@ -91,10 +91,14 @@ def test_ddl_errors_point_at_the_clause(ws, kafka):
     assert ws.catalog.get("a") is None
 
 
-def test_describe_shows_the_record_envelope(ws, kafka):
+def test_describe_shows_the_record_envelope_and_hides_secrets(ws, kafka):
     topic = _topic(kafka)
-    _create(ws, "ev", topic, kafka, extra="EVENT TIME _timestamp")
+    _create(ws, "ev", topic, kafka, extra="EVENT TIME _timestamp",
+            options=", kafka.sasl.jaas.config = 'user=me password=hunter2'")
     described = {r[0]: r[1] for r in ws.sql("DESCRIBE ev").collect()}
+    assert "hunter2" not in described["options"] and "<redacted>" in described["options"]
+    shown = ws.sql("SHOW STREAMS").collect()
+    assert [r.source for r in shown if r.name == "ev"] == [f"kafka:{topic}"]
     for name, kind in [("k", "string"), ("_key", "string"), ("_topic", "string"),
                        ("_partition", "int"), ("_offset", "bigint"),
                        ("_timestamp", "timestamp")]:
@@ -674,3 +678,37 @@ def test_continuous_signal_from_kafka_equals_scipy_and_quarantines_bad_blocks(
     assert reasons == ["a resent copy of kafka", "late", "malformed"], reasons
     assert sum(r.rows_in for r in reports) == sum(len(b) for b in rounds)
     assert sum(r.quarantined for r in reports) == 3
+
+
+def test_continuous_interval_join_of_a_kafka_stream_with_a_file_stream(
+        ws, spark, kafka, tmp_path):
+    """Kafka with files: an interval join run in two rounds (new records and new files
+    each time, one checkpoint) gives every pair of the pandas oracle once."""
+    topic = _topic(kafka, 2)
+    views = tmp_path / "views"
+    views.mkdir()
+    ws.sql(f"CREATE STREAM views (k STRING, w BIGINT, ts TIMESTAMP) FROM '{views}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    _create(ws, "ev", topic, kafka, extra="EVENT TIME ts WATERMARK 2 SECONDS")
+    sql = ("SELECT a.k, a.v, b.w FROM ev a JOIN views b ON a.k = b.k AND a.ts BETWEEN "
+           "b.ts - INTERVAL 2 SECONDS AND b.ts + INTERVAL 500 MILLISECONDS")
+    events, others = [], []
+    for i in range(2):
+        e = _events(90 + i, 40, span_s=30).assign(ts=lambda f: f.ts + i * 40 * SECOND)
+        o = _events(95 + i, 40, span_s=30).assign(ts=lambda f: f.ts + i * 40 * SECOND)
+        o = o.rename(columns={"v": "w"})
+        kafka.produce(topic, _json_records(e, 2))
+        o.assign(ts=pd.to_datetime(T0_US + o.ts, unit="us").astype("datetime64[us]")).to_parquet(
+            views / f"part-{i}.parquet")
+        events.append(e)
+        others.append(o)
+        cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+        cq.await_termination()
+    a, b = pd.concat(events), pd.concat(others)
+    pairs = a.merge(b, on="k", suffixes=("_a", "_b"))
+    pairs = pairs[(pairs.ts_a >= pairs.ts_b - 2 * SECOND)
+                  & (pairs.ts_a <= pairs.ts_b + SECOND // 2)]
+    want = Counter(zip(pairs.k, pairs.v, pairs.w))
+    got = Counter((r.k, r.v, r.w) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert sum(want.values()) > 10
+    assert got == want

@@ -74,7 +74,8 @@ WAVESQL_KEYWORDS = (
     "RANGE", "ROWS", "NOW", "UNBOUNDED", "ISTREAM", "DSTREAM", "RSTREAM", "EMIT", "FINAL",
     "CHANGES", "LATE", "INTO", "SYNC", "MISSING", "RESAMPLE", "ASOF", "WATERMARK", "PROGRESS",
     "HEARTBEAT", "EVENT", "TIME", "RATE", "HZ", "KHZ", "SEGMENT", "EPOCH", "FORMAT", "OPTIONS",
-    "COLUMN", "PARTITION", "REPLICATE", "TRUNCATE", "BACKGROUND", "IR", "AST",
+    "COLUMN", "PARTITION", "REPLICATE", "TRUNCATE", "BACKGROUND", "IR", "AST", "KAFKA",
+    "REALTIME",
 )
 
 #: The Spark SQL words worth completing (the full reserved-word list would mostly be noise).
