@@ -7,6 +7,14 @@ tasks (:func:`.wav_source.batch_frame`), streaming reads go through the ``wavesq
 Python data source.
 """
 
-from .wav_source import SHORT_NAME, WavDataSource, batch_frame, load, plan, register
-
 __all__ = ["SHORT_NAME", "WavDataSource", "batch_frame", "load", "plan", "register"]
+
+
+def __getattr__(name: str):
+    """The WAV source's names, imported on first use: importing the package (the planner
+    does, for :mod:`.kafka`) must not import PySpark."""
+    if name in __all__:
+        from . import wav_source
+
+        return getattr(wav_source, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -359,12 +359,15 @@ def test_insert_into_a_kafka_sink_sends_each_result_once_per_run(ws, kafka, tmp_
     assert len(set(keys)) == len(keys) and all(len(k) == 64 for k in keys)
 
 
+@pytest.mark.slow
 def test_a_query_over_kafka_killed_mid_run_is_exactly_once_in_its_file_sink(
         spark, kafka, tmp_path):
     """A continuous query from a topic (20 records per micro-batch) to a file sink, in a
     process of its own, SIGKILLed as soon as two micro-batches are committed, then run
     again to the end: the sink holds every result once (Spark's Kafka offsets in the
-    checkpoint, the batch's folder replaced on the re-run)."""
+    checkpoint, the batch's folder replaced on the re-run). Slow (31 s, two Spark
+    processes): CI runs the kill tests of tests/test_run_files.py, whose continuous queries
+    commit the same way, and restarts Kafka queries on their checkpoints here."""
     import os
     import sys
 
