@@ -15,7 +15,9 @@ consecutive samples of every channel, in this wire format (all little-endian)::
     24      ...   frames x channels float32, frame by frame (interleaved: frame 0 of ch1,
                   ch2, ..., then frame 1, ...)
 
-so a record is ``24 + 4 * frames * channels`` bytes; the key is free (a device id, say).
+so a record is ``24 + 4 * frames * channels`` bytes; the key is free (a device id, say). A
+block of 0 frames is the **end block**: its first sample number is the recording's length
+(a continuous query then flushes the partial tail window: streaming/kafka_signals.py).
 Blocks may arrive in any order and in any partition: the signal is the blocks placed on
 the timeline by their first sample numbers, exactly as timestamped WAV files are
 (``sources/wav_source.py``): consecutive blocks form one gap-free *run*, a gap between

@@ -7,12 +7,15 @@ equal to the batch query over the same blocks.
 Spark's Kafka source delivers each micro-batch's new records (offsets in the checkpoint);
 the batch's blocks are placed on the timeline with the ones still **pending** -- blocks
 holding samples of windows not yet complete -- and the windows whose samples are all there
-are evaluated, in order, in one task that starts from the signal functions' states the
+-- up to the first gap a partition may still fill -- are evaluated, in order, in one task that starts from the signal functions' states the
 previous batch saved (``<checkpoint>/signal_state``, as for WAV). A window is complete when
 a later block exists after its run (a gap ends a run: the partial window before it is
-emitted, as between WAV files) or its last sample has arrived; the partial tail of the
-recording is emitted when an **end block** arrives -- a block of 0 frames, the Kafka
-counterpart of the ``*.eof`` marker -- together with detectors' pending output.
+emitted, as between WAV files, once the gap is settled: every partition that has had
+blocks has moved past it, a producer sending each partition's blocks in sample order) or
+its last sample has arrived; the partial tail of the
+recording is emitted after an **end block** -- a block of 0 frames whose first sample number
+is the recording's length, the Kafka counterpart of the ``*.eof`` marker -- once the samples
+up to it are in, together with detectors' pending output.
 
 What a micro-batch keeps: the pending blocks' samples (``pending.npz`` in the batch's state
 folder: numpy arrays, loaded without pickles) and the grid position up to which windows
@@ -24,9 +27,10 @@ Records that cannot join the timeline go to the quarantine with their locator
 (``kafka:<topic>/<partition>/<offset>``), the record (base64) and the reason, and are
 counted (``rows_in = on_time + quarantined``, a record being a block here): a malformed
 block; a *late* block, holding samples of windows already emitted (it would change them);
-a block overlapping a pending one with other samples; a block after the end block; and a
-resent copy of a block already placed (its samples are read once; the copy is recorded so
-that nothing is counted silently).
+a block overlapping a pending one with other samples; a block beyond the end block's
+position (or after the tail was flushed), a second end block; and a resent copy of a block
+already placed (its samples are read once; the copy is recorded so that nothing is counted
+silently).
 """
 
 from __future__ import annotations
@@ -79,18 +83,32 @@ class KafkaSignalQuery(SignalContinuousQuery):
         report.rows_in = len(records)
         arrived = [r["timestamp"].timestamp() for r in records if r["timestamp"] is not None]
 
-        bad, final, fresh = [], bool(mine["final"]), []
+        bad, fresh = [], []
+        closed = bool(mine["final"])  # the tail was flushed by an earlier batch
+        end_at = mine.get("end_at")  # the end block's position: the recording's length
+        reached = dict(mine.get("partitions") or {})  # partition -> end of its last block
+        decoded = []
         for r in records:
             here = f"kafka:{s.path}/{r['partition']}/{r['offset']}"
             got = ks.decode_header(r["value"], len(channels))
             if isinstance(got, str):
                 bad.append((here, r["value"], f"malformed: {got}"))
-            elif final:
-                bad.append((here, r["value"], "after the signal's end block (0 frames)"))
+                continue
+            key = str(r["partition"])
+            reached[key] = max(reached.get(key, 0), got[0] + got[1])
+            if got[1] == 0 and end_at is None:
+                end_at = got[0]  # the end block
             elif got[1] == 0:
-                final = True  # the end block: the recording's tail is complete
+                bad.append((here, r["value"], f"a second end block (the first said the "
+                            f"signal ends at sample {end_at})"))
             else:
-                fresh.append((got[0], got[1], r, here))
+                decoded.append((got[0], got[1], r, here))
+        for first, frames, r, here in decoded:
+            if closed or (end_at is not None and first + frames > end_at):
+                bad.append((here, r["value"], f"after the signal's end (sample {end_at}, "
+                            "its end block)"))
+            else:
+                fresh.append((first, frames, r, here))
         placed = list(pending)
         end_sample = mine["end"]  # windows starting below it were emitted
         for first, frames, r, here in sorted(fresh, key=lambda f: f[0]):
@@ -116,7 +134,13 @@ class KafkaSignalQuery(SignalContinuousQuery):
         report.on_time = report.rows_in - len(bad)
         report.samples_in = sum(p.info.frames for p in placed if p not in pending)
 
-        runs = _runs(placed)
+        every = _runs(placed)
+        least = min(reached.values()) if reached else None
+        runs = _settled(every, least)  # up to the first gap a partition may still fill
+        # the tail is complete once the samples up to the end block's position are in (or
+        # no partition can still send any below it)
+        final = closed or (end_at is not None and len(runs) == len(every) and (
+            not runs or runs[-1].end == end_at or (least is not None and least >= end_at)))
         if not runs:
             k_end = None
         elif final:
@@ -127,7 +151,7 @@ class KafkaSignalQuery(SignalContinuousQuery):
         if k_from is not None:
             k_end = k_from if k_end is None else max(k_end, k_from)
         out = self._evaluate(spark, runs, n, m, k_from, k_end,
-                             flush=final and not mine["final"])
+                             flush=final and not closed)
         samples, progress = self._progress_of({"end": None if k_end is None else k_end * m})
         report.progress_us = progress
         out = out.withColumn(FINAL, _lit(True)).withColumn(PROGRESS, _timestamp(progress))
@@ -152,7 +176,8 @@ class KafkaSignalQuery(SignalContinuousQuery):
             "batch": batch_id, "progress": progress,
             "inputs": {s.key: {"progress": progress, "samples": samples, "final": final}},
             "signal": {"version": STATE_VERSION, "end": keep_from, "final": final,
-                       "pending": [p.meta() for p in left]}})
+                       "end_at": end_at, "pending": [p.meta() for p in left],
+                       "partitions": reached}})
         report.inputs = {s.key: progress}
         self._finish(report, began, arrived)
 
@@ -205,6 +230,18 @@ class KafkaSignalQuery(SignalContinuousQuery):
         rt = Runtime(spark, self.session.catalog, self.text,
                      streams={signal_key(s): frame})
         return lower(self.bound, rt)
+
+
+def _settled(runs: list, reached: int | None) -> list:
+    """The runs up to the first gap that may still be filled -- its end is at or after
+    ``reached``, the least end of the last block of each partition that has had blocks (a
+    partition's blocks come in sample order, so no block starting below it can still come)
+    -- whose last run is then open: its windows are emitted as they complete, the
+    partial one before the gap only once the gap is settled."""
+    for j in range(len(runs) - 1):
+        if reached is None or runs[j + 1].start > reached:
+            return runs[:j + 1]
+    return runs
 
 
 class _Pending:

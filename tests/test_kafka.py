@@ -633,10 +633,12 @@ def test_sync_over_a_kafka_signal_is_not_implemented_yet(ws, kafka, tmp_path):
 def test_continuous_signal_from_kafka_equals_scipy_and_quarantines_bad_blocks(
         ws, spark, kafka, tmp_path):
     """Blocks arriving in three rounds (the query run to the end of the topic after each,
-    on one checkpoint), shuffled over 2 partitions, with a gap, a resent block, a late
+    on one checkpoint), shuffled over 2 partitions, one partition running ahead of the
+    other (the gap it leaves is filled a round later), a real gap, a resent block, a late
     block, a malformed record and finally the end block: every window once, RMS equal to
     numpy's, the stateful lowpass equal to scipy's over each gap-free run (restarting at the
-    gap), the partial tail flushed by the end block, and the bad records quarantined."""
+    real gap only), the partial tail flushed by the end block, and the bad records
+    quarantined."""
     import scipy.signal as sps
 
     topic = _topic(kafka, 2)
@@ -645,13 +647,16 @@ def test_continuous_signal_from_kafka_equals_scipy_and_quarantines_bad_blocks(
     at = lambda i: i if i < gap_at else i + gap  # noqa: E731 - the timeline of block i
     records = [(None, _block(at(i), b), (i // 1000) % 2) for i, b in blocks]
     rng = np.random.default_rng(6)
+    # round 2: partition 0 runs ahead (blocks 6, 8, 10); partition 1's blocks 7, 9, 11
+    # come in round 3 -- block 7 fills a gap the query must not close in between
     rounds = [[records[j] for j in rng.permutation(6)],
-              [records[j] for j in 6 + rng.permutation(6)]
-              + [records[7],                                        # sent again
+              [records[6], records[8], records[10]]
+              + [records[6],                                        # sent again
                  (None, _block(2_500, x[:, :700] * 0), 0),          # late: 2500..3199
                  (None, b"WSB1 not a block", 1)],                   # malformed
-              [records[j] for j in 12 + rng.permutation(len(records) - 12)]
-              + [(None, _block(30_000, x[:, :0]), 1)]]              # the end block
+              [records[j] for j in (7, 9, 11)]
+              + [records[j] for j in 12 + rng.permutation(len(records) - 12)]
+              + [(None, _block(17_500 + gap, x[:, :0]), 1)]]        # the end block
     ws.sql(f"CREATE SIGNAL mic (a FLOAT, b FLOAT) RATE {RATE} HZ FROM KAFKA '{topic}' "
            f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
     sql = ("SELECT start_time(a) AS t, seg_rms(b) AS rb, lowpass(a, 500.0) AS y "

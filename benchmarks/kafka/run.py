@@ -278,6 +278,8 @@ def signal(ws, broker, seconds, work: Path) -> dict:
     proc.join(seconds + 120)
     time.sleep(5)
     cq.stop()
+    if cq.error is not None:
+        raise cq.error
     reports = sorted(read_reports(out), key=lambda r: r["batch"])
     finished = {r["batch"]: r["finished_at"] for r in reports}
     rows = ws.spark.read.parquet(str(out)).select("t", "batch").collect()
