@@ -69,10 +69,28 @@ class BlockPlacement:
     partition: int
     offset: int
     samples: np.ndarray | None = None  # (channels, frames) float32, in the task
+    digest: str | None = None  # of the record's bytes: a resent block has the same
 
     @property
     def end_sample(self) -> int:
         return self.start_sample + self.info.frames
+
+    def meta(self) -> dict:
+        """The block without its samples, JSON-ready (a continuous query's state)."""
+        return {"path": self.path, "first": self.start_sample, "frames": self.info.frames,
+                "partition": self.partition, "offset": self.offset, "digest": self.digest}
+
+    @classmethod
+    def of_meta(cls, meta: dict, samples: np.ndarray) -> "BlockPlacement":
+        return cls(meta["path"], BlockInfo(meta["frames"]), meta["first"], meta["partition"],
+                   meta["offset"], samples, meta["digest"])
+
+
+def digest(value: bytes) -> str:
+    """What tells a resent block (the very same bytes) from an overlapping one."""
+    import hashlib
+
+    return hashlib.blake2b(value, digest_size=16).hexdigest()
 
 
 def decode_header(value: bytes | None, channels: int) -> tuple[int, int] | str:
@@ -112,8 +130,6 @@ _HEADER_SCHEMA = ("partition INT, offset BIGINT, first BIGINT, frames BIGINT, "
 def headers(raw, channels: int):
     """Per record of ``raw`` (Spark's Kafka columns): its block header, or its problem, and
     a digest of its bytes (to tell a resent block from an overlapping one)."""
-    import hashlib
-
     import pyarrow as pa
 
     def decode(batches):
@@ -127,7 +143,7 @@ def headers(raw, channels: int):
                     digests.append(None)
                 else:
                     firsts.append(got[0]), frames.append(got[1]), problems.append(None)
-                    digests.append(hashlib.blake2b(value, digest_size=16).hexdigest())
+                    digests.append(digest(value))
             yield pa.RecordBatch.from_arrays(
                 [pa.array(parts, pa.int32()), pa.array(offs, pa.int64()),
                  pa.array(firsts, pa.int64()), pa.array(frames, pa.int64()),
@@ -142,7 +158,6 @@ def place(rows, topic: str) -> tuple[list[BlockPlacement], int]:
     count is returned); a non-identical overlap is ``OVERLAPPING_BLOCKS``."""
     ordered = sorted(rows, key=lambda r: (r["first"], r["partition"], r["offset"]))
     placed: list[BlockPlacement] = []
-    digests: list[str] = []
     repeats = 0
     for r in ordered:
         if r["frames"] == 0:
@@ -151,7 +166,7 @@ def place(rows, topic: str) -> tuple[list[BlockPlacement], int]:
         if placed and r["first"] < placed[-1].end_sample:
             last = placed[-1]
             if (r["first"], r["frames"], r["digest"]) == (
-                    last.start_sample, last.info.frames, digests[-1]):
+                    last.start_sample, last.info.frames, last.digest):
                 repeats += 1  # the same block again (a producer's retry): read once
                 continue
             last_sample = r["first"] + r["frames"] - 1
@@ -161,8 +176,8 @@ def place(rows, topic: str) -> tuple[list[BlockPlacement], int]:
                 hint="every sample must be in one block; a block sent again must be the same "
                      "bytes")
         placed.append(BlockPlacement(here, BlockInfo(int(r["frames"])), int(r["first"]),
-                                     int(r["partition"]), int(r["offset"])))
-        digests.append(r["digest"])
+                                     int(r["partition"]), int(r["offset"]),
+                                     digest=r["digest"]))
     return placed, repeats
 
 

@@ -36,7 +36,6 @@ silently).
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import json
 import time
@@ -116,7 +115,7 @@ class KafkaSignalQuery(SignalContinuousQuery):
                 bad.append((here, r["value"], f"late: samples {first}..{first + frames - 1} "
                             f"reach windows already emitted (up to sample {end_sample})"))
                 continue
-            digest = hashlib.blake2b(r["value"], digest_size=16).hexdigest()
+            digest = ks.digest(r["value"])
             clash = next((p for p in placed if first < p.end_sample
                           and p.start_sample < first + frames), None)
             if clash is not None:
@@ -126,13 +125,14 @@ class KafkaSignalQuery(SignalContinuousQuery):
                             if same else f"overlaps {clash.path} (samples "
                             f"{clash.start_sample}..{clash.end_sample - 1})"))
                 continue
-            placed.append(_Pending(here, ks.BlockInfo(frames), first, r["partition"],
-                                   r["offset"], ks.decode_samples(r["value"], len(channels)),
-                                   digest))
+            placed.append(ks.BlockPlacement(
+                here, ks.BlockInfo(frames), first, r["partition"], r["offset"],
+                ks.decode_samples(r["value"], len(channels)), digest))
         placed.sort(key=lambda p: p.start_sample)
         report.quarantined = len(bad)
         report.on_time = report.rows_in - len(bad)
-        report.samples_in = sum(p.info.frames for p in placed if p not in pending)
+        report.samples_in = sum(p.info.frames for p in placed) - sum(
+            p.info.frames for p in pending)
 
         every = _runs(placed)
         least = min(reached.values()) if reached else None
@@ -244,25 +244,6 @@ def _settled(runs: list, reached: int | None) -> list:
     return runs
 
 
-class _Pending:
-    """A placed block (a ``BlockPlacement`` with its samples and digest)."""
-
-    __slots__ = ("path", "info", "start_sample", "partition", "offset", "samples", "digest")
-
-    def __init__(self, path, info, start_sample, partition, offset, samples, digest):
-        self.path, self.info, self.start_sample = path, info, start_sample
-        self.partition, self.offset, self.samples, self.digest = (partition, offset, samples,
-                                                                   digest)
-
-    @property
-    def end_sample(self) -> int:
-        return self.start_sample + self.info.frames
-
-    def meta(self) -> dict:
-        return {"path": self.path, "first": self.start_sample, "frames": self.info.frames,
-                "partition": self.partition, "offset": self.offset, "digest": self.digest}
-
-
 def _lit(value):
     from pyspark.sql import functions as F
 
@@ -282,7 +263,7 @@ def _save_pending(folder: str, blocks: list) -> int:
 def _load_pending(state: dict, mine: dict) -> list:
     """The pending blocks the previous batch committed."""
     from wavesql.errors import WaveSQLError
-    from wavesql.sources.kafka_signal import BlockInfo
+    from wavesql.sources.kafka_signal import BlockPlacement
 
     if not mine.get("pending"):
         return []
@@ -292,6 +273,4 @@ def _load_pending(state: dict, mine: dict) -> list:
                            f"{STATE_VERSION}", hint="start the query from a fresh checkpoint")
     data = np.load(io.BytesIO(storage.read_bytes(storage.join(state["dir"], "pending.npz"))),
                    allow_pickle=False)
-    return [_Pending(b["path"], BlockInfo(b["frames"]), b["first"], b["partition"],
-                     b["offset"], data[f"b{i}"], b["digest"])
-            for i, b in enumerate(mine["pending"])]
+    return [BlockPlacement.of_meta(b, data[f"b{i}"]) for i, b in enumerate(mine["pending"])]
