@@ -117,6 +117,8 @@ class SignalScan(Relation):
         text = f"SignalScan {s.name} v{s.version} [{s.format} {s.path} @ {s.rate_hz:g} Hz, {win}]"
         if self.program is not None:
             text += " " + program_label(self.program)
+            if self.program.stateful:
+                text += " " + history_label(self.program, s.rate_hz)
         return text
 
 
@@ -146,6 +148,15 @@ def program_label(program) -> str:
     if program.filters:
         text += " filter[" + " AND ".join(_tree_text(f) for f in program.filters) + "]"
     return text
+
+
+def history_label(program, rate: float) -> str:
+    """How a stateful program's scan is cut: parallel partitions that each warm up on the
+    look-back before them (exact: udfs/kernels/filters.py), or one ordered pass and why."""
+    lookback = program.lookback(rate)
+    if isinstance(lookback, str):
+        return f"sequential: {lookback}"
+    return f"parallel: each partition warms up on the {lookback:,} samples before it"
 
 
 def _tree_text(tree: dict) -> str:

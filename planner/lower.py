@@ -111,10 +111,10 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
             raise WaveSQLError(
                 "STREAMING_RULE", "stateful signal functions need non-overlapping windows",
                 hint=f"filter the signal in [SAMPLES {width}] windows, then window the result")
-        lookback = program.lookback
-        if lookback is None:
-            options["sequential"] = "true"  # unbounded memory (IIR): one ordered pass
-        else:
+        lookback = program.lookback(s.rate_hz)
+        if isinstance(lookback, str):
+            options["sequential"] = "true"  # the whole past matters: one ordered pass
+        else:  # parallel partitions, each warmed up on the look-back before it
             options["lookback"] = str(lookback)
     if s.source == "kafka":  # sample blocks in a topic (sources/kafka_signal.py)
         from wavesql.sources import kafka_signal

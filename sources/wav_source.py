@@ -44,10 +44,16 @@ Options (all strings)
 ``strict``             ``true``: a truncated file is an error (``TRUNCATED_FILE``). By default
                        the whole frames present are used and the file is logged as truncated
                        (``WavPlan.truncated`` lists them).
-``state_dir``          streaming only: a folder where a stateful program keeps its state
-                       between micro-batches (see *Streaming*); the continuous-query runner
-                       passes ``<checkpoint>/signal_state``.
+``state_dir``          streaming only: a folder where a stateful program of unbounded
+                       look-back keeps its state between micro-batches (see *Streaming*);
+                       the continuous-query runner passes ``<checkpoint>/signal_state``.
+                       Programs of finite look-back warm up on the files before instead.
 ``max_files_per_trigger``  streaming only: read at most this many new files per micro-batch.
+``tasks``              streaming only: cut each micro-batch's new windows into about this
+                       many partitions (never under 1 M samples, never over
+                       ``partition_samples``), so a batch of several new files -- stateful
+                       programs of finite look-back included -- keeps every core busy.
+                       Default: ``partition_samples`` alone decides.
 ``storage_secret``     JSON of the Hadoop settings that reach an object store holding the
                        files (:func:`storage_option`; wavesql.storage). Default: the
                        environment's (AWS default chain).
@@ -108,8 +114,8 @@ Headers are read once per (path, size, modification time), not on every micro-ba
 Evaluator does not survive between micro-batches, so each batch warms up from the look-back
 region); ``sequential`` or an unbounded look-back in streaming is then ``NOT_IMPLEMENTED``.
 
-**Checkpointed state** (``state_dir``): a stateful program -- of any look-back, IIR filters
-and detectors included -- then runs each micro-batch as *one* partition holding all its new
+**Checkpointed state** (``state_dir``): a stateful program of unbounded look-back
+(detectors, ``degap``, ``resample``, an IIR filter that never forgets) then runs each micro-batch as *one* partition holding all its new
 windows in order, whose Evaluator starts from the states saved at the batch's start offset
 (``state_dir/k=<k_from>.state``) and saves its states at the batch's end offset
 (``k=<k_to>.state``, written atomically; JSON with numpy arrays, :mod:`wavesql.udfs.states`,
@@ -169,7 +175,7 @@ _DEFAULTS = {"segment": 4096, "partition_samples": 8_388_608, "block_samples": 1
 _OPTIONS = ("path", "rate", "channels", "timeline", "epoch_us", "tolerance", "segment",
             "window", "slide", "program", "partition_samples", "block_samples", "lookback",
             "sequential", "strict", "state_dir", "max_files_per_trigger", "settle_ms",
-            "storage_secret")
+            "storage_secret", "tasks")
 #: Streaming: a file whose header does not say where its data ends is read once it has not
 #: been modified for this long (``settle_ms``; ``$WAVESQL_FILE_SETTLE_SECONDS``).
 _SETTLE_MS = int(float(os.environ.get("WAVESQL_FILE_SETTLE_SECONDS", "1.0")) * 1000)
@@ -199,6 +205,7 @@ class WavOptions:
     state_dir: str | None = None
     max_files_per_trigger: int | None = None
     settle_ms: int = _SETTLE_MS
+    tasks: int | None = None
     #: the Hadoop settings that reach the files' store (wavesql.storage.Settings as JSON);
     #: "secret" in the name makes Spark redact the option in its plans and UI
     storage_secret: str | None = None
@@ -274,7 +281,7 @@ class WavOptions:
             strict=flag("strict"), state_dir=opts.get("state_dir") or None,
             storage_secret=opts.get("storage_secret") or None,
             max_files_per_trigger=integer("max_files_per_trigger", None, 1),
-            settle_ms=integer("settle_ms", _SETTLE_MS, 0))
+            settle_ms=integer("settle_ms", _SETTLE_MS, 0), tasks=integer("tasks", None, 1))
 
 
 def _bad(path: str, message: str, hint: str | None = None) -> WavError:
@@ -367,10 +374,12 @@ class WavPlan:
         return _program(self.program_json).spark_ddl()
 
     def partitions(self, k_from: int | None = None, k_to: int | None = None, *,
-                   flush: bool = True) -> list["WavPartition"]:
+                   flush: bool = True, partition_samples: int | None = None
+                   ) -> list["WavPartition"]:
         """Input partitions for grid windows ``k_from <= k < k_to`` (None: unbounded)."""
         o = self.options
-        return plan_partitions(self.runs, o.window, o.slide, o.partition_samples, self.rate,
+        return plan_partitions(self.runs, o.window, o.slide,
+                               partition_samples or o.partition_samples, self.rate,
                                k_from=k_from, k_to=k_to,
                                lookback=(self.lookback or 0) if self.stateful else 0,
                                sequential=self.sequential, flush=flush)
@@ -439,7 +448,10 @@ def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
         raise _bad(o.path, f"the program reads channel(s) {missing} but the signal has "
                    f"{list(channels)}")
     stateful = prog.stateful
-    lookback = o.lookback if o.lookback is not None else (prog.lookback if stateful else 0)
+    lookback = o.lookback
+    if lookback is None:
+        needed = prog.lookback(rate or 0.0) if stateful else 0
+        lookback = None if isinstance(needed, str) else needed
     sequential = o.sequential or (stateful and lookback is None)
     if streaming and stateful and sequential and not o.state_dir:
         raise WavError("NOT_IMPLEMENTED", o.path, "a stateful program of unbounded look-back "
@@ -959,9 +971,22 @@ class WavStreamReader(_Scan, DataSourceStreamReader, SupportsTriggerAvailableNow
                        f"window slide than {m}", "start the query from a fresh checkpoint")
         p = self._plan_files(start.get("files") or [], list(end["files"]))
         k_from = None if start.get("end") is None else start["end"] // m
-        if self.options.state_dir and p.stateful:
-            return self._stateful_partitions(p, start, end, k_from, end["end"] // m)
-        return p.partitions(k_from, end["end"] // m, flush=bool(end.get("final")))
+        k_to = end["end"] // m
+        if self.options.state_dir and p.stateful and p.sequential:
+            return self._stateful_partitions(p, start, end, k_from, k_to)
+        # Finite look-back (stateless, FIR, IIR filters: udfs/kernels/filters.py): the new
+        # windows run in parallel partitions, each warmed up on the files before it.
+        return p.partitions(k_from, k_to, flush=bool(end.get("final")),
+                            partition_samples=self._batch_partition_samples(p, k_from, k_to))
+
+    def _batch_partition_samples(self, p: WavPlan, k_from, k_to) -> int | None:
+        o = self.options
+        if o.tasks is None:
+            return None
+        first = k_from if k_from is not None else (_k_range(p.runs[0], o.window, o.slide)[0]
+                                                   if p.runs else k_to)
+        new = max(0, k_to - first) * o.slide
+        return min(o.partition_samples, max(1 << 20, -(-new // o.tasks)))
 
     def _stateful_partitions(self, p: WavPlan, start: dict, end: dict, k_from, k_to):
         """One partition of all the new windows, in order, carrying the Evaluator's state

@@ -28,18 +28,20 @@ The micro-batch learns its offsets from Spark's offset log (``<checkpoint>/offse
 
 Stateful signal functions
 -------------------------
-``lowpass``, ``iir``, ``cfar``, ``threshold_ranges``... carry state from window to window. The
-reader keeps their state **in the checkpoint** (option ``state_dir`` =
-``<checkpoint>/signal_state``): each micro-batch evaluates its new windows in one ordered
-partition, starting from the Evaluator states saved at the batch's start offset and
-saving them at its end offset (:mod:`wavesql.udfs.states`: JSON and numpy arrays, never a
-pickle). That is exact for every stateful function -- IIR filters
-and detectors have an unbounded look-back, so the reader's other mechanism, warm-up replay
-of the look-back before a partition's first window, could not reproduce them -- and costs
-one small state file per batch instead of re-reading the look-back each batch. A re-run of a
-batch after a crash starts from the same state file and rewrites the same end state, so the
-output is exactly once and equal to the batch query's, however the recording is cut into
-files and micro-batches.
+``lowpass``, ``iir``, ``fir``, ``cfar``, ``threshold_ranges``... carry state from window to
+window. Functions of finite look-back -- FIR filters, and IIR filters that forget their state
+(every stable one: :mod:`wavesql.udfs.kernels.filters` computes how many samples that takes
+at the signal's rate) -- run each micro-batch's new windows in parallel partitions (option
+``tasks``: about two per core), each warmed up on the samples before it, read again from the
+files already on the timeline: the same samples as one whole-signal pass up to 2**-53 of the
+filter's state. Functions of unbounded look-back (detectors, ``degap``, ``resample``, an IIR
+filter with a pole on the unit circle) keep their state **in the checkpoint** (option
+``state_dir`` = ``<checkpoint>/signal_state``): each micro-batch evaluates its new windows in
+one ordered partition, starting from the Evaluator states saved at the batch's start offset
+and saving them at its end offset (:mod:`wavesql.udfs.states`: JSON and numpy arrays, never
+a pickle). Both are exactly once: a re-run of a batch after a crash reads the same files (or
+starts from the same state file and rewrites the same end state), so the output equals the
+batch query's, however the recording is cut into files and micro-batches.
 
 What is refused (``NOT_IMPLEMENTED`` / ``STREAMING_RULE``, before anything runs): a signal
 with a stream in one continuous query, SYNC JOIN, segments of a view, several signals,
@@ -61,7 +63,7 @@ from sqlglot import exp
 from wavesql import storage
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
-from wavesql.planner.lower import Runtime, lower
+from wavesql.planner.lower import TASKS_PER_CORE, Runtime, lower
 from wavesql.planner.windows import TIME
 
 from .runner import FINAL, PROGRESS, BatchReport, ContinuousQuery, _mtime, _timestamp
@@ -145,7 +147,8 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
     return SignalPlan(new_scan, ir.QueryStatement(relation))
 
 
-def scan_options(scan: ir.SignalScan, checkpoint: str, max_files: int | None) -> dict:
+def scan_options(scan: ir.SignalScan, checkpoint: str, max_files: int | None,
+                 tasks: int | None = None) -> dict:
     """Options of the streaming WAV reader for ``scan`` (as ``_lower_signal_scan`` sets
     them for the batch read, with checkpointed state instead of warm-up/sequential)."""
     s = scan.signal
@@ -154,8 +157,10 @@ def scan_options(scan: ir.SignalScan, checkpoint: str, max_files: int | None) ->
                "channels": json.dumps([c.name for c in s.channels]),
                "window": str(width), "slide": str(slide), "program": scan.program.to_json()}
     options.update(dict(s.options))
-    if scan.program.stateful:
+    if scan.program.stateful:  # only a program of unbounded look-back reads it
         options["state_dir"] = storage.join(checkpoint, "signal_state")
+    if tasks is not None:
+        options["tasks"] = str(tasks)
     if max_files is not None:
         options["max_files_per_trigger"] = str(max_files)
     return options
@@ -188,7 +193,8 @@ class SignalContinuousQuery(ContinuousQuery):
         wav_source.register(self.spark)
         reader = (self.spark.readStream.format(wav_source.SHORT_NAME)
                   .schema(sp.scan.program.spark_ddl())
-                  .options(**scan_options(sp.scan, self.checkpoint, max_files))
+                  .options(**scan_options(sp.scan, self.checkpoint, max_files,
+                                          tasks=TASKS_PER_CORE * self.spark.sparkContext.defaultParallelism))
                   .options(**wav_source.storage_option()))
         return self._start_writer(reader.load(), trigger)
 

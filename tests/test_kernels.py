@@ -169,8 +169,11 @@ def test_call_dispatch_fills_defaults_and_rejects_state_for_stateless():
 
 def test_lookback_declarations():
     assert registry.lookup("seg_avg").lookback == 0
-    assert registry.lookup("fir").lookback_of(np.ones(5)) == 4
-    assert registry.lookup("lowpass").lookback_of(100.0) is None   # IIR: unbounded
+    assert registry.lookup("fir").lookback_of(48000.0, np.ones(5)) == 4
+    # IIR filters: the warm-up after which any start state has shrunk below 2**-53 of itself
+    assert registry.lookup("lowpass").lookback_of(48000.0, 1000.0) == 1024
+    assert "never forgets" in registry.lookup("iir").lookback_of(48000.0, [1.0], [1.0, -1.0])
+    assert "cfar" in registry.lookup("cfar").lookback_of(48000.0)   # a reason: sequential
     assert all(f.causal for f in registry.all() if f.name in ("fir", "lowpass", "resample"))
 
 

@@ -142,7 +142,7 @@ def test_stateful_program_carries_state_across_calls_and_discards_warmup(voice):
 
     x = voice[: 32 * 1000]
     prog = Program(("ch1",), (Output("y", _call("lowpass", CH, {"lit": 1000.0}), "sigseg"),))
-    assert prog.stateful and prog.lookback is None
+    assert prog.stateful and prog.lookback(32000.0) == 1024
     ev = Evaluator(prog)
     pieces = []
     starts = np.arange(32) * 1000

@@ -134,7 +134,7 @@ def test_lookback_makes_partitioned_fir_equal_sequential(tmp_path):
     taps = [0.1] * 50
     prog = Program(("ch1",), (Output("y", {"call": "fir", "args": [
         {"col": "ch1"}, {"lit": taps}]}, "sigseg"),))
-    assert prog.stateful and prog.lookback == 49
+    assert prog.stateful and prog.lookback(8000.0) == 49
     base = {"path": str(tmp_path), "window": "128", "program": prog.to_json()}
     seq, parts = read_in_process({**base, "sequential": "true"})
     assert len(parts) == 1
@@ -269,7 +269,7 @@ def test_stream_out_of_order_file_and_stateful_programs(tmp_path):
 
     ranges = Program(("ch1",), (Output("r", {"call": "threshold_ranges", "args": [
         {"col": "ch1"}, {"lit": 0.5}]}, "ranges"),))
-    assert ranges.stateful and ranges.lookback is None
+    assert ranges.stateful and "threshold_ranges" in ranges.lookback(8000.0)
     with pytest.raises(WavError) as e:
         ws.plan({**opts, "program": ranges.to_json()}, streaming=True)
     assert _code(e) == "NOT_IMPLEMENTED"

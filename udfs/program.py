@@ -124,26 +124,36 @@ class Program:
     def stateful(self) -> bool:
         return any(registry.require(c["call"]).stateful for c in self.calls())
 
-    @property
-    def lookback(self) -> int | None:
-        """Samples of history the program needs (None: unbounded, so run sequentially)."""
-        total = 0
-        for c in self.calls():
-            fn = registry.require(c["call"])
-            if not fn.stateful:
-                continue
-            lits = [a.get("lit") for a in c["args"][1:]]
-            n = fn.lookback_of(*lits)
-            if n is None:
-                return None
-            total += n
-        return total
+    def lookback(self, rate: float) -> int | str:
+        """Samples of history the program needs at ``rate`` Hz to run in parallel
+        partitions (each warmed up on that many samples before it), or the reason it must
+        run in one ordered pass (the first unbounded function's). Look-backs add up along a
+        chain (``lowpass(highpass(x))``) and the longest chain counts."""
+        needs = [_tree_lookback(t, rate) for t in [o.expr for o in self.outputs]
+                 + list(self.filters)]
+        reasons = [n for n in needs if isinstance(n, str)]
+        return reasons[0] if reasons else max(needs, default=0)
 
     def arrow_schema(self) -> pa.Schema:
         return pa.schema([(o.name, _ARROW_TYPES[o.type]) for o in self.outputs])
 
     def spark_ddl(self) -> str:
         return ", ".join(f"`{o.name}` {SPARK_TYPES[o.type]}" for o in self.outputs)
+
+
+def _tree_lookback(tree: dict, rate: float) -> int | str:
+    total = 0
+    for arg in tree.get("args", ()):
+        n = _tree_lookback(arg, rate)
+        if isinstance(n, str):
+            return n
+        total = max(total, n)
+    if "call" in tree:
+        fn = registry.require(tree["call"])
+        if fn.stateful:
+            own = fn.lookback_of(rate, *[a.get("lit") for a in tree["args"][1:]])
+            return own if isinstance(own, str) else total + own
+    return total
 
 
 def _collect_calls(tree: dict, out: list[dict]) -> None:

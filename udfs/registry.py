@@ -180,13 +180,20 @@ class SignalFunction:
         Output at sample n depends only on input samples <= n.
     lookback : int or None
         Samples of history each output needs: 0 for per-segment functions, None when
-        unbounded (IIR filters) or dependent on literal arguments (see ``lookback_rule``).
+        unbounded or dependent on the rate and literal arguments (see ``lookback_rule``).
+        A stateful function of finite look-back runs in parallel partitions, each warmed
+        up on the look-back before it; an unbounded one makes the scan one ordered pass.
     init_state : callable, optional
         Stateful only: ``init_state(*args_after_the_first) -> state``; validates literals.
     flush : callable, optional
         Stateful only: ``flush(state) -> result or None``, output pending at end of stream.
     lookback_rule : callable, optional
-        ``lookback_rule(*args_after_the_first) -> int`` where the look-back depends on them.
+        ``lookback_rule(rate, *args_after_the_first) -> int | str`` where the look-back
+        depends on the signal's rate (Hz) and the literal arguments: samples, or the reason
+        no finite number of samples will do (IIR filters: :mod:`.kernels.filters`).
+    unbounded : str
+        With ``lookback=None`` and no rule: why the function needs its whole past (shown by
+        EXPLAIN as ``sequential: <reason>``).
     batch : callable, optional
         Stateless only: the vectorised form over ``k`` equal-width windows,
         ``batch(block: SegBlock, *literal_args)`` -> ``(k,)`` array (scalar outputs) or a
@@ -205,6 +212,7 @@ class SignalFunction:
     init_state: Callable | None = None
     flush: Callable | None = None
     lookback_rule: Callable | None = None
+    unbounded: str = ""
     batch: Callable | None = None
 
     def __post_init__(self):
@@ -228,6 +236,9 @@ class SignalFunction:
             raise ValueError(f"{self.name}: stateful functions have no batch form")
         if self.flush is not None and not self.stateful:
             raise ValueError(f"{self.name}: only stateful functions can flush")
+        if self.stateful and self.lookback is None and self.lookback_rule is None \
+                and not self.unbounded:
+            raise ValueError(f"{self.name}: say why its look-back is unbounded (unbounded=...)")
         if "Example:" not in self.doc:
             raise ValueError(f"{self.name}: the doc needs an 'Example:' line")
 
@@ -303,11 +314,12 @@ class SignalFunction:
                               f"arguments, got {len(args)}", hint=self.signature())
         return tuple(args) + tuple(p.default for p in self.params[len(args):])
 
-    def lookback_of(self, *args) -> int | None:
-        """Look-back in samples for these arguments (``args`` after the first)."""
+    def lookback_of(self, rate: float, *args) -> int | str:
+        """Look-back in samples at ``rate`` Hz for these arguments (``args`` after the
+        first), or the reason it is unbounded."""
         if self.lookback_rule is not None:
-            return self.lookback_rule(*self.bind_args((None,) + tuple(args))[1:])
-        return self.lookback
+            return self.lookback_rule(rate, *self.bind_args((None,) + tuple(args))[1:])
+        return self.unbounded if self.lookback is None else self.lookback
 
 
 _REGISTRY: dict[str, SignalFunction] = {}

@@ -210,6 +210,8 @@ register(SignalFunction(
             Param("alpha", "double", 0.01, literal=True),
             Param("warmup", "int", 32, literal=True)),
     returns="boolean", output="scalar", stateful=True, causal=True, lookback=None,
+    unbounded="cfar's noise estimate is seeded by the first scores of the stream and "
+              "then runs over every score since",
     init_state=cfar_init,
     doc=("Constant-false-alarm-rate detector over a stream of scores (one per row, in "
          "time order): true when score > mu + k * sigma of a running Gaussian noise "
@@ -224,6 +226,7 @@ register(SignalFunction(
     params=(Param("seg", "sigseg"), Param("threshold", "double", literal=True),
             Param("min_gap", "bigint", 0, literal=True)),
     returns="ranges", output="ranges", stateful=True, causal=True, lookback=None,
+    unbounded="threshold_ranges may hold a range open for any number of samples",
     init_state=threshold_ranges_init, flush=threshold_ranges_flush,
     doc=("Sample ranges [start, end) where the signal is above threshold, merging ranges "
          "separated by at most min_gap samples; each range carries its peak value. Ranges "

@@ -18,6 +18,18 @@ Stream rules shared by the family (see :func:`~._common.stream_step`):
 - NaN/Inf samples propagate as in scipy: an IIR filter's output stays NaN after one
   (until the state resets at a gap); an FIR's for ``len(taps)`` samples.
 
+Parallel partitions (:func:`forgetting_samples`): a stable IIR filter forgets its state
+geometrically, so a partition of the signal can start from zero state L samples early and
+reach, at its first owned sample, the state the whole-signal filter has there up to
+``2**-53`` of its size. L is computed when the query is planned, from the design at the
+signal's rate: the smallest power of two with ``||A**L||_2 <= 2**-53``, A the filter's
+state-transition matrix in scipy's own ``zi`` convention (so any incoming state shrinks
+below one rounding of itself). A lowpass at 1 kHz on 48 kHz audio needs 1,024 samples; a
+50 Hz notch with q = 30 at 48 kHz about 512 K. A filter whose state never dies out (a
+pole on or outside the unit circle, e.g. ``iir(x, array(1.0), array(1.0, -1.0))``) or
+that needs more than :data:`MAX_FORGET` samples runs in one ordered pass instead, and
+EXPLAIN says why. FIR filters need exactly ``len(taps) - 1`` samples.
+
 Designs are literals (``LITERAL_REQUIRED`` otherwise) checked by ``init_state`` when the
 stream starts, and against the Nyquist frequency ``rate / 2`` at the first segment
 (``INVALID_ARGUMENT``). Unstable IIR coefficients are the user's choice and not checked.
@@ -39,6 +51,8 @@ True
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import signal as sps
 
@@ -47,6 +61,11 @@ from ..sigseg import SigSeg, SignalError
 from ._common import as_seg, lit_array, lit_float, lit_int, new_stream_state, samples64, stream_step
 
 MAX_ORDER = 32  # Butterworth orders beyond this are numerically meaningless in float64
+#: Warm-ups longer than this (2**24 samples: 5.8 minutes at 48 kHz) make the scan sequential:
+#: re-reading that much before every partition would cost more than the parallelism gains.
+MAX_FORGET = 1 << 24
+#: The state error a warm-up may leave, relative to the state's size: one rounding.
+FORGET_TOLERANCE = 2.0 ** -53
 
 
 # -- designs ------------------------------------------------------------------------------
@@ -128,6 +147,82 @@ def iir_init(b, a) -> dict:
     return new_stream_state(fname="iir", spec=None, sos=None, b=bb, a=aa, zi=None)
 
 
+# -- how far back a partition must start (parallel scans) ------------------------------------
+def transition_matrix(sos: np.ndarray | None = None, b=None, a=None) -> np.ndarray:
+    """The filter's state-transition matrix A (``zi_next = A @ zi`` on a zero input), in
+    the state layout scipy's ``sosfilt``/``lfilter`` use, built by stepping unit states."""
+    if sos is not None:
+        n = 2 * sos.shape[0]
+        return np.column_stack([sps.sosfilt(sos, [0.0], zi=e.reshape(-1, 2))[1].ravel()
+                                for e in np.eye(n)]) if n else np.zeros((0, 0))
+    n = max(len(a), len(b)) - 1
+    return np.column_stack([sps.lfilter(b, a, [0.0], zi=e)[1] for e in np.eye(n)]) \
+        if n else np.zeros((0, 0))
+
+
+def forgetting_samples(A: np.ndarray, fname: str) -> int | str:
+    """The smallest power of two L with ``||A**L||_2 <= FORGET_TOLERANCE`` -- and at
+    ``2L`` too, so a longer warm-up (partitions start on the window grid) is no worse --
+    or the reason there is none up to :data:`MAX_FORGET`.
+
+    >>> forgetting_samples(transition_matrix(b=np.ones(4), a=np.ones(1)), "fir")
+    4
+    >>> forgetting_samples(transition_matrix(b=np.ones(1), a=np.array([1.0, -1.0])), "iir")
+    'iir never forgets its state (a pole on or outside the unit circle)'
+    """
+    if A.size == 0:
+        return 0
+    power, length, previous = A, 1, np.inf
+    with np.errstate(all="ignore"):
+        while length <= MAX_FORGET:
+            norm = float(np.linalg.norm(power, 2)) if np.isfinite(power).all() else np.inf
+            if norm <= FORGET_TOLERANCE and previous <= FORGET_TOLERANCE:
+                return length // 2
+            previous = norm
+            power, length = power @ power, length * 2
+    radius = float(np.max(np.abs(np.linalg.eigvals(A))))
+    if radius >= 1 - 1e-12:
+        return f"{fname} never forgets its state (a pole on or outside the unit circle)"
+    return (f"{fname} takes more than {MAX_FORGET:,} samples to forget its state (pole "
+            f"radius {radius:.9f})")
+
+
+@functools.lru_cache(maxsize=256)
+def _sos_forgetting(spec: tuple, rate: float) -> int | str:
+    try:
+        sos = _design(spec, rate)
+    except SignalError as err:  # reported when the stream starts; plan as if sequential
+        return err.message
+    return forgetting_samples(transition_matrix(sos), spec[0])
+
+
+@functools.lru_cache(maxsize=256)
+def _ba_forgetting(b: tuple, a: tuple) -> int | str:
+    bb, aa = np.asarray(b, float), np.asarray(a, float)
+    if aa.size == 0 or aa[0] == 0 or bb.size == 0:
+        return "iir: invalid coefficients"
+    return forgetting_samples(transition_matrix(b=bb / aa[0], a=aa / aa[0]), "iir")
+
+
+def _spec_rule(init):
+    """A ``lookback_rule`` for the Butterworth/notch family: the design at the rate."""
+    def rule(rate, *args):
+        try:
+            spec = init(*args)["spec"]
+        except SignalError as err:
+            return err.message
+        return _sos_forgetting(spec, float(rate)) if rate else "the signal's rate is unknown"
+    return rule
+
+
+def _iir_rule(rate, b, a) -> int | str:
+    try:
+        st = iir_init(b, a)
+    except SignalError as err:
+        return err.message
+    return _ba_forgetting(tuple(st["b"].tolist()), tuple(st["a"].tolist()))
+
+
 # -- the one streaming loop -----------------------------------------------------------------
 def _run(seg: SigSeg, state: dict) -> tuple[SigSeg, dict]:
     fname = state["fname"]
@@ -192,11 +287,11 @@ _STREAM = ("State is carried across segments and batches; a gap in sample number
            "SEGMENT_ORDER and a rate change RATE_MISMATCH.")
 
 
-def _entry(name, kernel, params, init, doc, lookback=None, lookback_rule=None):
+def _entry(name, kernel, params, init, doc, lookback_rule=None):
     register(SignalFunction(
         name=name, kernel=kernel, params=(SEG,) + params, returns="sigseg", output="segment",
-        stateful=True, causal=True, lookback=lookback, init_state=init,
-        lookback_rule=lookback_rule, doc=doc))
+        stateful=True, causal=True, lookback=None, init_state=init,
+        lookback_rule=lookback_rule or _spec_rule(init), doc=doc))
 
 
 _entry("lowpass", lowpass, (Param("cutoff_hz", "double", literal=True), ORDER), lowpass_init,
@@ -223,9 +318,10 @@ _entry("fir", fir, (Param("taps", "array<double>", literal=True),), fir_init,
        "scipy.signal.lfilter(taps, [1], x)); output n needs the len(taps) - 1 previous "
        "samples. " + _STREAM
        + "\nExample: SELECT fir(ch1, array(0.25, 0.5, 0.25)) FROM mic",
-       lookback_rule=lambda taps: len(taps) - 1)
+       lookback_rule=lambda rate, taps: len(taps) - 1)
 _entry("iir", iir, (Param("b", "array<double>", literal=True),
                     Param("a", "array<double>", literal=True)), iir_init,
        "IIR filter with numerator b and denominator a (scipy.signal.lfilter(b, a, x); "
        "a[0] must be non-zero, stability is not checked). " + _STREAM
-       + "\nExample: SELECT iir(ch1, array(0.1), array(1.0, -0.9)) FROM mic")
+       + "\nExample: SELECT iir(ch1, array(0.1), array(1.0, -0.9)) FROM mic",
+       lookback_rule=_iir_rule)

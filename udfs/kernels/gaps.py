@@ -78,6 +78,7 @@ register(SignalFunction(
     params=(Param("seg", "sigseg"), Param("policy", "string", literal=True),
             Param("max_gap", "bigint", None, literal=True)),
     returns="sigseg", output="segment", stateful=True, causal=False, lookback=None,
+    unbounded="degap fills a gap from the last sample before it, however long the gap",
     init_state=degap_init,
     doc=("Fills gaps in sample numbers between consecutive segments so the stream becomes "
          "contiguous: a segment starting after the previous one ended is returned with the "

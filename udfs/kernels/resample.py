@@ -142,6 +142,7 @@ register(SignalFunction(
     name="resample", kernel=resample,
     params=(Param("seg", "sigseg"), Param("new_rate", "double", literal=True)),
     returns="sigseg", output="segment", stateful=True, causal=True, lookback=None,
+    unbounded="resample's output grid is anchored at the first sample of the stream",
     init_state=resample_init,
     doc=("Polyphase resampling to new_rate (rational up/down from the two rates, the "
          "Kaiser-windowed FIR scipy.signal.resample_poly designs), streaming: segments of "

@@ -1,0 +1,180 @@
+"""Stateful linear filters in parallel partitions equal scipy over the whole signal.
+
+Every IIR filter and ``fir`` runs in partitions that each warm up on the samples before
+them (udfs/kernels/filters.py: the warm-up after which any start state has shrunk below
+2**-53 of itself). The oracle is scipy over each whole gap-free run of samples, from zero
+state, with the designs made here (``scipy.signal.butter`` / ``iirnotch``) -- nothing from
+the code under test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from scipy import signal as sps
+
+from wavesql.sources import wav_source as wsrc
+from wavesql.udfs.program import Output, Program
+from wavesql.udfs.wav import write_wav
+
+RATE = 1000.0
+BASE_MS = 1_700_000_000_000  #: file names carry unix ms; the epoch is the first one
+
+#: name, SQL-ish arguments after the segment, scipy oracle over one run
+FILTERS = {
+    "lowpass": ([40.0, 4], lambda x: sps.sosfilt(sps.butter(4, 40.0, fs=RATE, output="sos"), x)),
+    "highpass": ([5.0, 4], lambda x: sps.sosfilt(
+        sps.butter(4, 5.0, btype="highpass", fs=RATE, output="sos"), x)),
+    "bandpass": ([20.0, 120.0, 3], lambda x: sps.sosfilt(
+        sps.butter(3, [20.0, 120.0], btype="bandpass", fs=RATE, output="sos"), x)),
+    "notch": ([50.0, 5.0], lambda x: sps.lfilter(*sps.iirnotch(50.0, 5.0, fs=RATE), x)),
+    "iir": ([[0.05], [1.0, -0.95]], lambda x: sps.lfilter([0.05], [1.0, -0.95], x)),
+    "fir": ([list(np.hanning(17) / 8)], lambda x: sps.lfilter(np.hanning(17) / 8, [1.0], x)),
+}
+
+
+def _program(name: str, args) -> Program:
+    filtered = {"call": name, "args": [{"col": "ch1"}] + [{"lit": a} for a in args]}
+    return Program(("ch1",), (
+        Output("s", {"call": "start_sample", "args": [{"col": "ch1"}]}, "bigint"),
+        Output("y", filtered, "sigseg"),
+        Output("mean", {"call": "seg_avg", "args": [filtered]}, "double")))
+
+
+def _recording(folder, rng, fmt: str):
+    """Random files (1-sample ones too) with random gaps between some of them, named by
+    their start time (timestamped timeline, 1 sample per ms); returns the gap-free runs as
+    (first sample, float64 samples as the scan reads them)."""
+    runs, t_ms, current = [], 0, None
+    for i in range(int(rng.integers(3, 9))):
+        length = int(rng.choice([1, 2, int(rng.integers(1, 400)), int(rng.integers(400, 3000))]))
+        if i and rng.random() < 0.3:
+            t_ms += int(rng.integers(1, 900))  # a gap: the filters restart from zero state
+            current = None
+        if fmt == "int16":
+            raw = rng.integers(-32768, 32768, size=length, dtype=np.int16)
+            x = raw.astype(np.float64) / 32768
+        else:
+            raw = (rng.standard_normal(length) * 0.3).astype(np.float32)
+            x = raw.astype(np.float64)
+        write_wav(folder / f"rec_{BASE_MS + t_ms}.wav", raw, int(RATE), fmt)
+        if current is None:
+            current = [t_ms, []]
+            runs.append(current)
+        current[1].append(x)
+        t_ms += length
+    return [(start, np.concatenate(parts)) for start, parts in runs]
+
+
+def _read(options) -> pa.Table:
+    plan = wsrc.plan(options)
+    parts = plan.partitions()
+    batches = [b for part in parts for b in wsrc.read_partition(
+        part, plan.options, plan.program_json, plan.channels, plan.stateful)]
+    return pa.Table.from_batches(batches, schema=wsrc._program(plan.program_json).arrow_schema()), parts
+
+
+def _expected(runs, oracle, n: int):
+    """Rows (start sample, filtered float64 samples) of tumbling n-sample windows on the
+    absolute grid, cut at the runs' ends (the scan's windows)."""
+    rows = []
+    for start, x in runs:
+        y = oracle(x)
+        k = start // n * n
+        while k < start + len(x):
+            lo, hi = max(k, start), min(k + n, start + len(x))
+            rows.append((lo, y[lo - start:hi - start]))
+            k += n
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(FILTERS))
+@pytest.mark.parametrize("fmt", ["float32", "int16"])
+def test_partitions_of_every_size_equal_scipy_over_the_whole_signal(tmp_path, name, fmt):
+    args, oracle = FILTERS[name]
+    program = _program(name, args)
+    lookback = program.lookback(RATE)
+    assert isinstance(lookback, int) and lookback > 0
+    for trial in range(4):
+        rng = np.random.default_rng([trial, len(name), len(fmt)])
+        folder = tmp_path / str(trial)
+        folder.mkdir()
+        runs = _recording(folder, rng, fmt)
+        # window and partition sizes: 1-sample windows, one window per partition, small
+        # and large partitions, everything in one partition
+        n, size = ((1, 1500), (7, 300), (64, 64), (500, 1 << 20))[trial]
+        options = {"path": str(folder), "timeline": "timestamped",
+                   "epoch_us": str(BASE_MS * 1000), "window": str(n),
+                   "program": program.to_json(), "partition_samples": str(size)}
+        table, parts = _read(options)
+        want = _expected(runs, oracle, n)
+        got = table.to_pylist()
+        assert [r["s"] for r in got] == [s for s, _ in want]
+        scale = max(1.0, max(float(np.max(np.abs(y))) for _, y in want))
+        for row, (start, y) in zip(got, want):
+            samples = np.asarray(row["y"]["samples"], np.float64)
+            # the segment travels as float32: the same float32 as scipy's, but for a
+            # rounding tie flipped by the ~1e-16 the warm-up leaves
+            np.testing.assert_allclose(samples, y.astype(np.float32), rtol=2 ** -22,
+                                       atol=scale * 2 ** -40, err_msg=f"window at {start}")
+            # the mean is computed in float64 from the float64 filter output
+            assert abs(row["mean"] - y.mean()) <= 1e-12 * scale, start
+        # partitions after a run's first start from zero state a warm-up before them
+        assert all(p.warmup for p in parts if p.tasks[0].k0 * n > p.tasks[0].run_start)
+
+
+def test_a_warm_up_reaches_back_across_files_and_stops_at_a_gap(tmp_path):
+    # Three contiguous files then a gap: partitions after the first re-read the samples
+    # before them (from earlier files), and none reads across the gap.
+    rng = np.random.default_rng(7)
+    folder = tmp_path / "rec"
+    folder.mkdir()
+    x = (rng.standard_normal(9000) * 0.3).astype(np.float32)
+    for start, (a, b) in zip((0, 3000, 6000), ((0, 3000), (3000, 6000), (6000, 9000))):
+        write_wav(folder / f"rec_{BASE_MS + start}.wav", x[a:b], int(RATE), "float32")
+    later = (rng.standard_normal(4000) * 0.3).astype(np.float32)
+    write_wav(folder / f"rec_{BASE_MS + 20_000}.wav", later, int(RATE), "float32")
+    args, oracle = FILTERS["highpass"]
+    program = _program("highpass", args)
+    table, parts = _read({"path": str(folder), "timeline": "timestamped", "window": "100",
+                          "epoch_us": str(BASE_MS * 1000),
+                          "program": program.to_json(), "partition_samples": "1000"})
+    assert len(parts) == 13 and sum(bool(p.warmup) for p in parts) == 11
+    runs = [(0, x.astype(np.float64)), (20_000, later.astype(np.float64))]
+    want = _expected(runs, oracle, 100)
+    for row, (start, y) in zip(table.to_pylist(), want):
+        assert row["s"] == start
+        assert abs(row["mean"] - y.mean()) <= 1e-12
+
+
+def test_a_filter_that_never_forgets_runs_in_one_ordered_pass(tmp_path):
+    # An integrator's pole sits on the unit circle: no warm-up reaches its state, so the
+    # scan is one partition, and the running sum is right over every file.
+    rng = np.random.default_rng(3)
+    folder = tmp_path / "rec"
+    folder.mkdir()
+    x = rng.standard_normal(5000).astype(np.float32)
+    for i, (a, b) in enumerate(((0, 1200), (1200, 1201), (1201, 5000))):
+        write_wav(folder / f"r_{i}.wav", x[a:b], int(RATE), "float32")
+    program = _program("iir", [[1.0], [1.0, -1.0]])
+    assert "never forgets" in program.lookback(RATE)
+    table, parts = _read({"path": str(folder), "window": "250", "program": program.to_json(),
+                          "partition_samples": "500"})
+    assert len(parts) == 1
+    y = np.cumsum(x.astype(np.float64))
+    means = [row["mean"] for row in table.to_pylist()]
+    np.testing.assert_allclose(means, y.reshape(20, 250).mean(axis=1), rtol=1e-12)
+
+
+def test_explain_says_parallel_or_sequential_and_why(ws, tmp_path):
+    x = (np.random.default_rng(1).standard_normal(4000) * 0.3).astype(np.float32)
+    write_wav(tmp_path / "a.wav", x, 8000, "float32")
+    ws.sql(f"CREATE SIGNAL pf (ch1 FLOAT) RATE 8000 HZ FROM '{tmp_path}' FORMAT wav")
+    text = ws.explain("SELECT seg_rms(lowpass(ch1, 1000.0)) FROM pf [SAMPLES 400]")
+    assert "parallel: each partition warms up on the 256 samples before it" in text
+    text = ws.explain("SELECT seg_rms(iir(ch1, array(1.0), array(1.0, -1.0))) "
+                       "FROM pf [SAMPLES 400]")
+    assert "sequential: iir never forgets its state" in text
+    text = ws.explain("SELECT cfar(seg_rms(ch1)) FROM pf [SAMPLES 400]")
+    assert "sequential: cfar's noise estimate" in text
