@@ -162,3 +162,51 @@ def test_program_json_is_stable():
     prog = _statfilter(0.1, 0.0)
     assert Program.from_json(prog.to_json()) == prog
     assert json.loads(prog.to_json())["filters"][0]["op"] == ">"
+
+
+def test_cfar_over_blocks_of_rows_equals_the_recursion_score_by_score():
+    # The evaluator runs cfar's scan form once per block of rows; the oracle is the
+    # detector's recursion as documented (udfs/kernels/detect.py), written out here.
+    import math
+
+    rng = np.random.default_rng(11)
+    scores = np.abs(rng.normal(1.0, 0.3, 3000))
+    scores[rng.integers(0, 3000, 40)] = 6.0      # events
+    scores[[5, 700, 1500]] = np.nan              # ignored
+    scores[[900, 2000]] = np.inf                 # fire, not absorbed
+
+    def reference(k=2.5, alpha=0.02, warmup=40):
+        out, n, mean, m2, var = [], 0, 0.0, 0.0, 0.0
+        for s in scores:
+            if math.isnan(s) or (n < warmup and math.isinf(s)):
+                out.append(False)
+                continue
+            if n < warmup:
+                n += 1
+                d = s - mean
+                mean += d / n
+                m2 += d * (s - mean)
+                var = m2 / n
+                out.append(False)
+                continue
+            limit = mean + k * math.sqrt(var)
+            out.append(bool(s > limit))
+            if not math.isinf(s):
+                d = min(s, limit) - mean
+                n, mean, var = n + 1, mean + alpha * d, (1 - alpha) * (var + alpha * d * d)
+        return out
+
+    prog = Program(("ch1",), (Output("f", {"call": "cfar", "args": [
+        {"call": "seg_avg", "args": [CH]}, {"lit": 2.5}, {"lit": 0.02}, {"lit": 40}]},
+        "boolean"),))
+    ev = Evaluator(prog)
+    got, at = [], 0
+    for size in rng.integers(1, 400, 40):  # blocks of rows of random sizes, state between
+        size = int(min(size, len(scores) - at))
+        if size <= 0:
+            break
+        got += ev.run_windows(np.arange(at, at + size), 1.0,
+                              [scores[at:at + size].reshape(-1, 1)]).column("f").to_pylist()
+        at += size
+    want = reference()[:at]
+    assert sum(want) > 30 and got == want

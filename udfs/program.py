@@ -333,8 +333,15 @@ class Evaluator:
         if (fn.batch is not None and isinstance(first, SegBlock)
                 and all(isinstance(a, _Lit) for a in rest)):
             return fn.batch(first, *(a.value for a in rest))
-        results = []
         state = self.states.get(key)
+        if fn.scan is not None and not isinstance(first, (SegBlock, _Lit)) \
+                and all(isinstance(a, _Lit) for a in rest):
+            lits = fn.bind_args([None] + [a.value for a in rest])[1:]
+            with np.errstate(all="ignore"):  # IEEE propagation, as registry.call
+                out, self.states[key] = fn.scan(
+                    first, *lits, fn.init_state(*lits) if state is None else state)
+            return out
+        results = []
         for i in range(rows.k):
             call_args = [_row(a, i) for a in args]
             if fn.stateful:

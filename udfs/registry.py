@@ -194,6 +194,10 @@ class SignalFunction:
     unbounded : str
         With ``lookback=None`` and no rule: why the function needs its whole past (shown by
         EXPLAIN as ``sequential: <reason>``).
+    scan : callable, optional
+        Stateful scalar functions only: the form over ``k`` rows in order,
+        ``scan(values, *literal_args, state) -> ((k,) array, new_state)``, one call per block
+        of rows instead of one per row. Must agree with ``kernel`` row by row (tested).
     batch : callable, optional
         Stateless only: the vectorised form over ``k`` equal-width windows,
         ``batch(block: SegBlock, *literal_args)`` -> ``(k,)`` array (scalar outputs) or a
@@ -213,6 +217,7 @@ class SignalFunction:
     flush: Callable | None = None
     lookback_rule: Callable | None = None
     unbounded: str = ""
+    scan: Callable | None = None
     batch: Callable | None = None
 
     def __post_init__(self):
@@ -234,6 +239,8 @@ class SignalFunction:
             raise ValueError(f"{self.name}: stateful functions (and only they) need init_state")
         if self.batch is not None and self.stateful:
             raise ValueError(f"{self.name}: stateful functions have no batch form")
+        if self.scan is not None and not (self.stateful and self.output == "scalar"):
+            raise ValueError(f"{self.name}: only stateful scalar functions have a scan form")
         if self.flush is not None and not self.stateful:
             raise ValueError(f"{self.name}: only stateful functions can flush")
         if self.stateful and self.lookback is None and self.lookback_rule is None \

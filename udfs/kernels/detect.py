@@ -88,33 +88,47 @@ def cfar(score: float, k: float = 3.0, alpha: float = 0.01, warmup: int = 32,
     >>> fired[10:]
     [True, False]
     """
-    st = dict(cfar_init(k, alpha, warmup) if state is None else state)
-    if score is None:
-        return False, st
-    if not is_number(score):
-        raise SignalError("TYPE_ERROR", f"cfar: score must be a number, got {score!r}")
-    s = float(score)
-    if math.isnan(s):
-        return False, st
-    n = st["n"]
-    if n < st["warmup"]:
+    fired, st = cfar_scan([score], k, alpha, warmup,
+                          cfar_init(k, alpha, warmup) if state is None else state)
+    return bool(fired[0]), st
+
+
+def cfar_scan(scores, k: float, alpha: float, warmup: int, state: dict
+              ) -> tuple[np.ndarray, dict]:
+    """``cfar`` over a run of scores in order, in one loop (the evaluator's form for a
+    block of rows: a Python loop over floats, no per-score call); returns the fired flags
+    and the state after the last score."""
+    st = dict(state)  # never mutate the caller's state: a retried batch must replay exactly
+    n, mean, m2, var = st["n"], st["mean"], st["m2"], st["var"]
+    kk, a, w = st["k"], st["alpha"], st["warmup"]
+    values = scores.tolist() if isinstance(scores, np.ndarray) else list(scores)
+    fired = np.zeros(len(values), dtype=np.bool_)
+    for i, score in enumerate(values):
+        if score is None:
+            continue
+        if not is_number(score):
+            raise SignalError("TYPE_ERROR", f"cfar: score must be a number, got {score!r}")
+        s = float(score)
+        if s != s:  # NaN: never fires, leaves the estimate alone
+            continue
+        if n < w:
+            if math.isinf(s):
+                continue
+            # Welford: numerically stable running mean / variance for the seed estimate.
+            n += 1
+            d = s - mean
+            mean += d / n
+            m2 += d * (s - mean)
+            var = m2 / n
+            continue
+        threshold = mean + kk * math.sqrt(var)
+        fired[i] = s > threshold
         if math.isinf(s):
-            return False, st
-        # Welford: numerically stable running mean / variance for the seed estimate.
-        n += 1
-        d = s - st["mean"]
-        mean = st["mean"] + d / n
-        m2 = st["m2"] + d * (s - mean)
-        st.update(n=n, mean=mean, m2=m2, var=m2 / n)
-        return False, st
-    threshold = st["mean"] + st["k"] * math.sqrt(st["var"])
-    fired = s > threshold
-    if math.isinf(s):
-        return fired, st
-    a = st["alpha"]
-    d = min(s, threshold) - st["mean"]
-    st.update(n=n + 1, mean=st["mean"] + a * d, var=(1.0 - a) * (st["var"] + a * d * d))
-    return bool(fired), st
+            continue
+        d = min(s, threshold) - mean
+        n, mean, var = n + 1, mean + a * d, (1.0 - a) * (var + a * d * d)
+    st.update(n=n, mean=mean, m2=m2, var=var)
+    return fired, st
 
 
 # -- threshold_ranges -------------------------------------------------------------------------
@@ -212,7 +226,7 @@ register(SignalFunction(
     returns="boolean", output="scalar", stateful=True, causal=True, lookback=None,
     unbounded="cfar's noise estimate is seeded by the first scores of the stream and "
               "then runs over every score since",
-    init_state=cfar_init,
+    init_state=cfar_init, scan=cfar_scan,
     doc=("Constant-false-alarm-rate detector over a stream of scores (one per row, in "
          "time order): true when score > mu + k * sigma of a running Gaussian noise "
          "estimate. The first `warmup` scores seed mu and sigma and never fire; afterwards "
