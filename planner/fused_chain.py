@@ -524,9 +524,12 @@ def _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width, reac
     first, last = min(g.lo for g in groups), max(g.hi for g in groups)
     spacing = max(1, (last - first) // max(1, total))
     before = reach_time + LAG_SLACK * reach_rows * spacing
-    ranges = pc_.ranges(groups, time_windows.direct_tasks(rt.spark, total), before, 0,
-                        max(1, time_windows.MIN_CHUNK_FRAMES * before), align=width)
-    if sum(g.rows for r in ranges for g in r.groups) > time_windows.MAX_READ_FACTOR * total:
+    # ranges that each fit a Python task's memory (planner/task_memory.py), the chain's
+    # outputs counted as columns too
+    ranges = time_windows.fitting_ranges(rt.spark, groups, 2 * len(read) + 1, before, 0,
+                                         max(1, time_windows.MIN_CHUNK_FRAMES * before),
+                                         align=width)
+    if ranges is None:
         return None
     groups = tuple(groups)
 

@@ -330,6 +330,10 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footer
     chunk_us, origin = _chunk_length(rt, planned, estimate)
     reach_before = max(s.before for s in planned.specs)
     reach_after = max(max(s.after, 0) for s in planned.specs)
+    chunk_us = _fitting_chunk(rt.spark, estimate, chunk_us, reach_before + reach_after,
+                              len(passthrough) + len(helpers_sent) + len(planned.specs) + 2)
+    if chunk_us is None:
+        return None  # even a small chunk's context would not fit a worker: Spark's window
     us = F.unix_micros(F.col("__wavesql_t")) - F.lit(origin)
     own = F.floor(us / chunk_us)
     chunks = F.sequence(F.floor((us - reach_after) / chunk_us),
@@ -418,7 +422,8 @@ def _direct(planned: _Planned, fields, passthrough, stream, frame, rt, where=Non
     after = max(max(s.after, 0) for s in planned.specs)
     ranges = direct_ranges(frame, stream, rt, time_col, wanted, progress, _min_rows(rt.spark),
                            before=before, after=after,
-                           min_span=max(1, MIN_CHUNK_FRAMES * (before + after)))
+                           min_span=max(1, MIN_CHUNK_FRAMES * (before + after)),
+                           columns=len(wanted) + len(planned.specs))
     if ranges is None:
         return None
     specs = tuple(kernel.Spec(s.func, None if s.arg is None else args[s.arg], s.before, s.after)
@@ -543,22 +548,41 @@ def _literal(node, kind):
 
 def direct_ranges(frame, stream, rt, time_col: str, wanted: dict, progress, min_rows: int, *,
                   before: int = 0, after: int = 0, min_span: int = 1, neighbours: bool = False,
-                  no_nulls=()):
+                  no_nulls=(), columns: int | None = None):
     """The ranges of event time a direct pass over ``stream``'s files reads
     (sources/parquet_chunks.py: ``ranges``), or None when the files are not ones it reads
     exactly as Spark does (``frame``: Spark's scan of them), hold fewer than ``min_rows``
-    rows or NULLs in a ``no_nulls`` column, or are too far out of time order."""
-    from wavesql.sources import parquet_chunks as pc_
-
+    rows or NULLs in a ``no_nulls`` column, are too far out of time order, or cannot be cut
+    into ranges that fit a Python task's memory (``columns``, default ``wanted``'s: the
+    columns a row carries through the pass; planner/task_memory.py)."""
     groups = direct_groups(frame, stream, rt, time_col, wanted, progress, min_rows, no_nulls)
     if groups is None:
         return None
+    return fitting_ranges(rt.spark, groups, columns or len(wanted), before, after, min_span,
+                          neighbours=neighbours)
+
+
+def fitting_ranges(spark, groups, columns: int, before: int, after: int, min_span: int, **kw):
+    """``parquet_chunks.ranges`` cut into enough tasks that none reads more rows than one
+    Python task may hold (planner/task_memory.py), or None when even the finest cut does
+    not fit (a frame whose context alone is too large: the caller leaves the work to
+    Spark) or reads more than :data:`MAX_READ_FACTOR` times the rows."""
+    from wavesql.sources import parquet_chunks as pc_
+
+    from . import task_memory
+
     total = sum(g.rows for g in groups)
-    ranges = pc_.ranges(groups, direct_tasks(rt.spark, total), before, after, min_span,
-                        neighbours=neighbours)
-    if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
-        return None
-    return ranges
+    limit = task_memory.max_rows(spark, columns)
+    tasks = max(direct_tasks(spark, total), -(-total // limit))
+    while True:
+        ranges = pc_.ranges(groups, tasks, before, after, min_span, **kw)
+        if sum(g.rows for r in ranges for g in r.groups) > MAX_READ_FACTOR * total:
+            return None
+        if max(sum(g.rows for g in r.groups) for r in ranges) <= limit:
+            return ranges
+        if len(ranges) < tasks or tasks >= total:  # no finer cut exists
+            return None
+        tasks *= 2
 
 
 def direct_groups(frame, stream, rt, time_col: str, wanted: dict, progress, min_rows: int,
@@ -698,6 +722,23 @@ def _chunk_length(rt, planned: _Planned, estimate: tuple) -> tuple[int, int]:
     span = hi - lo + 1
     chunk = max(1, span * target // max(n, 1), MIN_CHUNK_FRAMES * reach)
     return int(chunk), int(lo)
+
+
+def _fitting_chunk(spark, estimate: tuple, chunk_us: int, reach: int, columns: int):
+    """``chunk_us``, shortened until a chunk's rows and context fit one Python task's
+    memory at the estimated mean density (planner/task_memory.py), or None if a chunk of
+    1 us with its context would not (the frames reach too many rows)."""
+    from . import task_memory
+
+    n, lo, hi = estimate
+    if not n or lo is None:
+        return chunk_us
+    density = n / max(1, hi - lo + 1)  # rows per microsecond
+    limit = task_memory.max_rows(spark, columns)
+    if density * (chunk_us + reach) <= limit:
+        return chunk_us
+    fitting = int(limit / density) - reach
+    return fitting if fitting >= 1 else None
 
 
 def _counted(child) -> tuple | None:

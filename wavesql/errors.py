@@ -55,6 +55,7 @@ ERROR_CODES: dict[str, str] = {
     "OVERLAPPING_BLOCKS": "two sample blocks of a Kafka signal claim the same samples",
     "INVALID_RATE": "a signal rate is zero, negative or not a number",
     "INVALID_OPTION": "a DDL clause has an invalid value",
+    "INVALID_SETTING": "a wavesql.* setting (SET) has a value it cannot take",
     "UNKNOWN_OBJECT": "DROP/DESCRIBE names an object that does not exist",
     "WRONG_OBJECT_KIND": "DROP STREAM names a signal (or similar)",
     "CATALOG_CORRUPT": "the catalog file is not a readable WaveSQL catalog",

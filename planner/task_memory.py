@@ -1,0 +1,86 @@
+"""How much one Python task may hold, so that no pass is planned that would kill a worker.
+
+The time-range passes (planner/time_windows.py, planner/fused_chain.py,
+planner/resample_direct.py) hand each Python task whole ranges of rows: a range's own rows
+plus the context its frames reach. A wide frame (``RANGE 1 DAY`` over a week) or a long
+tumbling window makes a few huge ranges, and a Python worker that allocates past its limit
+dies (``spark.executor.pyspark.memory`` is enforced per worker as an address-space limit;
+without it the machine's memory is the limit). So the planner estimates what a range holds
+-- rows times :func:`row_bytes` -- before running anything and cuts the work finer until
+every range fits the budget, or, when even the finest cut does not (a frame whose context
+alone is too large), leaves the windows to Spark, whose window operator spills to disk.
+
+The budget per task (:func:`budget`): ``SET wavesql.python.task_memory = '512m'``;
+otherwise ``spark.executor.pyspark.memory`` divided by the cores of an executor (Spark gives
+each concurrent worker that share); otherwise :data:`DEFAULT_BUDGET`. Half of it is used
+(:data:`HEADROOM`): estimates come from row-group statistics or a mean density, and a burst
+of rows inside a range is not in them.
+"""
+
+from __future__ import annotations
+
+CONF = "wavesql.python.task_memory"
+#: Without any setting: what one task may hold (the machine has 24 GB and two cores here;
+#: a cluster sets spark.executor.pyspark.memory).
+DEFAULT_BUDGET = 2 << 30
+#: The fraction of the budget a planned range may fill.
+HEADROOM = 0.5
+#: Bytes a row costs a pass per column it reads or writes: the Arrow batch in, its numpy
+#: arrays, intermediates and the Arrow batch out (measured on the TiLT passes: 80-120 bytes
+#: a row over 3-4 columns).
+BYTES_PER_COLUMN = 32
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``'512m'`` -> bytes (Spark's size suffixes; a bare number is bytes).
+
+    >>> parse_size("512m"), parse_size("2g"), parse_size("1024")
+    (536870912, 2147483648, 1024)
+    """
+    value = str(text).strip().lower()
+    digits = value.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = value[len(digits):]
+    if not digits or unit not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (e.g. 512m, 2g)")
+    return int(float(digits) * _UNITS[unit])
+
+
+def budget(spark) -> int:
+    """Bytes one Python task may hold (module docstring)."""
+    from wavesql.errors import WaveSQLError
+
+    own = spark.conf.get(CONF, None)
+    if own:
+        try:
+            return max(1, parse_size(own))
+        except ValueError as err:
+            raise WaveSQLError("INVALID_SETTING", f"{CONF}: {err}",
+                               hint="SET wavesql.python.task_memory = '512m'") from None
+    worker = spark.sparkContext.getConf().get("spark.executor.pyspark.memory", None)
+    if worker:
+        cores = int(spark.sparkContext.getConf().get("spark.executor.cores", "1") or 1)
+        master = spark.sparkContext.master or ""
+        if master.startswith("local"):  # one executor of defaultParallelism cores
+            cores = max(1, spark.sparkContext.defaultParallelism)
+        # a bare number is MiB here, as Spark reads this setting
+        size = parse_size(worker + "m" if worker.strip().isdigit() else worker)
+        return max(1, size // max(1, cores))
+    return DEFAULT_BUDGET
+
+
+def row_bytes(columns: int) -> int:
+    """Estimated bytes a row of ``columns`` columns costs a pass (time column included)."""
+    return BYTES_PER_COLUMN * (max(1, columns) + 1)
+
+
+def fits(spark, rows: float, columns: int) -> bool:
+    """Whether ``rows`` rows of ``columns`` columns fit one task's budget (with headroom)."""
+    return rows * row_bytes(columns) <= HEADROOM * budget(spark)
+
+
+def max_rows(spark, columns: int) -> int:
+    """The most rows of ``columns`` columns one task may be planned to hold."""
+    return max(1, int(HEADROOM * budget(spark) // row_bytes(columns)))
