@@ -178,3 +178,38 @@ def test_explain_says_parallel_or_sequential_and_why(ws, tmp_path):
     assert "sequential: iir never forgets its state" in text
     text = ws.explain("SELECT cfar(seg_rms(ch1)) FROM pf [SAMPLES 400]")
     assert "sequential: cfar's noise estimate" in text
+
+
+def test_a_micro_batch_of_several_files_filters_them_in_parallel(tmp_path):
+    # The stream reader (no Spark) with the runner's ``tasks`` option: the second
+    # micro-batch brings three files (3 M samples) and is cut into partitions warmed up on
+    # the samples before them, the first of which were read by the batch before.
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    rng = np.random.default_rng(5)
+    folder = tmp_path / "rec"
+    folder.mkdir()
+    x = (rng.standard_normal(3_600_000) * 0.3).astype(np.float32)
+    cuts = [0, 600_000, 1_600_000, 2_600_000, 3_600_000]
+    program = _program("bandpass", FILTERS["bandpass"][0])
+    options = {"path": str(folder), "window": "1000", "rate": str(int(RATE)),
+               "channels": '["ch1"]', "program": program.to_json(), "tasks": "4",
+               "state_dir": str(tmp_path / "state")}  # unused: the look-back is finite
+    reader = wsrc.WavStreamReader(options, from_arrow_schema(program.arrow_schema()))
+    offset, rows, shapes = reader.initialOffset(), [], []
+    for batch in ([0], [1, 2, 3]):
+        for i in batch:
+            write_wav(folder / f"r_{i}.wav", x[cuts[i]:cuts[i + 1]], int(RATE), "float32")
+        if batch[-1] == 3:
+            (folder / "end.eof").write_text("")
+        end = reader.latestOffset(offset, None)
+        parts = reader.partitions(offset, end)
+        shapes.append((len(parts), sum(bool(p.warmup) for p in parts)))
+        rows += [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+        offset = end
+    assert shapes[1][0] >= 3 and shapes[1][1] == shapes[1][0]  # parallel, every one warmed
+    assert not (tmp_path / "state").exists()
+    want = _expected([(0, x.astype(np.float64))], FILTERS["bandpass"][1], 1000)
+    assert [r["s"] for r in rows] == [s for s, _ in want]
+    for row, (start, y) in zip(rows, want):
+        assert abs(row["mean"] - y.mean()) <= 1e-12, start
