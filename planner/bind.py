@@ -137,6 +137,9 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
         return ir.ShowObjects(None if kind in (None, "OBJECT", "ALL") else kind)
     if isinstance(node, exp.Describe):
         return _bind_describe(node, stmt, ctx)
+    show_functions = _show_functions(node, stmt)
+    if show_functions is not None:
+        return show_functions
     if isinstance(node, exp.Create) and (node.args.get("kind") or "").upper() == "VIEW":
         if not _is_temporary(node):
             return _bind_create_view(node, stmt, ctx)
@@ -1077,8 +1080,31 @@ def _bind_create_view(node: exp.Create, stmt: ParsedStatement, ctx: BindContext)
     return ir.CreateObject(defn, replace, exists)
 
 
+_SHOW_FUNCTIONS = re.compile(
+    r"^(?:(USER|SYSTEM|ALL)\s+)?FUNCTIONS(?:\s+(?:LIKE\s+)?'((?:[^'\\]|\\.)*)')?\s*;?\s*$",
+    re.IGNORECASE | re.DOTALL)
+
+
+def _show_functions(node, stmt: ParsedStatement) -> ir.ShowFunctions | None:
+    """``SHOW [USER|SYSTEM|ALL] FUNCTIONS [[LIKE] 'pattern']`` (``FROM db`` stays Spark's)."""
+    if not (isinstance(node, exp.Command) and str(node.this).upper() == "SHOW"):
+        return None
+    match = _SHOW_FUNCTIONS.match(str(node.expression or "").strip())
+    if match is None:
+        return None
+    scope = (match.group(1) or "ALL").upper()
+    return ir.ShowFunctions(stmt.text, scope != "USER", match.group(2))
+
+
 def _bind_describe(node: exp.Describe, stmt: ParsedStatement, ctx: BindContext) -> ir.Statement:
     target = node.this
+    if (node.args.get("kind") or "").upper() == "FUNCTION":
+        name = target.name if isinstance(target, exp.Table) and not target.args.get("db") \
+            else None
+        if name and registry.lookup(name) is not None:
+            return ir.DescribeFunction(name.lower(), (node.args.get("style") or "").upper()
+                                       == "EXTENDED")
+        return ir.SparkCommand(stmt.text, ())  # Spark's functions: Spark describes them
     if isinstance(target, exp.Table) and not target.args.get("db"):
         defn = ctx.catalog.get(target.name)
         if defn is not None:

@@ -395,6 +395,27 @@ class DescribeObject(Statement):
 
 
 @dataclass(frozen=True)
+class ShowFunctions(Statement):
+    """``SHOW [USER|SYSTEM|ALL] FUNCTIONS [[LIKE] 'pattern']``: Spark's functions (``sql``)
+    and, unless ``USER``, the signal functions matching ``pattern`` (Spark's: ``*`` any
+    text, ``|`` alternatives, case-insensitive)."""
+
+    sql: str
+    signal_functions: bool
+    pattern: str | None = None
+    kind: ClassVar[str] = "show"
+
+
+@dataclass(frozen=True)
+class DescribeFunction(Statement):
+    """``DESCRIBE FUNCTION [EXTENDED] name`` of a signal function (Spark's own otherwise)."""
+
+    name: str
+    extended: bool
+    kind: ClassVar[str] = "describe"
+
+
+@dataclass(frozen=True)
 class SparkCommand(Statement):
     """A statement that is Spark's business alone (SET, CACHE TABLE, CREATE TEMP VIEW, ...)."""
 
@@ -472,6 +493,7 @@ def _short(value: Any) -> str:
 
 __all__ = [
     "Field", "Schema", "Relation", "StreamScan", "SignalScan", "SignalStage", "SparkTable",
+    "ShowFunctions", "DescribeFunction",
     "ViewRef", "program_label",
     "SqlQuery", "Statement", "QueryStatement", "CreateObject", "DropObject", "ShowObjects",
     "DescribeObject", "SparkCommand", "Explain", "walk", "explain_ir",

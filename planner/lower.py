@@ -494,6 +494,34 @@ def _lower_describe(stmt: ir.DescribeObject, rt: Runtime, offset):
     return rt.spark.createDataFrame(rows, "col_name string, data_type string, comment string")
 
 
+def _lower_show_functions(stmt: ir.ShowFunctions, rt: Runtime, offset):
+    """Spark's function list plus the matching signal functions, one sorted column."""
+    import re
+
+    from wavesql.udfs import registry
+
+    names = {r[0] for r in rt.spark.sql(stmt.sql).collect()}
+    if stmt.signal_functions:
+        alternatives = [p.strip() for p in (stmt.pattern or "*").split("|")]
+        for name in registry.names():
+            for alternative in alternatives:
+                try:
+                    if re.fullmatch(alternative.replace("*", ".*"), name, re.IGNORECASE):
+                        names.add(name)
+                        break
+                except re.error:  # Spark skips a bad alternative too
+                    continue
+    return rt.spark.createDataFrame([(n,) for n in sorted(names)], "function string")
+
+
+def _lower_describe_function(stmt: ir.DescribeFunction, rt: Runtime, offset):
+    from wavesql.udfs import registry
+
+    return rt.spark.createDataFrame(
+        [(line,) for line in registry.describe_function(stmt.name, stmt.extended)],
+        "function_desc string")
+
+
 def _lower_spark_command(stmt: ir.SparkCommand, rt: Runtime, offset):
     return run_sql(stmt.sql, stmt.inputs, rt, offset)
 
@@ -537,5 +565,7 @@ _STATEMENT_RULES: dict[type, Callable] = {
     ir.ShowObjects: _lower_show,
     ir.DescribeObject: _lower_describe,
     ir.SparkCommand: _lower_spark_command,
+    ir.ShowFunctions: _lower_show_functions,
+    ir.DescribeFunction: _lower_describe_function,
     ir.Explain: _lower_explain,
 }

@@ -489,3 +489,63 @@ def flush(name: str, state: Any):
     if fn.flush is None or state is None:
         return None
     return fn.flush(state)
+
+
+# ---------------------------------------------------------------------------------------
+# Descriptions: DESCRIBE FUNCTION and the generated reference (docs/functions.md)
+# ---------------------------------------------------------------------------------------
+def _doc_and_example(fn: SignalFunction) -> tuple[str, str]:
+    text, _, example = fn.doc.partition("Example:")
+    return " ".join(text.split()), example.strip()
+
+
+def semantics(fn: SignalFunction) -> str:
+    """One line: state, causality, look-back, output kind (what planning depends on)."""
+    if not fn.stateful:
+        state = "stateless (each segment on its own)"
+    else:
+        state = "stateful (state carried from segment to segment and across micro-batches"
+        state += "; output pending at end of stream is flushed)" if fn.flush else ")"
+    if fn.lookback_rule is not None:
+        history = "look-back: depends on the signal's rate and the arguments (EXPLAIN shows it)"
+    elif fn.lookback is None:
+        history = f"look-back: unbounded, so scans run in one ordered pass ({fn.unbounded})"
+    else:
+        history = f"look-back: {fn.lookback} samples"
+    return "; ".join([state, "causal" if fn.causal else "not causal", history,
+                      f"output: {fn.output}"])
+
+
+def describe_function(name: str, extended: bool = False) -> list[str]:
+    """The rows of ``DESCRIBE FUNCTION [EXTENDED] name`` for a signal function, in the shape
+    of Spark's (``Function:``, ``Class:``, ``Usage:``, then ``Extended Usage:``)."""
+    fn = require(name)
+    doc, example = _doc_and_example(fn)
+    family = fn.kernel.__module__.rsplit(".", 1)[-1]
+    lines = [f"Function: {fn.name}",
+             f"Class: WaveSQL signal function (udfs/kernels/{family}.py)",
+             f"Usage: {fn.signature()} - {doc}"]
+    if extended:
+        lines += ["Extended Usage:", f"    Semantics: {semantics(fn)}",
+                  "    Examples:", f"      > {example}"]
+    return lines
+
+
+def reference_markdown() -> str:
+    """docs/functions.md: every signal function from this registry, by family."""
+    by_family: dict[str, list[SignalFunction]] = {}
+    for fn in all():
+        by_family.setdefault(fn.kernel.__module__.rsplit(".", 1)[-1], []).append(fn)
+    out = ["# Signal functions", "",
+           "Generated from the registry (`udfs/registry.py`, kernels in `udfs/kernels/`) by",
+           "`python -m wavesql.udfs.reference`; `tests/test_functions_reference.py` keeps it",
+           "equal to the registry. In SQL: `SHOW FUNCTIONS LIKE 'seg*'`, `DESCRIBE FUNCTION",
+           "EXTENDED lowpass`. Types: `sigseg` is a segment (`struct<start, rate, samples>`);",
+           "a `literal` parameter must be a constant.", ""]
+    for family in sorted(by_family):
+        out += [f"## {family} (`udfs/kernels/{family}.py`)", ""]
+        for fn in by_family[family]:
+            doc, example = _doc_and_example(fn)
+            out += [f"### `{fn.name}`", "", f"`{fn.signature()}`", "", doc, "",
+                    f"*{semantics(fn)}*", "", "```sql", example, "```", ""]
+    return "\n".join(out)
