@@ -445,6 +445,34 @@ def test_parse_error_hints():
         assert hint in (info.value.hint or ""), text
 
 
+@pytest.mark.parametrize("text, word, keyword", [
+    ("SELEC id FROM t", "SELEC", "SELECT"),
+    ("SELECT id FORM t", "FORM", "FROM"),
+    ("SELECT id FROM t WERE id > 1", "WERE", "WHERE"),
+    ("SELECT id FROM t GROUP BY id ORDR BY id", "ORDR", "ORDER"),
+    ("SELECT id FROM t LIMT 5", "LIMT", "LIMIT"),
+    ("SELECT id FROM t JION u ON t.a = u.a", "JION", "JOIN"),
+    ("SELECT 1;\nSELECT id FROM\n  t\nwher id > 2", "wher", "WHERE"),
+])
+def test_a_misspelled_keyword_is_pointed_at_with_a_did_you_mean(text, word, keyword):
+    # The parser fails after the misspelling (FORM reads as an alias, the error comes at
+    # t); the error points at the word itself, as Spark's and DuckDB's do.
+    with pytest.raises(WaveSQLError) as info:
+        parse_statements(text)
+    err = info.value
+    assert text[err.span.start:err.span.end] == word
+    assert f"did you mean {keyword}?" in err.message and err.hint == f"write {keyword}"
+
+
+def test_a_word_near_a_keyword_is_not_taken_for_one_where_the_query_is_fine():
+    # a column named like a misspelled keyword, short words, plural object kinds
+    for text in ("SELECT form, wher FROM t", "SHOW STREAMS", "SELECT a FROM t limit 1"):
+        parse_statements(text)
+    with pytest.raises(WaveSQLError) as info:
+        parse_statements("SELECT a b c FROM t")  # no keyword near: the parser's own error
+    assert info.value.message == "unexpected `c`"
+
+
 def test_parse_error_offsets_are_absolute_in_multi_statement_text():
     text = "SELECT 1;\nSELECT 2;\nSELECT *\n  FROM t [ROWS x]"
     with pytest.raises(WaveSQLError) as info:

@@ -173,6 +173,7 @@ def parse_statements(text: str, *, lenient: bool = False) -> list[Statement]:
             failure = (_parse_error(error, text) if isinstance(error, ParseError) else
                        WaveSQLError("PARSE_ERROR", f"malformed statement ({error!r})",
                                     Span(start, end), query=text))
+            failure = _misspelled_keyword(chunk, failure, text) or failure
             if not lenient or _is_wavesql_statement(chunk) or any(
                     t.token_type == TokenType.L_BRACKET for t in chunk) or \
                     _has_wavesql_table_function(chunk):
@@ -436,6 +437,55 @@ def _parse_error(error: ParseError, text: str) -> WaveSQLError:
         message = info.get("description") or str(error)
     return WaveSQLError("PARSE_ERROR", _clean_message(message or "syntax error", text, span),
                         Span(*span), hint=getattr(error, "wavesql_hint", None), query=text)
+
+
+#: Keywords a misspelling is checked against (where a query's clauses and statements start).
+_KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "ORDER", "HAVING", "LIMIT", "JOIN", "INNER",
+             "LEFT", "RIGHT", "OUTER", "CROSS", "UNION", "INTERSECT", "EXCEPT", "WITH",
+             "DISTINCT", "CREATE", "INSERT", "INTO", "VALUES", "DROP", "SHOW", "DESCRIBE",
+             "EXPLAIN", "SYNC", "MERGE", "EMIT", "WINDOW", "PARTITION", "BETWEEN", "QUALIFY",
+             "OFFSET", "STREAM", "SIGNAL", "SINK", "ISTREAM", "DSTREAM", "RSTREAM", "RESAMPLE")
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal-string-alignment distance: insertions, deletions, substitutions and
+    transpositions of neighbours (``FORM`` -> ``FROM`` is 1)."""
+    d = [[i + j if not i * j else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+def _misspelled_keyword(chunk: list[Token], failure: WaveSQLError, text: str):
+    """A syntax error re-pointed at a misspelled keyword (``SELEC``, ``FORM``, ``WERE``)
+    near where the parser gave up, with a did-you-mean; None when no word there is one.
+
+    The parser fails *after* a misspelling (``SELECT id FORM t`` reads ``FORM`` as an alias
+    and stops at ``t``), so the words checked are the statement's first and those up to
+    three tokens before the failure; only unquoted words of 4+ letters one edit from a
+    keyword count, so a short column name is never taken for one."""
+    span = getattr(failure, "span", None)
+    at = span.start if span is not None else len(text)
+    words = [i for i, t in enumerate(chunk) if t.start <= at]
+    near = ([0] if chunk else []) + words[-4:]
+    for i in sorted(set(near), key=lambda i: (i != 0, -i)):
+        token = chunk[i]
+        word = token.text.upper()
+        if token.token_type != TokenType.VAR or len(word) < 4 or word in _KEYWORDS:
+            continue
+        if token.start == at and failure.hint:  # the parser's own word on it (STREEM)
+            return None
+        close = [k for k in _KEYWORDS if abs(len(k) - len(word)) <= 1
+                 and _edit_distance(word, k) == 1 and word != k + "S"]  # STREAMS: a word
+        if close:
+            return WaveSQLError(
+                "PARSE_ERROR", f"`{token.text}` is not a keyword: did you mean {close[0]}?",
+                Span(token.start, token.end + 1), hint=f"write {close[0]}", query=text)
+    return None
 
 
 def _span_from_line_col(text: str, info: dict) -> tuple[int, int]:
