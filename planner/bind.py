@@ -553,10 +553,11 @@ def _bind_sync(join: exp.Join, previous: ir.Relation, control: ir.Relation,
         f"SELECT {start_sql} AS a, {end_sql} AS b FROM {control_table.name} AS {calias}",
         ((control_table.name.lower(), control),), None)
     for field, bound in zip(probe.fields, (sync.args["start"], sync.args["end"])):
-        if not (field.type.startswith("timestamp") or field.type in
-                ("bigint", "int", "smallint", "tinyint")):
-            raise WaveSQLError("TYPE_ERROR", f"a SYNC range bound must be a TIMESTAMP or a "
-                               f"sample number (BIGINT), not {field.type}", Span.of(bound),
+        if not (field.type.startswith(("timestamp", "decimal")) or field.type in
+                ("bigint", "int", "smallint", "tinyint", "double", "float")):
+            raise WaveSQLError("TYPE_ERROR", f"a SYNC range bound must be a TIMESTAMP, a "
+                               f"sample number (BIGINT) or seconds (DOUBLE), not {field.type}",
+                               Span.of(bound),
                                hint="e.g. ON RANGE (d.t_from, d.t_to) with TIMESTAMP columns")
     synced.append((salias, defn, signal_table))
     fields = output_fields(control.schema.fields,

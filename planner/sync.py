@@ -45,15 +45,27 @@ _CARRIED = "__synced_"  # an earlier SYNC's signal struct, riding on the control
 
 
 def sample_number(column, dtype, rate: float, epoch_us: int):
-    """Spark expression: the sample number of a range bound (timestamp or integer)."""
+    """Spark expression: the sample number of a range bound -- a TIMESTAMP, a sample number
+    (an integer), or seconds on the signal's timeline (DOUBLE, FLOAT, DECIMAL: seconds since
+    sample 0). Every kind goes to the first sample at or after it (``sample_at``'s rule).
+
+    Seconds are taken as written: a DOUBLE or FLOAT goes through its shortest decimal text
+    (``0.1`` is 0.1 s, not 0.1000000000000000055), to the nanosecond, then times the rate
+    in DECIMAL arithmetic, so ``ceil(0.1 * 48000)`` is sample 4800, not 4801. NaN and
+    infinite seconds are NULL bounds (the row gets NULL segments, as a NULL bound does)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
+    from pyspark.sql.types import (DecimalType, FractionalType, IntegralType,
+                                   TimestampNTZType, TimestampType)
 
     if isinstance(dtype, IntegralType):
         return column.cast("bigint")
+    if isinstance(dtype, FractionalType):
+        text = column if isinstance(dtype, DecimalType) else column.cast("string")
+        seconds = text.try_cast("decimal(24,9)")
+        return F.ceil(seconds * F.lit(repr(float(rate))).cast("decimal(16,6)")).cast("bigint")
     if not isinstance(dtype, (TimestampType, TimestampNTZType)):
-        raise WaveSQLError("TYPE_ERROR", f"a SYNC range bound must be a TIMESTAMP or a sample "
-                           f"number (BIGINT), not {dtype.simpleString()}",
+        raise WaveSQLError("TYPE_ERROR", f"a SYNC range bound must be a TIMESTAMP, a sample "
+                           f"number (BIGINT) or seconds (DOUBLE), not {dtype.simpleString()}",
                            hint="e.g. ON RANGE (d.t_from, d.t_to) with TIMESTAMP columns")
     offset = F.unix_micros(column) - F.lit(epoch_us)
     if float(rate).is_integer():  # ceil(offset * rate / 1e6), exactly, without overflow

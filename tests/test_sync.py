@@ -123,6 +123,48 @@ def test_sync_over_the_real_recording_with_sample_numbers(ws, tmp_path):
                                       samples[lo:hi].astype(np.float32))
 
 
+@pytest.mark.parametrize("kind", ["DOUBLE", "FLOAT", "DECIMAL(12,6)"])
+def test_sync_ranges_in_seconds_on_the_signals_timeline(ws, tmp_path, kind):
+    # Annotation files give times in seconds from the start of the recording; a bound
+    # goes to the first sample at or after it, the seconds taken as written (0.1 s at
+    # 8 kHz is sample 800, although 0.1 * 8000 is 800.0000000000001 in binary floating
+    # point). Oracle: Python's Decimal over the same text.
+    import decimal
+    import math
+
+    folder, truth = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    ranges = [("0.1", "0.35"), ("0", "0.000125"), ("0.0001", "0.0002"), ("0.624", "0.626"),
+              ("1.1", "1.6"), ("1.5", "1.875"), ("0.3", "0.3"), ("1.7", "1.6")]
+    rng = np.random.default_rng(8)
+    for _ in range(12):
+        a = round(float(rng.uniform(0, 1.9)), 4)
+        ranges.append((repr(a), repr(round(a + float(rng.uniform(0.001, 0.3)), 4))))
+    folder_c = tmp_path / "ctl"
+    folder_c.mkdir()
+    csv = "id,a,b\n" + "".join(f"{i},{a},{b}\n" for i, (a, b) in enumerate(ranges))
+    (folder_c / "c.csv").write_text(csv)
+    ws.sql(f"CREATE STREAM ctl (id BIGINT, a {kind}, b {kind}) FROM '{folder_c}' FORMAT csv "
+           "OPTIONS (header = 'true')")
+    rows = ws.sql("SELECT c.id, r.x FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b)").collect()
+    assert len(rows) == len(ranges)
+
+    def sample(text):  # a FLOAT holds the nearest float32, whose shortest text is read
+        exact = decimal.Decimal(text if kind != "FLOAT" else str(np.float32(text)))
+        return math.ceil(exact * RATE)
+
+    for row in rows:
+        lo, hi = (sample(t) for t in ranges[row.id])
+        want = _expected(truth, lo, hi, "NULL")
+        if want is None:
+            assert row.x is None, ranges[row.id]
+            continue
+        assert row.x.start == lo, ranges[row.id]
+        np.testing.assert_array_equal(np.asarray(row.x.samples, dtype=np.float32),
+                                      want[:, 0].astype(np.float32))
+
+
 def test_duplicate_and_null_control_rows(ws, tmp_path):
     folder, truth = _timeline(tmp_path)
     ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
