@@ -62,6 +62,10 @@ class Environment(Protocol):
                 source_offset: int | None) -> ir.Schema:
         """Result schema of ``sql`` over ``inputs``; raises a translated WaveSQLError."""
 
+    def constant(self, sql: str):
+        """The value of a constant Spark expression (no columns): a Python value (numbers,
+        strings, lists of them); raises a translated WaveSQLError."""
+
     def kafka_partitions(self, options, topic: str) -> int:
         """The partition count of a Kafka topic; raises ``KAFKA_UNREACHABLE`` or
         ``MISSING_TOPIC`` (sources/kafka.py)."""
@@ -649,10 +653,11 @@ def _extract_signal_stages(node: exp.Expression, ctx: BindContext):
                                "and join its results")
         view = f"__wavesql_{defn.name}_{len(stages)}"
         if isinstance(defn, cat.SignalDef):
-            stage = bind_signal_select(select, table, defn, view)
+            stage = bind_signal_select(select, table, defn, view, fold=ctx.env.constant)
         else:  # a catalog view whose rows carry segments
             source = _resolve_relation(defn.name, table.this, ctx)
-            stage = bind_segment_select(select, table, source, defn.name, view)
+            stage = bind_segment_select(select, table, source, defn.name, view,
+                                        fold=ctx.env.constant)
         stages.append((view, stage))
     return node, tuple(stages)
 

@@ -17,6 +17,7 @@ stage then pushes the program into the WAV scan (``rewrite.push_program_into_sca
 
 from __future__ import annotations
 
+import decimal
 import json
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ import numpy as np
 from sqlglot import exp
 
 from wavesql.catalog import objects as cat
-from wavesql.dialect import WaveSQL, deep
+from wavesql.dialect import WaveSQL, deep, to_spark_sql
 from wavesql.errors import Span, WaveSQLError, did_you_mean
 from wavesql.udfs import registry
 from wavesql.udfs.program import SPARK_TYPES, Output, Program
@@ -82,8 +83,11 @@ def _samples_in(interval: exp.Expression, signal: cat.SignalDef) -> int:
 class _StageBuilder:
     """Collects the program of one signal SELECT while rewriting that SELECT in place."""
 
-    def __init__(self, signal: cat.SignalDef, names: set[str]):
+    def __init__(self, signal: cat.SignalDef, names: set[str], fold=None):
         self.signal = signal
+        #: ``fold(spark_sql) -> value``: a constant Spark expression's value (None: no
+        #: folding, only literals are constants)
+        self.fold = fold
         self.qualifiers = names  # table name and alias, lower case
         self.channels = {c.name.lower(): c.name for c in signal.channels}
         self.outputs: dict[str, Output] = {}  # tree key -> output
@@ -165,6 +169,8 @@ class _StageBuilder:
             args = []
             for arg in node.expressions:
                 tree = self.compile(arg)
+                if tree is None or ("lit" not in tree and not _reads_data(tree)):
+                    tree = self.constant(arg) or tree  # 2 + 2, pi() / 4: one literal
                 if tree is None and isinstance(arg, exp.Column) and not arg.table:
                     raise WaveSQLError(
                         "UNKNOWN_COLUMN", f"`{arg.name}` is not a channel of signal "
@@ -191,6 +197,31 @@ class _StageBuilder:
         if op is not None:
             a, b = self.compile(node.this), self.compile(node.expression)
             return None if a is None or b is None else {"op": op, "args": [a, b]}
+        return None
+
+    def constant(self, node: exp.Expression) -> dict | None:
+        """A constant argument written as any Spark expression without columns
+        (``array_repeat(1.0D / 30, 30)``, ``concat(array(-1), array_repeat(0, 15))``,
+        ``pi() / 4``): folded into a literal by Spark when the query is planned; None when
+        it reads a column or a signal function, or its value is not a literal kind."""
+        if self.fold is None or any(True for _ in node.find_all(
+                exp.Column, exp.Subquery, exp.Select, exp.Star)):
+            return None
+        if any(isinstance(n, exp.Anonymous) and registry.lookup(n.name) is not None
+               for n in node.walk()):
+            return None
+        value = self.fold(to_spark_sql(node))
+        if isinstance(value, decimal.Decimal):
+            value = float(value)
+        if isinstance(value, (list, tuple)):
+            value = [float(v) if isinstance(v, decimal.Decimal) else v for v in value]
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            return {"lit": value}
+        if isinstance(value, (int, float)):
+            return {"lit": value}
+        if isinstance(value, (list, tuple)) and value and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return {"lit": [float(v) for v in value]}
         return None
 
     def type_of(self, tree: dict, where: exp.Expression | None = None) -> str:
@@ -238,11 +269,17 @@ class _StageBuilder:
         return self.outputs[key].name
 
 
+def _reads_data(tree: dict) -> bool:
+    """Whether a program tree reads a channel or calls a signal function."""
+    return "col" in tree or "call" in tree or any(_reads_data(a) for a in tree.get("args", ()))
+
+
 def bind_signal_select(select: exp.Select, table: exp.Table, signal: cat.SignalDef,
-                       view_name: str) -> ir.SignalStage:
-    """Rewrite ``select`` (in place) to read ``view_name``; return the stage computing it."""
+                       view_name: str, fold=None) -> ir.SignalStage:
+    """Rewrite ``select`` (in place) to read ``view_name``; return the stage computing it.
+    ``fold``: evaluates a constant Spark expression (constant arguments, _StageBuilder)."""
     alias = table.alias_or_name
-    builder = _StageBuilder(signal, {table.name.lower(), alias.lower()})
+    builder = _StageBuilder(signal, {table.name.lower(), alias.lower()}, fold)
     window = signal_window(signal, table.args.get("window"))
     program = _build_program(select, table, builder)
     _probe(program, signal, window, builder.spans)
@@ -268,7 +305,7 @@ class _SegmentSource:
 
 
 def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relation,
-                        name: str, view_name: str) -> ir.SignalStage:
+                        name: str, view_name: str, fold=None) -> ir.SignalStage:
     """Like :func:`bind_signal_select` for a relation whose SigSeg columns come from
     elsewhere (a catalog view): the stage runs as a ``mapInArrow`` over its rows and carries
     the relation's other columns the query uses through the same row filter."""
@@ -290,7 +327,8 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
         schema = ir.Schema(tuple(ir.Field(c.name, c.type) for c in channels))
         source = ir.Rewindow(source, tuple(c.name for c in channels), width, slide, schema,
                              source.bounded)
-    builder = _StageBuilder(_SegmentSource(name, channels), {table.name.lower(), alias.lower()})
+    builder = _StageBuilder(_SegmentSource(name, channels), {table.name.lower(), alias.lower()},
+                            fold)
     program = _build_program(select, table, builder)
     if program.stateful:
         raise WaveSQLError("NOT_IMPLEMENTED", "stateful signal functions over "

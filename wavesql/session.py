@@ -263,6 +263,14 @@ class Session:
             self._functions = frozenset(r[0].lower() for r in rows)
         return self._functions
 
+    def constant(self, sql: str):
+        from pyspark.errors import PySparkException
+
+        try:  # no FROM: Spark folds it to a local relation, no job runs
+            return self.spark.sql(f"SELECT {sql} AS v").first()[0]
+        except PySparkException as err:
+            raise translate_spark_error(err, sql, self._user_text or sql, None) from None
+
     def kafka_partitions(self, options, topic: str) -> int:
         from wavesql.sources import kafka
 
