@@ -147,10 +147,18 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
     if isinstance(node, exp.Create) and (node.args.get("kind") or "").upper() == "VIEW":
         if not _is_temporary(node):
             return _bind_create_view(node, stmt, ctx)
+        temp = _bind_temp_view(node, ctx)
+        if temp is not None:
+            return temp
     if isinstance(node, exp.Drop) and (node.args.get("kind") or "").upper() == "VIEW":
-        name = node.this.name if isinstance(node.this, exp.Table) else None
-        if name and not node.this.args.get("db") and ctx.catalog.get(name) is not None:
-            _at(node.this, lambda: ctx.catalog.require(name, "VIEW"))
+        # sqlglot keeps the dropped name in ``this`` or, in newer versions, ``tables``
+        target = node.this or next(iter(node.args.get("tables") or ()), None)
+        name = target.name if isinstance(target, exp.Table) and not target.args.get("db") \
+            else None
+        if name and getattr(ctx.catalog, "is_temporary", lambda n: False)(name):
+            return ir.TempView(name, None, if_exists=bool(node.args.get("exists")))
+        if name and ctx.catalog.get(name) is not None:
+            _at(target, lambda: ctx.catalog.require(name, "VIEW"))
             return ir.DropObject(name, "VIEW", bool(node.args.get("exists")))
     if isinstance(node, exp.Query):
         return ir.QueryStatement(_bind_query(node, stmt, ctx, top_level=True))
@@ -1084,6 +1092,28 @@ def _bind_create_view(node: exp.Create, stmt: ParsedStatement, ctx: BindContext)
     exists = bool(node.args.get("exists"))
     _check_create(defn, table, replace, exists, ctx)
     return ir.CreateObject(defn, replace, exists)
+
+
+def _bind_temp_view(node: exp.Create, ctx: BindContext) -> ir.TempView | None:
+    """``CREATE TEMPORARY VIEW`` whose query reads catalog objects: a session view
+    (catalog/session_views.py); None when it reads only Spark's tables (Spark keeps it)."""
+    query = node.expression
+    table = node.this
+    name = table.name if isinstance(table, exp.Table) else node.this.this.name
+    if not isinstance(query, exp.Query) or not hasattr(ctx.catalog, "temp_views"):
+        return None
+    ctes = {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}
+    read = {t.name for t in query.find_all(exp.Table)
+            if t.name and not t.args.get("db") and t.name.lower() not in ctes}
+    if not any(ctx.catalog.get(r) is not None for r in read):
+        return None
+    body = _bind_query(query, None, ctx)
+    defn = cat.ViewDef(name=name, sql=to_sql(query),
+                       columns=tuple(cat.Column(f.name, f.type) for f in body.schema.fields))
+    if not node.args.get("replace") and ctx.catalog.is_temporary(name):
+        raise WaveSQLError("DUPLICATE_OBJECT", f"temporary view `{name}` already exists",
+                           Span.of(table), hint="CREATE OR REPLACE TEMPORARY VIEW ...")
+    return ir.TempView(name, defn, bool(node.args.get("replace")))
 
 
 _SHOW_FUNCTIONS = re.compile(

@@ -395,6 +395,19 @@ class DescribeObject(Statement):
 
 
 @dataclass(frozen=True)
+class TempView(Statement):
+    """``CREATE [OR REPLACE] TEMPORARY VIEW`` over catalog objects (``definition``), or its
+    ``DROP VIEW`` (``definition`` None): kept for the session, not in the catalog
+    (catalog/session_views.py)."""
+
+    name: str
+    definition: Any = None
+    replace: bool = False
+    if_exists: bool = False
+    kind: ClassVar[str] = "ddl"
+
+
+@dataclass(frozen=True)
 class ShowFunctions(Statement):
     """``SHOW [USER|SYSTEM|ALL] FUNCTIONS [[LIKE] 'pattern']``: Spark's functions (``sql``)
     and, unless ``USER``, the signal functions matching ``pattern`` (Spark's: ``*`` any
@@ -493,7 +506,7 @@ def _short(value: Any) -> str:
 
 __all__ = [
     "Field", "Schema", "Relation", "StreamScan", "SignalScan", "SignalStage", "SparkTable",
-    "ShowFunctions", "DescribeFunction",
+    "ShowFunctions", "DescribeFunction", "TempView",
     "ViewRef", "program_label",
     "SqlQuery", "Statement", "QueryStatement", "CreateObject", "DropObject", "ShowObjects",
     "DescribeObject", "SparkCommand", "Explain", "walk", "explain_ir",

@@ -494,6 +494,19 @@ def _lower_describe(stmt: ir.DescribeObject, rt: Runtime, offset):
     return rt.spark.createDataFrame(rows, "col_name string, data_type string, comment string")
 
 
+def _lower_temp_view(stmt: ir.TempView, rt: Runtime, offset):
+    views = rt.catalog.temp_views
+    key = stmt.name.lower()
+    if stmt.definition is None:
+        existed = views.pop(key, None) is not None
+        return _status(rt, f"dropped temporary view {stmt.name}" if existed else
+                       f"temporary view {stmt.name} does not exist (nothing dropped)")
+    existed = key in views
+    views[key] = stmt.definition
+    rt.spark.catalog.dropTempView(stmt.name)  # a Spark one of that name would shadow it
+    return _status(rt, f"{'replaced' if existed else 'created'} temporary view {stmt.name}")
+
+
 def _lower_show_functions(stmt: ir.ShowFunctions, rt: Runtime, offset):
     """Spark's function list plus the matching signal functions, one sorted column."""
     import re
@@ -566,6 +579,7 @@ _STATEMENT_RULES: dict[type, Callable] = {
     ir.DescribeObject: _lower_describe,
     ir.SparkCommand: _lower_spark_command,
     ir.ShowFunctions: _lower_show_functions,
+    ir.TempView: _lower_temp_view,
     ir.DescribeFunction: _lower_describe_function,
     ir.Explain: _lower_explain,
 }

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wavesql.catalog import Catalog
+from wavesql.catalog.session_views import WithTempViews
 from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import WaveSQLError
 
@@ -73,7 +74,8 @@ class Session:
 
     def __init__(self, spark, catalog: Catalog):
         self.spark = spark
-        self.catalog = catalog
+        #: the catalog with this session's temporary views over it (catalog/session_views.py)
+        self.catalog = WithTempViews(catalog)
         self._functions: frozenset[str] | None = None
         self._stand_ins: dict = {}  # schema DDL -> empty DataFrame (analysis stand-ins)
         self._user_text = ""
@@ -124,9 +126,10 @@ class Session:
         DDL in the text is applied to a scratch copy of the catalog, so a file that creates a
         stream and then queries it checks cleanly while the real catalog stays untouched.
         """
-        scratch = Catalog(":memory:")
+        scratch = WithTempViews(Catalog(":memory:"))
         for defn in self.catalog.list():
             scratch.create(defn)
+        scratch.temp_views.update(self.catalog.temp_views)
         out = []
         try:
             for stmt in parse_statements(text, lenient=True):
@@ -147,6 +150,11 @@ class Session:
                            if_not_exists=bound.if_not_exists)
         elif isinstance(bound, ir.DropObject):
             scratch.drop(bound.name, bound.object_kind, if_exists=bound.if_exists)
+        elif isinstance(bound, ir.TempView) and hasattr(scratch, "temp_views"):
+            if bound.definition is None:
+                scratch.temp_views.pop(bound.name.lower(), None)
+            else:
+                scratch.temp_views[bound.name.lower()] = bound.definition
         return bound
 
     def explain(self, text: str, mode: str = "IR") -> str:
