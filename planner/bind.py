@@ -491,10 +491,17 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext,
                                "JOINs only, not with other joins in its SELECT", Span.of(other),
                                hint="SYNC in a view or subquery, then join its result")
         control_table = select.args["from_"].this
+        inline = _inline_control(control_table, select)
+        if inline is not None:  # a CTE or a subquery: bound as a view of its own
+            alias = control_table.alias_or_name or f"__wavesql_control_{len(inputs)}"
+            named = f"__wavesql_control_{len(inputs)}"
+            derived = {**(derived or {}), named: _bind_query(inline, None, ctx)}
+            control_table = exp.Table(this=exp.to_identifier(named),
+                                      alias=exp.TableAlias(this=exp.to_identifier(alias)))
         if not isinstance(control_table, exp.Table):
-            raise WaveSQLError("NOT_IMPLEMENTED", "SYNC JOIN reads a named control stream "
-                               "(or view) and a named signal", Span.of(syncs[0]),
-                               hint="make the control a CREATE VIEW")
+            raise WaveSQLError("NOT_IMPLEMENTED", "SYNC JOIN reads its control from a stream, "
+                               "view, CTE or subquery", Span.of(syncs[0]),
+                               hint="name the control rows in a WITH clause")
         control = _resolve_input(control_table, ctx, derived or {})
         calias = control_table.alias_or_name
         rel: ir.Relation = control
@@ -515,6 +522,28 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext,
                 expressions.append(e)
         select.set("expressions", expressions)
     return node, tuple(inputs)
+
+
+def _inline_control(control: exp.Expression, select: exp.Select) -> exp.Query | None:
+    """The query of a SYNC control written inline -- a CTE the SELECT can see, or a
+    subquery -- with the CTEs it may read; None for a named stream, view or table."""
+    from .time_windows import _visible_ctes
+
+    ctes = _visible_ctes(select)
+    names = [c.alias_or_name.lower() for c in ctes]
+    if isinstance(control, exp.Table) and not control.args.get("db") \
+            and control.name.lower() in names:
+        keep = ctes[:len(names) - names[::-1].index(control.name.lower())]
+        query = exp.select("*").from_(exp.Table(this=control.this.copy()))
+    elif isinstance(control, exp.Subquery) and isinstance(control.this, exp.Query):
+        keep, query = ctes, control.this.copy()
+    else:
+        return None
+    own = query.args.get("with_")
+    if keep:
+        query.set("with_", exp.With(expressions=[c.copy() for c in keep]
+                                    + (list(own.expressions) if own is not None else [])))
+    return query
 
 
 def _bind_sync(join: exp.Join, previous: ir.Relation, control: ir.Relation,

@@ -165,6 +165,28 @@ def test_sync_ranges_in_seconds_on_the_signals_timeline(ws, tmp_path, kind):
                                       want[:, 0].astype(np.float32))
 
 
+@pytest.mark.parametrize("query", [
+    # a CTE over a CTE as the control
+    "WITH q AS (SELECT * FROM ctl), c AS (SELECT id, a, b FROM q WHERE id % 2 = 0) "
+    "SELECT c.id, r.x FROM c SYNC JOIN rec r ON RANGE (c.a, c.b)",
+    # a subquery as the control
+    "SELECT c.id, r.x FROM (SELECT id, a, b FROM ctl WHERE id % 2 = 0) c "
+    "SYNC JOIN rec r ON RANGE (c.a, c.b)",
+])
+def test_a_cte_or_a_subquery_is_a_sync_control(ws, tmp_path, query):
+    folder, truth = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    ranges = [(int(a), int(a) + int(n)) for a, n in zip(range(0, 4000, 300), range(5, 400, 29))]
+    _control(ws, tmp_path, ranges, kind="BIGINT")
+    rows = ws.sql(query).collect()
+    assert sorted(r.id for r in rows) == list(range(0, len(ranges), 2))
+    for row in rows:
+        lo, hi = ranges[row.id]
+        np.testing.assert_array_equal(np.asarray(row.x.samples, dtype=np.float32),
+                                      truth[lo:hi, 0].astype(np.float32))
+
+
 def test_duplicate_and_null_control_rows(ws, tmp_path):
     folder, truth = _timeline(tmp_path)
     ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
