@@ -370,8 +370,8 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext,
     inputs: list[tuple[str, ir.Relation]] = []
     known = _KnownInputs(derived or {}, inputs)
     for resample in sorted(node.find_all(wn.Resample), key=lambda n: -_depth(n)):
-        table = resample.this
-        source = _resolve_input(table, ctx, known)
+        table, source = _input_of(resample.this, resample.find_ancestor(exp.Select), ctx,
+                                  known, f"__wavesql_inline_{len(inputs)}")
         columns = [(f.name, f.type) for f in source.schema.fields]
         time_col = resample.args["time"].name
         if source.schema.find(time_col) is None:
@@ -415,14 +415,14 @@ def _extract_temporal(node: exp.Expression, ctx: BindContext,
         if not asof:
             continue
         join = asof[0]
-        left = select.args["from_"].this
-        right = join.this
+        left, lrel = _input_of(select.args["from_"].this, select, ctx, known,
+                               f"__wavesql_inline_{len(inputs)}_l")
+        right, rrel = _input_of(join.this, select, ctx, known,
+                                f"__wavesql_inline_{len(inputs)}_r")
         if len(joins) > 1 or not isinstance(left, exp.Table) or not isinstance(right, exp.Table):
-            raise WaveSQLError("NOT_IMPLEMENTED", "ASOF JOIN is implemented between two named "
-                               "streams or tables, alone in their SELECT", Span.of(join),
-                               hint="join other inputs in an outer query")
-        lrel = _resolve_input(left, ctx, known)
-        rrel = _resolve_input(right, ctx, known)
+            raise WaveSQLError("NOT_IMPLEMENTED", "ASOF JOIN is implemented between two "
+                               "streams, tables, views, CTEs or subqueries, alone in their "
+                               "SELECT", Span.of(join), hint="join other inputs in an outer query")
         lalias, ralias = left.alias_or_name, right.alias_or_name
         lcols = [(f.name, f.type) for f in lrel.schema.fields]
         rcols = [(f.name, f.type) for f in rrel.schema.fields]
@@ -491,7 +491,7 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext,
                                "JOINs only, not with other joins in its SELECT", Span.of(other),
                                hint="SYNC in a view or subquery, then join its result")
         control_table = select.args["from_"].this
-        inline = _inline_control(control_table, select)
+        inline = _inline_query(control_table, select)
         if inline is not None:  # a CTE or a subquery: bound as a view of its own
             alias = control_table.alias_or_name or f"__wavesql_control_{len(inputs)}"
             named = f"__wavesql_control_{len(inputs)}"
@@ -524,9 +524,27 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext,
     return node, tuple(inputs)
 
 
-def _inline_control(control: exp.Expression, select: exp.Select) -> exp.Query | None:
-    """The query of a SYNC control written inline -- a CTE the SELECT can see, or a
-    subquery -- with the CTEs it may read; None for a named stream, view or table."""
+def _input_of(expr: exp.Expression, select: exp.Select, ctx: BindContext, known: dict,
+              label: str) -> tuple[exp.Expression, ir.Relation]:
+    """``(table, relation)`` of a RESAMPLE input or an ASOF side: a named input as it is,
+    a CTE under its own name, a subquery under ``label`` (its alias kept)."""
+    query = _inline_query(expr, select) if select is not None else None
+    if query is None:
+        return expr, (_resolve_input(expr, ctx, known) if isinstance(expr, exp.Table)
+                      else None)
+    relation = _bind_query(query, None, ctx)
+    if isinstance(expr, exp.Table):
+        return expr, relation
+    alias = expr.alias_or_name or label
+    return exp.Table(this=exp.to_identifier(label),
+                     alias=exp.TableAlias(this=exp.to_identifier(alias))), relation
+
+
+def _inline_query(control: exp.Expression, select: exp.Select) -> exp.Query | None:
+    """The query of an input written inline -- a CTE the SELECT can see, or a subquery --
+    with the CTEs it may read; None for a named stream, view or table. SYNC controls,
+    RESAMPLE inputs and ASOF sides take any relation this way (bound as a view of its
+    own, its event time carried through by Spark's analysis of its columns)."""
     from .time_windows import _visible_ctes
 
     ctes = _visible_ctes(select)

@@ -1,0 +1,56 @@
+"""RESAMPLE inputs and ASOF JOIN sides may be CTEs and subqueries, not only catalog
+objects (issue 21: a language that composes). Oracles: numpy's interp, pandas' merge_asof."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+
+@pytest.fixture
+def streams(ws, tmp_path):
+    rng = np.random.default_rng(6)
+    us = np.sort(rng.choice(np.arange(0, 60_000_000, 1000), 300, replace=False))
+    trades = pd.DataFrame({"ts": pd.to_datetime(us, unit="us"), "v": rng.normal(10, 1, 300)})
+    qus = np.sort(rng.choice(np.arange(0, 60_000_000, 1000), 200, replace=False))
+    quotes = pd.DataFrame({"ts": pd.to_datetime(qus, unit="us"), "p": rng.normal(5, 1, 200)})
+    for name, frame in (("trades", trades), ("quotes", quotes)):
+        (tmp_path / name).mkdir()
+        frame.assign(ts=frame.ts.astype("datetime64[us]")).to_parquet(
+            tmp_path / name / "a.parquet")
+        cols = ", ".join(f"{c} {'TIMESTAMP' if c == 'ts' else 'DOUBLE'}" for c in frame)
+        ws.sql(f"CREATE STREAM {name} ({cols}) FROM '{tmp_path / name}' FORMAT parquet "
+               "EVENT TIME ts")
+    return trades, quotes
+
+
+def test_resample_of_a_cte(ws, streams):
+    trades, _ = streams
+    got = ws.sql("WITH r AS (SELECT ts, v * 2 AS w FROM trades WHERE v > 9) "
+                 "SELECT * FROM RESAMPLE(r, ts, INTERVAL 1 SECOND, 'linear') x ORDER BY ts"
+                 ).toPandas()
+    kept = trades[trades.v > 9]
+    t = kept.ts.astype("int64").to_numpy() // 1000  # microseconds
+    grid = np.arange(-(-t[0] // 1_000_000) * 1_000_000, t[-1] + 1, 1_000_000)
+    want = np.interp(grid, t, kept.v.to_numpy() * 2)
+    assert (got.ts.astype("int64").to_numpy() // 1000 == grid).all()
+    np.testing.assert_allclose(got.w.to_numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("query", [
+    "WITH q AS (SELECT ts, p * 10 AS p FROM quotes) "
+    "SELECT l.ts, l.v, q.p FROM (SELECT * FROM trades WHERE v > 10) l "
+    "ASOF JOIN q ON l.ts >= q.ts",
+    "SELECT l.ts, l.v, q.p FROM (SELECT * FROM trades WHERE v > 10) l "
+    "ASOF JOIN (SELECT ts, p * 10 AS p FROM quotes) q ON l.ts >= q.ts",
+])
+def test_asof_join_of_a_cte_and_a_subquery(ws, streams, query):
+    trades, quotes = streams
+    got = ws.sql(query).toPandas().sort_values("ts").reset_index(drop=True)
+    want = pd.merge_asof(trades[trades.v > 10].sort_values("ts"),
+                         quotes.assign(p=quotes.p * 10).sort_values("ts"),
+                         on="ts", direction="backward").dropna().reset_index(drop=True)
+    assert len(got) == len(want) > 100
+    np.testing.assert_allclose(got.p.to_numpy(), want.p.to_numpy(), rtol=1e-12)
+    assert (got.ts.to_numpy() == want.ts.to_numpy()).all()
