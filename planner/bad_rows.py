@@ -20,6 +20,8 @@ which keeps them all required, so the verdict never depends on the columns a que
 
 from __future__ import annotations
 
+from wavesql.sqltext import quote
+
 #: The corrupt-record column WaveSQL asks Spark for (the ``__wavesql_`` prefix is the
 #: planner's own namespace).
 CORRUPT_COLUMN = "__wavesql_corrupt"
@@ -37,7 +39,7 @@ def reader_options(fmt: str) -> dict:
 
 def schema_ddl(ddl: str, fmt: str) -> str:
     """The stream's schema plus the corrupt-record column, for a text format."""
-    return f"{ddl}, `{CORRUPT_COLUMN}` STRING" if fmt in TEXT_FORMATS else ddl
+    return f"{ddl}, {quote(CORRUPT_COLUMN)} STRING" if fmt in TEXT_FORMATS else ddl
 
 
 def applies(stream, options: dict) -> bool:
@@ -57,7 +59,7 @@ def fail_on_malformed(df, columns: list[str], where: str = "_metadata.file_path"
         F.lit("MALFORMED_ROW: malformed row in "), F.col(where),
         F.lit(": `"), F.col(CORRUPT_COLUMN),
         # every column, so that none is pruned before parsing (see the module docstring)
-        F.lit("` (read as "), F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns])),
+        F.lit("` (read as "), F.to_json(F.struct(*[F.col(quote(c)) for c in columns])),
         F.lit(") [MALFORMED_ROW]"))
     checked = df.where(F.when(bad, F.raise_error(message)).otherwise(F.lit(True)))
     return checked.drop(CORRUPT_COLUMN)
@@ -73,5 +75,5 @@ def split_malformed(df, columns: list[str]):
     bad = flagged.where(F.col(CORRUPT_COLUMN).isNotNull()).select(
         F.col("__wavesql_file").alias("_file"), F.col(CORRUPT_COLUMN).alias("_record"),
         F.concat(F.lit("malformed: read as "),
-                 F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]))).alias("_reason"))
+                 F.to_json(F.struct(*[F.col(quote(c)) for c in columns]))).alias("_reason"))
     return good, bad

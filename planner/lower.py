@@ -21,6 +21,7 @@ from wavesql.sources import kafka
 from wavesql.spark import temp_views, translate_spark_error
 
 from . import bad_rows, ir
+from wavesql.sqltext import quote
 
 #: Reader options WaveSQL sets unless the stream's OPTIONS override them. FAILFAST: a
 #: malformed CSV/JSON row must raise (naming the file), never become a silent row of nulls.
@@ -73,7 +74,7 @@ def _lower_stream_scan(rel: ir.StreamScan, rt: Runtime):
         df = kafka.parse(kafka.load(rt.spark, s, streaming=False), s)
         df = bad_rows.fail_on_malformed(df, rel.schema.names, where="__file").drop("__file")
         if s.progress_column is not None:
-            df = df.where(f"`{s.progress_column}` IS NULL")
+            df = df.where(f"{quote(s.progress_column)} IS NULL")
         return df
     options = stream_reader_options(s)
     if bad_rows.applies(s, options):
@@ -87,7 +88,7 @@ def _lower_stream_scan(rel: ir.StreamScan, rt: Runtime):
         df = reader.load(s.path)
     if s.progress_column is not None:
         # A row carrying a value in the PROGRESS COLUMN is punctuation, not data.
-        df = df.where(f"`{s.progress_column}` IS NULL")
+        df = df.where(f"{quote(s.progress_column)} IS NULL")
     return df
 
 
@@ -245,7 +246,7 @@ def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
             if out.num_rows:
                 yield out
 
-    df = lower_relation(rel.input, rt).select(*[f"`{c}`" for c in
+    df = lower_relation(rel.input, rt).select(*[quote(c) for c in
                                                  rel.program.channels + passthrough])
     return df.mapInArrow(run, rel.schema.ddl())
 

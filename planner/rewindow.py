@@ -19,6 +19,7 @@ from typing import Sequence
 
 from wavesql.udfs import rewindow as rw
 from wavesql.udfs.sigseg import SignalError
+from wavesql.sqltext import quote
 
 __all__ = ["rewindow_frame"]
 
@@ -104,7 +105,7 @@ def rewindow_frame(df, seg_columns: Sequence[str], width: int, slide: int | None
     out_type = T.StructType([own[c] for c in keys]
                             + [T.StructField(c, own[c].dataType) for c in channels]
                             + [own[c] for c in carry])
-    selected = df.select(*[F.col(f"`{c}`") for c in every])
+    selected = df.select(*[F.col(quote(c)) for c in every])
 
     def tag(batches):
         from wavesql.udfs.rewindow import tag_batch
@@ -123,9 +124,9 @@ def rewindow_frame(df, seg_columns: Sequence[str], width: int, slide: int | None
     # groups -- and Spark's cost per group -- of a frame of many small signals. Their key
     # values still reach the kernel (the table holds the columns, not the grouping).
     piece = F.col(rw.BLOCK).isNotNull()
-    shard = (F.pmod(F.hash(*[F.col(f"`{c}`") for c in keys]), F.lit(rw.CENSUS_SHARDS))
+    shard = (F.pmod(F.hash(*[F.col(quote(c)) for c in keys]), F.lit(rw.CENSUS_SHARDS))
              if keys else F.lit(0))
-    grouping = ([F.when(piece, F.col(f"`{c}`")).alias(f"__rw_key{i}")
+    grouping = ([F.when(piece, F.col(quote(c))).alias(f"__rw_key{i}")
                  for i, c in enumerate(keys)]
                 + [F.col(rw.BLOCK), F.when(~piece, shard).alias(rw.SHARD)])
     return tagged.groupBy(*grouping).applyInArrow(cut, out_type)

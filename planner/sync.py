@@ -39,6 +39,7 @@ expanded again at the end, so duplicates cost one cut.
 from __future__ import annotations
 
 from wavesql.errors import WaveSQLError
+from wavesql.sqltext import quote
 
 CONTROL = "__ctl"
 _CARRIED = "__synced_"  # an earlier SYNC's signal struct, riding on the control
@@ -89,12 +90,12 @@ def sync_frame(control, control_alias: str, signal_rows, channels: list[str], *,
     from pyspark.sql import functions as F
 
     if carried:
-        control = control.select(F.col(f"`{control_alias}`.*"),
-                                 *[F.col(f"`{a}`").alias(_CARRIED + a) for a, _ in carried])
+        control = control.select(F.col(f"{quote(control_alias)}.*"),
+                                 *[F.col(quote(a)).alias(_CARRIED + a) for a, _ in carried])
     names = control.columns
     aliased = control.alias(control_alias)
     ranged = aliased.select(
-        F.struct(*[F.col(f"`{control_alias}`.`{n}`").alias(n) for n in names]).alias(CONTROL),
+        F.struct(*[F.col(f"{quote(control_alias)}.{quote(n)}").alias(n) for n in names]).alias(CONTROL),
         F.expr(start_sql).alias("__a"), F.expr(end_sql).alias("__b"))
     types = {f.name: f.dataType for f in ranged.schema.fields}
     ranged = ranged.select(
@@ -110,14 +111,14 @@ def sync_frame(control, control_alias: str, signal_rows, channels: list[str], *,
     own = [n for n in names if not n.startswith(_CARRIED)]
     signals = list(carried) + [(signal_alias, channels)]
     unique = _unique_names(own, signals, control_alias)
-    structs = [F.col(f"{CONTROL}.`{_CARRIED + a}`").alias(a) for a, _ in carried]
-    flat = [F.col(f"{CONTROL}.`{_CARRIED + a}`.`{c}`").alias(c)
+    structs = [F.col(f"{CONTROL}.{quote(_CARRIED + a)}").alias(a) for a, _ in carried]
+    flat = [F.col(f"{CONTROL}.{quote(_CARRIED + a)}.{quote(c)}").alias(c)
             for a, chans in carried for c in chans if c.lower() in unique]
     return repeated.select(
-        F.struct(*[F.col(f"{CONTROL}.`{n}`").alias(n) for n in own]).alias(control_alias),
-        *structs, F.struct(*[F.col(f"`{c}`") for c in channels]).alias(signal_alias),
-        *[F.col(f"{CONTROL}.`{n}`").alias(n) for n in own if n.lower() in unique],
-        *flat, *[F.col(f"`{c}`") for c in channels if c.lower() in unique])
+        F.struct(*[F.col(f"{CONTROL}.{quote(n)}").alias(n) for n in own]).alias(control_alias),
+        *structs, F.struct(*[F.col(quote(c)) for c in channels]).alias(signal_alias),
+        *[F.col(f"{CONTROL}.{quote(n)}").alias(n) for n in own if n.lower() in unique],
+        *flat, *[F.col(quote(c)) for c in channels if c.lower() in unique])
 
 
 def _binned_join(groups, signal_rows, channels, rate, policy, signal_name, segment):
@@ -131,10 +132,10 @@ def _binned_join(groups, signal_rows, channels, rate, policy, signal_name, segme
         F.floor(F.col("__s0") / b), F.floor((F.col("__s1") - 1) / b)))
     wanted = groups.withColumn("__bin", F.explode_outer(bins))
     first = channels[0]
-    start = F.col(f"`{first}`.start")
-    end = start + F.size(F.col(f"`{first}`.samples"))
+    start = F.col(f"{quote(first)}.start")
+    end = start + F.size(F.col(f"{quote(first)}.samples"))
     stored = signal_rows.select(
-        F.struct(*[F.col(f"`{c}`") for c in channels]).alias("__piece"),
+        F.struct(*[F.col(quote(c)) for c in channels]).alias("__piece"),
         start.alias("__p0"), end.alias("__p1"),
         F.explode(F.sequence(F.floor(start / b), F.floor((end - 1) / b))).alias("__bin"))
     # A range and a piece overlapping over two bins meet in both: keep the first common bin
@@ -150,7 +151,7 @@ def _binned_join(groups, signal_rows, channels, rate, policy, signal_name, segme
         from wavesql.udfs.sync import sync_batch
 
         for batch in batches:
-            yield sync_batch(batch, channels, rate, policy, f"`{signal_name}`")
+            yield sync_batch(batch, channels, rate, policy, quote(signal_name))
 
     return gathered.mapInArrow(run, _cut_schema(groups, channels))
 
@@ -163,7 +164,7 @@ def _read_from_files(groups, channels, rate, policy, signal_name, placements):
         from wavesql.udfs.sync import read_batch
 
         for batch in batches:
-            yield read_batch(batch, placements, channels, rate, policy, f"`{signal_name}`")
+            yield read_batch(batch, placements, channels, rate, policy, quote(signal_name))
 
     return groups.mapInArrow(run, _cut_schema(groups, channels))
 
@@ -172,7 +173,7 @@ def _cut_schema(groups, channels) -> str:
     """The ranges (``groups``' columns) and one cut segment per channel."""
     return (f"{CONTROL} {groups.schema[CONTROL].dataType.simpleString()}, "
             "__s0 bigint, __s1 bigint, __n bigint, "
-            + ", ".join(f"`{c}` struct<start:bigint,rate:double,samples:array<float>>"
+            + ", ".join(f"{quote(c)} struct<start:bigint,rate:double,samples:array<float>>"
                         for c in channels))
 
 
@@ -192,9 +193,9 @@ def output_fields(control_fields, signals: list, control_alias: str):
     sigseg = SPARK_TYPES["sigseg"]
     names = [f.name for f in control_fields]
     unique = _unique_names(names, signals, control_alias)
-    struct = ",".join(f"`{f.name}`:{f.type}" for f in control_fields)
+    struct = ",".join(f"{quote(f.name)}:{f.type}" for f in control_fields)
     out = [(control_alias, f"struct<{struct}>")]
-    out += [(a, "struct<" + ",".join(f"`{c}`:{sigseg}" for c in chans) + ">")
+    out += [(a, "struct<" + ",".join(f"{quote(c)}:{sigseg}" for c in chans) + ">")
             for a, chans in signals]
     out += [(f.name, f.type) for f in control_fields if f.name.lower() in unique]
     out += [(c, sigseg) for _, chans in signals for c in chans if c.lower() in unique]

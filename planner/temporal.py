@@ -111,6 +111,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from wavesql.sqltext import quote, quote_relation  # noqa: F401 - also imported from here
+
 from sqlglot import exp
 
 from wavesql.errors import Span, WaveSQLError, did_you_mean
@@ -133,16 +135,6 @@ _UNORDERABLE = re.compile(r"\b(map|variant)\b")
 _TIMESTAMP = ("timestamp", "timestamp_ltz")
 
 Columns = Sequence["tuple[str, str] | str"]
-
-
-def quote(name: str) -> str:
-    """A Spark SQL identifier: ``name`` in backticks, inner backticks doubled."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def quote_relation(name: str) -> str:
-    """A relation name, each dotted part quoted (``db.view`` -> ```db`.`view```)."""
-    return ".".join(quote(part) for part in name.split("."))
 
 
 def is_numeric(spark_type: str) -> bool:

@@ -57,6 +57,7 @@ from wavesql.udfs import time_windows as kernel
 from wavesql.dialect import parse_one, to_spark_sql
 
 from . import ir
+from wavesql.sqltext import quote
 
 CONF = "wavesql.windows.chunked"
 #: A chunk spans at least this many frame reaches, so context stays a small fraction.
@@ -339,7 +340,7 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footer
     chunks = F.sequence(F.floor((us - reach_after) / chunk_us),
                         F.floor((us + reach_before) / chunk_us))
     keys = [kernel.key_column(i) for i in range(len(planned.partition))]
-    staged = child.select(*[F.col(f"`{c}`") for c in passthrough + helpers_sent + keys],
+    staged = child.select(*[F.col(quote(c)) for c in passthrough + helpers_sent + keys],
                           own.alias("__own"), F.explode_outer(chunks).alias("__chunk"))
     staged = staged.select("*", F.coalesce(F.col("__chunk") != F.col("__own"), F.lit(False))
                            .alias(kernel.CONTEXT)).drop("__own")

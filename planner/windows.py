@@ -70,6 +70,7 @@ from wavesql.dialect import to_spark_sql
 from wavesql.errors import Span, WaveSQLError
 
 from .types import interval_us, number
+from wavesql.sqltext import quote
 
 #: The instant column every windowed result carries.
 TIME = "_time"
@@ -471,7 +472,7 @@ def _is_aggregate(select: exp.Select) -> bool:
 def _micros(col: str):
     from pyspark.sql import functions as F
 
-    return F.unix_micros(F.col(f"`{col}`"))
+    return F.unix_micros(F.col(quote(col)))
 
 
 def _ceil_to(column, step: int):
@@ -493,7 +494,7 @@ def spans(df, time_col: str, spec: WindowSpec):
     from pyspark.sql import functions as F
 
     t = _micros(time_col)
-    rows = df.where(F.col(f"`{time_col}`").isNotNull()).withColumn("__from", t)
+    rows = df.where(F.col(quote(time_col)).isNotNull()).withColumn("__from", t)
     if spec.kind in ("RANGE", "SLIDE"):
         return rows.withColumn("__to", F.col("__from") + F.lit(spec.size))
     if spec.kind == "NOW":
@@ -501,7 +502,7 @@ def spans(df, time_col: str, spec: WindowSpec):
     if spec.kind == "UNBOUNDED":
         return rows.withColumn("__to", F.lit(None).cast("bigint"))
     # ROWS: valid until the n-th later row (same partition) arrives.
-    order = [F.col("__from")] + [F.col(f"`{c}`").asc_nulls_first() for c in _orderable(df)]
+    order = [F.col("__from")] + [F.col(quote(c)).asc_nulls_first() for c in _orderable(df)]
     window = Window.partitionBy(*[F.expr(k) for k in spec.partition_by]).orderBy(*order)
     return rows.withColumn("__to", F.lead("__from", spec.size).over(window))
 
@@ -569,7 +570,7 @@ def windowed_frame(df, time_col: str, spec: WindowSpec, points=None):
     instant."""
     from pyspark.sql import functions as F
 
-    columns = [F.col(f"`{c}`") for c in df.columns]
+    columns = [F.col(quote(c)) for c in df.columns]
     if points is not None:
         s = spans(df, time_col, spec)
         if spec.kind == "SLIDE":
@@ -582,7 +583,7 @@ def windowed_frame(df, time_col: str, spec: WindowSpec, points=None):
         # -- arithmetic, not a one-element sequence exploded (20-25 % of such a query's
         # time), in one projection (each DataFrame step is a Spark analysis at planning)
         t = _micros(time_col)
-        return df.where(F.col(f"`{time_col}`").isNotNull()).select(
+        return df.where(F.col(quote(time_col)).isNotNull()).select(
             F.timestamp_micros(_ceil_to(t, spec.slide)).alias(TIME), *columns)
     s = spans(df, time_col, spec)
     if spec.kind == "NOW":

@@ -43,6 +43,7 @@ import json
 
 from wavesql.catalog.objects import Column
 from wavesql.errors import WaveSQLError
+from wavesql.sqltext import quote
 
 #: The record's envelope, as columns of every Kafka stream (appended to the declared ones).
 METADATA = (Column("_key", "STRING"), Column("_topic", "STRING"),
@@ -144,15 +145,15 @@ def parse(raw, stream):
     from pyspark.sql import functions as F
 
     payload = payload_columns(stream)
-    ddl = ", ".join(f"`{c.name}` {c.type}" for c in payload)
+    ddl = ", ".join(f"{quote(c.name)} {c.type}" for c in payload)
     _, parser = split_options(stream.options)
     fmt = stream.format
     if fmt in ("json", "csv"):
         parse_with = F.from_json if fmt == "json" else F.from_csv
         text = F.col("value").cast("string")
-        parsed = parse_with(text, f"{ddl}, `{CORRUPT_COLUMN}` STRING", {
+        parsed = parse_with(text, f"{ddl}, {quote(CORRUPT_COLUMN)} STRING", {
             **parser, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN})
-        bad = F.col(f"__p.`{CORRUPT_COLUMN}`")
+        bad = F.col(f"__p.{quote(CORRUPT_COLUMN)}")
         if fmt == "csv":
             # from_csv keeps a short line's missing fields as NULL without marking it
             fields = F.size(F.split(text, _csv_separator(parser), -1))
@@ -172,7 +173,7 @@ def parse(raw, stream):
     framed = raw.select(parsed.alias("__p"), bad.alias(CORRUPT_COLUMN), "key", "topic",
                         "partition", "offset", "timestamp")
     return framed.select(
-        *[F.col(f"__p.`{c.name}`").alias(c.name) for c in payload],
+        *[F.col(f"__p.{quote(c.name)}").alias(c.name) for c in payload],
         F.col("key").cast("string").alias("_key"), F.col("topic").alias("_topic"),
         F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
         F.col("timestamp").alias("_timestamp"), F.col(CORRUPT_COLUMN),
@@ -294,14 +295,14 @@ def row_records(df, fmt: str):
 def _row_json(df):
     from pyspark.sql import functions as F
 
-    return F.to_json(F.struct(*[F.col(f"`{name}`") for name in df.columns]))
+    return F.to_json(F.struct(*[F.col(quote(name)) for name in df.columns]))
 
 
 def _value(df, fmt: str):
     """A row's payload in format ``fmt`` (the inverse of :func:`parse`)."""
     from pyspark.sql import functions as F
 
-    cols = [F.col(f"`{name}`") for name in df.columns]
+    cols = [F.col(quote(name)) for name in df.columns]
     if fmt == "json":
         return F.to_json(F.struct(*cols))
     if fmt == "csv":

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wavesql.errors import WaveSQLError
+from wavesql.sqltext import quote
 
 MAGIC = b"WSB1"
 HEADER = struct.Struct("<4sHHqII")  # magic, channels, reserved, first sample, frames, reserved
@@ -253,4 +254,4 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
         return pa.Table.from_batches(out, schema=target) if out else target.empty_table()
 
     frame = blocks.groupBy("__part").applyInArrow(scan, struct_type)
-    return frame.select(*[F.col(f"`{f.name}`") for f in struct_type.fields])
+    return frame.select(*[F.col(quote(f.name)) for f in struct_type.fields])

@@ -26,6 +26,7 @@ either way.
 from __future__ import annotations
 
 from wavesql.errors import WaveSQLError
+from wavesql.sqltext import quote
 
 #: The real-time trigger's checkpoint interval: how often offsets are committed (records
 #: flow continuously in between).
@@ -50,7 +51,7 @@ def why_not(plan, output) -> str | None:
         return "it reads several streams; real-time mode reads one"
     stream = plan.inputs[0].stream
     if stream.source != "kafka":
-        return f"stream `{stream.name}` is files; real-time mode reads a Kafka stream"
+        return f"stream {quote(stream.name)} is files; real-time mode reads a Kafka stream"
     if output is None or getattr(output, "source", None) != "kafka":
         return "its output is not a Kafka sink; real-time mode writes to a Kafka sink"
     return None
@@ -127,7 +128,7 @@ def start(session, bound, plan, stmt, sink, checkpoint: str, interval: str) -> R
     names = [c.name for c in stream.columns]
     rows = bad_rows.fail_on_malformed(rows, names, where="__file").drop("__file")
     if stream.progress_column is not None:  # punctuation rows are not data
-        rows = rows.where(f"`{stream.progress_column}` IS NULL")
+        rows = rows.where(f"{quote(stream.progress_column)} IS NULL")
     rt = Runtime(spark, session.catalog, stmt.text, streams={stream.key: rows})
     result = lower(bound, rt)
     result = result.withColumn("_final", F.lit(True)).withColumn(

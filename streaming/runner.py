@@ -67,6 +67,7 @@ from wavesql.planner import bad_rows
 from wavesql.planner.lower import Runtime, lower, stream_reader_options
 from wavesql.planner.windows import TIME
 from wavesql.streaming import realtime, sinks
+from wavesql.sqltext import quote
 
 FINAL = "_final"
 PROGRESS = "_progress"
@@ -407,7 +408,7 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
     if root.schema.find(stream.event_time) is None:
         raise WaveSQLError(
             "STREAMING_RULE", f"a continuous query with OVER windows must keep the event time "
-            f"`{stream.event_time}` in its result", Span.of(stmt.node),
+            f"{quote(stream.event_time)} in its result", Span.of(stmt.node),
             hint=f"add {stream.event_time} to the SELECT: it says when each row is final")
     rules = tuple(dict.fromkeys(r for t in trees if t is not None
                                 for r in _nested_lookback(t, stream, stmt)))
@@ -503,10 +504,10 @@ def _resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
         if not isinstance(rel, ir.StreamScan) or rel.stream.key != key:
             continue
         _, _, _, method, numeric, keys = q.resample
-        by = tuple(f"`{k}`" for k in keys)
+        by = tuple(quote(k) for k in keys)
         rules += (("rows", by, 1, None, reach_us),)  # (every RESAMPLE of the stream's own)
         if method == "linear":
-            rules += tuple(("rows", by, 1, f"`{c}` IS NOT NULL", reach_us) for c in numeric)
+            rules += tuple(("rows", by, 1, f"{quote(c)} IS NOT NULL", reach_us) for c in numeric)
         if method == "linear" or keys:  # (un-keyed 'prev'/'null'/'zero': no series, above)
             series.append(_series(key, method, numeric, keys))
     return tuple(dict.fromkeys(rules)), series
@@ -547,7 +548,7 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
     for k in keys:
         if root.schema.find(k) is None:
             raise WaveSQLError("STREAMING_RULE", f"a continuous RESAMPLE per key must keep "
-                               f"the key `{k}` in its result", Span.of(stmt.node),
+                               f"the key {quote(k)} in its result", Span.of(stmt.node),
                                hint=f"add {k} to the SELECT: each key's points are final "
                                     "on their own")
     stream = next(iter(scans.values()))
@@ -559,14 +560,14 @@ def _resample(root: ir.Relation, queries: list, trees: list, scans: dict, stmt) 
                         "time on the grid", stmt)
     if root.schema.find(time_col) is None:
         raise WaveSQLError("STREAMING_RULE", f"a continuous RESAMPLE must keep the grid time "
-                           f"`{time_col}` in its result", Span.of(stmt.node),
+                           f"{quote(time_col)} in its result", Span.of(stmt.node),
                            hint=f"add {time_col} to the SELECT: it says when a row is final")
     _check_row_by_row_except(trees, index, stmt)
     # the last row before the cut (per key) brackets the next points
-    by = tuple(f"`{k}`" for k in keys)
+    by = tuple(quote(k) for k in keys)
     last = [("rows", by, 1, None)]
     if method == "linear":
-        last += [("rows", by, 1, f"`{c}` IS NOT NULL") for c in numeric]
+        last += [("rows", by, 1, f"{quote(c)} IS NOT NULL") for c in numeric]
     inp = _Input(0, stream, tuple(last))
     return _Plan((inp,), "resample", time_col, resample={
         "keys": list(keys), "series": [_series(stream.key, method, numeric, keys)]})
@@ -769,7 +770,7 @@ def _over_lookback(window: exp.Window, stream: cat.StreamDef, stmt) -> tuple:
     if (len(keys) != 1 or keys[0].args.get("desc") or not isinstance(keys[0].this, exp.Column)
             or keys[0].this.name.lower() != stream.event_time.lower()):
         refuse(f"an OVER window over a stream must be ORDER BY its event time "
-               f"`{stream.event_time}`", frame_hint)
+               f"{quote(stream.event_time)}", frame_hint)
     partition = tuple(to_spark_sql(unqualified(e)) for e in window.args.get("partition_by") or ())
     # A ROWS frame counts the rows that pass the SELECT's WHERE (it filters before the
     # window), so the look-back keeps the last n rows *that pass it*.
@@ -932,7 +933,7 @@ class ContinuousQuery:
         rows = [df.drop("__file") for df in frames]
         parts = []
         for inp, df in zip(self.inputs, frames):
-            cols = [F.struct(*[F.col(f"`{c}`") for c in other.columns]).alias(o.column)
+            cols = [F.struct(*[F.col(quote(c)) for c in other.columns]).alias(o.column)
                     if o is inp else F.lit(None).cast(other.schema).alias(o.column)
                     for o, other in zip(self.inputs, rows)]
             parts.append(df.select(F.lit(inp.index).alias("__src"), *cols, "__file"))
@@ -1016,8 +1017,8 @@ class ContinuousQuery:
             rows = self._input_rows(spark, batch_df, inp, batch_id, read_files)
             marked = bad_rows.CORRUPT_COLUMN in rows.columns
             malformed = (F.col(bad_rows.CORRUPT_COLUMN).isNotNull() if marked else F.lit(False))
-            ts = F.unix_micros(F.col(f"`{s.event_time}`"))
-            punct = (F.col(f"`{s.progress_column}`").isNotNull() if s.progress_column
+            ts = F.unix_micros(F.col(quote(s.event_time)))
+            punct = (F.col(quote(s.progress_column)).isNotNull() if s.progress_column
                      else F.lit(False))
             before = mine["progress"]
             is_late = ts < F.lit(before) if before is not None else F.lit(False)
@@ -1031,7 +1032,7 @@ class ContinuousQuery:
             per_partition = ["_partition"] if s.source == "kafka" else []
             stats = tagged.groupBy("__kind", *per_partition).agg(
                 F.count(F.lit(1)).alias("n"), F.max(ts).alias("max_ts"),
-                F.max(F.unix_micros(F.col(f"`{s.progress_column}`")) if s.progress_column
+                F.max(F.unix_micros(F.col(quote(s.progress_column))) if s.progress_column
                       else F.lit(None).cast("bigint")).alias("punct"),
                 # a Kafka record's arrival: its timestamp (for the result latency)
                 F.min(F.unix_micros("_timestamp") if per_partition
@@ -1050,7 +1051,7 @@ class ContinuousQuery:
                         F.lit(s.name).alias("_stream"), F.col("__file").alias("_file"),
                         F.col(bad_rows.CORRUPT_COLUMN).alias("_record"),
                         F.concat(F.lit("malformed: read as "), F.to_json(F.struct(
-                            *[F.col(f"`{c.name}`") for c in s.columns]))).alias(REASON)))
+                            *[F.col(quote(c.name)) for c in s.columns]))).alias(REASON)))
             tagged = tagged.drop("__file", *([bad_rows.CORRUPT_COLUMN] if marked else []))
             on_time = tagged.where(F.col("__kind") == "on_time").drop("__kind")
             if counts["late"] or counts["no_time"]:
@@ -1062,7 +1063,7 @@ class ContinuousQuery:
                                          f"({_fmt(before)})"))
                             .otherwise(F.lit(f"no event time ({s.event_time} is NULL)"))
                             .alias(REASON),
-                            F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in s.columns]))
+                            F.to_json(F.struct(*[F.col(quote(c.name)) for c in s.columns]))
                             .alias("_row")))
             newest = by_kind["on_time"]["max_ts"] if "on_time" in by_kind else None
             seen = [v for v in (mine["max_ts"], newest) if v is not None]
@@ -1191,7 +1192,7 @@ class ContinuousQuery:
         s = inp.stream
         ddl, options = _reader_settings(s)
         frame = spark.read.format(s.format).schema(ddl).options(**options).load(listed)
-        return frame.select(*[F.col(f"`{c}`") for c in frame.columns],
+        return frame.select(*[F.col(quote(c)) for c in frame.columns],
                             F.input_file_name().alias("__file"))
 
     def _results(self, spark, streams: dict, previous: int | None, overall: int | None,
@@ -1205,7 +1206,7 @@ class ContinuousQuery:
         shown = overall if shown is None else shown
         if self.plan.mode in ("rows", "sync", "band", "asof"):  # final as it comes
             return result.withColumn(PROGRESS, _timestamp(shown))
-        t = F.unix_micros(F.col(f"`{self.plan.time_column}`"))
+        t = F.unix_micros(F.col(quote(self.plan.time_column)))
         after = t >= F.lit(previous) if previous is not None else F.lit(True)
         before = t < F.lit(overall) if overall is not None else F.lit(False)
         if self.plan.mode == "resample" and self.plan.resample["keys"]:
@@ -1215,8 +1216,8 @@ class ContinuousQuery:
             now = self._key_bounds(streams[key], overall, series)
             then = self._key_bounds(olds[key], previous, series).withColumnRenamed(
                 _BOUND, "__wavesql_then")
-            on = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"b.`{k}`")) for k in keys]
-            on_then = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"a.`{k}`")) for k in keys]
+            on = [F.col(f"r.{quote(k)}").eqNullSafe(F.col(f"b.{quote(k)}")) for k in keys]
+            on_then = [F.col(f"r.{quote(k)}").eqNullSafe(F.col(f"a.{quote(k)}")) for k in keys]
             result = (result.alias("r").join(now.alias("b"), on, "left")
                       .join(then.alias("a"), on_then, "left")
                       .select("r.*", (F.col("__wavesql_then").isNull()
@@ -1285,11 +1286,11 @@ class ContinuousQuery:
         from pyspark.sql import functions as F
 
         stream = next(i.stream for i in self.inputs if i.stream.key == series["input"])
-        ts = F.unix_micros(F.col(f"`{stream.event_time}`"))
+        ts = F.unix_micros(F.col(quote(stream.event_time)))
         columns = series["numeric"] if series["method"] == "linear" else []
         under = ts < F.lit(below) if below is not None else F.lit(False)
         return [F.max(ts).alias("__wavesql_last")] + [
-            F.max(F.when(F.col(f"`{c}`").isNotNull() & under, ts)).alias(f"__wavesql_end{i}")
+            F.max(F.when(F.col(quote(c)).isNotNull() & under, ts)).alias(f"__wavesql_end{i}")
             for i, c in enumerate(columns)]
 
     def _release_bounds(self) -> None:
@@ -1311,9 +1312,9 @@ class ContinuousQuery:
         memo = (id(buf), bound, id(series))
         if memo in self._bounds:
             return self._bounds[memo][1]
-        keys = [F.col(f"`{k}`") for k in series["keys"]]
+        keys = [F.col(quote(k)) for k in series["keys"]]
         ends = buf.groupBy(*keys).agg(*self._series_ends(series, bound))
-        parts = [F.col(f"`{c}`") + F.lit(1) for c in ends.columns[len(keys):]]  # (not keys)
+        parts = [F.col(quote(c)) + F.lit(1) for c in ends.columns[len(keys):]]  # (not keys)
         top = F.least(F.lit(bound), *parts) if bound is not None else F.lit(None)
         out = ends.select(*keys, top.cast("bigint").alias(_BOUND)).persist()
         self._bounds[memo] = (buf, out)  # (buf kept alive: its id must not be reused)
@@ -1330,8 +1331,8 @@ class ContinuousQuery:
         kl, kr = asof["left"], asof["right"]
         left = next(i.stream for i in self.inputs if i.stream.key == kl)
         right = next(i.stream for i in self.inputs if i.stream.key == kr)
-        lt = F.unix_micros(F.col(f"`{left.event_time}`"))
-        rt = F.unix_micros(F.col(f"`{right.event_time}`"))
+        lt = F.unix_micros(F.col(quote(left.event_time)))
+        rt = F.unix_micros(F.col(quote(right.event_time)))
         done = progress[kr]["progress"]
         candidates = buffers[kl]
         if asof["direction"] == "forward":
@@ -1354,7 +1355,7 @@ class ContinuousQuery:
             if asof["direction"] == "forward":  # its match is at or after it
                 kept = kept.where(rt >= F.lit(m))
             else:  # the last right rows before m per key (ties kept: the batch rule breaks them)
-                w = Window.partitionBy(*[F.col(f"`{k}`") for k in self.plan.asof["keys"]],
+                w = Window.partitionBy(*[F.col(quote(k)) for k in self.plan.asof["keys"]],
                                        rt < F.lit(m)).orderBy(rt.desc())
                 kept = (kept.withColumn("__rank", F.rank().over(w))
                         .where((rt >= F.lit(m)) | (F.col("__rank") == 1)).drop("__rank"))
@@ -1371,19 +1372,19 @@ class ContinuousQuery:
         if done is None:
             return candidates.limit(0), candidates
         asof = self.plan.asof
-        lt = F.unix_micros(F.col(f"`{left.event_time}`"))
+        lt = F.unix_micros(F.col(quote(left.event_time)))
         names = [(f"__k{i}", r) for i, (_, r) in enumerate(asof["pairs"])]
-        arrived = right_rows.where(F.unix_micros(F.col(f"`{right.event_time}`")) < F.lit(done))
-        matches = arrived.select(F.unix_micros(F.col(f"`{right.event_time}`")).alias("__rt"),
-                                 *[F.col(f"`{r}`").alias(n) for n, r in names])
+        arrived = right_rows.where(F.unix_micros(F.col(quote(right.event_time))) < F.lit(done))
+        matches = arrived.select(F.unix_micros(F.col(quote(right.event_time))).alias("__rt"),
+                                 *[F.col(quote(r)).alias(n) for n, r in names])
         later = (F.col("__rt") >= lt) if asof["inclusive"] else (F.col("__rt") > lt)
         cond = later
         for (n, _), (l, _) in zip(names, asof["pairs"]):
-            cond = cond & (F.col(f"`{l}`") == F.col(n))
+            cond = cond & (F.col(quote(l)) == F.col(n))
         # a NULL key matches nothing, ever: final at once (an ASOF LEFT JOIN gives it NULL)
         unmatched = F.lit(False)
         for left_key, _ in asof["pairs"]:
-            unmatched = unmatched | F.col(f"`{left_key}`").isNull()
+            unmatched = unmatched | F.col(quote(left_key)).isNull()
         ready = candidates.join(matches, cond, "left_semi").unionByName(
             candidates.where(unmatched))
         return ready, candidates.where(~unmatched).join(matches, cond, "left_anti")
@@ -1549,20 +1550,20 @@ class ContinuousQuery:
             bound = (progress or {}).get(other, {}).get("progress")
             if bound is None:
                 return buf
-            ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
+            ts = F.unix_micros(F.col(quote(inp.stream.event_time)))
             return buf.where(ts >= F.lit(bound + offset))
         if self.plan.mode in ("sync", "asof"):
             return buf  # _sync_split / _asof_split kept exactly what later rows need
         if overall is None:
             return buf  # nothing is final yet
-        ts = F.unix_micros(F.col(f"`{inp.stream.event_time}`"))
+        ts = F.unix_micros(F.col(quote(inp.stream.event_time)))
         cut, added = F.lit(overall), []
         if self.plan.mode == "resample" and self.plan.resample["keys"]:
             # per key from its own bound on: its points not final yet need all its rows there
             # (for 'linear', every column's values between a column's last value and progress)
             series = self.plan.resample["series"][0]
             bounds = self._key_bounds(buf, overall, series)
-            on = [F.col(f"r.`{k}`").eqNullSafe(F.col(f"b.`{k}`")) for k in series["keys"]]
+            on = [F.col(f"r.{quote(k)}").eqNullSafe(F.col(f"b.{quote(k)}")) for k in series["keys"]]
             buf = buf.alias("r").join(bounds.alias("b"), on, "left").select(
                 "r.*", F.col(f"b.{_BOUND}").alias("__wavesql_cut"))
             cut, added = F.col("__wavesql_cut"), ["__wavesql_cut"]
@@ -1581,7 +1582,7 @@ class ContinuousQuery:
                 keep = keep | (ts >= cut - F.lit(t_us))
             old = ts < cut - F.lit(t_us)
             counted = F.coalesce(F.expr(passes), F.lit(False)) if passes else F.lit(True)
-            order = [ts.desc()] + [F.col(f"`{c.name}`").desc_nulls_last()
+            order = [ts.desc()] + [F.col(quote(c.name)).desc_nulls_last()
                                    for c in inp.stream.columns if "map<" not in c.type.lower()]
             w = Window.partitionBy(*[F.expr(k) for k in keys], old, counted).orderBy(*order)
             buf = buf.withColumn(f"__rank{i}", F.row_number().over(w))

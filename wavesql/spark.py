@@ -16,6 +16,7 @@ import sys
 from contextlib import contextmanager
 
 from wavesql.errors import Span, WaveSQLError
+from wavesql.sqltext import quote
 
 MIN_JAVA = 17
 
@@ -185,14 +186,14 @@ def temp_views(spark, frames):
             if name.lower() not in saved:
                 saved[name.lower()] = (name, None if name.startswith(INTERNAL_PREFIX)
                                        else _temp_view(spark, name))
-            df.createOrReplaceTempView(name)
+            df.createOrReplaceTempView(quote(name))  # Spark parses it: any name, quoted
         yield
     finally:
         for name, previous in saved.values():
             if previous is None:
                 spark.catalog.dropTempView(name)
             else:
-                previous.createOrReplaceTempView(name)
+                previous.createOrReplaceTempView(quote(name))
 
 
 def _temp_view(spark, name: str):
@@ -206,7 +207,7 @@ def _temp_view(spark, name: str):
             exists = False
     if not exists:
         return None
-    return spark.table("`" + name.replace("`", "``") + "`")
+    return spark.table(quote(name))
 
 
 def translate_spark_error(error: Exception, sql: str, user_text: str,

@@ -1,0 +1,22 @@
+"""Names put into generated Spark SQL text, quoted so that any name is safe there.
+
+Every identifier WaveSQL writes into SQL it generates -- column, channel, alias, view and
+relation names that came from a user -- goes through :func:`quote`: backticks around it,
+inner backticks doubled, so a name with a backtick, a space, a quote or a non-ASCII letter
+is one identifier, never SQL (``a` = 1 OR `b`` stays a name).
+
+>>> quote("v"), quote("odd `name"), quote_relation("db.view")
+('`v`', '`odd ``name`', '`db`.`view`')
+"""
+
+from __future__ import annotations
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier: ``name`` in backticks, inner backticks doubled."""
+    return "`" + str(name).replace("`", "``") + "`"
+
+
+def quote_relation(name: str) -> str:
+    """A relation name, each dotted part quoted (``db.view`` -> ```db`.`view```)."""
+    return ".".join(quote(part) for part in name.split("."))
