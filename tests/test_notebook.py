@@ -128,6 +128,32 @@ def test_options_come_off_the_front_and_the_statement_keeps_its_spelling():
         "FROM '/d/7.wav'"
 
 
+def test_template_values_are_bound_as_data_not_sql():
+    from wavesql.notebook import expand_templates
+
+    hostile = "x' OR '1'='1"
+    ns = {"who": hostile, "n": 3, "v": 0.5, "col": "a`b", "none": None, "ok": True,
+          "xs": [1, 2.5], "t": "mic [SAMPLES 256]"}
+    assert expand_templates("WHERE who = '{{who}}'", ns) == "WHERE who = 'x'' OR ''1''=''1'"
+    assert expand_templates("WHERE who = {{who}} AND n < {{n}} AND v > {{v}}", ns) == \
+        "WHERE who = 'x'' OR ''1''=''1' AND n < 3 AND v > 0.5D"
+    assert expand_templates("SELECT `{{col}}`, {{none}}, {{ok}}, {{xs}}", ns) == \
+        "SELECT `a``b`, NULL, TRUE, ARRAY(1, 2.5D)"
+    assert expand_templates("SELECT * FROM {{ t!raw }} -- {{not_a_variable}}", ns) == \
+        "SELECT * FROM mic [SAMPLES 256] -- {{not_a_variable}}"
+    assert expand_templates("SELECT 'it''s {{n}}'", ns) == "SELECT 'it''s 3'"
+
+
+def test_a_hostile_template_value_stays_a_value(ws):
+    from wavesql.notebook import expand_templates
+
+    text = expand_templates("SELECT {{who}} AS who, '{{who}}' AS again",
+                            {"who": "x' AS who, 1 AS injected --"})
+    row = ws.sql(text).collect()[0]
+    assert row.asDict() == {"who": "x' AS who, 1 AS injected --",
+                            "again": "x' AS who, 1 AS injected --"}
+
+
 # -- wavesql.plot (no Spark) ---------------------------------------------------------------
 
 def _windows(x: np.ndarray, rate: float, n: int, m: int, skip=()):

@@ -285,7 +285,7 @@ PARSER = _parser()
 _TAKES_VALUE = {o for a in PARSER._actions if a.nargs != 0 for o in a.option_strings}
 _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S*))?(?=\s|$)")
 _VALUE = re.compile(r"\s+(\"[^\"]*\"|'[^']*'|\S+)")
-_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
+_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*(!raw)?\s*\}\}")
 
 
 def split_options(line: str) -> tuple[str, str]:
@@ -311,18 +311,91 @@ def split_options(line: str) -> tuple[str, str]:
 
 
 def expand_templates(text: str, namespace: dict) -> str:
-    """Replace ``{{name}}`` with ``str(namespace[name])`` (jupysql's spelling).
+    """Replace each ``{{name}}`` with variable ``name``'s value, bound where it stands, so a
+    value is always data and never SQL:
+
+    - inside a quoted string (``'{{folder}}/a.wav'``): its text, quotes doubled;
+    - inside a backquoted name (```{{column}}```): its text, backquotes doubled;
+    - anywhere else: a SQL literal of it -- a number (a float as a DOUBLE, ``2.5D``),
+      ``'text'``, ``TRUE``, ``NULL``, ``TIMESTAMP '...'``, ``ARRAY(...)`` for a list
+      (``WHERE v > {{limit}}``);
+    - ``{{name!raw}}`` splices the value's text as it is (a table name, a clause): the
+      explicit form for SQL built from variables.
 
     >>> expand_templates("FROM '{{folder}}/a.wav'", {"folder": "/data"})
     "FROM '/data/a.wav'"
+    >>> expand_templates("WHERE who = {{w}} AND v > {{n}}", {"w": "O'Brien", "n": 2.5})
+    "WHERE who = 'O''Brien' AND v > 2.5D"
+    >>> expand_templates("SELECT * FROM {{t!raw}}", {"t": "mic [SAMPLES 256]"})
+    'SELECT * FROM mic [SAMPLES 256]'
     """
-    def value(m):
-        name = m.group(1)
-        if name not in namespace:
-            raise UsageError(f"%wavesql: {{{{{name}}}}} names no variable")
-        return str(namespace[name])
+    out, pos, quote = [], 0, None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote is None and text.startswith("--", i):  # a comment runs to the line's end
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        if quote is None and c in "'\"`":
+            quote = c
+        elif quote is not None and c == quote:
+            if text.startswith(quote * 2, i):  # an escaped quote inside
+                i += 2
+                continue
+            quote = None
+        elif text.startswith("{{", i):
+            m = _TEMPLATE.match(text, i)
+            if m is not None:
+                out.append(text[pos:i])
+                out.append(_bound(m.group(1), m.group(2), namespace, quote))
+                pos = i = m.end()
+                continue
+        i += 1
+    out.append(text[pos:])
+    return "".join(out)
 
-    return _TEMPLATE.sub(value, text)
+
+def _bound(name: str, raw: str | None, namespace: dict, quote: str | None) -> str:
+    if name not in namespace:
+        raise UsageError(f"%wavesql: {{{{{name}}}}} names no variable")
+    value = namespace[name]
+    if raw:
+        return str(value)
+    if quote is not None:  # inside a string or a quoted name: the text, escaped for it
+        return str(value).replace(quote, quote * 2)
+    return sql_literal(value)
+
+
+def sql_literal(value) -> str:
+    """A Python value as a Spark SQL literal (for ``{{name}}`` outside quotes).
+
+    >>> sql_literal(3), sql_literal("it's"), sql_literal(None), sql_literal([1, 2.5])
+    ('3', "'it''s'", 'NULL', 'ARRAY(1, 2.5D)')
+    """
+    import math
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "CAST('NaN' AS DOUBLE)"
+        if math.isinf(value):
+            return f"CAST('{'-' if value < 0 else ''}Infinity' AS DOUBLE)"
+        return repr(value) + ("D" if "e" not in repr(value) else "")
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, (list, tuple)):
+        return "ARRAY(" + ", ".join(sql_literal(v) for v in value) + ")"
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a numpy scalar
+        return sql_literal(value.item())
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 # -- the magic ----------------------------------------------------------------------------
@@ -355,10 +428,14 @@ class WaveSQLMagics(Magics):
         ``--config KEY=VALUE`` (repeatable) for it; ``-s/--session NAME`` use the
         ``wavesql.Session`` in variable NAME; ``-o/--out NAME`` store the last result's
         Spark DataFrame in NAME; ``-n/--limit N`` rows shown (default 20); ``-f/--file
-        PATH`` run a .wsql file. ``{{name}}`` in the text is replaced by a variable's value.
+        PATH`` run a .wsql file. ``{{name}}`` in the text is replaced by a variable's value,
+        bound as data (:func:`expand_templates`; ``{{name!raw}}`` splices its text).
         """
         ns = self.shell.user_ns
-        options, rest = split_options(expand_templates(line, ns))
+        options, rest = split_options(line)
+        # options are words, not SQL: a variable's text goes in as it is (-f {{job}})
+        options = _TEMPLATE.sub(lambda m: str(_bound(m.group(1), "raw", ns, None)), options)
+        rest = expand_templates(rest, ns)
         args = PARSER.parse_args(shlex.split(options))
         if cell is not None:
             cell = expand_templates(cell, ns)
