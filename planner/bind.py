@@ -509,10 +509,10 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext,
         for join in syncs:
             rel = _bind_sync(join, rel, control, control_table, calias, synced, ctx)
         name = f"__wavesql_sync_{len(inputs)}"
-        inputs.append((name, rel))
         for join in syncs:
             join.pop()
-        select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name))))
+        from_table = exp.Table(this=exp.to_identifier(name))
+        select.set("from_", exp.From(this=from_table))
         expressions = []
         for e in select.expressions:
             if isinstance(e, exp.Star):
@@ -521,7 +521,23 @@ def _extract_syncs(node: exp.Expression, ctx: BindContext,
             else:
                 expressions.append(e)
         select.set("expressions", expressions)
+        if _calls_signal_functions(select):
+            # seg_rms(s.ch1) over the synced segments, in the same SELECT: a signal stage
+            # over the SYNC's rows (planner/signals.py: bind_segment_select)
+            stage = bind_segment_select(select, from_table, rel, "SYNC JOIN", f"{name}_stage",
+                                        fold=ctx.env.constant,
+                                        qualifiers=tuple(a for a, _, _ in synced))
+            inputs.append((f"{name}_stage", stage))
+        else:
+            inputs.append((name, rel))
     return node, tuple(inputs)
+
+
+def _calls_signal_functions(select: exp.Select) -> bool:
+    """Whether ``select`` itself (not a nested SELECT) calls a signal function."""
+    return any(registry.lookup(call.name) is not None
+               and call.find_ancestor(exp.Select) is select
+               for call in select.find_all(exp.Anonymous))
 
 
 def _input_of(expr: exp.Expression, select: exp.Select, ctx: BindContext, known: dict,

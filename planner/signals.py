@@ -305,7 +305,8 @@ class _SegmentSource:
 
 
 def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relation,
-                        name: str, view_name: str, fold=None) -> ir.SignalStage:
+                        name: str, view_name: str, fold=None,
+                        qualifiers: tuple[str, ...] = ()) -> ir.SignalStage:
     """Like :func:`bind_signal_select` for a relation whose SigSeg columns come from
     elsewhere (a catalog view): the stage runs as a ``mapInArrow`` over its rows and carries
     the relation's other columns the query uses through the same row filter."""
@@ -327,8 +328,10 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
         schema = ir.Schema(tuple(ir.Field(c.name, c.type) for c in channels))
         source = ir.Rewindow(source, tuple(c.name for c in channels), width, slide, schema,
                              source.bounded)
-    builder = _StageBuilder(_SegmentSource(name, channels), {table.name.lower(), alias.lower()},
-                            fold)
+    # ``qualifiers``: other names the channels go by (a SYNC's signal aliases: s.ch1)
+    builder = _StageBuilder(_SegmentSource(name, channels),
+                            {table.name.lower(), alias.lower()}
+                            | {q.lower() for q in qualifiers}, fold)
     program = _build_program(select, table, builder)
     if program.stateful:
         raise WaveSQLError("NOT_IMPLEMENTED", "stateful signal functions over "
@@ -337,6 +340,9 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
     outputs = {o.name.lower() for o in program.outputs}
     wanted = {c.name.lower() for c in select.find_all(exp.Column)
               if (not c.table or c.table.lower() == alias.lower())}
+    # ``c.id`` over a SYNC result reads field ``id`` of its struct column ``c``
+    wanted |= {c.table.lower() for c in select.find_all(exp.Column)
+               if c.table and source.schema.find(c.table) is not None}
     star = any(isinstance(e, exp.Star) for e in select.expressions)
     passthrough = tuple(f.name for f in source.schema.fields
                         if f.name.lower() not in outputs

@@ -187,6 +187,33 @@ def test_a_cte_or_a_subquery_is_a_sync_control(ws, tmp_path, query):
                                       truth[lo:hi, 0].astype(np.float32))
 
 
+def test_signal_functions_over_the_synced_segments_in_the_same_select(ws, tmp_path):
+    folder, truth = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    ranges = [(0, 700), (4500, 5600), (100, 101), (8900, 9100)]  # the last: over the gap
+    _control(ws, tmp_path, ranges, kind="BIGINT")
+    rows = ws.sql("SELECT c.id, seg_rms(r.x) AS rx, seg_max(y) AS my, width(r.x) AS n "
+                  "FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
+                  "WHERE seg_rms(r.x) > 0").collect()
+    got = {r.id: (r.rx, r.my, r.n) for r in rows}
+    assert sorted(got) == [0, 1, 2]  # the gap's range has NULL segments: no rms, filtered
+    for i in got:
+        lo, hi = ranges[i]
+        seg = truth[lo:hi].astype(np.float32).astype(np.float64)
+        assert got[i][2] == hi - lo
+        np.testing.assert_allclose(got[i][0], np.sqrt(np.mean(seg[:, 0] ** 2)), rtol=1e-12)
+        assert got[i][1] == seg[:, 1].max()
+    every = ws.sql("SELECT c.id, seg_rms(r.x) AS rx FROM ctl c SYNC JOIN rec r "
+                   "ON RANGE (c.a, c.b)").collect()  # without a WHERE: NULL for the gap
+    assert sorted((r.id, r.rx is None) for r in every) == [(0, False), (1, False),
+                                                           (2, False), (3, True)]
+    with pytest.raises(WaveSQLError) as e:  # per-range state is not defined: said so
+        ws.sql("SELECT seg_rms(lowpass(r.x, 100.0)) FROM ctl c SYNC JOIN rec r "
+               "ON RANGE (c.a, c.b)")
+    assert e.value.code == "NOT_IMPLEMENTED"
+
+
 def test_duplicate_and_null_control_rows(ws, tmp_path):
     folder, truth = _timeline(tmp_path)
     ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "

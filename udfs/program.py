@@ -237,14 +237,17 @@ class Evaluator:
         program's outputs.
         """
         k = batch.num_rows
+        missing = np.zeros(k, dtype=bool)
+        for name in self.program.channels:
+            if batch.column(name).null_count:
+                missing |= batch.column(name).is_null().to_numpy(zero_copy_only=False)
+        if missing.any():
+            return self._with_null_rows(batch, missing, passthrough)
         chans: dict[str, Any] = {}
         starts = np.zeros(k, dtype=np.int64)
         rate = 1.0
         for name in self.program.channels:
             column = batch.column(name)
-            if column.null_count:
-                raise SignalError("TYPE_ERROR", f"segment column `{name}` has NULL rows",
-                                  hint="filter them out first: WHERE " + name + " IS NOT NULL")
             starts_i, rates, segs = _decode_segments(column)
             starts = starts_i
             rate = float(rates[0]) if k else 1.0
@@ -257,6 +260,24 @@ class Evaluator:
         arrays = list(out.columns) + [batch.column(c).take(kept) for c in passthrough]
         names = list(out.schema.names) + list(passthrough)
         return pa.RecordBatch.from_arrays(arrays, names=names)
+
+    def _with_null_rows(self, batch: pa.RecordBatch, missing: np.ndarray,
+                        passthrough: Sequence[str]) -> pa.RecordBatch:
+        """SQL's rule for a row whose segment is NULL (a SYNC range the recording does not
+        cover): every output of the program is NULL there, and a pushed-down filter, NULL
+        too, drops the row. The other rows are evaluated as usual."""
+        if self._stateful:
+            raise SignalError("TYPE_ERROR", "a stateful signal function got NULL segments",
+                              hint="filter them out first: WHERE <segment> IS NOT NULL")
+        good = self.run_batch(batch.take(pa.array(np.flatnonzero(~missing))), passthrough)
+        if self.program.filters:
+            return good
+        holes = np.flatnonzero(missing)
+        arrays = [pa.nulls(len(holes), type=f.type) for f in self._schema]
+        arrays += [batch.column(c).take(pa.array(holes)) for c in passthrough]
+        nulls = pa.RecordBatch.from_arrays(arrays, schema=good.schema)
+        return pa.Table.from_batches([good, nulls]).combine_chunks().to_batches()[0] \
+            if good.num_rows + nulls.num_rows else good
 
     def _run(self, rows: "_Rows", discard_before: int | None):
         """(output columns, indices of the kept rows) for ``rows``; NaN and Inf samples
