@@ -295,6 +295,9 @@ def _extract_windows(node: exp.Expression, ctx: BindContext):
                                        hint="split the stream in a subquery, join outside it")
                 inputs.append(_bind_split(select, table, window, ctx, len(inputs)))
                 break
+            if table.name.lower() in ctes or isinstance(defn, cat.ViewDef):
+                scans.append((table, _bind_window_over_relation(table, window, select, ctx)))
+                continue
             scans.append((table, _bind_window_scan(table, window, defn, ctx)))
         if not scans:
             continue
@@ -307,6 +310,46 @@ def _extract_windows(node: exp.Expression, ctx: BindContext):
                     {t.alias_or_name.lower(): list(scan.input.schema.names) for t, scan in scans},
                     lambda source: _catalog_columns(source, ctx, ctes))
     return node, tuple(inputs)
+
+
+def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
+                               ctx: BindContext) -> ir.WindowScan:
+    """A window over a view (catalog or temporary) or a CTE: its event time is the one of
+    the stream it reads, when its result keeps that column under the same name."""
+    from .windows import TIME, bind_window
+
+    query = _inline_query(table, select)
+    source = _bind_query(query, None, ctx) if query is not None else \
+        _resolve_relation(table.name, table.this, ctx)
+    event_time = carried_event_time(source)
+    if event_time is None:
+        streams = sorted({r.stream.event_time for r in ir.walk(source)
+                          if isinstance(r, ir.StreamScan) and r.stream.event_time})
+        raise WaveSQLError(
+            "STREAMING_RULE", f"a window needs an event time: `{table.name}` does not keep "
+            "the EVENT TIME column of the stream it reads", Span.of(window),
+            hint=(f"keep {' or '.join(repr(t) for t in streams)} in its result under that name"
+                  if streams else "read an event-time stream: CREATE STREAM ... EVENT TIME ts"))
+    if source.schema.find(TIME) is not None:
+        raise WaveSQLError("DUPLICATE_COLUMN", f"`{table.name}` has a column named {TIME}, "
+                           "which windowed results use for the instant", Span.of(table),
+                           hint="rename the column")
+    spec = bind_window(window, table.name)
+    schema = ir.Schema((ir.Field(TIME, "timestamp", False),) + source.schema.fields)
+    return ir.WindowScan(source, table.name, event_time, spec, schema, source.bounded)
+
+
+def carried_event_time(relation: ir.Relation) -> str | None:
+    """The event-time column of ``relation``: the EVENT TIME of the one event stream below
+    it whose column its result keeps by name (a view's ``SELECT ts, v FROM ppg``); None when
+    there is none or more than one."""
+    found = {}
+    for rel in ir.walk(relation):
+        if isinstance(rel, ir.StreamScan) and rel.stream.event_time:
+            field = relation.schema.find(rel.stream.event_time)
+            if field is not None and field.type.startswith("timestamp"):
+                found[field.name.lower()] = field.name
+    return next(iter(found.values())) if len(found) == 1 else None
 
 
 def _bind_window_scan(table: exp.Table, window, defn, ctx: BindContext) -> ir.WindowScan:

@@ -340,6 +340,11 @@ def plan_continuous(root: ir.Relation, stmt) -> _Plan:
     scans: dict[str, cat.StreamDef] = {}
     queries: list[ir.SqlQuery] = []
     for rel in ir.walk(root):
+        if isinstance(rel, ir.WindowScan) and isinstance(rel.input, (ir.ViewRef, ir.SqlQuery)):
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED", f"a continuous window over `{rel.stream}`, a view or CTE, "
+                "is not implemented yet (batch queries take it)", Span.of(stmt.node),
+                hint="window the stream itself: SELECT ... FROM stream [RANGE ...] WHERE ...")
         if isinstance(rel, ir.WindowScan):
             windows.setdefault(rel.input.stream.key if isinstance(rel.input, ir.StreamScan)
                                else rel.stream.lower(), []).append(rel.window)
