@@ -195,7 +195,7 @@ def _bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCon
 
     # MERGE(...) / ZIP(...) become subqueries first, so everything else binds them as such
     given = node
-    node = combine.expand(node, lambda table: _resolve_relation(table.name, table, ctx))
+    node = combine.expand(node, lambda table: _combine_input(table, ctx))
     _check_functions(node, ctx)
     node, streams = _extract_relation_to_streams(node, ctx)
     node, windows = _extract_windows(node, ctx)
@@ -321,7 +321,7 @@ def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
     query = _inline_query(table, select)
     source = _bind_query(query, None, ctx) if query is not None else \
         _resolve_relation(table.name, table.this, ctx)
-    event_time = carried_event_time(source)
+    event_time = ir.carried_event_time(source)
     if event_time is None:
         streams = sorted({r.stream.event_time for r in ir.walk(source)
                           if isinstance(r, ir.StreamScan) and r.stream.event_time})
@@ -339,17 +339,16 @@ def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
     return ir.WindowScan(source, table.name, event_time, spec, schema, source.bounded)
 
 
-def carried_event_time(relation: ir.Relation) -> str | None:
-    """The event-time column of ``relation``: the EVENT TIME of the one event stream below
-    it whose column its result keeps by name (a view's ``SELECT ts, v FROM ppg``); None when
-    there is none or more than one."""
-    found = {}
-    for rel in ir.walk(relation):
-        if isinstance(rel, ir.StreamScan) and rel.stream.event_time:
-            field = relation.schema.find(rel.stream.event_time)
-            if field is not None and field.type.startswith("timestamp"):
-                found[field.name.lower()] = field.name
-    return next(iter(found.values())) if len(found) == 1 else None
+def _combine_input(name: exp.Expression, ctx: BindContext) -> ir.Relation:
+    """A MERGE/ZIP input: a catalog object, or a CTE the SELECT can see (bound for its
+    schema and event time; the expanded SQL reads it by name)."""
+    select = name.find_ancestor(exp.Select)
+    if select is not None:
+        query = _inline_query(exp.Table(this=name.copy()) if isinstance(name, exp.Identifier)
+                              else name, select)
+        if query is not None:
+            return _bind_query(query, None, ctx)
+    return _resolve_relation(name.name, name, ctx)
 
 
 def _bind_window_scan(table: exp.Table, window, defn, ctx: BindContext) -> ir.WindowScan:

@@ -128,6 +128,10 @@ def _order_of(node: wn.ZipInput, rel: ir.Relation, name: str) -> str:
         return order.sql(dialect="spark")
     if isinstance(rel, ir.StreamScan) and rel.stream.event_time:
         return _q(rel.stream.event_time)
+    if not isinstance(rel, (ir.StreamScan, ir.SignalScan)):  # a view or CTE of a stream
+        carried = ir.carried_event_time(rel)
+        if carried is not None:
+            return _q(carried)
     if isinstance(rel, ir.SignalScan) and rel.schema.fields:
         return f"{_q(rel.schema.fields[0].name)}.start"
     raise WaveSQLError("ZIP_ORDER", f"ZIP cannot tell the order of `{name}`'s rows: it has no "

@@ -460,6 +460,19 @@ def walk(rel: Relation) -> Iterator[Relation]:
         yield from walk(child)
 
 
+def carried_event_time(relation: Relation) -> str | None:
+    """The event-time column of ``relation``: the EVENT TIME of the one event stream below
+    it whose column its result keeps by name (a view's ``SELECT ts, v FROM ppg``); None when
+    there is none or more than one."""
+    found = {}
+    for rel in walk(relation):
+        if isinstance(rel, StreamScan) and rel.stream.event_time:
+            field = relation.schema.find(rel.stream.event_time)
+            if field is not None and field.type.startswith("timestamp"):
+                found[field.name.lower()] = field.name
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
 def explain_ir(node: Statement | Relation) -> str:
     """Indented tree, one node per line with schema and boundedness."""
     lines: list[str] = []
@@ -506,7 +519,7 @@ def _short(value: Any) -> str:
 
 __all__ = [
     "Field", "Schema", "Relation", "StreamScan", "SignalScan", "SignalStage", "SparkTable",
-    "ShowFunctions", "DescribeFunction", "TempView",
+    "ShowFunctions", "DescribeFunction", "TempView", "carried_event_time",
     "ViewRef", "program_label",
     "SqlQuery", "Statement", "QueryStatement", "CreateObject", "DropObject", "ShowObjects",
     "DescribeObject", "SparkCommand", "Explain", "walk", "explain_ir",

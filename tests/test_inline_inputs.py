@@ -54,3 +54,21 @@ def test_asof_join_of_a_cte_and_a_subquery(ws, streams, query):
     assert len(got) == len(want) > 100
     np.testing.assert_allclose(got.p.to_numpy(), want.p.to_numpy(), rtol=1e-12)
     assert (got.ts.to_numpy() == want.ts.to_numpy()).all()
+
+
+def test_merge_and_zip_of_ctes(ws, streams):
+    trades, quotes = streams
+    merged = ws.sql("WITH q AS (SELECT ts, p AS v FROM quotes WHERE p > 5) "
+                    "SELECT * FROM MERGE(trades, q) m").toPandas()
+    kept = quotes[quotes.p > 5]
+    assert merged.groupby("_source").size().to_dict() == {"trades": 300, "q": len(kept)}
+    assert merged[merged._source == "q"].v.sum() == pytest.approx(kept.p.sum(), rel=1e-12)
+    zipped = ws.sql("WITH t AS (SELECT ts, v FROM trades WHERE v > 10) "
+                    "SELECT _index, t.v AS tv, quotes.p AS qp FROM ZIP(t, quotes) z "
+                    "ORDER BY _index").toPandas()
+    left = trades[trades.v > 10].sort_values("ts").v.to_numpy()
+    right = quotes.sort_values("ts").p.to_numpy()
+    n = min(len(left), len(right))
+    assert len(zipped) == n
+    np.testing.assert_array_equal(zipped.tv.to_numpy(), left[:n])
+    np.testing.assert_array_equal(zipped.qp.to_numpy(), right[:n])
