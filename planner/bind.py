@@ -746,11 +746,11 @@ def _extract_signal_stages(node: exp.Expression, ctx: BindContext):
 
     Returns the rewritten copy of ``node`` and the stages as named inputs.
     """
+    node, stages = _segments_of_inline_relations(node, ctx)
     selects = [s for s in node.find_all(exp.Select) if _signal_of(s, ctx) is not None]
     if not selects:
-        return node, ()
+        return node, tuple(stages)
     node = node.copy()
-    stages = []
     ctes = _cte_names(node)
     # Deepest first, so an inner SELECT is rewritten before anything that contains it.
     for select in sorted(node.find_all(exp.Select), key=lambda s: -_depth(s)):
@@ -773,6 +773,83 @@ def _extract_signal_stages(node: exp.Expression, ctx: BindContext):
                                         fold=ctx.env.constant)
         stages.append((view, stage))
     return node, tuple(stages)
+
+
+def _segments_of_inline_relations(node: exp.Expression, ctx: BindContext):
+    """Signal functions over the segments of a subquery or CTE (``SELECT seg_rms(ch1), t
+    FROM (SELECT ch1, start_time(ch1) AS t FROM mic [SAMPLES 512]) s``): the inline
+    relation is bound on its own (its signal stage included) and the SELECT becomes a
+    segment stage over its rows, as over a catalog view. Shallowest SELECT first: an outer
+    one takes its inline relation whole, before anything inside is rewritten."""
+    from wavesql.udfs.program import SPARK_TYPES
+
+    sigseg = SPARK_TYPES["sigseg"].replace(" ", "")
+    stages: list = []
+    if not any(registry.lookup(c.name) is not None for c in node.find_all(exp.Anonymous)):
+        return node, stages
+    copied = False
+    for select in sorted(node.find_all(exp.Select), key=_depth):
+        source = (select.args.get("from_").this if select.args.get("from_") is not None
+                  else None)
+        if source is None or select.args.get("joins") or not _calls_signal_functions(select) \
+                or source.find_ancestor(exp.Select) is not select:
+            continue
+        if isinstance(source, exp.Table) and not isinstance(source.this, exp.Identifier):
+            continue
+        inline = _inline_query(source, select)
+        if inline is None:
+            continue
+        relation = _bind_query(inline, None, ctx)
+        if not any(f.type.lower().replace(" ", "") == sigseg for f in relation.schema.fields):
+            continue
+        if not copied:  # rewrite a copy, found again by position
+            path = _path_to(select, node)
+            node, copied = node.copy(), True
+            select = _follow(node, path)
+            source = select.args["from_"].this
+        name = f"__wavesql_inline_{len(stages)}"
+        alias = source.alias_or_name
+        table = exp.Table(this=exp.to_identifier(name),
+                          alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        cte_name = source.name.lower() if isinstance(source, exp.Table) else None
+        source.replace(table)
+        if cte_name is not None:
+            _drop_unused_cte(node, cte_name)
+        view = f"{name}_stage"
+        stages.append((view, bind_segment_select(select, table, relation, alias, view,
+                                                 fold=ctx.env.constant)))
+    return node, stages
+
+
+def _drop_unused_cte(node: exp.Expression, name: str) -> None:
+    """Remove CTE ``name`` when no table reads it any more (it was bound on its own)."""
+    if any(t.name.lower() == name for t in node.find_all(exp.Table)
+           if isinstance(t.this, exp.Identifier)):
+        return
+    for cte in list(node.find_all(exp.CTE)):
+        if cte.alias_or_name.lower() == name:
+            with_ = cte.parent
+            cte.pop()
+            if isinstance(with_, exp.With) and not with_.expressions:
+                with_.pop()
+
+
+def _path_to(target: exp.Expression, root: exp.Expression) -> list:
+    """The (arg key, index) steps from ``root`` down to ``target``."""
+    steps = []
+    node = target
+    while node is not root:
+        steps.append((node.arg_key, node.index))
+        node = node.parent
+    return steps[::-1]
+
+
+def _follow(root: exp.Expression, path: list) -> exp.Expression:
+    node = root
+    for key, index in path:
+        child = node.args[key]
+        node = child[index] if isinstance(child, list) else child
+    return node
 
 
 def _merge_passthrough(node: exp.Expression, ctx: BindContext) -> exp.Expression:

@@ -246,8 +246,8 @@ def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
             if out.num_rows:
                 yield out
 
-    df = lower_relation(rel.input, rt).select(*[quote(c) for c in
-                                                 rel.program.channels + passthrough])
+    columns = dict.fromkeys(rel.program.channels + passthrough)  # a channel may pass too
+    df = lower_relation(rel.input, rt).select(*[quote(c) for c in columns])
     return df.mapInArrow(run, rel.schema.ddl())
 
 

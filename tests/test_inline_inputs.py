@@ -72,3 +72,25 @@ def test_merge_and_zip_of_ctes(ws, streams):
     assert len(zipped) == n
     np.testing.assert_array_equal(zipped.tv.to_numpy(), left[:n])
     np.testing.assert_array_equal(zipped.qp.to_numpy(), right[:n])
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT t, seg_rms(ch1) AS r FROM (SELECT ch1, start_sample(ch1) AS t "
+    "FROM mic [SAMPLES 2000]) s WHERE seg_max(ch1) > 3.2",
+    "WITH w AS (SELECT ch1, start_sample(ch1) AS t FROM mic [SAMPLES 2000]) "
+    "SELECT w.t, seg_rms(w.ch1) AS r FROM w WHERE seg_max(ch1) > 3.2",
+])
+def test_signal_functions_over_the_segments_of_a_subquery_or_cte(ws, tmp_path, query):
+    from wavesql.udfs.wav import write_wav
+
+    x = np.random.default_rng(0).standard_normal(16000).astype(np.float32)
+    (tmp_path / "rec").mkdir()
+    write_wav(tmp_path / "rec" / "a.wav", x, 8000, "float32")
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE 8000 HZ FROM '{tmp_path / 'rec'}' FORMAT wav")
+    got = {r.t: r.r for r in ws.sql(query).collect()}
+    windows = x.astype(np.float64).reshape(8, 2000)
+    want = {i * 2000: float(np.sqrt(np.mean(w ** 2))) for i, w in enumerate(windows)
+            if w.max() > 3.2}
+    assert 0 < len(want) < 8 and got.keys() == want.keys()
+    for t in want:
+        assert got[t] == pytest.approx(want[t], rel=1e-12)
