@@ -10,7 +10,7 @@ scoping rules (lateral column aliases, LATERAL VIEW, PIVOT, lambda variables, ou
 references, ``GROUP BY ALL``...) are large and evolving; a second implementation would
 disagree with Spark on real queries and break the promise that a query Spark accepts runs
 unchanged. Spark's analysis errors are translated back into WaveSQL errors at the user's
-position (see ``wavesql.spark_errors``).
+position (``wavesql.spark.translate_spark_error``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Both operators are lowered to plain Spark SQL text over input relations referenc
 (temp views or CTEs). Nothing here imports Spark: the functions only build text, so the
 planner can call them while binding. Times are handled as **integer microseconds since
 1970-01-01 UTC** (``unix_micros`` / ``timestamp_micros``), never float seconds
-(DESIGN.md §4).
+(planner/types.py says why).
 
 RESAMPLE
 ========

@@ -4,7 +4,7 @@ Column types are kept as Spark SQL type strings (``double``, ``array<float>``,
 ``decimal(10,2)``) because Spark is where they are finally interpreted. This module decides
 which parsed types WaveSQL accepts and turns WaveSQL time literals (``5 SECONDS``,
 ``INTERVAL '100' MILLISECOND``) into integer microseconds -- never float seconds, which
-cannot tell two audio samples apart (DESIGN.md §4).
+cannot tell two audio samples apart.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The planner reads signal files through these instead of Spark's built-in readers, so that the
 signal stage of a query runs next to the decoded samples and raw samples never cross into
-the JVM (DESIGN.md §4): batch scans are planned on the driver and run as ``mapInArrow``
+the JVM: batch scans are planned on the driver and run as ``mapInArrow``
 tasks (:func:`.wav_source.batch_frame`), streaming reads go through the ``wavesql_wav``
 Python data source.
 """

@@ -332,7 +332,7 @@ def _no_kafka_late(defn, target) -> None:
 
 def plan_continuous(root: ir.Relation, stmt) -> _Plan:
     """The streams a continuous query reads, each with the look-back its windows need;
-    enforce the streaming rules (DESIGN.md §4) with errors before anything runs."""
+    enforce the streaming rules (README: Time: windows, ...) with errors before anything runs."""
     syncs = [rel for rel in ir.walk(root) if isinstance(rel, ir.SyncJoin)]
     if syncs:
         return _plan_sync(root, syncs, stmt)

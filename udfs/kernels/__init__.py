@@ -1,6 +1,6 @@
 """The signal-function kernel families; importing this package registers all of them.
 
-One module per family (DESIGN.md §3); each defines its kernels and registers them in
+One module per family (README: Signals lists them); each defines its kernels and registers them in
 :mod:`wavesql.udfs.registry` at import. Kernels are numpy/scipy/PyWavelets only -- nothing
 here imports Spark. :mod:`.values` holds the value types kernels return besides SigSeg.
 

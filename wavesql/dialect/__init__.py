@@ -1,6 +1,6 @@
 """WaveSQL's front end: text -> statements -> sqlglot ASTs, and ASTs -> SQL text.
 
-WaveSQL is Spark SQL plus streams, signals and windows (DESIGN.md §3). This package is
+WaveSQL is Spark SQL plus streams, signals and windows (README: The language). This package is
 the only place that knows sqlglot's internals; the planner uses exactly these names:
 
 * :class:`WaveSQL` -- the sqlglot dialect (``read="wavesql"`` once this package is imported).
