@@ -76,11 +76,6 @@ def row_bytes(columns: int) -> int:
     return BYTES_PER_COLUMN * (max(1, columns) + 1)
 
 
-def fits(spark, rows: float, columns: int) -> bool:
-    """Whether ``rows`` rows of ``columns`` columns fit one task's budget (with headroom)."""
-    return rows * row_bytes(columns) <= HEADROOM * budget(spark)
-
-
 def max_rows(spark, columns: int) -> int:
     """The most rows of ``columns`` columns one task may be planned to hold."""
     return max(1, int(HEADROOM * budget(spark) // row_bytes(columns)))
