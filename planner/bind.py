@@ -10,14 +10,13 @@ scoping rules (lateral column aliases, LATERAL VIEW, PIVOT, lambda variables, ou
 references, ``GROUP BY ALL``...) are large and evolving; a second implementation would
 disagree with Spark on real queries and break the promise that a query Spark accepts runs
 unchanged. Spark's analysis errors are translated back into WaveSQL errors at the user's
-position (``wavesql.spark.translate_spark_error``).
+position (``wavesql.spark_errors.translate_spark_error``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Protocol
@@ -1390,7 +1389,7 @@ def _bind_insert_into_sink(node: exp.Insert, stmt: ParsedStatement, ctx: BindCon
             text = text[:a] + " " * (b - a) + text[b:]
     inner = ParsedStatement(query, text, start, stmt.end)
     relation = _bind_query(query, inner, ctx, top_level=True)
-    from wavesql.streaming.sinks import flat_format_problem
+    from .insert import flat_format_problem
 
     problem = flat_format_problem(defn.format, relation.schema.fields)
     if problem:

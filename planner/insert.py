@@ -66,3 +66,17 @@ def blank_outside(text: str, keep: list[tuple[int, int]]) -> str:
     for start, end in keep:
         out[start:end] = text[start:end]
     return "".join(out)
+
+
+def flat_format_problem(fmt: str, fields) -> str | None:
+    """The first field (``name type``) a ``fmt`` file cannot hold, or None.
+
+    ``fields`` are ``planner.ir.Field``-like objects with ``name`` and ``type`` (Spark DDL).
+    """
+    if fmt != "csv":
+        return None
+    for f in fields:
+        kind = str(f.type).strip().lower()
+        if kind.startswith(("array", "struct", "map", "variant")):
+            return f"{f.name} {f.type}"
+    return None

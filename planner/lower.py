@@ -5,7 +5,7 @@ result DataFrame (``lower``): a query's rows, a DDL statement's one-row status, 
 tables, EXPLAIN text. A node without a rule raises ``NOT_IMPLEMENTED``, never a silent skip.
 
 Spark's analysis errors raised while lowering are translated into positioned WaveSQL errors
-(``wavesql.spark``).
+(``wavesql.spark_errors``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Callable
 from wavesql.catalog import objects as cat
 from wavesql.errors import WaveSQLError
 from wavesql.sources import kafka
-from wavesql.spark import temp_views, translate_spark_error
-
-from . import bad_rows, ir
 from wavesql.sqltext import quote
+
+from . import bad_rows, fused_chain, ir, resample_direct, time_windows
+from .spark_sql import run_sql_frames
 
 #: Reader options WaveSQL sets unless the stream's OPTIONS override them. FAILFAST: a
 #: malformed CSV/JSON row must raise (naming the file), never become a silent row of nulls.
@@ -47,6 +47,10 @@ class Runtime:
     #: What a direct pass planned for a relation, by ``(pass, id(relation))``: planned once
     #: per statement when two plans read it (a RESAMPLE and a fused total over it).
     prepared: dict = field(default_factory=dict)
+    #: ``EXPLAIN STREAM``'s text for ``(spark, statement text, ir.QueryStatement)``: the
+    #: continuous runner's, handed in by the caller (the planner sits below ``streaming``
+    #: and never imports it); None where the caller runs no continuous queries.
+    explain_stream: Callable | None = None
 
 
 def lower_relation(rel: ir.Relation, rt: Runtime):
@@ -353,21 +357,7 @@ def run_sql(sql: str, inputs, rt: Runtime, offset: int | None):
     return run_sql_frames(sql, lower_inputs(inputs, rt), rt, offset)
 
 
-def run_sql_frames(sql: str, frames, rt: Runtime, offset: int | None):
-    """``spark.sql(sql)`` with each ``(name, DataFrame)`` of ``frames`` visible as a
-    temporary view while Spark analyses ``sql`` (the session's views as they were after)."""
-    from pyspark.errors import PySparkException
-
-    try:
-        with temp_views(rt.spark, frames):
-            return rt.spark.sql(sql)
-    except PySparkException as err:
-        raise translate_spark_error(err, sql, rt.user_text or sql, offset) from None
-
-
 def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
-    from . import fused_chain, resample_direct, time_windows
-
     frames = lower_inputs(rel.inputs, rt)
     if rel.resample is not None:
         # a RESAMPLE of a Parquet stream in parallel ranges of time (planner/resample_direct.py)
@@ -564,9 +554,10 @@ def explain_text(stmt: ir.Explain, rt: Runtime, offset=None) -> str:
                            f"EXPLAIN {stmt.mode} needs a query, not a {stmt.target.kind} statement",
                            hint="use EXPLAIN IR to see how WaveSQL binds it")
     if stmt.mode == "STREAM":  # how it would run continuously (nothing runs)
-        from wavesql.streaming.runner import explain_stream
-
-        return explain_stream(rt.spark, stmt.ast_text, stmt.target)
+        if rt.explain_stream is None:
+            raise WaveSQLError("NOT_IMPLEMENTED", "EXPLAIN STREAM is not available here",
+                               hint="run it in a session (wavesql.connect(), the REPL)")
+        return rt.explain_stream(rt.spark, stmt.ast_text, stmt.target)
     df = lower(stmt.target, rt, offset)
     mode = {"SPARK": "extended"}.get(stmt.mode, stmt.mode.lower())
     return df._sc._jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), mode)

@@ -58,14 +58,13 @@ def prepare(rel: ir.SqlQuery, rt, frames=None):
     not apply: ``read(range)`` is that range's grid points as an Arrow table (in time
     order, the range's own points only), the result type a PySpark StructType. Also used
     by planner/fused_chain.py to aggregate the points where they are made; planned once per
-    statement (``rt.prepared``). ``frames``: ``rel``'s inputs lowered (lowered here if
-    None)."""
+    statement (``rt.prepared``). ``frames``: ``rel``'s inputs lowered; None asks only for
+    what was planned when ``rel`` was lowered (lowering a query lowers its inputs first,
+    so a RESAMPLE read by a fused chain has been planned by then), None if nothing was."""
     key = ("resample", id(rel))
     if key not in rt.prepared:
         if frames is None:
-            from .lower import lower_inputs
-
-            frames = lower_inputs(rel.inputs, rt)
+            return None
         rt.prepared[key] = _prepare(rel, rt, frames)
     return rt.prepared[key]
 
@@ -76,7 +75,7 @@ def _prepare(rel: ir.SqlQuery, rt, frames):
     from wavesql.sources import parquet_chunks as pc_
     from wavesql.udfs.time_resample import resample_range
 
-    from .lower import run_sql_frames
+    from .spark_sql import run_sql_frames
     from .time_windows import direct_ranges
     from .types import spark_struct
 

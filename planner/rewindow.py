@@ -62,7 +62,7 @@ def rewindow_frame(df, seg_columns: Sequence[str], width: int, slide: int | None
     SignalError
         Here, before any job: ``INVALID_ARGUMENT`` (width, slide, column lists),
         ``UNKNOWN_COLUMN``, ``TYPE_ERROR`` (a channel that is not a float32 SigSeg).
-        While the job runs (inside Spark's exception; ``wavesql.spark.
+        While the job runs (inside Spark's exception; ``wavesql.spark_errors.
         translate_runtime_error`` recovers the code): ``OVERLAPPING_SEGMENTS``,
         ``RATE_MISMATCH``, ``MISALIGNED_CHANNELS``, ``INVALID_RATE``, ``TYPE_ERROR``
         (NULL segment).

@@ -747,7 +747,7 @@ def _counted(child) -> tuple | None:
     (bad input): the query then runs as written and reports it where it always does."""
     from pyspark.sql import functions as F
 
-    from wavesql.spark import runtime_error_types
+    from wavesql.spark_errors import runtime_error_types
 
     try:
         row = child.agg(F.count("*").alias("n"), F.min(F.unix_micros("__wavesql_t")).alias("lo"),

@@ -284,7 +284,7 @@ def _read(groups, wanted: dict[str, pa.DataType], progress) -> pa.Table:
 
 class ReadError(ValueError):
     """A stream's file cannot be read in a task: ``str()`` names the file and carries the
-    ``[CODE]`` the driver recovers from the worker's traceback (wavesql/spark.py)."""
+    ``[CODE]`` the driver recovers from the worker's traceback (wavesql/spark_errors.py)."""
 
     def __init__(self, code: str, path: str, message: str, hint: str | None = None):
         self.code, self.path, self.message, self.hint = code, path, message, hint

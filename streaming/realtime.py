@@ -68,7 +68,7 @@ class RealTimeQuery:
         self.error = None
 
     def await_termination(self, timeout: float | None = None) -> bool:
-        from wavesql.spark import translate_runtime_error
+        from wavesql.spark_errors import translate_runtime_error
 
         try:
             done = self._query.awaitTermination(timeout)

@@ -992,7 +992,7 @@ class ContinuousQuery:
             try:
                 self._run_batch(batch_df, batch_id)
             except BaseException as err:  # noqa: BLE001 - surfaced by await_termination
-                from wavesql.spark import translate_runtime_error
+                from wavesql.spark_errors import translate_runtime_error
 
                 if not self._stopping:  # an interruption by stop() is not the query's error
                     self.error = translate_runtime_error(err) \

@@ -28,7 +28,7 @@ part of it, and a batch re-run after a crash replaces the earlier attempt's rows
 CSV is written with a header line and Spark's ISO-8601 timestamps, so a CSV sink can be read
 back as a WaveSQL stream (``FORMAT csv`` reads with ``header=true``) with the same columns.
 CSV has no nested values: a result with arrays, structs or maps (signal segments) cannot go
-to a CSV sink -- :func:`flat_format_problem` says which column, at bind time.
+to a CSV sink -- ``planner.insert.flat_format_problem`` says which column, at bind time.
 """
 
 from __future__ import annotations
@@ -249,16 +249,3 @@ def parquet_rows(files) -> int:
     return sum(parquet_file(f).metadata.num_rows for f in files
                if str(f).endswith(".parquet"))
 
-
-def flat_format_problem(fmt: str, fields) -> str | None:
-    """The first field (``name type``) a ``fmt`` file cannot hold, or None.
-
-    ``fields`` are ``planner.ir.Field``-like objects with ``name`` and ``type`` (Spark DDL).
-    """
-    if fmt != "csv":
-        return None
-    for f in fields:
-        kind = str(f.type).strip().lower()
-        if kind.startswith(("array", "struct", "map", "variant")):
-            return f"{f.name} {f.type}"
-    return None

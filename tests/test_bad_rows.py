@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import PySparkException
 
-from wavesql.spark import translate_runtime_error
+from wavesql.spark_errors import translate_runtime_error
 
 pytestmark = pytest.mark.spark
 

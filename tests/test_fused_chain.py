@@ -357,7 +357,7 @@ def test_a_total_with_a_column_outside_its_aggregates_is_spark_s_error(stream):
 # ----------------------------------------------------------------------------- errors
 def _error(ws, sql) -> str:
     """The error a user meets (the CLI, REPL and notebook translate Spark's exception)."""
-    from wavesql.spark import translate_runtime_error
+    from wavesql.spark_errors import translate_runtime_error
 
     with pytest.raises(Exception) as info:  # raised by collect(): Spark's own exception
         ws.sql(sql).collect()

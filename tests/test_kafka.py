@@ -19,7 +19,7 @@ import pytest
 from pyspark.errors import PySparkException
 
 from wavesql.errors import WaveSQLError
-from wavesql.spark import translate_runtime_error
+from wavesql.spark_errors import translate_runtime_error
 
 pytestmark = pytest.mark.spark
 

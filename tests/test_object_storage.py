@@ -89,7 +89,7 @@ def test_a_bad_location_is_a_clear_error_at_its_clause(s3, ws, ddl, code, where)
 
 
 def test_an_unreachable_store_is_named_with_what_to_configure(s3, ws, spark, tmp_path):
-    from wavesql.spark import runtime_errors
+    from wavesql.spark_errors import runtime_errors
 
     bucket = f"unreachable-{next(_names)}"
     s3.client().create_bucket(Bucket=bucket)
@@ -127,7 +127,7 @@ def test_a_store_that_refuses_the_credentials_is_storage_denied(s3, ws, spark, t
     the DDL) and Spark's S3A connector (a read) both say STORAGE_DENIED, naming the
     location and the settings to check -- never a stack trace."""
     from tests.object_store import S3Server
-    from wavesql.spark import runtime_errors
+    from wavesql.spark_errors import runtime_errors
 
     with S3Server(tmp_path, auth=True) as strict:
         conf = spark.sparkContext._jsc.hadoopConfiguration()

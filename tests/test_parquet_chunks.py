@@ -284,7 +284,7 @@ def test_direct_windows_floating_keys_group_as_spark_does(ws, tmp_path):
 def test_direct_window_bigint_sums_as_spark(ws, tmp_path):
     """avg of BIGINTs is summed in DOUBLE (no wrap-around); a sum past BIGINT fails as in
     Spark's ANSI mode, never wraps silently."""
-    from wavesql.spark import translate_runtime_error
+    from wavesql.spark_errors import translate_runtime_error
 
     n = 400
     table = pa.table({"ts": pa.array(T0_US + np.arange(n) * 1000, pa.int64()).cast(
@@ -309,7 +309,7 @@ def test_direct_window_bigint_sums_as_spark(ws, tmp_path):
 
 @pytest.mark.spark
 def test_a_damaged_file_is_named_in_the_error(ws, tmp_path):
-    from wavesql.spark import translate_runtime_error
+    from wavesql.spark_errors import translate_runtime_error
 
     folder = _write(tmp_path / "ticks", _table(_ticks(np.random.default_rng(2), 3000)),
                     files=1, row_group_size=1000)

@@ -454,7 +454,7 @@ def test_spark_empty_input(spark):
                                        ("rate", "RATE_MISMATCH")])
 def test_spark_runtime_errors_carry_their_code(spark, case, code):
     from wavesql.planner.rewindow import rewindow_frame
-    from wavesql.spark import translate_runtime_error
+    from wavesql.spark_errors import translate_runtime_error
 
     x = make_signal(50_000)
     if case == "overlap":

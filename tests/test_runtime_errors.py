@@ -2,7 +2,7 @@
 
 A Java failure PySpark does not convert (a failed job, a failed write) arrives as a
 ``Py4JJavaError`` with a 100-line Java stack; a lost JVM as a refused connection; a stopped
-SparkContext as an ``AttributeError`` inside PySpark. ``wavesql.spark.runtime_errors()`` /
+SparkContext as an ``AttributeError`` inside PySpark. ``wavesql.spark_errors.runtime_errors()`` /
 ``is_runtime_error`` + ``translate_runtime_error`` turn each into ``error[CODE]`` with one
 meaningful line: the CLI (``-c``, ``run``), the REPL and the notebook all go through them.
 """
@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from wavesql.errors import WaveSQLError
-from wavesql.spark import _java_message, is_runtime_error, translate_runtime_error
+from wavesql.spark_errors import _java_message, is_runtime_error, translate_runtime_error
 
 JAVA_STACK = "\tat org.apache"
 

@@ -201,7 +201,7 @@ def test_array_literals_are_filter_coefficients(counting, voice):
 def test_errors_raised_in_spark_tasks_keep_their_code(counting):
     from pyspark.errors import PySparkException
 
-    from wavesql.spark import translate_runtime_error
+    from wavesql.spark_errors import translate_runtime_error
 
     # subseg's bounds are checked per window at run time: window 2 starts at 4096.
     df = counting.sql("SELECT subseg(voice, 0, 10) AS s FROM counting [SAMPLES 4096]")

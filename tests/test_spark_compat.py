@@ -80,7 +80,7 @@ def test_wavesql_gives_sparks_result(corpus, slug, sql, line):
     pytest.param(*q, marks=pytest.mark.xfail(reason=ROUND_TRIP_GAPS[q[0]], strict=True))
     if q[0] in ROUND_TRIP_GAPS else q for q in QUERIES], ids=[q[0] for q in QUERIES])
 def test_regenerated_sql_gives_the_same_result(corpus, slug, sql, line):
-    from wavesql.spark import temp_views
+    from wavesql.planner.spark_sql import temp_views
 
     ws, expected, specs = corpus
     _, rows = expected[slug]

@@ -239,7 +239,7 @@ def test_sync_errors(ws, tmp_path):
     with pytest.raises(WaveSQLError) as err:
         ws.sql("SELECT * FROM ctl c SYNC JOIN ctl r ON RANGE (c.a, c.b)")
     assert err.value.code == "STREAMING_RULE"
-    from wavesql.spark import translate_runtime_error
+    from wavesql.spark_errors import translate_runtime_error
 
     df = ws.sql("SELECT c.id, r.x FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) MISSING ERROR")
     with pytest.raises(Exception) as raised:

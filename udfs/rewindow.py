@@ -58,7 +58,7 @@ the segment the window starts in.
 Errors
 ------
 :class:`~wavesql.udfs.sigseg.SignalError` with these codes (raised in the Spark task; the
-driver recovers the code with ``wavesql.spark.translate_runtime_error``):
+driver recovers the code with ``wavesql.spark_errors.translate_runtime_error``):
 
 - ``OVERLAPPING_SEGMENTS``: one sample number held by two rows of one group (checked over
   every sample, including those skipped with m > n);

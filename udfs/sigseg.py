@@ -28,7 +28,7 @@ class SignalError(ValueError):
 
     def __init__(self, code: str, message: str, hint: str | None = None):
         # The code travels in the text too: an error raised in a Spark worker reaches the
-        # driver only as traceback text, from which ``wavesql.spark`` recovers the code.
+        # driver only as traceback text, from which ``wavesql.spark_errors`` recovers the code.
         super().__init__(f"{message} [{code}]")
         self.code = code
         self.message = message

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         err.print(str(e), markup=False)
         return 1
     except Exception as e:  # a Spark failure outside a statement (Spark stopped, JVM lost)
-        from wavesql.spark import is_runtime_error, translate_runtime_error
+        from wavesql.spark_errors import is_runtime_error, translate_runtime_error
 
         if not is_runtime_error(e):
             raise
@@ -182,7 +182,7 @@ def _not_from_py4j(record) -> bool:
 
 
 def _run_text(ws, text: str, max_rows: int, source: str | None = None) -> int:
-    from wavesql.spark import runtime_errors
+    from wavesql.spark_errors import runtime_errors
 
     try:
         with runtime_errors():  # DDL and Spark commands run here, not when rows are fetched
@@ -349,7 +349,7 @@ def show_result(result, max_rows: int = 50) -> None:
 
     Raises WaveSQLError for a failure while the rows are fetched (``SPARK_ERROR`` with
     Spark's message, ``SPARK_UNAVAILABLE``, or the code a signal function raised)."""
-    from wavesql.spark import runtime_errors
+    from wavesql.spark_errors import runtime_errors
 
     df = result.dataframe
     started = time.perf_counter()

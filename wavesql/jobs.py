@@ -424,7 +424,7 @@ def run_file(session, file: str, *, trigger: str = "run",
         except WaveSQLError as err:
             run.status, run.error = "failed", err
         except Exception as err:  # noqa: BLE001 - recorded, then shown by the caller
-            from wavesql.spark import translate_runtime_error
+            from wavesql.spark_errors import translate_runtime_error
 
             run.status = "failed"
             try:

@@ -528,7 +528,7 @@ def run(session, text: str, *, limit: int = DEFAULT_LIMIT, file: str | None = No
     statement does not hide what the earlier ones did.
     """
     from wavesql.dialect import parse_statements
-    from wavesql.spark import runtime_errors
+    from wavesql.spark_errors import runtime_errors
 
     started = time.perf_counter()
     done: list[StatementResult] = []

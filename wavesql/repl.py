@@ -708,7 +708,7 @@ class Repl:
             return error_text(e)
         if job.cancelled.is_set():
             return Text("cancelled", style="yellow")
-        from wavesql.spark import is_runtime_error, translate_runtime_error
+        from wavesql.spark_errors import is_runtime_error, translate_runtime_error
 
         if is_runtime_error(e):
             return error_text(translate_runtime_error(e))
@@ -769,7 +769,7 @@ class Repl:
     # -- statements ----------------------------------------------------------------------
     def _statements(self, job: _Job, text: str, pieces: list[tuple[int, str]]) -> None:
         """Worker: execute ``pieces`` of ``text`` and emit each result as it completes."""
-        from wavesql.spark import is_runtime_error, translate_runtime_error
+        from wavesql.spark_errors import is_runtime_error, translate_runtime_error
 
         sc = self.session.spark.sparkContext
         sc.setJobGroup(job.group, "wavesql REPL statement", True)

@@ -20,7 +20,9 @@ from wavesql.errors import WaveSQLError
 from wavesql import planner, storage
 from wavesql.planner import ir
 from wavesql.planner.lower import Runtime, explain_text
-from wavesql.spark import start_spark, temp_views, translate_spark_error
+from wavesql.planner.spark_sql import temp_views
+from wavesql.spark import start_spark
+from wavesql.spark_errors import translate_spark_error
 
 
 @dataclass
@@ -220,7 +222,9 @@ class Session:
 
     # -- planner plumbing ---------------------------------------------------------------
     def _runtime(self, text: str) -> Runtime:
-        return Runtime(self.spark, self.catalog, text)
+        from wavesql.streaming.runner import explain_stream
+
+        return Runtime(self.spark, self.catalog, text, explain_stream=explain_stream)
 
     def _use_storage_settings(self) -> None:
         """Reach object stores with the Spark session's Hadoop settings as they are now (a
@@ -312,7 +316,7 @@ class Session:
         from py4j.protocol import Py4JJavaError
         from pyspark.errors import PySparkException
 
-        from .spark import java_message
+        from .spark_errors import java_message
 
         # Analysis needs only the inputs' schemas, which the IR already knows: stand-in empty
         # DataFrames avoid listing files or planning scans at bind time.
