@@ -23,7 +23,7 @@ from typing import Protocol
 
 from sqlglot import exp
 
-from wavesql import storage
+from wavesql import settings, storage
 from wavesql.catalog import objects as cat
 from wavesql.dialect import Statement as ParsedStatement
 from wavesql.dialect import nodes as wn
@@ -167,6 +167,8 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
         insert = _bind_insert_into_sink(node, stmt, ctx)
         if insert is not None:
             return insert
+    if isinstance(node, exp.Set):
+        _check_settings(node)
     # Anything else -- SET, CACHE TABLE, CREATE TEMP VIEW, CREATE TABLE, INSERT INTO a Spark
     # table, unmodelled commands -- is Spark's business: run the user's text as is, with the
     # catalog objects it mentions made visible to Spark.
@@ -176,6 +178,22 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
 
 _EXPLAIN_PREFIX = re.compile(
     rf"\s*EXPLAIN(\s+({'|'.join(wn.EXPLAIN_KINDS)})\b)?\s+", re.IGNORECASE)
+
+
+def _check_settings(node: exp.Set) -> None:
+    """``SET wavesql.x = v``: an unknown WaveSQL setting or a value it cannot take is refused
+    here, pointing at the key, not when a later query reads it (``wavesql.settings``)."""
+    for item in node.expressions:
+        pair = item.this if isinstance(item, exp.SetItem) else item
+        if not isinstance(pair, exp.EQ) or not isinstance(pair.this, exp.Column):
+            continue
+        name = ".".join(part.name for part in pair.this.parts)
+        value = pair.expression
+        text = (value.name if isinstance(value, exp.Literal) else
+                str(value.this).lower() if isinstance(value, exp.Boolean) else value.sql())
+        first, last = Span.of(pair.this.parts[0]), Span.of(pair.this.parts[-1])
+        span = Span(first.start, last.end) if first and last else Span.of(pair.this)
+        settings.check(name, text, span)
 
 
 def _explained_statement(stmt: ParsedStatement, target: exp.Expression) -> ParsedStatement:

@@ -66,6 +66,7 @@ import warnings
 
 from sqlglot import exp
 
+from wavesql import settings
 from wavesql.dialect import parse_one, to_spark_sql
 from wavesql.udfs import fused_chain as chain
 
@@ -74,7 +75,6 @@ from .temporal import quote
 from .types import spark_struct
 from .windows import TIME
 
-CONF = "wavesql.fused"
 #: Rows a ``lag`` is assumed to reach back, in mean row spacings per row of offset, when the
 #: read before a range is planned (further back is read when it is not enough).
 LAG_SLACK = 4
@@ -109,7 +109,7 @@ def rewrite(sql: str, inputs, rt, run_sql, scans, schema=None, tumbling=None,
     tumbling, resampled = tumbling or {}, resampled or {}
     if (rt.streams is not None or not (scans or tumbling or resampled)
             or ("OVER" not in sql.upper() and not (tumbling or resampled))
-            or str(spark.conf.get(CONF, "true")).lower() == "false"
+            or not settings.get(spark, "wavesql.fused")
             or time_windows._mode(spark) == "false"):
         return sql, {}, None
     try:

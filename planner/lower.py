@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from wavesql import settings
 from wavesql.catalog import objects as cat
 from wavesql.errors import WaveSQLError
 from wavesql.sources import kafka
@@ -129,7 +130,7 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
             rt.spark, s, program, width, slide, lookback=options.get("lookback") and
             int(options["lookback"]), sequential=options.get("sequential") == "true",
             tasks=tasks)
-    if str(rt.spark.conf.get(SCAN_CONF, "driver")).lower() == "source":
+    if settings.get(rt.spark, "wavesql.wav.scan") == "source":
         wav_source.register(rt.spark)
         return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
                 .options(**options, **wav_source.storage_option()).load())
@@ -138,12 +139,6 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
                                       read=_cached_header)
     except WavError as err:
         raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
-
-
-#: ``wavesql.wav.scan`` (Spark conf): ``driver`` (default) -- a batch WAV scan is planned in
-#: this process and run as mapInArrow tasks (sources/wav_source.py: batch_frame); ``source``
-#: -- through the ``wavesql_wav`` Python data source (the streaming reads always are).
-SCAN_CONF = "wavesql.wav.scan"
 
 
 def _wav_options(signal, program, width: int, slide: int) -> dict:
@@ -291,24 +286,15 @@ def _lower_stream_of(rel: ir.StreamOf, rt: Runtime):
                               source, rel.window.time_column, _joint_instants(rel.window, rt))
 
 
-#: ``wavesql.sync.read`` (Spark conf): ``files`` (default) -- a SYNC over a signal's WAV files
-#: reads each range's samples from the files it overlaps, so the cost follows the audio the
-#: ranges ask for, not the recording's length; ``join`` -- the range join with time binning
-#: over the stored segments (the recording scanned and shuffled once), which is also what
-#: runs wherever the signal's rows are not plain files (a continuous query's micro-batch).
-SYNC_READ_CONF = "wavesql.sync.read"
-
-
 def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
     from .sync import sync_frame
 
     s = rel.signal.signal
     channels = [c.name for c in s.channels]
-    mode = rt.spark.conf.get(SYNC_READ_CONF, "files").lower()
-    if mode not in ("files", "join"):
-        raise WaveSQLError("INVALID_OPTION", f"{SYNC_READ_CONF} is {mode!r}",
-                           hint="'files' (read each range from the WAV files) or 'join' "
-                                "(binned range join over the stored segments)")
+    # files: each range's samples read from the WAV files it overlaps (the cost follows the
+    # ranges, not the recording); join: the range join with time binning over the stored
+    # segments, also what runs where the signal's rows are not plain files (a micro-batch)
+    mode = settings.get(rt.spark, "wavesql.sync.read")
     # (the scan's window does not matter here: the files' samples are what a range cuts)
     direct = (mode == "files" and rel.signal.program is None
               and (rt.streams is None or ("signal", s.key) not in rt.streams))

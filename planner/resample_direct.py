@@ -22,10 +22,10 @@ planner/fused_chain.py (:func:`prepare` gives it the ranges and their grid point
 
 from __future__ import annotations
 
+from wavesql import settings
+
 from . import ir
 
-CONF = "wavesql.resample.direct"
-MIN_ROWS = 100_000
 _VALUE_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean",
                 "timestamp")
 
@@ -79,7 +79,7 @@ def _prepare(rel: ir.SqlQuery, rt, frames):
     from .time_windows import direct_ranges
     from .types import spark_struct
 
-    if rt.streams is not None or str(rt.spark.conf.get(CONF, "true")).lower() == "false":
+    if rt.streams is not None or not settings.get(rt.spark, "wavesql.resample.direct"):
         return None
     source, time_name, period, method, numeric, keys = rel.resample
     scan = dict(rel.inputs).get(source)
@@ -101,7 +101,7 @@ def _prepare(rel: ir.SqlQuery, rt, frames):
     # the PROGRESS COLUMN is NULL on every data row: held as 'prev' it is the same NULL
     interpolate = tuple(names[c.lower()] for c in numeric
                         if names[c.lower()] != progress) if method == "linear" else ()
-    min_rows = int(rt.spark.conf.get("wavesql.resample.min_rows", str(MIN_ROWS)))
+    min_rows = settings.get(rt.spark, "wavesql.resample.min_rows")
     ranges = direct_ranges(frame, stream, rt, time_col, wanted, progress, min_rows,
                            min_span=16 * period, neighbours=True, no_nulls=interpolate)
     if ranges is None:

@@ -19,7 +19,9 @@ of rows inside a range is not in them.
 
 from __future__ import annotations
 
-CONF = "wavesql.python.task_memory"
+from wavesql import settings
+from wavesql.settings import parse_size
+
 #: Without any setting: what one task may hold (the machine has 24 GB and two cores here;
 #: a cluster sets spark.executor.pyspark.memory).
 DEFAULT_BUDGET = 2 << 30
@@ -30,35 +32,11 @@ HEADROOM = 0.5
 #: a row over 3-4 columns).
 BYTES_PER_COLUMN = 32
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
-
-
-def parse_size(text: str) -> int:
-    """``'512m'`` -> bytes (Spark's size suffixes; a bare number is bytes).
-
-    >>> parse_size("512m"), parse_size("2g"), parse_size("1024")
-    (536870912, 2147483648, 1024)
-    """
-    value = str(text).strip().lower()
-    digits = value.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = value[len(digits):]
-    if not digits or unit not in _UNITS:
-        raise ValueError(f"not a size: {text!r} (e.g. 512m, 2g)")
-    return int(float(digits) * _UNITS[unit])
-
-
 def budget(spark) -> int:
     """Bytes one Python task may hold (module docstring)."""
-    from wavesql.errors import WaveSQLError
-
-    own = spark.conf.get(CONF, None)
+    own = settings.get(spark, "wavesql.python.task_memory")
     if own:
-        try:
-            return max(1, parse_size(own))
-        except ValueError as err:
-            raise WaveSQLError("INVALID_SETTING", f"{CONF}: {err}",
-                               hint="SET wavesql.python.task_memory = '512m'") from None
+        return own
     worker = spark.sparkContext.getConf().get("spark.executor.pyspark.memory", None)
     if worker:
         cores = int(spark.sparkContext.getConf().get("spark.executor.cores", "1") or 1)

@@ -43,7 +43,7 @@ three with Spark's own windows).
 The chunk length ``C`` targets :func:`_target_rows` rows per chunk, from a density estimate
 read from the Parquet footers of the streams below the query (row count, min/max of the
 event time) or, for other inputs, from one aggregate job over the filtered rows. Inputs
-estimated under :data:`MIN_ROWS` rows keep Spark's window.
+estimated under ``wavesql.windows.min_rows`` rows keep Spark's window.
 """
 
 from __future__ import annotations
@@ -53,19 +53,18 @@ import itertools
 
 from sqlglot import exp
 
-from wavesql.udfs import time_windows as kernel
+from wavesql import settings
 from wavesql.dialect import parse_one, to_spark_sql
+from wavesql.sqltext import quote
+from wavesql.udfs import time_windows as kernel
 
 from . import ir
-from wavesql.sqltext import quote
 
-CONF = "wavesql.windows.chunked"
 #: A chunk spans at least this many frame reaches, so context stays a small fraction.
 MIN_CHUNK_FRAMES = 16
-#: Inputs estimated below this many rows keep Spark's window (``wavesql.windows.min_rows``):
-#: the chunked pass costs a shuffle and a Python pass's set-up (~0.2 s), which only pays
-#: where Spark's single-partition window is slow.
-MIN_ROWS = 100_000
+# Inputs estimated below ``wavesql.windows.min_rows`` rows (100,000) keep Spark's window:
+# the chunked pass costs a shuffle and a Python pass's set-up (~0.2 s), which only pays
+# where Spark's single-partition window is slow.
 
 _FUNCTIONS = {
     exp.Sum: "sum", exp.Avg: "avg", exp.Count: "count", exp.Min: "min", exp.Max: "max",
@@ -118,7 +117,7 @@ def rewrite(sql: str, inputs, rt, run_sql, streams=(), scans=None):
 def _mode(spark) -> str:
     """``true`` (default): chunk un-partitioned windows, the ones Spark runs in a single
     partition; ``all``: PARTITION BY windows too; ``false``: never."""
-    return str(spark.conf.get(CONF, "true")).lower()
+    return settings.get(spark, "wavesql.windows.chunked")
 
 
 def _depth(node) -> int:
@@ -615,9 +614,9 @@ def direct_tasks(spark, total: int) -> int:
     """Tasks of a pass reading ``total`` rows straight from the files: one per core
     (:data:`DIRECT_TASKS_PER_CORE`), none over :data:`MAX_TASK_ROWS` rows
     (``wavesql.windows.chunk_rows`` overrides)."""
-    override = spark.conf.get("wavesql.windows.chunk_rows", None)
+    override = settings.get(spark, "wavesql.windows.chunk_rows")
     if override:
-        return max(1, -(-total // max(1, int(override))))
+        return max(1, -(-total // override))
     cores = max(1, spark.sparkContext.defaultParallelism)
     return max(DIRECT_TASKS_PER_CORE * cores, -(-total // MAX_TASK_ROWS))
 
@@ -702,15 +701,15 @@ def _replace(select, planned, name, alias, passthrough, used):
 def _target_rows(spark) -> int:
     """Rows per chunk: enough chunks for every core, none so big it strains a worker."""
     cores = max(1, spark.sparkContext.defaultParallelism)
-    override = spark.conf.get("wavesql.windows.chunk_rows", None)
+    override = settings.get(spark, "wavesql.windows.chunk_rows")
     if override:
-        return max(1, int(override))
+        return override
     return 1 << 18 if cores <= 2 else 1 << 17
 
 
 def _min_rows(spark) -> int:
     """Below this many (estimated) rows the windows stay Spark's."""
-    return int(spark.conf.get("wavesql.windows.min_rows", str(MIN_ROWS)))
+    return settings.get(spark, "wavesql.windows.min_rows")
 
 
 def _chunk_length(rt, planned: _Planned, estimate: tuple) -> tuple[int, int]:
