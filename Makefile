@@ -7,13 +7,19 @@ BIN    := $(VENV)/bin
 CONNECTORS := $(VENV)/share/wavesql/connectors
 BROKER     := $(VENV)/share/wavesql/kafka-broker
 
-.PHONY: demo test test-all connectors kafka-broker clean
+.PHONY: demo test test-fast test-all connectors kafka-broker clean
 
 demo: $(VENV)/.installed
 	$(BIN)/wavesql demo
 
+# The fast tier first (no JVM: parsing, planning against a dict environment, kernels,
+# layout rules; under a minute), then every test that starts Spark.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not spark and not slow"
+	$(BIN)/python -m pytest -q -m "spark and not slow"
+
+test-fast: $(VENV)/.installed-python-test
+	$(BIN)/python -m pytest -q -m "not spark and not slow"
 
 # Includes the slow tests that CI skips.
 test-all: $(VENV)/.installed-test
@@ -27,8 +33,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed $(VENV)/.connectors $(VENV)/.kafka-broker
+$(VENV)/.installed-python-test: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-python-test $(VENV)/.connectors $(VENV)/.kafka-broker
 	touch $@
 
 # Spark connectors from Maven Central (connectors/pom.xml: the S3A filesystem for s3a://

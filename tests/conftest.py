@@ -76,9 +76,18 @@ def ws(spark, tmp_path):
             spark.catalog.dropTempView(view.name)
 
 
+#: Test modules whose tests start Spark in processes of their own (the CLI, the REPL, a
+#: notebook kernel) or through fixtures asked for by name at run time: all ``spark``.
+STARTS_SPARK_ITSELF = {"test_apps", "test_cli", "test_repl", "test_notebook", "test_schedule"}
+
+
 def pytest_collection_modifyitems(items):
     """Tests marked ``slow`` (not in CI) run for minutes by design: an hour each, unless they
-    set their own ``timeout``."""
+    set their own ``timeout``. A test that uses the Spark session (any fixture built on
+    ``spark``) is marked ``spark``: ``make test-fast`` runs the others, without a JVM."""
     for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) or item.module.__name__.rpartition(
+                ".")[2] in STARTS_SPARK_ITSELF:
+            item.add_marker(pytest.mark.spark)
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(3600))
