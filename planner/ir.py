@@ -444,9 +444,11 @@ class SparkCommand(Statement):
 class Explain(Statement):
     """``EXPLAIN [AST|IR|SPARK|...] statement``; ``target`` is None for EXPLAIN AST."""
 
-    mode: str  # AST / IR / SPARK / EXTENDED / FORMATTED / CODEGEN / COST
+    mode: str  # AST / IR / STAGES / SPARK / EXTENDED / FORMATTED / CODEGEN / COST / STREAM
     ast_text: str
     target: Statement | None = None
+    #: ``target`` as the binder left it, before the rewrite rules (EXPLAIN STAGES shows both)
+    analyzed: Statement | None = None
     kind: ClassVar[str] = "explain"
 
 

@@ -520,10 +520,31 @@ def _lower_explain(stmt: ir.Explain, rt: Runtime, offset):
     return rt.spark.createDataFrame([(explain_text(stmt, rt, offset),)], "plan string")
 
 
+def _explain_stages(stmt: ir.Explain, rt: Runtime, offset) -> str:
+    """``EXPLAIN STAGES``: the statement after each stage of the planner, in order."""
+    from wavesql.dialect import parse_one
+
+    from .rewrite import RULES
+
+    rules = ", ".join(rule.__name__ for rule in RULES)
+    stages = [("parse (wavesql.dialect): the sqlglot AST", repr(parse_one(stmt.ast_text))),
+              ("analyze (planner.bind): the bound IR", ir.explain_ir(stmt.analyzed or
+                                                                     stmt.target)),
+              (f"optimize (planner.rewrite: {rules})", ir.explain_ir(stmt.target))]
+    if isinstance(stmt.target, ir.QueryStatement):
+        df = lower(stmt.target, rt, offset)  # the physical rules run here (planner.lower)
+        stages.append(("physical (planner.lower): Spark's physical plan",
+                       df._sc._jvm.PythonSQLUtils.explainString(
+                           df._jdf.queryExecution(), "simple").strip()))
+    return "\n\n".join(f"== {title} ==\n{text}" for title, text in stages)
+
+
 def explain_text(stmt: ir.Explain, rt: Runtime, offset=None) -> str:
-    """The text of ``EXPLAIN [AST|IR|SPARK|EXTENDED|FORMATTED|CODEGEN|COST|STREAM]``."""
+    """The text of ``EXPLAIN [AST|IR|STAGES|SPARK|EXTENDED|FORMATTED|CODEGEN|COST|STREAM]``."""
     if stmt.mode == "AST":
         return stmt.ast_text
+    if stmt.mode == "STAGES":
+        return _explain_stages(stmt, rt, offset)
     if stmt.mode == "IR":
         text = ir.explain_ir(stmt.target)
         splits = [r for rel in stmt.target.relations() for r in ir.walk(rel)

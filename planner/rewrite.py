@@ -46,7 +46,8 @@ def rewrite(stmt: ir.Statement, rules: list[Rule] | None = None) -> ir.Statement
         stmt = ir.QueryStatement(_fixpoint(stmt.relation, rules))
         check(stmt.relation)
     elif isinstance(stmt, ir.Explain) and stmt.target is not None:
-        stmt = dataclasses.replace(stmt, target=rewrite(stmt.target, rules))
+        stmt = dataclasses.replace(stmt, target=rewrite(stmt.target, rules),
+                                   analyzed=stmt.analyzed or stmt.target)
     return stmt
 
 

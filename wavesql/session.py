@@ -169,8 +169,8 @@ class Session:
         self._use_storage_settings()
         if mode.upper() == "AST":
             return repr(stmt.node)
-        bound = planner.rewrite(planner.bind(stmt, self.catalog, self))
-        explain = ir.Explain(mode.upper(), stmt.text, bound)
+        analyzed = planner.bind(stmt, self.catalog, self)
+        explain = ir.Explain(mode.upper(), stmt.text, planner.rewrite(analyzed), analyzed)
         return explain_text(explain, self._runtime(text), stmt.start)
 
     def stream(self, text: str, output, checkpoint: str | os.PathLike, *,

@@ -59,7 +59,8 @@ OBJECT_KINDS = ("STREAM", "SIGNAL", "SINK")
 #: ``StreamWindow.kind`` values.
 WINDOW_KINDS = ("RANGE", "ROWS", "NOW", "UNBOUNDED", "SAMPLES", "PARTITION_ROWS", "SPLIT")
 #: ``Explain.kind`` values (``None`` when no kind word is given).
-EXPLAIN_KINDS = ("AST", "IR", "SPARK", "EXTENDED", "FORMATTED", "CODEGEN", "COST", "STREAM")
+EXPLAIN_KINDS = ("AST", "IR", "STAGES", "SPARK", "EXTENDED", "FORMATTED", "CODEGEN", "COST",
+                 "STREAM")
 #: ``RelationToStream.kind`` values.
 RELATION_TO_STREAM_KINDS = ("ISTREAM", "DSTREAM", "RSTREAM")
 #: ``Emit.kind`` values.
@@ -170,7 +171,8 @@ class ShowObjects(WaveSQLNode):
 
 
 class Explain(WaveSQLNode):
-    """``EXPLAIN [AST | IR | SPARK | EXTENDED | FORMATTED | CODEGEN | COST] <statement>``.
+    """``EXPLAIN [AST | IR | STAGES | SPARK | EXTENDED | FORMATTED | CODEGEN | COST | STREAM]
+    <statement>``.
 
     Args:
         this: the explained statement's AST.
