@@ -25,11 +25,14 @@ from wavesql.dialect import (
     StreamWindow,
     SyncRange,
     WaveSQL,
+    is_complete,
     is_wavesql_node,
     parse_one,
     parse_statements,
+    split_statements,
     to_spark_sql,
     to_sql,
+    unclosed,
     wavesql_nodes,
 )
 from wavesql.errors import WaveSQLError
@@ -518,6 +521,96 @@ def test_multi_line_statement_keeps_inner_comments():
     text = "SELECT a, -- the a\n  b\nFROM t;"
     [stmt] = parse_statements(text)
     assert stmt.text == "SELECT a, -- the a\n  b\nFROM t"
+
+
+# ------------------------------------- statement boundaries without parsing (REPL, check)
+def _texts(text, **kw):
+    return [text[s.start:s.end] for s in split_statements(text, **kw)]
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT ';' AS a; -- x;y\nSELECT `a;b` FROM t /* ; */;\nCALL foo(1, ';') ;SELECT 2",
+    "  SHOW STREAMS ;;\n\n  DROP SINK x;  ",
+    "SELECT a, -- the a\n  b\nFROM t;",
+    "SELECT 'it\\'s; here', \"a;b\", r'\\' ; SELECT 2 -- end",  # escapes, a raw string
+    "", "   ", "-- only a comment", "/* c */ ; ;", ";",
+])
+def test_split_statements_is_where_parse_statements_splits(text):
+    # the splitter is the parser's own: the same statements at the same offsets
+    assert [(s.start, s.end) for s in split_statements(text)] == [
+        (s.start, s.end) for s in parse_statements(text)]
+
+
+def test_a_statement_ends_at_a_semicolon_outside_strings_and_comments():
+    # a statement runs from its first token to its last: no `;`, no comments around it
+    assert _texts("SELECT 1; -- one\n/* two */ SELECT 2;") == ["SELECT 1", "SELECT 2"]
+    # a `;` in a string, a quoted name, a line comment or a block comment ends nothing
+    assert _texts("SELECT 'a;b', `c;d` -- e;f\n/* g; */ FROM t; SELECT 2") == [
+        "SELECT 'a;b', `c;d` -- e;f\n/* g; */ FROM t", "SELECT 2"]
+    assert _texts("SELECT 'it''s; fine'; SELECT 'a\\';b'") == [
+        "SELECT 'it''s; fine'", "SELECT 'a\\';b'"]  # doubled and escaped quotes
+    # empty statements and comment-only text are no statements
+    assert _texts(";; -- nothing\n ; /* x */") == []
+    # the last statement needs no `;`
+    assert _texts("SELECT 1; SELECT 2") == ["SELECT 1", "SELECT 2"]
+
+
+def test_incomplete_input():
+    # an unterminated string or comment: an error where it opens, unless lenient, where the
+    # statement it is in runs to the end (and running it reports the same error)
+    with pytest.raises(WaveSQLError, match="unterminated string literal") as caught:
+        split_statements("SELECT 1; SELECT 'abc")
+    assert caught.value.span.start == 17
+    assert _texts("SELECT 1; SELECT 'abc", lenient=True) == ["SELECT 1", "SELECT 'abc"]
+    assert _texts("SELECT 1;\n'abc", lenient=True) == ["SELECT 1", "'abc"]
+    assert _texts("SELECT 1; /* open; SELECT 2;", lenient=True) == [
+        "SELECT 1", "/* open; SELECT 2;"]
+    with pytest.raises(WaveSQLError, match="unterminated /\\* comment"):
+        parse_statements("SELECT 1; /* open; SELECT 2;")
+
+
+@pytest.mark.parametrize("text, complete", [
+    ("SELECT 1;", True),
+    ("SELECT 1;  -- a comment after the end\n", True),
+    ("SELECT 1; /* and a block one */", True),
+    ("SELECT 1; SELECT 2;", True),
+    (";", True),
+    ("SELECT 1", False),                 # no `;` yet
+    ("SELECT 1; SELECT 2", False),       # the last statement has none
+    ("SELECT ';'", False),               # the `;` is in a string
+    ("SELECT 1 -- ;", False),            # ... in a line comment
+    ("SELECT 1 /* ; */", False),         # ... in a block comment
+    ("SELECT 'it''s;", False),           # ... in a string left open
+    ("SELECT 1 /* open ;", False),       # ... in a comment left open
+    ("SELECT `a;", False),               # ... in a quoted name left open
+    ("", False), ("   \n", False), ("-- just a comment", False),
+    ("SELECT x'zz';", True),  # malformed but closed: complete, so running it shows why
+])
+def test_is_complete(text, complete):
+    assert is_complete(text) is complete
+
+
+def test_unclosed_says_where_an_open_string_or_comment_begins():
+    assert unclosed("CREATE STREAM s FROM 'data/") == 21  # the completer offers paths here
+    assert unclosed("\\d 'da") == 3
+    assert unclosed("SELECT r'raw") == 8  # the quote, after the raw-string prefix
+    assert unclosed("SELECT `odd name") == 7
+    assert unclosed("SELECT 1 /* note") == 9
+    assert unclosed("SELECT 'a;b' FROM t") is None
+    assert unclosed("SELECT x'zz'") is None  # malformed, but closed
+    assert unclosed("") is None
+
+
+def test_splitter_doctests():
+    import doctest
+
+    import wavesql.dialect as dialect
+
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    for fn in (split_statements, is_complete, unclosed):
+        for test in doctest.DocTestFinder().find(fn, fn.__name__, globs=vars(dialect)):
+            runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
 
 
 # -------------------------------------------------------------- plain Spark SQL

@@ -1,4 +1,4 @@
-"""The interactive REPL (wavesql/repl.py).
+"""The interactive REPL (wavesql/repl/).
 
 The pieces that need no Spark (statement boundaries, highlighting, completion, cell
 formatting) are tested directly; the REPL itself is driven as a user drives it: ``python -m
@@ -19,22 +19,31 @@ import pytest
 
 from wavesql.catalog import Catalog
 from wavesql.catalog.objects import SignalDef, StreamDef
-from wavesql.repl import (WaveSQLCompleter, WaveSQLLexer, format_value, split_statements,
-                          statement_complete)
+from wavesql.render import format_value
+from wavesql.repl import WaveSQLCompleter, WaveSQLLexer
+from wavesql.repl.shell import _pieces, _ready
 
 
 # -- no Spark --------------------------------------------------------------------------------
 
 def test_statement_boundaries():
-    assert statement_complete("SELECT 1;")
-    assert statement_complete("SELECT 1;  -- trailing comment\n")
-    assert not statement_complete("SELECT 1")
-    assert not statement_complete("SELECT ';'")  # inside a string
-    assert not statement_complete("SELECT 1 /* ; */")  # inside a comment
-    assert not statement_complete("SELECT 'it''s;")  # an unterminated string
-    assert not statement_complete("   ")
-    assert split_statements("SELECT 1; SELECT 'a;b';\n-- only a comment\n") == [
-        (0, "SELECT 1"), (9, " SELECT 'a;b'")]
+    # Enter runs the buffer when the dialect calls it complete (tests/test_dialect.py tests
+    # wavesql.dialect.is_complete / split_statements themselves); meta-commands and quit
+    # need no `;`
+    assert _ready("SELECT 1;")
+    assert _ready("SELECT 1;  -- trailing comment\n")
+    assert not _ready("SELECT 1")
+    assert not _ready("SELECT ';'")  # inside a string
+    assert not _ready("SELECT 1 /* ; */")  # inside a comment
+    assert not _ready("SELECT 'it''s;")  # an unterminated string
+    assert _ready("   ") and _ready("\\d trades") and _ready("quit")
+    # the buffer's statements, each at its offset (for carets into what was typed)
+    assert _pieces("SELECT 1; SELECT 'a;b';\n-- only a comment\n") == [
+        (0, "SELECT 1"), (10, "SELECT 'a;b'")]
+    assert _pieces("-- c\nSTREAM SELECT 1;") == [(5, "STREAM SELECT 1")]
+    # an unterminated string (Alt-Enter runs it): the statement runs to the end, and fails
+    # there when it runs, after the ones before it
+    assert _pieces("SELECT 1; SELECT 'it''s") == [(0, "SELECT 1"), (10, "SELECT 'it''s")]
 
 
 def test_lexer_knows_wavesql_words():
@@ -115,6 +124,50 @@ def test_cells_are_compact():
     assert format_value(Row(a=1, b="x", c=[0.1234567891])) == "{a: 1, b: x, c: [0.123457]}"
     spectrum = Row(start=0, rate=8000.0, n=256, re=[0.0] * 129, im=[0.0] * 129)
     assert format_value(spectrum) == "⟨spectrum start=0 rate=8000 n=256 bins=129⟩"
+
+
+def test_one_renderer_in_the_three_front_ends_styles():
+    """wavesql.render shows results for the REPL, the CLI and the notebook; where they
+    differ it is a Style field: cell values, number alignment, the cut note, times."""
+    import io
+
+    from pyspark.sql import Row
+    from rich.console import Console
+
+    from wavesql import render
+
+    class Rows(render.Result):  # what Spark's schema would say: `n` is a number
+        numeric = property(lambda self: [True, False])
+
+    def shown(result, style, timing=True):
+        screen = io.StringIO()
+        console = Console(file=screen, width=100, highlight=False)
+        for renderable in render.terminal(result, style, timing):
+            console.print(renderable)
+        return screen.getvalue()
+
+    rows = [(1, "[b]x[/b] :smile:"), (22, None)]
+    cut = Rows("", None, ["n", "s"], rows, truncated=True, elapsed=0.25)
+    repl, cli = shown(cut, render.REPL), shown(cut, render.CLI)
+    assert "│  1 │ [b]x[/b] :smile: │" in repl  # numbers right-aligned; values never markup
+    assert "│ 1  │ [b]x[/b] :smile: │" in cli and "│ 22 │ NULL" in cli
+    assert "(first 2 rows shown, more were cut (\\rows N shows more), 0.25 s)" in repl
+    assert "(first 2 rows, 0.25 s)" in cli
+    assert "0.25" not in shown(cut, render.REPL, timing=False)  # \timing off
+    assert render.plain(cut).endswith(
+        "(first 2 rows shown, more not fetched (--limit N shows more) · 0.25 s)")
+    assert "<td>[b]x[/b] :smile:</td>" in render.html(cut)
+
+    status = render.Result("", None, ["status"], [("created stream s (version 1)",)],
+                           elapsed=0.25)
+    assert shown(status, render.REPL) == "created stream s (version 1) (0.25 s)\n"
+    assert shown(status, render.CLI) == "created stream s (version 1)\n"  # scripts read it
+    assert render.html(status) == ('<div class="wavesql-status">created stream s '
+                                   '(version 1)</div>')
+    seg = Row(start=0, rate=8000.0, samples=[0.0] * 3)
+    assert render.cell_text(seg, render.REPL) == "⟨start=0 rate=8000 n=3⟩"
+    assert render.cell_text(seg, render.NOTEBOOK) == "seg[start=0, 3 samples @ 8000 Hz]"
+    assert render.cell_text(1.5, render.CLI) == "1.5"
 
 
 # -- the REPL in a terminal ------------------------------------------------------------------

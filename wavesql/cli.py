@@ -32,10 +32,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from wavesql import render
 from wavesql.errors import WaveSQLError
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = render.console()
+err = render.console(stderr=True)
 
 
 def _show_status(args) -> int:
@@ -267,12 +268,11 @@ def check_text(ws, text: str, base_dir: str = ".") -> list[WaveSQLError]:
     whose CREATE failed leaves its object undefined, so later uses report it too.
     """
     from wavesql.catalog import Catalog
-    from wavesql.dialect import WaveSQL, _chunk_end, _split, _tokenize, parse_statements
+    from wavesql.dialect import parse_statements, split_statements
     from wavesql.planner.insert import blank_outside
 
     try:
-        chunks = [(c[0].start, _chunk_end(c, semicolon, text))
-                  for c, semicolon in _split(_tokenize(WaveSQL(), text))]
+        chunks = split_statements(text)
     except WaveSQLError as e:
         return [e]
     errors: list[WaveSQLError] = []
@@ -280,9 +280,10 @@ def check_text(ws, text: str, base_dir: str = ".") -> list[WaveSQLError]:
     try:
         for defn in ws.catalog.list():
             scratch.create(defn)
-        for start, end in chunks:
+        for chunk in chunks:
             try:
-                for stmt in parse_statements(blank_outside(text, [(start, end)]), lenient=True):
+                for stmt in parse_statements(blank_outside(text, [(chunk.start, chunk.end)]),
+                                             lenient=True):
                     ws.bind_into(stmt, text, scratch, base_dir)
             except WaveSQLError as e:
                 errors.append(e)
@@ -345,38 +346,19 @@ def _seconds(run: dict) -> str:
 
 
 def show_result(result, max_rows: int = 50) -> None:
-    """Print one statement's result: a table of rows, or its status line.
+    """Print one statement's result on stdout: a table of rows, or its status line
+    (:func:`wavesql.render.show` in the CLI's style).
 
     Raises WaveSQLError for a failure while the rows are fetched (``SPARK_ERROR`` with
     Spark's message, ``SPARK_UNAVAILABLE``, or the code a signal function raised)."""
-    from wavesql.spark_errors import runtime_errors
-
-    df = result.dataframe
-    started = time.perf_counter()
-    with runtime_errors():
-        rows = df.limit(max_rows + 1).collect()
-    elapsed = time.perf_counter() - started
-    columns = df.columns
-    if columns == ["status"] and len(rows) == 1:
-        out.print(rows[0][0], markup=False)
-        return
-    if columns == ["plan"] and len(rows) == 1:
-        out.print(rows[0][0], markup=False)
-        return
-    table = Table(show_lines=False, header_style="bold")
-    for c in columns:
-        table.add_column(c, overflow="fold")
-    for row in rows[:max_rows]:
-        table.add_row(*("NULL" if v is None else str(v) for v in row))
-    out.print(table)
-    more = len(rows) > max_rows
-    count = f"first {max_rows} rows" if more else f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
-    out.print(f"({count}, {elapsed:.2f} s)", markup=False)
+    render.show(result, out, max_rows, render.CLI)
 
 
 def _shell(ws, max_rows: int) -> int:
-    """A minimal line shell (stdin a terminal, stdout not): statements end with `;`, `\\q`
-    quits."""
+    """A minimal line shell (stdin a terminal, stdout not): statements end with `;` (outside
+    strings and comments, as in the REPL), `\\q` quits."""
+    from wavesql.dialect import is_complete
+
     out.print("WaveSQL shell. End statements with `;`. \\q quits.", markup=False)
     buffer: list[str] = []
     while True:
@@ -389,7 +371,7 @@ def _shell(ws, max_rows: int) -> int:
             return 0
         buffer.append(line)
         text = "\n".join(buffer)
-        if text.rstrip().endswith(";"):
+        if is_complete(text):
             buffer = []
             _run_text(ws, text, max_rows)
 

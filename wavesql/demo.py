@@ -4,6 +4,8 @@ The data is generated, not downloaded: a fleet of 12 sensors on 3 sites reportin
 temperature and vibration every second for 30 minutes (Parquet, one file per 10 minutes),
 the sensor list (CSV) and alarms raised when vibration spikes (JSON lines). Seeded, so every
 run shows the same results.
+
+The results print as the command line prints them (:mod:`wavesql.render`'s CLI style).
 """
 
 from __future__ import annotations
@@ -84,8 +86,9 @@ def run_demo(directory: str | Path = "wavesql_demo", master: str | None = None,
              max_rows: int = 50) -> int:
     """Generate the data, then run every demo statement, printing each result."""
     import wavesql
-    from wavesql.cli import out, show_result
+    from wavesql import render
 
+    out = render.console()
     root = generate(directory)
     out.print(f"generated demo data in {root.resolve()}", markup=False)
     started = time.perf_counter()
@@ -93,7 +96,7 @@ def run_demo(directory: str | Path = "wavesql_demo", master: str | None = None,
     out.print(f"Spark ready in {time.perf_counter() - started:.1f} s", markup=False)
     for result in ws.execute_file(root / "demo.wsql"):
         out.rule(" ".join(result.statement.text.split())[:100], style="dim")
-        show_result(result, max_rows)
+        render.show(result, out, max_rows, render.CLI)
     command = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else "wavesql"
     out.print(f"demo finished in {time.perf_counter() - started:.1f} s; explore it with: "
               f"{command} --catalog {root / 'catalog.db'}", markup=False)

@@ -26,7 +26,8 @@ Which session runs the text, first match wins:
 Results come back as :class:`CellResult`: an HTML table of the first ``--limit`` rows (one
 extra row is fetched to know whether more exist, so no second job counts them), a line with
 the row count and the time, and the Spark DataFrame itself in ``.dataframe``. Signal segments
-show as ``seg[start=4096, 4096 samples @ 44100 Hz]``, not as thousands of numbers.
+show as ``seg[start=4096, 4096 samples @ 44100 Hz]``, not as thousands of numbers. The
+formatting is :mod:`wavesql.render`'s, shared with the REPL and the CLI.
 
 Errors show as WaveSQL renders them (code, caret under the text, hint) with no Python
 traceback: the magic raises :class:`CellError`, a :class:`~wavesql.WaveSQLError` that tells
@@ -38,22 +39,22 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import html
 import re
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
+from wavesql import render
 from wavesql.errors import WaveSQLError
 
 #: Rows a result shows unless ``--limit`` says otherwise.
 DEFAULT_LIMIT = 20
 #: Items of an array cell shown before "… N items".
-MAX_ITEMS = 8
+MAX_ITEMS = render.MAX_ITEMS
 
 
 def load_ipython_extension(ip) -> None:
@@ -81,20 +82,9 @@ class CellError(WaveSQLError):
 
 # -- cell values --------------------------------------------------------------------------
 
-def _fields(value) -> tuple[str, ...] | None:
-    """Field names of a struct value (a pyspark Row built with names), else None."""
-    names = getattr(value, "__fields__", None)
-    return tuple(names) if names else None
-
-
-def _rate_text(rate) -> str:
-    if rate is None:
-        return "NULL"
-    return str(int(rate)) if float(rate).is_integer() else f"{rate:g}"
-
-
 def format_cell(value: Any, nested: bool = False) -> str:
-    """One value as the text a table cell shows.
+    """One value as the text a table cell shows (:func:`wavesql.render.format_value` with
+    the notebook's notation for segments).
 
     Signal segments and spectra are summarised (start, width, rate), long arrays are cut
     to their first :data:`MAX_ITEMS` items, timestamps print without trailing zeros.
@@ -105,75 +95,14 @@ def format_cell(value: Any, nested: bool = False) -> str:
     >>> format_cell(list(range(10)))
     '[0, 1, 2, 3, 4, 5, 6, 7, … 10 items]'
     """
-    if value is None:
-        return "NULL"
-    names = _fields(value)
-    if names is not None:
-        keys = set(names)
-        if {"start", "rate", "n", "re", "im"} <= keys:  # fft(...)'s spectrum
-            bins = len(value["re"]) if value["re"] is not None else 0
-            return (f"spectrum[start={value['start']}, n={value['n']}, {bins} bins "
-                    f"@ {_rate_text(value['rate'])} Hz]")
-        if {"start", "rate", "samples"} <= keys:  # a SigSeg
-            samples = value["samples"]
-            width = "NULL" if samples is None else str(len(samples))
-            return f"seg[start={value['start']}, {width} samples @ {_rate_text(value['rate'])} Hz]"
-        return "{" + ", ".join(f"{k}: {format_cell(value[k], True)}" for k in names) + "}"
-    if isinstance(value, (list, tuple)):
-        items = [format_cell(v, True) for v in value[:MAX_ITEMS]]
-        if len(value) > MAX_ITEMS:
-            items.append(f"… {len(value)} items")
-        return "[" + ", ".join(items) + "]"
-    if isinstance(value, dict):
-        shown = [f"{format_cell(k, True)}: {format_cell(v, True)}"
-                 for k, v in list(value.items())[:MAX_ITEMS]]
-        if len(value) > MAX_ITEMS:
-            shown.append(f"… {len(value)} entries")
-        return "{" + ", ".join(shown) + "}"
-    if isinstance(value, (bytes, bytearray)):
-        return f"<{len(value)} bytes>"
-    if isinstance(value, dt.datetime):
-        text = value.isoformat(sep=" ")
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    if isinstance(value, float):
-        return f"{value:.6g}" if nested else repr(value)
-    return str(value)
+    return render.format_value(value, MAX_ITEMS, nested, segments=render.NOTEBOOK.values)
 
 
 # -- results -----------------------------------------------------------------------------
 
-@dataclass
-class StatementResult:
-    """What one statement of a cell returned: a status line, a plan, or rows."""
-
-    text: str
-    dataframe: Any
-    columns: list[str]
-    rows: list = field(default_factory=list)
-    #: More rows exist than were fetched (the first ``limit`` are in ``rows``).
-    truncated: bool = False
-    #: Seconds to fetch the rows (the Spark job(s)); planning time is the cell's.
-    elapsed: float = 0.0
-
-    @property
-    def status(self) -> str | None:
-        """The one-line answer of DDL (``created signal ...``), else None."""
-        if self.columns == ["status"] and len(self.rows) == 1:
-            return str(self.rows[0][0])
-        return None
-
-    @property
-    def plan(self) -> str | None:
-        """The text of an ``EXPLAIN``, else None."""
-        if self.columns == ["plan"] and len(self.rows) == 1:
-            return str(self.rows[0][0])
-        return None
-
-    def count_line(self) -> str:
-        n = len(self.rows)
-        what = (f"first {n} rows shown, more not fetched (--limit N shows more)"
-                if self.truncated else f"{n} row{'' if n == 1 else 's'}")
-        return f"{what} · {self.elapsed:.2f} s"
+#: What one statement of a cell returned: a status line, a plan, or rows
+#: (``.status``, ``.plan``, ``.rows``, ``.truncated``, ``.elapsed``, ``.dataframe``).
+StatementResult = render.Result
 
 
 @dataclass
@@ -202,56 +131,17 @@ class CellResult:
 
     def _repr_html_(self) -> str:
         parts = ['<div class="wavesql-result">']
-        for r in self.results:
-            if r.status is not None:
-                parts.append(f'<div class="wavesql-status">{html.escape(r.status)}</div>')
-            elif r.plan is not None:
-                parts.append(f'<pre class="wavesql-plan">{html.escape(r.plan)}</pre>')
-            else:
-                parts.append(_html_table(r.columns, r.rows))
-                parts.append(f'<div class="wavesql-count" style="color: #777; font-size: '
-                             f'smaller">{html.escape(r.count_line())}</div>')
+        parts.extend(render.html(r, render.NOTEBOOK) for r in self.results)
         parts.append(f'<div class="wavesql-time" style="color: #777; font-size: smaller">'
                      f'cell: {self.elapsed:.2f} s</div></div>')
         return "\n".join(parts)
 
     def __repr__(self) -> str:
-        out = []
-        for r in self.results:
-            if r.status is not None:
-                out.append(r.status)
-            elif r.plan is not None:
-                out.append(r.plan)
-            else:
-                out.append(_text_table(r.columns, r.rows))
-                out.append(f"({r.count_line()})")
+        out = [render.plain(r, render.NOTEBOOK) for r in self.results]
         return "\n".join(out) if out else "(no statements)"
 
     def _repr_pretty_(self, p, cycle) -> None:  # IPython's text/plain
         p.text(repr(self))
-
-
-def _html_table(columns: list[str], rows: list) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = []
-    for row in rows:
-        cells = []
-        for v in row:
-            text = html.escape(format_cell(v))
-            cells.append('<td style="color: #999">NULL</td>' if v is None
-                         else f"<td>{text}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return ('<table class="dataframe wavesql-table">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
-
-
-def _text_table(columns: list[str], rows: list) -> str:
-    cells = [[format_cell(v) for v in row] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    line = lambda items: " | ".join(s.ljust(w) for s, w in zip(items, widths)).rstrip()  # noqa: E731
-    out = [line(columns), "-+-".join("-" * w for w in widths)]
-    out.extend(line(r) for r in cells)
-    return "\n".join(out)
 
 
 # -- options ------------------------------------------------------------------------------
@@ -534,12 +424,8 @@ def run(session, text: str, *, limit: int = DEFAULT_LIMIT, file: str | None = No
     done: list[StatementResult] = []
 
     def fetch(res) -> None:
-        t0 = time.perf_counter()
-        df = res.dataframe
         with runtime_errors():
-            rows = df.limit(limit + 1).collect()
-        done.append(StatementResult(res.statement.text, df, list(df.columns), rows[:limit],
-                                    len(rows) > limit, time.perf_counter() - t0))
+            done.append(render.fetch(res.dataframe, limit, text=res.statement.text))
 
     try:
         with runtime_errors():

@@ -6,6 +6,8 @@ the only place that knows sqlglot's internals; the planner uses exactly these na
 * :class:`WaveSQL` -- the sqlglot dialect (``read="wavesql"`` once this package is imported).
 * :func:`parse_statements` / :func:`parse_one` -- text to ASTs, raising
   :class:`~wavesql.errors.WaveSQLError` ``PARSE_ERROR`` with exact offsets.
+* :func:`split_statements` / :func:`is_complete` / :func:`unclosed` -- where statements
+  end, without parsing them (the REPL and ``wavesql check`` use these, never the tokens).
 * :func:`to_sql` / :func:`to_spark_sql` -- ASTs back to text.
 * :func:`is_wavesql_node` / :func:`wavesql_nodes` -- tell WaveSQL constructs from Spark SQL.
 
@@ -57,6 +59,9 @@ __all__ = [
     "Statement",
     "parse_statements",
     "parse_one",
+    "split_statements",
+    "is_complete",
+    "unclosed",
     "to_sql",
     "to_spark_sql",
     "unqualified",
@@ -355,6 +360,70 @@ def wavesql_nodes(tree: exp.Expr | None) -> Iterator[exp.Expr]:
     for node in tree.walk():
         if is_wavesql_node(node):
             yield node
+
+
+def split_statements(text: str, *, lenient: bool = False) -> list[Span]:
+    """Where the statements of ``text`` are, as :func:`parse_statements` reads them: each
+    from its first token to its last, without its ``;`` and the comments around it. A ``;``
+    in a string, quoted name or comment ends nothing; empty statements are left out. Raises
+    ``PARSE_ERROR`` where the text cannot be read (an unterminated string), unless
+    ``lenient`` (text being typed): then the statement there runs to the end of the text.
+
+    >>> text = "SELECT 1; SELECT 'a;b' -- c;\\n;  /* d; */ ;SHOW STREAMS"
+    >>> [text[s.start:s.end] for s in split_statements(text)]
+    ['SELECT 1', "SELECT 'a;b'", 'SHOW STREAMS']
+    >>> split_statements("SELECT 1; SELECT 'it''s", lenient=True)
+    [Span(start=0, end=8), Span(start=10, end=23)]
+    """
+    tokens, error, _ = _read(text)
+    if error is not None and not lenient:
+        raise error
+    spans = [Span(chunk[0].start, _chunk_end(chunk, semicolon, text))
+             for chunk, semicolon in _split(tokens)]
+    if error is not None:  # the unreadable rest belongs to the last statement, if no ; ended it
+        ended = not spans or tokens[-1].token_type == TokenType.SEMICOLON
+        at = error.span.start if ended else spans.pop().start
+        spans.append(Span(at, max(len(text.rstrip()), at + 1)))
+    return spans
+
+
+def is_complete(text: str) -> bool:
+    """Whether ``text`` ends with a statement's ``;`` (outside strings, quoted names and
+    comments; comments may follow it): the REPL's Enter runs the buffer, or adds a line.
+    >>> [is_complete(t) for t in ("SELECT 1;", "SELECT 1; -- c", "SELECT 1", "SELECT ';'",
+    ...  "SELECT 1 /* ; */", "SELECT 'it''s;", "  ")]
+    [True, True, False, False, False, False, False]
+    """
+    tokens, error, open_at = _read(text)
+    if error is None:
+        return bool(tokens) and tokens[-1].token_type == TokenType.SEMICOLON
+    # unreadable but closed (x'zz' is no hex string): complete at a `;`, to show the error
+    return open_at is None and text.rstrip().endswith(";")
+
+
+def unclosed(text: str) -> int | None:
+    """Where the string, quoted name or ``/*`` comment ``text`` ends inside of opens (its
+    quote, or ``/*``); None when it ends outside any.
+    >>> unclosed("FROM 'data/"), unclosed("SELECT r'x"), unclosed("SELECT 'a;b'")
+    (5, 8, None)
+    """
+    return _read(text)[2]
+
+
+def _read(text: str) -> tuple[list[Token], WaveSQLError | None, int | None]:
+    """``text``'s tokens; where it cannot be read, those before that place, the error and
+    where the literal left open there opens (None: a closed one is malformed, ``x'zz'``)."""
+    try:
+        return _tokenize(WaveSQL(), text), None, None
+    except WaveSQLError as error:
+        at = error.span.start
+        tokens = _read(text[:at])[0] if at < len(text) else []
+        inner = getattr(error.__cause__, "__cause__", None)
+        if not error.message.startswith("unterminated") or (
+                isinstance(inner, TokenError) and not str(inner).startswith("Missing")):
+            return tokens, error, None
+        prefix = re.compile(r"[A-Za-z&]{1,2}(?=['\"])").match(text, at)  # r'..', x'..'
+        return tokens, error, prefix.end() if prefix else at
 
 
 # --------------------------------------------------------------------------- internals
