@@ -326,10 +326,10 @@ class SqlQuery(Relation):
     source_offset: int | None = None
     #: An ASOF JOIN's parameters when ``sql`` is one (planner/temporal.py): ``(left input,
     #: right input, AsofCondition.as_kwargs() items, outer)``; continuous queries evaluate
-    #: it incrementally (streaming/runner.py).
+    #: it incrementally (streaming/joins.py).
     asof: tuple | None = None
     #: A RESAMPLE's parameters when ``sql`` is one: ``(input, time column, period us,
-    #: method, numeric columns, key columns)`` (continuous evaluation, streaming/runner.py).
+    #: method, numeric columns, key columns)`` (continuous evaluation, streaming/resample.py).
     resample: tuple | None = None
 
     def children(self):

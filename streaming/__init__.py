@@ -54,8 +54,19 @@ the rest (second runner)           not yet: OVER windows, RESAMPLE, ASOF/interva
 
 ``EXPLAIN STREAM <query>`` says which runner a query gets and why; ``WAVESQL_STATEFUL=0``
 forces the re-evaluating runner (for comparisons).
+
+Modules, each importing only modules listed after it (so there are no cycles):
+:mod:`.launch` (start a query, pick its runner); the runners :mod:`.runner` (re-evaluating),
+:mod:`.kafka_signals` and :mod:`.stateful.query`; :mod:`.planning` (which shape a query is,
+EXPLAIN STREAM); :mod:`.realtime`; :mod:`.signals`; the planning and bookkeeping of shapes,
+:mod:`.joins`, :mod:`.resample`, :mod:`.sync` and :mod:`.lookback`; :mod:`.query` (what
+every runner shares); :mod:`.metrics`; :mod:`.plan` (a plan, the streaming rules);
+:mod:`.report` (the ``_final``/``_progress`` columns, the batch report); the helpers
+:mod:`.source`, :mod:`.files`, :mod:`.sinks` and :mod:`.outputs`.
 """
 
-from .runner import BatchReport, ContinuousQuery, start
+from .launch import start
+from .query import ContinuousQuery
+from .report import BatchReport
 
 __all__ = ["BatchReport", "ContinuousQuery", "start"]

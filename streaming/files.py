@@ -77,6 +77,20 @@ def local_path(path: str) -> str | None:
     return path
 
 
+def belongs(uri: str, stream_path: str) -> bool:
+    """Whether the file ``uri`` (from Spark's file log) is one of ``stream_path``'s."""
+    import fnmatch
+
+    path = local_path(uri)
+    if path is None:
+        return False
+    root = os.path.abspath(stream_path)
+    path = os.path.abspath(path)
+    if any(ch in root for ch in "*?["):
+        return fnmatch.fnmatch(path, root) or fnmatch.fnmatch(os.path.dirname(path), root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def parquet_complete(path: str, size: int | None = None) -> bool:
     """Whether the Parquet file at ``path`` ends with a valid footer."""
     try:

@@ -46,7 +46,7 @@ from wavesql import storage
 from wavesql.planner.lower import Runtime, lower
 from wavesql.streaming import sinks
 
-from .runner import FINAL, PROGRESS, REASON, BatchReport, _timestamp
+from .report import FINAL, PROGRESS, REASON, BatchReport, timestamp_lit
 from .signals import SignalContinuousQuery, signal_key
 
 #: Version of the pending-blocks state this module writes (``state["signal"]``).
@@ -154,7 +154,7 @@ class KafkaSignalQuery(SignalContinuousQuery):
                              flush=final and not closed)
         samples, progress = self._progress_of({"end": None if k_end is None else k_end * m})
         report.progress_us = progress
-        out = out.withColumn(FINAL, _lit(True)).withColumn(PROGRESS, _timestamp(progress))
+        out = out.withColumn(FINAL, _lit(True)).withColumn(PROGRESS, timestamp_lit(progress))
         out = out.persist()
         report.rows_out = report.final_out = out.count()
         self._deliver(out, batch_id)

@@ -1,6 +1,6 @@
 """Live metrics of continuous queries, from their per-batch reports.
 
-Each micro-batch leaves a :class:`~wavesql.streaming.runner.BatchReport` (in
+Each micro-batch leaves a :class:`~wavesql.streaming.report.BatchReport` (in
 ``ContinuousQuery.reports`` and, for a directory output, ``<output>/_progress/batch=N.json``).
 :func:`summarize` turns the recent ones into the figures ``ContinuousQuery.status()``,
 the REPL's ``\\status`` and ``wavesql status OUTPUT_DIR`` show:
@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
+
+from .report import format_us
 
 #: How many of the latest batches the rates and latency percentiles cover.
 RECENT = 100
@@ -98,13 +100,11 @@ def read_reports(output: str | Path) -> list[dict]:
 
 def format_status(figures: dict) -> str:
     """One block of text for a human (``wavesql status``)."""
-    from .runner import _fmt
-
     def num(v, unit="", digits=1):
         return "-" if v is None else f"{v:,.{digits}f}{unit}"
 
     lines = [f"batches        {figures['batches']}",
-             f"progress       {_fmt(figures['progress_us'])}",
+             f"progress       {format_us(figures['progress_us'])}",
              f"input rate     {num(figures['input_rows_per_second'], ' rows/s')}"
              + (f" · {num(figures['input_samples_per_second'], ' samples/s', 0)}"
                 if figures.get("input_samples_per_second") else ""),

@@ -59,7 +59,7 @@ def why_not(plan, output) -> str | None:
 
 class RealTimeQuery:
     """A running real-time query (the public API of
-    :class:`~wavesql.streaming.runner.ContinuousQuery`, without micro-batch reports)."""
+    :class:`~wavesql.streaming.query.ContinuousQuery`, without micro-batch reports)."""
 
     def __init__(self, query, checkpoint: str):
         self._query = query

@@ -66,7 +66,9 @@ from wavesql.planner import ir
 from wavesql.planner.lower import TASKS_PER_CORE, Runtime, lower
 from wavesql.planner.windows import TIME
 
-from .runner import FINAL, PROGRESS, BatchReport, ContinuousQuery, _mtime, _timestamp
+from .plan import check_row_by_row, parsed
+from .query import ContinuousQuery
+from .report import FINAL, PROGRESS, BatchReport, timestamp_lit
 
 
 def signal_key(signal) -> tuple:
@@ -88,8 +90,6 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
     """Check that ``root`` can run continuously over its signal; see the module docstring."""
     from wavesql.dialect import to_spark_sql
     from wavesql.udfs.program import Output, Program
-
-    from .runner import _check_row_by_row, _parsed
 
     def refuse(code, message, hint=None):
         raise WaveSQLError(code, message, Span.of(stmt.node), hint=hint)
@@ -116,7 +116,7 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
             and root.inputs[0][1] is scan):
         refuse("NOT_IMPLEMENTED", "this shape of continuous signal query",
                "read the signal directly in the FROM of the query")
-    tree = _parsed(root)
+    tree = parsed(root)
     select = tree if isinstance(tree, exp.Select) else None
     table = select.args.get("from_") if select is not None else None
     table = table.this if table is not None else None
@@ -124,7 +124,7 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
             or any(isinstance(n, (exp.Subquery, exp.Union)) for n in tree.walk())):
         refuse("NOT_IMPLEMENTED", "this shape of continuous signal query",
                "one SELECT over the signal's windows, without subqueries or set operations")
-    _check_row_by_row(tree, stmt)
+    check_row_by_row(tree, stmt)
     if any(True for _ in tree.find_all(exp.Window)):
         refuse("STREAMING_RULE", "OVER windows over a signal's windows in a continuous query",
                "compute per window here and run the OVER window over this query's output")
@@ -236,7 +236,7 @@ class SignalContinuousQuery(ContinuousQuery):
         rt = Runtime(spark, self.session.catalog, self.text,
                      streams={signal_key(scan.signal): batch_df})
         out = (lower(self.bound, rt).withColumn(FINAL, F.lit(True))
-               .withColumn(PROGRESS, _timestamp(progress))).persist()
+               .withColumn(PROGRESS, timestamp_lit(progress))).persist()
         report.rows_out = report.final_out = out.count()
         self._deliver(out, batch_id)
         out.unpersist()
@@ -270,3 +270,19 @@ class SignalContinuousQuery(ContinuousQuery):
             "inputs": {key: {"progress": progress, "samples": samples,
                              "final": bool((end or {}).get("final"))}}})
 
+
+def _mtime(path: str | None) -> float | None:
+    """Modification time (s since 1970) of a local file or ``file:`` URI, else None."""
+    if not path:
+        return None
+    from urllib.parse import unquote, urlparse
+
+    if "://" in path or path.startswith("file:"):
+        uri = urlparse(path)
+        if uri.scheme not in ("file", ""):
+            return None
+        path = unquote(uri.path)
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None

@@ -173,9 +173,9 @@ def _late_target(bound, session, base_dir: str) -> str | None:
                            Span.of(target), hint=did_you_mean(
                                target.name, session.catalog.names("SINK"), "sinks")
                            or "CREATE SINK late_rows TO 'late/' FORMAT parquet, or give a path")
-    from wavesql.streaming.runner import _no_kafka_late
+    from wavesql.streaming.outputs import no_kafka_late
 
-    _no_kafka_late(defn, target)
+    no_kafka_late(defn, target)
     return defn.path
 
 

@@ -222,7 +222,7 @@ class Session:
 
     # -- planner plumbing ---------------------------------------------------------------
     def _runtime(self, text: str) -> Runtime:
-        from wavesql.streaming.runner import explain_stream
+        from wavesql.streaming.planning import explain_stream
 
         return Runtime(self.spark, self.catalog, text, explain_stream=explain_stream)
 

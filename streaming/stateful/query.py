@@ -26,8 +26,9 @@ from wavesql.errors import WaveSQLError
 from wavesql.planner.bad_rows import CORRUPT_COLUMN
 from wavesql.planner.temporal import quote
 from wavesql.streaming import sinks
-from wavesql.streaming.runner import (PROGRESS, REASON, BatchReport, ContinuousQuery,
-                                      _fmt, _timestamp, stream_source)
+from wavesql.streaming.query import ContinuousQuery
+from wavesql.streaming.report import PROGRESS, REASON, BatchReport, format_us, timestamp_lit
+from wavesql.streaming.source import stream_source
 
 from . import plan as pl
 from .processor import WindowProcessor, progress_of, watermark_sql
@@ -39,7 +40,7 @@ CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabl
 
 class StatefulWindowQuery(ContinuousQuery):
     """A running continuous windowed aggregate (module docstring); the public API is
-    :class:`~wavesql.streaming.runner.ContinuousQuery`'s."""
+    :class:`~wavesql.streaming.query.ContinuousQuery`'s."""
 
     def __init__(self, session, text, bound, plan, windowed: pl.WindowedPlan, **kw):
         self.windowed = windowed
@@ -161,7 +162,7 @@ class StatefulWindowQuery(ContinuousQuery):
             (observed.where(f"__kind = {pl.RESULT}")
              .withColumn("_time", F.timestamp_micros("__time"))
              .createOrReplaceTempView(pl.VIEW))
-            out = spark.sql(w.post).withColumn(PROGRESS, _timestamp(progress))
+            out = spark.sql(w.post).withColumn(PROGRESS, timestamp_lit(progress))
             self._deliver_counted(out, batch_id, report, by_final=True)
             counts = {n: int(counted.get.get(n) or 0) for n in pl.STAT_NAMES}
             report.on_time, report.late = counts["on_time"], counts["late"]
@@ -172,7 +173,7 @@ class StatefulWindowQuery(ContinuousQuery):
             report.inputs = {s.key: progress}
             if report.late or report.no_time:
                 reason = F.when(F.col("__kind") == pl.LATE, F.lit(
-                    f"event time before the progress already promised ({_fmt(progress)})"))
+                    f"event time before the progress already promised ({format_us(progress)})"))
                 reason = reason.otherwise(F.lit(f"no event time ({s.event_time} is NULL)"))
                 late = df.where(f"__kind IN ({pl.LATE}, {pl.NO_TIME})").select(
                     F.lit(s.name).alias("_stream"), reason.alias(REASON),

@@ -1,0 +1,199 @@
+"""Continuous joins of two streams: ASOF joins and interval (band) joins.
+
+Each is planned here (the streaming rules it follows, what each side keeps between
+micro-batches) and evaluated by the re-evaluating runner (:mod:`.runner`) over the rows it
+keeps: an ASOF JOIN through :func:`asof_split`, which picks the left rows whose match is
+final and prunes the right side; an interval join by pairing each side's new rows with
+the other side's kept ones (:meth:`.runner.ReEvaluatingQuery._run_batch`), its buffers
+pruned by the band (``"band"`` look-back rules). So the state of either is bounded by the
+watermarks (and, ASOF, the number of keys), not by the streams' lengths.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from wavesql.errors import Span, WaveSQLError
+from wavesql.planner import ir
+from wavesql.sqltext import quote
+
+from .plan import Input, Plan, check_row_by_row, check_row_by_row_except, require_event_time
+
+
+def plan_asof(queries: list, trees: list, scans: dict, stmt) -> Plan:
+    """A continuous ``ASOF JOIN`` (planner/temporal.py), backward -- each left row with the
+    latest right row at or before its time, per key -- or forward -- the earliest at or
+    after it.
+
+    Backward: a left row is final once the right stream's progress has passed its time -- no
+    right row that could match it can still come -- and waits in the state until then. The
+    right side keeps, per key, the rows from ``m`` on and the last rows before ``m`` (ties
+    included), ``m`` being the earliest time a waiting or future left row can have: the
+    smaller of the left progress and the oldest waiting left row. So state is bounded by
+    the watermarks and the number of keys.
+
+    Forward: a left row is final once a right row of its key at or after its time is below
+    the right stream's progress (every right row that could come before that one has
+    arrived); the right side keeps the rows from ``m`` on. A left row with no such right row
+    yet waits -- in an ``ASOF LEFT JOIN`` too: its NULL match is never final while the
+    right stream goes on, so it is not emitted (the batch join over the same rows gives
+    it). State: the waiting left rows (per key, those since its last right row) and the
+    right rows since ``m``."""
+    asofs = [(i, q) for i, q in enumerate(queries) if q.asof is not None]
+    if len(asofs) > 1 or len(scans) != 2:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN is implemented between "
+                           "two streams, one per query", Span.of(stmt.node),
+                           hint="split the query: one continuous ASOF JOIN per query")
+    index, query = asofs[0]
+    left_name, right_name, params, outer = query.asof
+    params = dict(params)
+    rels = dict(query.inputs)
+    left, right = rels.get(left_name), rels.get(right_name)
+    if not isinstance(left, ir.StreamScan) or not isinstance(right, ir.StreamScan) \
+            or left.stream.key == right.stream.key:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN joins two different "
+                           "catalog streams (not views, not a stream with itself)",
+                           Span.of(stmt.node))
+    for stream, column in ((left.stream, params["left_time"]),
+                           (right.stream, params["right_time"])):
+        require_event_time(stream, column, "a continuous ASOF JOIN compares the streams' "
+                            "event times", stmt)
+    check_row_by_row_except(trees, index, stmt)
+    ordered = sorted(scans.items())
+    inputs = tuple(Input(k, st) for k, (_, st) in enumerate(ordered))
+    info = {"left": left.stream.key, "right": right.stream.key,
+            "keys": [r for _, r in params["keys"]], "pairs": list(params["keys"]),
+            "direction": params["direction"], "inclusive": params["inclusive"]}
+    return Plan(inputs, "asof", None, asof=info)
+
+
+def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
+    """A continuous interval join (``planner/band.py``) of two streams, or None.
+
+    Each micro-batch pairs the new rows of each side with everything buffered of the other
+    (and with each other) -- every pair once, final as it is emitted -- and keeps of each
+    side only the rows a future row of the other side can still match: side ``a`` (where
+    ``a.t`` lies in ``[b.t + lo, b.t + hi]``) from ``progress(b) + lo`` on, side ``b`` from
+    ``progress(a) - hi`` on. So state is bounded by the band and the watermarks."""
+    from wavesql.planner.band import find_band
+
+    found = []
+    for tree in trees:
+        if tree is None:
+            continue
+        for join in tree.find_all(exp.Join):
+            band = find_band(join.args.get("on"))
+            if band is not None:
+                found.append((tree, join, band))
+    if not found:
+        return None
+    if len(found) > 1 or len(scans) != 2:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join is implemented "
+                           "between two streams, one join per query", Span.of(stmt.node),
+                           hint="split the query: one continuous join per query")
+    tree, join, band = found[0]
+    if (join.args.get("side") or "") or (join.args.get("kind") or "INNER").upper() not in (
+            "INNER", ""):
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous OUTER interval join (its unmatched "
+                           "rows would have to wait for the other side's progress)",
+                           Span.of(stmt.node), hint="use an inner join")
+    names = {}  # alias -> stream name, through the bin subqueries of planner/band.py
+    select = join.parent_select
+    for source in [select.args["from_"].this] + [j.this for j in select.args["joins"]]:
+        if isinstance(source, exp.Table):
+            names[source.alias_or_name.lower()] = source.name.lower()
+        elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
+            inner = source.this.args["from_"].this
+            if isinstance(inner, exp.Table):
+                names[source.alias_or_name.lower()] = inner.name.lower()
+    by_name = {st.name.lower(): st for st in scans.values()}
+    a = by_name.get(names.get(band.a.table.lower(), ""))
+    b = by_name.get(names.get(band.b.table.lower(), ""))
+    if a is None or b is None or a.key == b.key:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join joins two different "
+                           "catalog streams (not a stream with itself, not views)",
+                           Span.of(stmt.node))
+    for side, column in ((a, band.a), (b, band.b)):
+        require_event_time(side, column.name, "a continuous interval join's band must be "
+                            "on the streams' event times", stmt)
+    rest = tree.copy()
+    for j in rest.find_all(exp.Join):
+        j.pop()  # the join itself is what this mode evaluates; the rest must be row by row
+    check_row_by_row(rest, stmt)
+    ordered = sorted(scans.items())
+    inputs = []
+    for index, (key, stream) in enumerate(ordered):
+        # keep rows with event time >= progress(other side) + offset
+        other, offset = (b.key, band.lo) if key == a.key else (a.key, -band.hi)
+        inputs.append(Input(index, stream, (("band", other, offset),)))
+    return Plan(tuple(inputs), "band", None)
+
+
+def asof_split(plan: Plan, buffers: dict, progress: dict) -> dict:
+    """The streams to evaluate a continuous ASOF JOIN over now (the left rows whose match
+    is final, all kept right rows); ``buffers`` is updated to what is kept (see
+    :func:`plan_asof`)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    asof = plan.asof
+    kl, kr = asof["left"], asof["right"]
+    left = next(i.stream for i in plan.inputs if i.stream.key == kl)
+    right = next(i.stream for i in plan.inputs if i.stream.key == kr)
+    lt = F.unix_micros(F.col(quote(left.event_time)))
+    rt = F.unix_micros(F.col(quote(right.event_time)))
+    done = progress[kr]["progress"]
+    candidates = buffers[kl]
+    if asof["direction"] == "forward":
+        ready, waiting = _forward_ready(asof, candidates, buffers[kr], left, right, done)
+    else:
+        final = lt < F.lit(done) if done is not None else F.lit(False)
+        ready, waiting = candidates.where(final), candidates.where(~final)
+    everything = kept = buffers[kr]
+    left_progress = progress[kl]["progress"]
+    if asof["direction"] == "forward" and done is not None:
+        # a waiting row's match is not below the right progress (none of its key lay
+        # between it and there), a future row's not below the left progress: the right
+        # rows from the smaller on -- however old the oldest waiting row
+        if left_progress is not None:  # (no left progress yet: keep all)
+            kept = kept.where(rt >= F.lit(min(left_progress, done)))
+    elif bounds := [v for v in (left_progress, waiting.agg(F.min(lt)).first()[0])
+                    if v is not None]:
+        # the earliest time a waiting or future left row can have
+        m = min(bounds)
+        if asof["direction"] == "forward":  # its match is at or after it
+            kept = kept.where(rt >= F.lit(m))
+        else:  # the last right rows before m per key (ties kept: the batch rule breaks them)
+            w = Window.partitionBy(*[F.col(quote(k)) for k in asof["keys"]],
+                                   rt < F.lit(m)).orderBy(rt.desc())
+            kept = (kept.withColumn("__rank", F.rank().over(w))
+                    .where((rt >= F.lit(m)) | (F.col("__rank") == 1)).drop("__rank"))
+    buffers[kr], buffers[kl] = kept, waiting
+    # the ready rows are matched against every right row there is: one of them may be
+    # older than what is kept for the rows still to come
+    return {kl: ready, kr: everything}
+
+
+def _forward_ready(asof: dict, candidates, right_rows, left, right, done):
+    """(left rows whose forward match is final, the rest): a left row is ready when a
+    right row of its key at (or, strict, after) its time is below the right progress."""
+    from pyspark.sql import functions as F
+
+    if done is None:
+        return candidates.limit(0), candidates
+    lt = F.unix_micros(F.col(quote(left.event_time)))
+    names = [(f"__k{i}", r) for i, (_, r) in enumerate(asof["pairs"])]
+    arrived = right_rows.where(F.unix_micros(F.col(quote(right.event_time))) < F.lit(done))
+    matches = arrived.select(F.unix_micros(F.col(quote(right.event_time))).alias("__rt"),
+                             *[F.col(quote(r)).alias(n) for n, r in names])
+    later = (F.col("__rt") >= lt) if asof["inclusive"] else (F.col("__rt") > lt)
+    cond = later
+    for (n, _), (l, _) in zip(names, asof["pairs"]):
+        cond = cond & (F.col(quote(l)) == F.col(n))
+    # a NULL key matches nothing, ever: final at once (an ASOF LEFT JOIN gives it NULL)
+    unmatched = F.lit(False)
+    for left_key, _ in asof["pairs"]:
+        unmatched = unmatched | F.col(quote(left_key)).isNull()
+    ready = candidates.join(matches, cond, "left_semi").unionByName(
+        candidates.where(unmatched))
+    return ready, candidates.where(~unmatched).join(matches, cond, "left_anti")

@@ -1,0 +1,100 @@
+"""Starting a continuous query: parse and bind it, plan it, and pick the runner that fits.
+
+:func:`start` (``Session.stream``, ``INSERT INTO`` jobs) refuses what cannot run
+continuously before anything runs, resolves where the results and late rows go
+(:mod:`.outputs`), plans the query (:func:`.planning.plan_continuous`) and starts it on one
+runner: Spark's real-time mode (:mod:`.realtime`) when the trigger asks for it; a query
+over a SIGNAL on :class:`.signals.SignalContinuousQuery`, or
+:class:`.kafka_signals.KafkaSignalQuery` for sample blocks from Kafka; a windowed aggregate
+on Spark's state store (:class:`.stateful.query.StatefulWindowQuery`) where
+:func:`.planning.stateful_plan` accepts it; and every other shape on the re-evaluating
+runner (:class:`.runner.ReEvaluatingQuery`). Each is a
+:class:`~.query.ContinuousQuery` (the real-time one has its API).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+from wavesql import storage
+from wavesql.dialect import nodes as wn
+from wavesql.dialect import parse_statements
+from wavesql.errors import Span, WaveSQLError
+from wavesql.planner import ir
+
+from . import realtime, sinks
+from .kafka_signals import KafkaSignalQuery
+from .outputs import absolute, kafka_sink, late_path
+from .planning import plan_continuous, stateful_plan
+from .query import ContinuousQuery
+from .runner import ReEvaluatingQuery
+from .signals import SignalContinuousQuery
+
+
+def start(session, text: str, output, checkpoint: str | os.PathLike, *,
+          trigger: str = "availableNow", late: str | os.PathLike | None = None,
+          max_files_per_trigger: int | None = None,
+          clock: Callable[[], float] = time.time,
+          output_format: str = "parquet", keep_replaced: bool = False) -> ContinuousQuery:
+    """Start ``text`` (one query) as a continuous query. See :meth:`Session.stream`.
+    ``keep_replaced``: an ``INSERT INTO`` job's output in an object store, whose replaced
+    attempts the sink's index may still list (streaming/sinks.py ``publish``)."""
+    stmts = parse_statements(text)
+    if len(stmts) != 1:
+        raise WaveSQLError("UNSUPPORTED_STATEMENT", f"a continuous query is one statement, got "
+                           f"{len(stmts)}")
+    stmt = stmts[0]
+    for zipped in stmt.node.find_all(wn.Combine):
+        if zipped.kind == "ZIP":  # planner/combine.py: row numbers from the first row on
+            raise WaveSQLError("STREAMING_RULE", "ZIP does not run continuously: it numbers "
+                               "each input's rows from the first, and a continuous query "
+                               "would have to keep every row of a faster input until the "
+                               "slower ones catch up", Span.of(zipped),
+                               hint="ZIP the output of a query over a recorded stretch (a "
+                                    "batch query), or join on a key instead")
+    emit = next(iter(stmt.node.find_all(wn.Emit)), None)
+    late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
+    session._user_text = text
+    from wavesql import planner
+
+    bound = planner.rewrite(planner.bind(stmt, session.catalog, session))
+    if not isinstance(bound, ir.QueryStatement):
+        raise WaveSQLError("UNSUPPORTED_STATEMENT", "only a query can run continuously",
+                           hint="DDL runs once: use Session.sql for it")
+    late_format = "parquet"
+    if late is None and late_into is not None:
+        late, late_format = late_path(late_into.this, session.catalog)
+    plan = plan_continuous(bound.relation, stmt)
+    sink = kafka_sink(output, session.catalog)
+    interval = realtime.parse_trigger(trigger)
+    if interval is not None:  # Spark's real-time mode: streaming/realtime.py
+        return realtime.start(session, bound, plan, stmt, sink, absolute(checkpoint),
+                              interval)
+    if sink is not None:
+        output = sinks.KafkaOutput(sink)
+    cls, extra = ReEvaluatingQuery, {}
+    if plan.mode == "signal":  # a query over a SIGNAL: streaming/signals.py
+        cls = SignalContinuousQuery
+        if plan.signal.scan.signal.source == "kafka":  # sample blocks: kafka_signals.py
+            cls = KafkaSignalQuery
+        bound = plan.signal.bound
+    elif plan.mode == "windowed":  # incremental on Spark's state store where it can be
+        windowed, _ = stateful_plan(session.spark, stmt, bound.relation,
+                                    absolute(checkpoint))
+        if windowed is not None:
+            from .stateful.query import StatefulWindowQuery as cls
+
+            extra = {"windowed": windowed}
+    # Relative paths resolve against this process's current directory, as CREATE's do:
+    # Spark would resolve them against the JVM's, which os.chdir does not move.
+    output = output if callable(output) else absolute(output)
+    checkpoint = absolute(checkpoint)
+    return cls(session, text, bound, plan, **extra,
+               emit_changes=emit is not None and emit.kind == "CHANGES",
+               output=output, checkpoint=checkpoint,
+               late=absolute(late) if late is not None else storage.join(checkpoint, "late"),
+               trigger=trigger, max_files=max_files_per_trigger, clock=clock,
+               output_format=output_format, late_format=late_format,
+               keep_replaced=keep_replaced)

@@ -1,0 +1,91 @@
+"""A continuous query's plan, and the streaming rules every shape of query checks.
+
+:class:`Plan` says how the re-evaluating runner (:mod:`.runner`) evaluates a query -- its
+mode, its inputs, the result column compared with progress -- and each :class:`Input` what
+of its stream's past rows later results can still need (its look-back). They are made by
+:func:`.planning.plan_continuous` and the planners of each shape (:mod:`.lookback`,
+:mod:`.joins`, :mod:`.resample`, :mod:`.sync`, :mod:`.signals`), which share the checks
+here: what runs continuously without a window must be row by row, and progress is kept in
+a stream's EVENT TIME.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from wavesql.catalog import objects as cat
+from wavesql.dialect import parse_one
+from wavesql.errors import Span, WaveSQLError
+from wavesql.planner import ir
+
+
+@dataclass
+class Input:
+    index: int
+    stream: cat.StreamDef
+    #: What later results can still need of this input's past rows, each rule keeping rows:
+    #: ("time", us) -- event time >= progress - us; ("rows", keys, n, passes) -- the last n
+    #: before progress per value of the Spark SQL expressions ``keys``, counting only rows
+    #: for which the SQL predicate ``passes`` holds (None: all). Empty: keep nothing.
+    lookback: tuple = ()
+
+    @property
+    def column(self) -> str:
+        return f"__in{self.index}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a continuous query is evaluated: ``mode`` is ``windowed`` (CQL windows: a row is
+    final when its ``_time`` is below progress), ``over`` (OVER windows with bounded
+    PRECEDING frames: final when its event time is below progress), ``rows`` (row by row:
+    final as it comes) or ``sync`` (row by row over a SYNC JOIN's control stream: a row is
+    final once the signal's files cover its range, and waits in the buffer until then)."""
+
+    inputs: tuple
+    mode: str
+    time_column: str | None  # the result column compared with progress
+    signal: object = None  # mode ``signal``: a streaming.signals.SignalPlan
+    sync: object = None  # mode ``sync``: the ir.SyncJoin (see streaming.sync.sync_split)
+    asof: dict | None = None  # mode ``asof``: left/right stream keys, the right key columns
+    resample: dict | None = None  # a RESAMPLE (mode ``resample``, or under windows): its
+    #: ``series`` (input, method, interpolated columns) and ``keys``
+
+
+def parsed(rel: ir.SqlQuery):
+    """The SQL of ``rel`` parsed (None: it does not parse)."""
+    try:
+        return parse_one(rel.sql)
+    except WaveSQLError:
+        return None
+
+
+def check_row_by_row(tree, stmt) -> None:
+    """Outside OVER windows, a continuous query without CQL windows must be row by row."""
+    for node in tree.walk():
+        if isinstance(node, exp.AggFunc) and node.find_ancestor(exp.Window) is not None:
+            continue
+        if isinstance(node, (exp.AggFunc, exp.Group, exp.Join, exp.Distinct, exp.Limit)):
+            raise WaveSQLError(
+                "STREAMING_RULE", f"`{node.sql()[:40]}` over an unbounded stream needs a window",
+                Span.of(stmt.node),
+                hint="aggregate over a window, e.g. FROM trades [RANGE 1 MINUTE SLIDE 10 "
+                     "SECONDS], or an OVER (... RANGE BETWEEN ... PRECEDING AND CURRENT ROW)")
+
+
+def check_row_by_row_except(trees: list, index: int, stmt) -> None:
+    """Every query but the ``index``-th (the operator the mode evaluates) is row by row."""
+    for i, tree in enumerate(trees):
+        if i != index and tree is not None:
+            check_row_by_row(tree, stmt)
+
+
+def require_event_time(stream: cat.StreamDef, column: str, why: str, stmt) -> None:
+    """``column`` must be ``stream``'s EVENT TIME: progress is kept in event time."""
+    if stream.event_time is None or stream.event_time.lower() != column.lower():
+        raise WaveSQLError("STREAMING_RULE", f"{why}; `{column}` is not `{stream.name}`'s "
+                           "EVENT TIME", Span.of(stmt.node),
+                           hint=f"declare it: CREATE OR REPLACE STREAM ... EVENT TIME {column} "
+                                "WATERMARK ...")

@@ -1,0 +1,167 @@
+"""Planning a continuous query: which shape it is, what each input keeps, EXPLAIN STREAM.
+
+:func:`plan_continuous` reads the bound query and returns its :class:`.plan.Plan`: a
+signal query (:mod:`.signals`), a SYNC JOIN (:mod:`.sync`), CQL windows, an ASOF or
+interval join (:mod:`.joins`), a RESAMPLE (:mod:`.resample`), OVER windows, or row by row
+-- each input with its look-back (:mod:`.lookback`). The streaming rules (README: Time:
+windows, ...) are enforced here, with errors, before anything runs. :func:`stateful_plan`
+says whether a windowed query runs on Spark's state store (:mod:`.stateful`) instead, and
+:func:`explain_stream` puts both into words for ``EXPLAIN STREAM``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sqlglot import exp
+
+from wavesql.catalog import objects as cat
+from wavesql.dialect import nodes as wn
+from wavesql.dialect import parse_statements
+from wavesql.errors import Span, WaveSQLError
+from wavesql.planner import ir
+from wavesql.planner.windows import TIME
+from wavesql.sqltext import quote
+
+from . import realtime
+from .joins import plan_asof, plan_band
+from .lookback import nested_lookback, window_lookback
+from .plan import Input, Plan, check_row_by_row, parsed
+from .resample import plan_resample, resample_lookback
+from .signals import plan_signal
+from .sync import plan_sync
+
+
+def plan_continuous(root: ir.Relation, stmt) -> Plan:
+    """The streams a continuous query reads, each with the look-back its windows need;
+    enforce the streaming rules (README: Time: windows, ...) with errors before anything runs."""
+    syncs = [rel for rel in ir.walk(root) if isinstance(rel, ir.SyncJoin)]
+    if syncs:
+        return plan_sync(root, syncs, stmt)
+    windows: dict[str, list] = {}
+    scans: dict[str, cat.StreamDef] = {}
+    queries: list[ir.SqlQuery] = []
+    for rel in ir.walk(root):
+        if isinstance(rel, ir.WindowScan) and isinstance(rel.input, (ir.ViewRef, ir.SqlQuery)):
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED", f"a continuous window over `{rel.stream}`, a view or CTE, "
+                "is not implemented yet (batch queries take it)", Span.of(stmt.node),
+                hint="window the stream itself: SELECT ... FROM stream [RANGE ...] WHERE ...")
+        if isinstance(rel, ir.WindowScan):
+            windows.setdefault(rel.input.stream.key if isinstance(rel.input, ir.StreamScan)
+                               else rel.stream.lower(), []).append(rel.window)
+        elif isinstance(rel, ir.StreamScan):
+            scans[rel.stream.key] = rel.stream
+        elif isinstance(rel, (ir.SignalScan, ir.SignalStage)):
+            return Plan((), "signal", TIME, plan_signal(root, stmt))
+        elif isinstance(rel, ir.SqlQuery):
+            queries.append(rel)
+    if not scans:
+        raise WaveSQLError("STREAMING_RULE", "a continuous query needs a catalog stream to read",
+                           Span.of(stmt.node))
+    for stream in scans.values():
+        if stream.event_time is None:
+            raise WaveSQLError("STREAMING_RULE", f"stream `{stream.name}` has no EVENT TIME",
+                               Span.of(stmt.node), hint="a continuous query needs event time "
+                               "to know when results are final: CREATE OR REPLACE STREAM ... "
+                               "EVENT TIME ts WATERMARK 5 SECONDS")
+    ordered = sorted(scans.items())
+    if windows:
+        if root.schema.find(TIME) is None:
+            raise WaveSQLError(
+                "STREAMING_RULE", f"a continuous windowed query must keep `{TIME}` in its "
+                "result", Span.of(stmt.node),
+                hint=f"it says which instant a row belongs to, hence when it is final; add "
+                     f"{TIME} to the outer SELECT")
+        inputs, series = [], []
+        for index, (key, stream) in enumerate(ordered):
+            if not windows.get(key):
+                raise WaveSQLError(
+                    "STREAMING_RULE", f"stream `{stream.name}` is read without a window in a "
+                    "windowed continuous query", Span.of(stmt.node),
+                    hint="window every stream of the query, e.g. [RANGE 1 MINUTE]")
+            rules = window_lookback(windows[key], stmt)
+            kept, resampled = resample_lookback(
+                queries, key, max((r[1] for r in rules if r[0] == "time"), default=0), stmt)
+            inputs.append(Input(index, stream, rules + kept))
+            series += resampled
+        return Plan(tuple(inputs), "windowed", TIME,
+                     resample={"keys": [], "series": series} if series else None)
+    trees = [parsed(q) for q in queries]
+    overs = [w for t in trees if t is not None for w in t.find_all(exp.Window)]
+    if any(q.asof is not None for q in queries):
+        return plan_asof(queries, trees, scans, stmt)
+    if any(q.resample is not None for q in queries):
+        return plan_resample(root, queries, trees, scans, stmt)
+    band = plan_band(queries, trees, scans, stmt)
+    if band is not None:
+        if overs:
+            raise WaveSQLError("NOT_IMPLEMENTED", "OVER windows around a continuous interval "
+                               "join", Span.of(stmt.node),
+                               hint="join in one continuous query, window its output in another")
+        return band
+    for tree in trees:
+        if tree is not None:
+            check_row_by_row(tree, stmt)
+    if not overs:
+        return Plan(tuple(Input(i, s) for i, (_, s) in enumerate(ordered)), "rows", None)
+    if len(ordered) != 1:
+        raise WaveSQLError("NOT_IMPLEMENTED", "OVER windows over several streams in one "
+                           "continuous query", Span.of(stmt.node),
+                           hint="compute the OVER window per stream in its own query")
+    stream = ordered[0][1]
+    if root.schema.find(stream.event_time) is None:
+        raise WaveSQLError(
+            "STREAMING_RULE", f"a continuous query with OVER windows must keep the event time "
+            f"{quote(stream.event_time)} in its result", Span.of(stmt.node),
+            hint=f"add {stream.event_time} to the SELECT: it says when each row is final")
+    rules = tuple(dict.fromkeys(r for t in trees if t is not None
+                                for r in nested_lookback(t, stream, stmt)))
+    return Plan((Input(0, stream, rules),), "over", stream.event_time)
+
+
+def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None):
+    """``(WindowedPlan, None)`` for a windowed continuous query that runs on Spark's state
+    store, else ``(None, why not)`` -- the buffer is then re-evaluated each micro-batch.
+    ``WAVESQL_STATEFUL=0`` forces the re-evaluating runner (comparisons, diagnosis)."""
+    from .stateful import plan as stateful
+
+    if os.environ.get("WAVESQL_STATEFUL", "1") == "0":
+        return None, "WAVESQL_STATEFUL=0"
+    emit = next(iter(stmt.node.find_all(wn.Emit)), None)
+    try:
+        return stateful.recognize(spark, stmt, relation,
+                                  emit is not None and emit.kind == "CHANGES",
+                                  stateful.buckets_for(spark, checkpoint)), None
+    except stateful.NotIncremental as why:
+        return None, str(why)
+
+
+def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
+    """``EXPLAIN STREAM``: how the query would run continuously -- which runner, what state
+    it keeps per input -- or the streaming-rule error it would stop with."""
+    stmt = parse_statements(text)[0]
+    plan = plan_continuous(target.relation, stmt)
+    lines = [f"continuous {plan.mode} query"]
+    cannot = realtime.why_not(plan, None)
+    lines.append("real-time mode: " + ("possible with a Kafka sink as output" if cannot and
+                                       cannot.startswith("its output") else
+                                       f"not possible ({cannot})"))
+    if plan.mode == "windowed":
+        windowed, why = stateful_plan(spark, stmt, target.relation)
+        lines.append(windowed.explain if windowed is not None else
+                     f"re-evaluated over each input's look-back every micro-batch (not on "
+                     f"the state store: {why})")
+    for inp in plan.inputs:
+        rules = "; ".join(_rule_text(r) for r in inp.lookback) or "nothing between batches"
+        lines.append(f"input {inp.stream.name}: keeps {rules}")
+    return "\n".join(lines)
+
+
+def _rule_text(rule: tuple) -> str:
+    if rule[0] == "time":
+        return f"{rule[1]} us of event time before progress"
+    if rule[0] == "rows":
+        keys = f" per {', '.join(rule[1])}" if rule[1] else ""
+        return f"the last {rule[2]} rows{keys}"
+    return " ".join(str(r) for r in rule)
