@@ -56,10 +56,9 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                                     "batch query), or join on a key instead")
     emit = next(iter(stmt.node.find_all(wn.Emit)), None)
     late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
-    session._user_text = text
     from wavesql import planner
 
-    bound = planner.rewrite(planner.bind(stmt, session.catalog, session))
+    bound = planner.rewrite(planner.bind(stmt, session.catalog, session.env.for_text(text)))
     if not isinstance(bound, ir.QueryStatement):
         raise WaveSQLError("UNSUPPORTED_STATEMENT", "only a query can run continuously",
                            hint="DDL runs once: use Session.sql for it")

@@ -1,9 +1,9 @@
 """The Python API: ``wavesql.connect()`` and :class:`Session`.
 
 A session owns a catalog (SQLite file) and a SparkSession, and runs WaveSQL text through the
-planner: ``parse -> bind -> rewrite -> lower``. It also implements the binder's
-:class:`~wavesql.planner.Environment` over Spark (which tables and functions exist, and the
-schema of a Spark SQL fragment -- analysis only, no job).
+planner: ``parse -> bind -> rewrite -> lower``, binding against Spark itself
+(``planner.spark_environment``: which tables and functions exist, and the schema of a Spark
+SQL fragment -- analysis only, no job).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from wavesql.errors import WaveSQLError
 from wavesql import planner, storage
 from wavesql.planner import ir
 from wavesql.planner.lower import Runtime, explain_text
-from wavesql.planner.spark_sql import temp_views
+from wavesql.planner.spark_environment import SparkEnvironment
 from wavesql.spark import start_spark
-from wavesql.spark_errors import translate_spark_error
 
 
 @dataclass
@@ -78,9 +77,8 @@ class Session:
         self.spark = spark
         #: the catalog with this session's temporary views over it (catalog/session_views.py)
         self.catalog = WithTempViews(catalog)
-        self._functions: frozenset[str] | None = None
-        self._stand_ins: dict = {}  # schema DDL -> empty DataFrame (analysis stand-ins)
-        self._user_text = ""
+        #: what the binder asks Spark (planner/spark_environment.py)
+        self.env = SparkEnvironment(spark)
         #: Keyword arguments for ``INSERT INTO`` jobs (``wavesql.jobs.run_insert``), e.g.
         #: ``{"max_files_per_trigger": 1}``; ``wavesql run`` sets them from its options.
         self.job_options: dict = {}
@@ -144,9 +142,8 @@ class Session:
                   ) -> ir.Statement:
         """Bind one statement against the catalog ``scratch`` and apply its DDL there, so
         that later statements of the same text see what it creates or drops."""
-        self._user_text = text
         self._use_storage_settings()
-        bound = planner.rewrite(planner.bind(stmt, scratch, self, base_dir))
+        bound = planner.rewrite(planner.bind(stmt, scratch, self.env.for_text(text), base_dir))
         if isinstance(bound, ir.CreateObject):
             scratch.create(bound.definition, replace=bound.replace,
                            if_not_exists=bound.if_not_exists)
@@ -165,11 +162,10 @@ class Session:
         if len(stmts) != 1:
             raise WaveSQLError("PARSE_ERROR", f"explain() takes one statement, got {len(stmts)}")
         stmt = stmts[0]
-        self._user_text = text
         self._use_storage_settings()
         if mode.upper() == "AST":
             return repr(stmt.node)
-        analyzed = planner.bind(stmt, self.catalog, self)
+        analyzed = planner.bind(stmt, self.catalog, self.env.for_text(text))
         explain = ir.Explain(mode.upper(), stmt.text, planner.rewrite(analyzed), analyzed)
         return explain_text(explain, self._runtime(text), stmt.start)
 
@@ -234,9 +230,8 @@ class Session:
 
     def _run(self, stmt: Statement, text: str, base_dir: str,
              source: str | None = None) -> Result:
-        self._user_text = text
         self._use_storage_settings()
-        bound = planner.bind(stmt, self.catalog, self, base_dir)
+        bound = planner.bind(stmt, self.catalog, self.env.for_text(text), base_dir)
         bound = planner.rewrite(bound)
         from wavesql.planner.insert import InsertInto
 
@@ -249,93 +244,5 @@ class Session:
         df = planner.lower(bound, self._runtime(text), stmt.start)
         if isinstance(bound, (ir.CreateObject, ir.DropObject)) or (
                 isinstance(bound, ir.SparkCommand)):
-            self._functions = None  # CREATE FUNCTION and friends change what exists
+            self.env.forget_functions()  # CREATE FUNCTION and friends change what exists
         return Result(stmt, bound, df)
-
-    # -- Environment (for the binder) ----------------------------------------------------
-    def spark_table_schema(self, name: str) -> ir.Schema | None:
-        try:
-            if not self.spark.catalog.tableExists(name):
-                return None
-            schema = self.spark.table(name).schema
-        except Exception:  # noqa: BLE001 - an unreadable table is "not there" for binding
-            return None
-        return _schema_of(schema)
-
-    def spark_table_names(self) -> list[str]:
-        try:
-            # SHOW TABLES is a driver-side command; catalog.listTables() would run a job.
-            return [r.tableName for r in self.spark.sql("SHOW TABLES").collect()]
-        except Exception:  # noqa: BLE001
-            return []
-
-    def function_names(self) -> frozenset[str]:
-        if self._functions is None:
-            rows = self.spark.sql("SHOW FUNCTIONS").collect()
-            self._functions = frozenset(r[0].lower() for r in rows)
-        return self._functions
-
-    def constant(self, sql: str):
-        from pyspark.errors import PySparkException
-
-        try:  # no FROM: Spark folds it to a local relation, no job runs
-            return self.spark.sql(f"SELECT {sql} AS v").first()[0]
-        except PySparkException as err:
-            raise translate_spark_error(err, sql, self._user_text or sql, None) from None
-
-    def kafka_partitions(self, options, topic: str) -> int:
-        from wavesql.sources import kafka
-
-        return kafka.describe_topic(self.spark, options, topic)
-
-    def spark_parses(self, sql: str) -> bool:
-        """Whether Spark's own SQL parser accepts ``sql`` (parsing only: no analysis)."""
-        from pyspark.errors import PySparkException
-
-        try:
-            self.spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
-        except PySparkException:
-            return False
-        except Exception as err:  # noqa: BLE001 - Py4J wraps the JVM's ParseException
-            if "ParseException" in type(err).__name__ or "ParseException" in str(err):
-                return False
-            raise
-        return True
-
-    def _stand_in(self, ddl: str):
-        """An empty DataFrame of schema ``ddl``, made once per schema (building one costs
-        ~10 ms of Python -> JVM calls, paid per input of every query otherwise)."""
-        df = self._stand_ins.get(ddl)
-        if df is None:
-            if len(self._stand_ins) >= 256:
-                self._stand_ins.clear()
-            df = self._stand_ins[ddl] = self.spark.createDataFrame([], ddl)
-        return df
-
-    def analyze(self, sql: str, inputs, source_offset: int | None) -> ir.Schema:
-        from py4j.protocol import Py4JJavaError
-        from pyspark.errors import PySparkException
-
-        from .spark_errors import java_message
-
-        # Analysis needs only the inputs' schemas, which the IR already knows: stand-in empty
-        # DataFrames avoid listing files or planning scans at bind time.
-        # They are dropped again right after (and a user's own view of that name put back):
-        # a stand-in left behind would answer for a later statement's name.
-        try:
-            with temp_views(self.spark, [(name, self._stand_in(rel.schema.ddl()))
-                                         for name, rel in inputs]):
-                schema = self.spark.sql(sql).schema
-        except PySparkException as err:
-            raise translate_spark_error(err, sql, self._user_text or sql, source_offset) from None
-        except Py4JJavaError as err:  # Spark's own failure (INTERNAL_ERROR), not one PySpark
-            # converts: reported with Spark's message instead of a Java stack trace
-            raise WaveSQLError("SPARK_ERROR", java_message(err), hint="Spark could not "
-                               "analyse this query (an internal error of Spark's)",
-                               query=self._user_text or sql) from None
-        return _schema_of(schema)
-
-
-def _schema_of(struct) -> ir.Schema:
-    return ir.Schema(tuple(ir.Field(f.name, f.dataType.simpleString(), f.nullable)
-                           for f in struct.fields))

@@ -63,7 +63,7 @@ class WaveSQLCompleter(Completer):
         except Exception:  # noqa: BLE001 - completion must never break the REPL
             pass
         try:
-            spark_functions = sorted(f for f in self.session.function_names()
+            spark_functions = sorted(f for f in self.session.env.function_names()
                                      if re.fullmatch(r"[a-z_][a-z0-9_]*", f))
         except Exception:  # noqa: BLE001
             spark_functions = self.spark_functions
