@@ -17,7 +17,7 @@
     columns of simple types, so the pairing is deterministic. Like any zip, the result is as
     long as the shortest input: the extra rows of longer inputs have no partner and are not
     in the result (count them with ``count(*)`` per input if that matters).
-    A continuous ZIP is refused (``STREAMING_RULE``, streaming/runner.py): numbering rows
+    A continuous ZIP is refused (``STREAMING_RULE``, streaming/launch.py): numbering rows
     would take only a counter per input, but an input faster than the others would make
     the query keep its unpaired rows without bound.
 

@@ -71,6 +71,7 @@ from wavesql.dialect import parse_one, to_spark_sql
 from wavesql.udfs import fused_chain as chain
 
 from . import ir, time_windows
+from .ctes import visible_ctes
 from .temporal import quote
 from .types import spark_struct
 from .windows import TIME
@@ -164,7 +165,7 @@ def _joined_selects(tree) -> set[int]:
             if isinstance(right, exp.Subquery) and isinstance(right.this, exp.Select):
                 out.add(id(right.this))
             elif isinstance(right, exp.Table) and not right.args.get("db"):
-                out.update(id(c.this) for c in time_windows._visible_ctes(select)
+                out.update(id(c.this) for c in visible_ctes(select)
                            if c.alias_or_name.lower() == right.name.lower())
     return out
 
@@ -206,7 +207,7 @@ def _chain(select: exp.Select, scans, tumbling, resampled=None, lookups=None):
         if not isinstance(source, exp.Table) or set(
                 k for k, v in source.args.items() if v) - {"this", "alias"}:
             return None
-        ctes = [c for c in time_windows._visible_ctes(node)
+        ctes = [c for c in visible_ctes(node)
                 if c.alias_or_name.lower() == source.name.lower()]
         if ctes:
             if _renames(ctes[-1]):
@@ -315,7 +316,7 @@ def _lookup_view(right, lookups) -> str | None:
             return None
         if right.name.lower() in lookups:
             return right.name
-        ctes = [c for c in time_windows._visible_ctes(right.find_ancestor(exp.Select))
+        ctes = [c for c in visible_ctes(right.find_ancestor(exp.Select))
                 if c.alias_or_name.lower() == right.name.lower()]
         body = ctes[-1].this if ctes and not _renames(ctes[-1]) else None
     # a fused chain's SELECT was replaced by ``SELECT * FROM <its view>``
@@ -403,7 +404,7 @@ def _fused(levels, stream, table, inputs, rt, run_sql, schema=None, width=None,
             return None, None
     else:
         top = levels[-1].copy()
-        ctes = time_windows._visible_ctes(levels[-1])
+        ctes = visible_ctes(levels[-1])
         if ctes:
             top.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
         try:

@@ -59,6 +59,7 @@ from wavesql.sqltext import quote
 from wavesql.udfs import time_windows as kernel
 
 from . import ir
+from .ctes import visible_ctes
 
 #: A chunk spans at least this many frame reaches, so context stays a small fraction.
 MIN_CHUNK_FRAMES = 16
@@ -231,33 +232,6 @@ def _bound(value, side, interval_us):
     return None
 
 
-def _visible_ctes(select: exp.Select) -> list[exp.CTE]:
-    """The CTEs ``select`` may reference: those of enclosing WITHs defined before it."""
-    ctes: list[exp.CTE] = []
-    node = select
-    while node.parent is not None:
-        parent = node.parent
-        if isinstance(parent, exp.CTE):
-            with_ = parent.parent
-            earlier = []
-            for cte in with_.expressions:
-                if cte is parent:
-                    break
-                earlier.append(cte)
-            ctes = earlier + ctes
-            node = with_.parent  # the query owning this WITH: skip its own WITH below
-            if node is None:
-                break
-            continue
-        with_ = parent.args.get("with_") if isinstance(parent, exp.Query) else None
-        if with_ is not None and node is not with_:
-            ctes = list(with_.expressions) + ctes
-        node = parent
-    if isinstance(select.args.get("with_"), exp.With):
-        ctes = ctes + list(select.args["with_"].expressions)
-    return ctes
-
-
 def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footers,
              stream=None):
     """The chunked pass's DataFrame, ``select`` rewritten to read it; None to leave it.
@@ -272,7 +246,7 @@ def _chunked(select, planned: _Planned, name, inputs, rt, run_sql, views, footer
     base = exp.select(exp.Star()).from_(table.copy())
     if where is not None:
         base = base.where(where.this.copy())
-    ctes = _visible_ctes(select)
+    ctes = visible_ctes(select)
     if ctes:
         base.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
     helpers = [exp.alias_(a.copy(), kernel.arg_column(i), quoted=True)
@@ -375,7 +349,7 @@ def _direct_stream(select: exp.Select, scans: dict):
     stream = scans.get(table.name.lower())
     if stream is None or stream.format != "parquet" or dict(stream.options):
         return None
-    if any(c.alias_or_name.lower() == table.name.lower() for c in _visible_ctes(select)):
+    if any(c.alias_or_name.lower() == table.name.lower() for c in visible_ctes(select)):
         return None
     return stream
 

@@ -349,4 +349,4 @@ def test_read_mode_decides_whether_the_recording_is_scanned(ws, tmp_path, read_m
     ws.spark.conf.set("wavesql.sync.read", "sometimes")
     with pytest.raises(WaveSQLError) as err:
         ws.sql("SELECT c.id, r.x FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b)")
-    assert err.value.code == "INVALID_OPTION"
+    assert err.value.code == "INVALID_SETTING"

@@ -1,0 +1,159 @@
+"""Rule: every SELECT over a signal is split into a signal stage plus Spark SQL.
+
+A SELECT whose FROM is a catalog signal (or a catalog view whose rows carry segments)
+becomes a named input, an ``ir.SignalStage`` that computes its signal functions next to
+the samples in one Python pass, and the SELECT reads the stage's columns instead
+(planner/signals.py builds the stage). Signal functions over the segments of a subquery
+or CTE make a stage over that inline relation's rows, bound on its own. Deepest first, so
+an inner SELECT is rewritten before anything that contains it.
+
+Example::
+
+    SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]
+    -- becomes
+    SELECT mic._sig0 AS t, mic._sig1 AS rms FROM __wavesql_mic_0 AS mic
+    -- with the input __wavesql_mic_0 = SignalStage(mic in windows of 4096 samples,
+    --                                              a program computing _sig0 and _sig1)
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from wavesql.catalog import objects as cat
+from wavesql.errors import Span, WaveSQLError
+from wavesql.udfs import registry
+from wavesql.udfs.program import SPARK_TYPES
+
+from ..ctes import cte_names, inline_query
+from ..signals import bind_segment_select, bind_signal_select
+from .context import BindContext, Found
+from .resolve import resolve_relation
+from .tree import depth, follow, path_to
+
+#: The Spark type of a column of segments, spaces removed (as schemas are compared).
+_SIGSEG = SPARK_TYPES["sigseg"].replace(" ", "")
+
+
+def extract_signal_stages(node: exp.Expression, ctx: BindContext, found: Found
+                          ) -> exp.Expression:
+    """Split every SELECT over a catalog signal into a signal stage plus Spark SQL;
+    ``node`` rewritten (a copy) to read each stage by its input's name."""
+    node, stages = _segments_of_inline_relations(node, ctx)
+    selects = [s for s in node.find_all(exp.Select) if _signal_of(s, ctx) is not None]
+    if not selects:
+        found.made.extend(stages)
+        return node
+    node = node.copy()
+    ctes = cte_names(node)
+    # Deepest first, so an inner SELECT is rewritten before anything that contains it.
+    for select in sorted(node.find_all(exp.Select), key=lambda s: -depth(s)):
+        signal = _signal_of(select, ctx, ctes)
+        if signal is None:
+            continue
+        table, defn = signal
+        for join in select.args.get("joins") or []:
+            raise WaveSQLError("NOT_IMPLEMENTED", "joining a signal is not implemented yet",
+                               Span.of(join), hint="align rows with a signal's samples by "
+                               "SYNC JOIN (SELECT ... FROM events e SYNC JOIN mic m ON RANGE "
+                               "(e.t_from, e.t_to)), or select from the signal in a subquery "
+                               "and join its results")
+        view = f"__wavesql_{defn.name}_{len(stages)}"
+        if isinstance(defn, cat.SignalDef):
+            stage = bind_signal_select(select, table, defn, view, fold=ctx.env.constant)
+        else:  # a catalog view whose rows carry segments
+            source = resolve_relation(defn.name, table.this, ctx)
+            stage = bind_segment_select(select, table, source, defn.name, view,
+                                        fold=ctx.env.constant)
+        stages.append((view, stage))
+    found.made.extend(stages)
+    return node
+
+
+def calls_signal_functions(select: exp.Select) -> bool:
+    """Whether ``select`` itself (not a nested SELECT) calls a signal function."""
+    return any(registry.lookup(call.name) is not None
+               and call.find_ancestor(exp.Select) is select
+               for call in select.find_all(exp.Anonymous))
+
+
+def _segments_of_inline_relations(node: exp.Expression, ctx: BindContext):
+    """Signal functions over the segments of a subquery or CTE (``SELECT seg_rms(ch1), t
+    FROM (SELECT ch1, start_time(ch1) AS t FROM mic [SAMPLES 512]) s``): the inline
+    relation is bound on its own (its signal stage included) and the SELECT becomes a
+    segment stage over its rows, as over a catalog view. Shallowest SELECT first: an outer
+    one takes its inline relation whole, before anything inside is rewritten.
+
+    Returns ``node`` (a copy if anything changed) and the stages as named inputs."""
+    stages: list = []
+    if not any(registry.lookup(c.name) is not None for c in node.find_all(exp.Anonymous)):
+        return node, stages
+    copied = False
+    for select in sorted(node.find_all(exp.Select), key=depth):
+        source = (select.args.get("from_").this if select.args.get("from_") is not None
+                  else None)
+        if source is None or select.args.get("joins") or not calls_signal_functions(select) \
+                or source.find_ancestor(exp.Select) is not select:
+            continue
+        if isinstance(source, exp.Table) and not isinstance(source.this, exp.Identifier):
+            continue
+        inline = inline_query(source, select)
+        if inline is None:
+            continue
+        relation = ctx.bind_query(inline)
+        if not any(f.type.lower().replace(" ", "") == _SIGSEG for f in relation.schema.fields):
+            continue
+        if not copied:  # rewrite a copy, found again by position
+            path = path_to(select, node)
+            node, copied = node.copy(), True
+            select = follow(node, path)
+            source = select.args["from_"].this
+        name = f"__wavesql_inline_{len(stages)}"
+        alias = source.alias_or_name
+        table = exp.Table(this=exp.to_identifier(name),
+                          alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        cte_name = source.name.lower() if isinstance(source, exp.Table) else None
+        source.replace(table)
+        if cte_name is not None:
+            _drop_unused_cte(node, cte_name)
+        view = f"{name}_stage"
+        stages.append((view, bind_segment_select(select, table, relation, alias, view,
+                                                 fold=ctx.env.constant)))
+    return node, stages
+
+
+def _drop_unused_cte(node: exp.Expression, name: str) -> None:
+    """Remove CTE ``name`` when no table reads it any more (it was bound on its own)."""
+    if any(t.name.lower() == name for t in node.find_all(exp.Table)
+           if isinstance(t.this, exp.Identifier)):
+        return
+    for cte in list(node.find_all(exp.CTE)):
+        if cte.alias_or_name.lower() == name:
+            with_ = cte.parent
+            cte.pop()
+            if isinstance(with_, exp.With) and not with_.expressions:
+                with_.pop()
+
+
+def _signal_of(select: exp.Select, ctx: BindContext, ctes: set[str] = frozenset()):
+    """``(table, definition)`` when ``select`` reads a catalog signal, or a catalog view of
+    segments that it windows or applies signal functions to; else None."""
+    from_ = select.args.get("from_")
+    table = from_.this if from_ is not None else None
+    if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+        return None
+    if table.args.get("db") or table.name.lower() in ctes:
+        return None
+    defn = ctx.catalog.get(table.name)
+    if isinstance(defn, cat.SignalDef):
+        return table, defn
+    window = table.args.get("window")
+    if isinstance(defn, cat.ViewDef) and _has_segments(defn) and (
+            (window is not None and window.kind == "SAMPLES") or
+            any(registry.lookup(c.name) is not None for c in select.find_all(exp.Anonymous))):
+        return table, defn
+    return None
+
+
+def _has_segments(view: cat.ViewDef) -> bool:
+    return any(c.type.lower().replace(" ", "") == _SIGSEG for c in view.columns)

@@ -1,0 +1,169 @@
+"""Rule: ``RESAMPLE(...)`` tables and ``ASOF JOIN``s become named inputs.
+
+Each is computed by SQL that planner/temporal.py writes (a resampling of a series onto a
+regular grid; for each left row, the last right row at or before it), analysed here by
+Spark for its schema and errors, and read by the SQL around it under a generated name.
+Their inputs may be catalog objects, CTEs, subqueries (bound on their own), or inputs
+that earlier rules made (a windowed stream, an ISTREAM) -- or a RESAMPLE of this rule, as
+in an ASOF JOIN of a RESAMPLE. Innermost first.
+
+Example::
+
+    SELECT * FROM quotes q ASOF JOIN trades t ON q.sym = t.sym AND q.ts >= t.ts
+    -- becomes
+    SELECT q.*, t.* FROM __wavesql_asof_0
+    -- with the input __wavesql_asof_0 = the as-of join's SQL over quotes and trades
+
+    SELECT * FROM RESAMPLE(ticks, ts, INTERVAL 1 SECOND) r
+    -- becomes
+    SELECT * FROM __wavesql_resample_0 AS r
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlglot import exp
+
+from wavesql.dialect import nodes as wn
+from wavesql.errors import Span, WaveSQLError, did_you_mean
+
+from .. import ir
+from ..ctes import inline_query
+from ..temporal import asof_join_relation, is_numeric, parse_asof_condition, resample_sql
+from ..types import interval_us
+from .context import BindContext, Found
+from .resolve import resolve_input
+from .tree import depth
+
+
+def extract_temporal(node: exp.Expression, ctx: BindContext, found: Found) -> exp.Expression:
+    """Bind every RESAMPLE, then every ASOF JOIN; ``node`` rewritten (a copy) to read
+    each by its input's name."""
+    if node.find(wn.Resample) is None and not any(
+            (j.args.get("method") or "").upper() == "ASOF" for j in node.find_all(exp.Join)):
+        return node
+    node = node.copy()
+    inputs: list[tuple[str, ir.Relation]] = []
+    known = _KnownInputs(dict(found.made), inputs)
+    for resample in sorted(node.find_all(wn.Resample), key=lambda n: -depth(n)):
+        inputs.append(_bind_resample(resample, ctx, known, len(inputs)))
+    for select in sorted(node.find_all(exp.Select), key=lambda n: -depth(n)):
+        joins = select.args.get("joins") or []
+        asof = [j for j in joins if (j.args.get("method") or "").upper() == "ASOF"]
+        if asof:
+            inputs.append(_bind_asof(select, asof[0], ctx, known, len(inputs)))
+    found.made.extend(inputs)
+    return node
+
+
+def _bind_resample(resample: wn.Resample, ctx: BindContext, known: dict, index: int):
+    """``(name, relation)`` of one RESAMPLE, which is replaced by a table of that name."""
+    table, source = _input_of(resample.this, resample.find_ancestor(exp.Select), ctx,
+                              known, f"__wavesql_inline_{index}")
+    columns = [(f.name, f.type) for f in source.schema.fields]
+    time_col = resample.args["time"].name
+    if source.schema.find(time_col) is None:
+        raise WaveSQLError("UNKNOWN_COLUMN", f"RESAMPLE time column `{time_col}` is not a "
+                           f"column of `{table.name}`", Span.of(resample.args["time"]),
+                           hint=did_you_mean(time_col, source.schema.names, "columns"))
+    period = interval_us(resample.args["period"])
+    method_node = resample.args.get("method")
+    method = method_node.name.lower() if method_node is not None else "linear"
+    keys = []
+    for key in resample.args.get("partition_by") or []:
+        column = source.schema.find(key.name)
+        if column is None or key.table:
+            raise WaveSQLError("UNKNOWN_COLUMN", f"RESAMPLE key `{key.sql()}` is not a "
+                               f"column of `{table.name}`", Span.of(key),
+                               hint=did_you_mean(key.name, source.schema.names, "columns"))
+        if column.name.lower() == time_col.lower():
+            raise WaveSQLError("INVALID_OPTION", "the RESAMPLE time column cannot be a key",
+                               Span.of(key), hint="partition by other columns")
+        keys.append(column.name)
+    try:
+        sql = resample_sql(table.name, columns, time_col, period, method, tuple(keys))
+    except WaveSQLError as err:
+        where = method_node if err.hint and "linear" in err.hint else resample.args["period"]
+        raise WaveSQLError(err.code, err.message, Span.of(where), err.hint) from None
+    name = f"__wavesql_resample_{index}"
+    query = _temporal_query(sql, ((table.name.lower(), source),), ctx)
+    numeric = tuple(c for c, t in columns if c.lower() != time_col.lower()
+                    and c.lower() not in {k.lower() for k in keys} and is_numeric(t))
+    alias = resample.args.get("alias")
+    resample.replace(exp.Table(this=exp.to_identifier(name), alias=alias.copy() if alias
+                               else exp.TableAlias(this=exp.to_identifier(table.name))))
+    return name, dataclasses.replace(
+        query, resample=(table.name.lower(), time_col, period, method, numeric, tuple(keys)))
+
+
+def _bind_asof(select: exp.Select, join: exp.Join, ctx: BindContext, known: dict,
+               index: int):
+    """``(name, relation)`` of the ASOF JOIN of ``select``, which then reads that name."""
+    joins = select.args.get("joins") or []
+    left, lrel = _input_of(select.args["from_"].this, select, ctx, known,
+                           f"__wavesql_inline_{index}_l")
+    right, rrel = _input_of(join.this, select, ctx, known, f"__wavesql_inline_{index}_r")
+    if len(joins) > 1 or not isinstance(left, exp.Table) or not isinstance(right, exp.Table):
+        raise WaveSQLError("NOT_IMPLEMENTED", "ASOF JOIN is implemented between two "
+                           "streams, tables, views, CTEs or subqueries, alone in their "
+                           "SELECT", Span.of(join), hint="join other inputs in an outer query")
+    lalias, ralias = left.alias_or_name, right.alias_or_name
+    lcols = [(f.name, f.type) for f in lrel.schema.fields]
+    rcols = [(f.name, f.type) for f in rrel.schema.fields]
+    cond = parse_asof_condition(join.args.get("on"), lalias, ralias,
+                                [c for c, _ in lcols], [c for c, _ in rcols])
+    outer = (join.args.get("side") or "").upper() == "LEFT"
+    sql = asof_join_relation(left.name, right.name, lalias, ralias, lcols, rcols,
+                             outer=outer, **cond.as_kwargs())
+    name = f"__wavesql_asof_{index}"
+    query = _temporal_query(sql, ((left.name.lower(), lrel), (right.name.lower(), rrel)), ctx)
+    asof = (left.name.lower(), right.name.lower(),
+            tuple((k, tuple(map(tuple, v)) if k == "keys" else v)
+                  for k, v in cond.as_kwargs().items()), outer)
+    join.pop()
+    select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name))))
+    expressions = []
+    for e in select.expressions:
+        if isinstance(e, exp.Star):  # both sides' columns, as a join's star would give
+            expressions += [exp.Column(this=exp.Star(), table=exp.to_identifier(lalias)),
+                            exp.Column(this=exp.Star(), table=exp.to_identifier(ralias))]
+        else:
+            expressions.append(e)
+    select.set("expressions", expressions)
+    return name, dataclasses.replace(query, asof=asof)
+
+
+class _KnownInputs(dict):
+    """The inputs earlier rules made plus those this rule has made so far (a live view of
+    its list): an ASOF JOIN may read a RESAMPLE made just before it."""
+
+    def __init__(self, derived: dict, made: list):
+        super().__init__(derived)
+        self.made = made
+
+    def get(self, name, default=None):
+        return dict(self.made).get(name) or super().get(name, default)
+
+
+def _input_of(expr: exp.Expression, select: exp.Select, ctx: BindContext, known: dict,
+              label: str) -> tuple[exp.Expression, ir.Relation]:
+    """``(table, relation)`` of a RESAMPLE input or an ASOF side: a named input as it is,
+    a CTE under its own name, a subquery under ``label`` (its alias kept)."""
+    query = inline_query(expr, select) if select is not None else None
+    if query is None:
+        return expr, (resolve_input(expr, ctx, known) if isinstance(expr, exp.Table)
+                      else None)
+    relation = ctx.bind_query(query)
+    if isinstance(expr, exp.Table):
+        return expr, relation
+    alias = expr.alias_or_name or label
+    return exp.Table(this=exp.to_identifier(label),
+                     alias=exp.TableAlias(this=exp.to_identifier(alias))), relation
+
+
+def _temporal_query(sql: str, inputs, ctx: BindContext) -> ir.SqlQuery:
+    """``sql`` over ``inputs`` (each name once), analysed by Spark for its schema."""
+    unique = tuple(dict(inputs).items())
+    schema = ctx.env.analyze(sql, unique, None)
+    return ir.SqlQuery(sql, unique, schema, all(r.bounded for _, r in unique))

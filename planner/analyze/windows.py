@@ -1,0 +1,167 @@
+"""Rule: every SELECT over a windowed event stream runs once per instant.
+
+``FROM trades [RANGE 1 MINUTE]`` makes the stream a relation that varies with time
+(planner/windows.py has the semantics). Each windowed table becomes a named input, an
+``ir.WindowScan`` whose rows are ``(_time, row)`` pairs, one per instant at which the row
+is in the window, and the SELECT is rewritten to group by ``_time`` as well as its own
+keys (``windows.per_instant``). Windowed tables joined in one SELECT share their instants
+(``joint``). A window may also be over a view or a CTE, whose event time is the one of
+the stream it reads; ``[PARTITION INTO n BY e]`` splits a stream into sub-streams
+instead (``ir.SplitScan``). A signal's windows are left to the signal stages.
+
+Example::
+
+    SELECT sym, count(*) AS n FROM trades [RANGE 1 MINUTE] GROUP BY sym
+    -- becomes
+    SELECT trades._time AS _time, sym, COUNT(*) AS n FROM __wavesql_window_0 AS trades
+    GROUP BY trades._time, sym
+    -- with the input __wavesql_window_0 = WindowScan(trades, RANGE 1 MINUTE)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlglot import exp
+
+from wavesql.catalog import objects as cat
+from wavesql.dialect import to_spark_sql
+from wavesql.errors import Span, WaveSQLError
+
+from .. import ir
+from ..ctes import cte_names, inline_query
+from ..types import number
+from ..windows import PART, TIME, bind_window, per_instant, per_substream, windowed_tables
+from .context import BindContext, Found
+from .resolve import resolve_relation
+from .tree import depth
+
+
+def extract_windows(node: exp.Expression, ctx: BindContext, found: Found) -> exp.Expression:
+    """Rewrite every SELECT over a windowed event stream to run once per instant."""
+    for table in node.find_all(exp.Table):  # [SAMPLES n] on an event stream: say why not
+        window = table.args.get("window")
+        if window is not None and window.kind == "SAMPLES" and isinstance(
+                ctx.catalog.get(table.name), cat.StreamDef):
+            bind_window(window, table.name)
+    selects = [s for s in node.find_all(exp.Select) if windowed_tables(s)]
+    if not selects:
+        return node
+    node = node.copy()
+    ctes = cte_names(node)
+    inputs = []
+    for select in sorted(node.find_all(exp.Select), key=lambda s: -depth(s)):
+        scans, tables = [], windowed_tables(select)
+        for table in tables:
+            defn = None if table.name.lower() in ctes or table.args.get("db") else \
+                ctx.catalog.get(table.name)
+            if isinstance(defn, cat.SignalDef):
+                continue  # a signal's windows are the signal stage's
+            window = table.args["window"]
+            if window.kind == "SPLIT":
+                if len(tables) > 1:
+                    raise WaveSQLError("NOT_IMPLEMENTED", "a split stream joined with another "
+                                       "windowed stream", Span.of(window),
+                                       hint="split the stream in a subquery, join outside it")
+                inputs.append(_bind_split(select, table, window, ctx, len(inputs)))
+                break
+            if table.name.lower() in ctes or isinstance(defn, cat.ViewDef):
+                scans.append((table, _bind_window_over_relation(table, window, select, ctx)))
+                continue
+            scans.append((table, _bind_window_scan(table, window, defn, ctx)))
+        if not scans:
+            continue
+        joint = tuple(scan for _, scan in scans) if len(scans) > 1 else ()
+        names = []
+        for table, scan in scans:
+            names.append(f"__wavesql_window_{len(inputs)}")
+            inputs.append((names[-1], dataclasses.replace(scan, joint=joint)))
+        per_instant(select, [(table, name) for (table, _), name in zip(scans, names)],
+                    {t.alias_or_name.lower(): list(scan.input.schema.names) for t, scan in scans},
+                    lambda source: _catalog_columns(source, ctx, ctes))
+    found.made.extend(inputs)
+    return node
+
+
+def _catalog_columns(source, ctx: BindContext, ctes) -> list[str] | None:
+    """The columns of a FROM source that is a catalog object with declared columns (a
+    stream or table read without a window, a view declared with its columns); None for
+    anything else (a subquery, a CTE, a Spark table: Spark knows them)."""
+    if not isinstance(source, exp.Table) or source.args.get("db") \
+            or source.name.lower() in ctes:
+        return None
+    alias = source.args.get("alias")
+    if isinstance(alias, exp.TableAlias) and alias.columns:  # ``t AS d(a, b, c)``
+        return [c.name for c in alias.columns]
+    columns = getattr(ctx.catalog.get(source.name), "columns", None)
+    return [c.name for c in columns] if columns else None
+
+
+def _bind_window_scan(table: exp.Table, window, defn, ctx: BindContext) -> ir.WindowScan:
+    """A window over a catalog stream, which must have an EVENT TIME."""
+    if not isinstance(defn, cat.StreamDef) or defn.event_time is None:
+        what = f"stream `{table.name}` has no EVENT TIME" if isinstance(defn, cat.StreamDef) \
+            else f"`{table.name}` is not a catalog stream"
+        raise WaveSQLError("STREAMING_RULE", f"a window needs an event-time stream: {what}",
+                           Span.of(window), hint="declare one: CREATE STREAM ... EVENT TIME ts "
+                                                 "WATERMARK 5 SECONDS")
+    if defn.column(TIME) is not None:
+        raise WaveSQLError("DUPLICATE_COLUMN", f"stream `{defn.name}` has a column named "
+                           f"{TIME}, which windowed results use for the instant",
+                           Span.of(table), hint="rename the column in the stream")
+    spec = bind_window(window, defn.name)
+    source = resolve_relation(defn.name, table.this, ctx)
+    schema = ir.Schema((ir.Field(TIME, "timestamp", False),) + source.schema.fields)
+    return ir.WindowScan(source, defn.name, defn.event_time, spec, schema, source.bounded)
+
+
+def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
+                               ctx: BindContext) -> ir.WindowScan:
+    """A window over a view (catalog or temporary) or a CTE: its event time is the one of
+    the stream it reads, when its result keeps that column under the same name."""
+    query = inline_query(table, select)
+    source = ctx.bind_query(query) if query is not None else \
+        resolve_relation(table.name, table.this, ctx)
+    event_time = ir.carried_event_time(source)
+    if event_time is None:
+        streams = sorted({r.stream.event_time for r in ir.walk(source)
+                          if isinstance(r, ir.StreamScan) and r.stream.event_time})
+        raise WaveSQLError(
+            "STREAMING_RULE", f"a window needs an event time: `{table.name}` does not keep "
+            "the EVENT TIME column of the stream it reads", Span.of(window),
+            hint=(f"keep {' or '.join(repr(t) for t in streams)} in its result under that name"
+                  if streams else "read an event-time stream: CREATE STREAM ... EVENT TIME ts"))
+    if source.schema.find(TIME) is not None:
+        raise WaveSQLError("DUPLICATE_COLUMN", f"`{table.name}` has a column named {TIME}, "
+                           "which windowed results use for the instant", Span.of(table),
+                           hint="rename the column")
+    spec = bind_window(window, table.name)
+    schema = ir.Schema((ir.Field(TIME, "timestamp", False),) + source.schema.fields)
+    return ir.WindowScan(source, table.name, event_time, spec, schema, source.bounded)
+
+
+def _bind_split(select: exp.Select, table: exp.Table, window, ctx: BindContext, index: int):
+    """``FROM s [PARTITION INTO n BY e REPLICATE WHEN p]``: the SELECT runs per sub-stream."""
+    source = resolve_relation(table.name, table.this, ctx)
+    into = window.args["into"]
+    n = number(into)
+    if n != int(n) or not 1 <= n <= 10_000:
+        raise WaveSQLError("INVALID_OPTION", "PARTITION INTO needs a whole number of "
+                           "sub-streams between 1 and 10000", Span.of(into))
+    by_sql = to_spark_sql(_unqualify(window.args["by"]))
+    rep = window.args.get("replicate_when")
+    rep_sql = to_spark_sql(_unqualify(rep)) if rep is not None else None
+    name = f"__wavesql_split_{index}"
+    schema = ir.Schema(source.schema.fields + (ir.Field(PART, "int", False),))
+    # Check the routing expressions against the stream's columns now, with positions.
+    ctx.env.analyze(f"SELECT {by_sql}{', ' + rep_sql if rep_sql else ''} FROM "
+                    f"{table.name}", ((table.name.lower(), source),), None)
+    per_substream(select, table, name, source.schema.names)
+    return name, ir.SplitScan(source, table.name, int(n), by_sql, rep_sql, schema,
+                              source.bounded)
+
+
+def _unqualify(node: exp.Expression) -> exp.Expression:
+    """``node`` with its columns' table qualifiers dropped (``s.k`` -> ``k``)."""
+    return node.copy().transform(
+        lambda n: exp.column(n.name) if isinstance(n, exp.Column) and n.table else n)
