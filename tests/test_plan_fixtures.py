@@ -21,6 +21,7 @@ File format::
     @table refs sym STRING, name STRING (a Spark table the environment knows)
     CREATE STREAM ...;                 (statements applied to the catalog, in order)
     === case name
+    # rule: windows.extract_windows    (the rules the case exercises; every rule has a case)
     SELECT ...
     ---
     Query
@@ -148,11 +149,22 @@ def _rewrite(path: Path, name: str, got: str) -> None:
     while lines and (lines[-1].startswith("#") or not lines[-1].strip()):
         tail.insert(0, lines.pop())
     query = "\n".join(lines).split("\n---\n")[0].rstrip("\n")
-    query = "\n".join(line for line in query.split("\n") if not line.startswith("#"))
     block = query + "\n---\n" + got + "\n"
     if tail and any(line.strip() for line in tail):
         block += "\n" + "\n".join(line for line in tail if line.strip()) + "\n"
     path.write_text(text[:start] + block + ("\n" + text[end:] if end < len(text) else ""))
+
+
+def test_every_analysis_and_rewrite_rule_has_a_case():
+    from wavesql.planner import analyze
+    from wavesql.planner.rewrite import RULES as REWRITE_RULES
+
+    named = {line.split(":", 1)[1].strip() for path in FIXTURES.glob("*.txt")
+             for line in path.read_text().splitlines() if line.startswith("# rule:")}
+    rules = {f"{r.__module__.rpartition('.')[2]}.{r.__name__}" for r in analyze.RULES}
+    rules |= {f"rewrite.{r.__name__}" for r in REWRITE_RULES}
+    assert rules - named == set(), "rules without a fixture case"
+    assert named - rules == set(), "fixture cases naming rules that do not exist"
 
 
 def test_every_fixture_file_has_cases():
