@@ -20,7 +20,7 @@ block of 0 frames is the **end block**: its first sample number is the recording
 (a continuous query then flushes the partial tail window: streaming/kafka_signals.py).
 Blocks may arrive in any order and in any partition: the signal is the blocks placed on
 the timeline by their first sample numbers, exactly as timestamped WAV files are
-(``sources/wav_source.py``): consecutive blocks form one gap-free *run*, a gap between
+(``sources/wav_plan.py``): consecutive blocks form one gap-free *run*, a gap between
 blocks is a gap (never bridged; windows next to it are partial, a stateful filter starts
 again after it), and a block that claims samples another already holds is an
 ``OVERLAPPING_BLOCKS`` error -- unless it is the very same block sent twice (same first
@@ -30,7 +30,7 @@ A batch query reads the topic up to the offsets current at its start: the blocks
 (not their samples) are collected to plan the windows and partitions as for WAV files, and
 each partition's tasks receive the blocks they read (a join on the blocks' Kafka
 coordinates) and run the same window and signal-function code as WAV scans
-(:func:`wavesql.sources.wav_source.read_partition`). A malformed record (wrong magic,
+(:func:`wavesql.sources.wav_scan.read_partition`). A malformed record (wrong magic,
 channel count or size) fails the query with ``MALFORMED_ROW`` naming
 ``kafka:<topic>/<partition>/<offset>``.
 """
@@ -198,8 +198,10 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
     from pyspark.sql import functions as F
     from pyspark.sql.types import _parse_datatype_string
 
-    from wavesql.sources import kafka, wav_source
+    from wavesql.sources import kafka
     from wavesql.sources.arrow import conform
+    from wavesql.sources.wav_plan import WavOptions, WavPlan, runs_of
+    from wavesql.sources.wav_scan import read_partition, target_schema
 
     channels = tuple(c.name for c in signal.channels)
     raw = kafka.load(spark, signal, streaming=False)
@@ -214,7 +216,7 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
     # about ``tasks`` partitions, never smaller than 1 M samples (as WAV scans are cut)
     total = sum(p.info.frames for p in placements)
     partition_samples = max(1 << 20, -(-(-(-total // tasks)) // width) * width)
-    options = wav_source.WavOptions.parse({
+    options = WavOptions.parse({
         "path": f"kafka:{signal.path}", "rate": repr(signal.rate_hz),
         "channels": json.dumps(list(channels)), "window": str(width),
         "slide": str(slide), "program": program.to_json(),
@@ -222,13 +224,13 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
         **({"lookback": str(lookback)} if lookback is not None else {}),
         **({"sequential": "true"} if sequential else {})})
     stateful = program.stateful
-    runs = wav_source._runs(placements)
-    plan = wav_source.WavPlan(
+    runs = runs_of(placements)
+    plan = WavPlan(
         options, placements, runs, float(signal.rate_hz), channels, program.to_json(),
         stateful, lookback if stateful else 0, sequential, [])
     parts = plan.partitions()
     struct_type = _parse_datatype_string(program.spark_ddl())
-    target = wav_source._target_schema(plan, struct_type)
+    target = target_schema(plan, struct_type)
     needed = sorted({(i, f.partition, f.offset) for i, p in enumerate(parts)
                      for t in p.warmup + p.tasks for f in t.files})
     if not needed:
@@ -249,7 +251,7 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
         part = dataclasses.replace(
             part, tasks=tuple(_filled(t, samples) for t in part.tasks),
             warmup=tuple(_filled(t, samples) for t in part.warmup))
-        out = [conform(b, target) for b in wav_source.read_partition(
+        out = [conform(b, target) for b in read_partition(
             part, options, program_json, channels, stateful)]
         return pa.Table.from_batches(out, schema=target) if out else target.empty_table()
 

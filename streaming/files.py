@@ -33,7 +33,7 @@ appended by a writer that had stalled, a rewrite) gets a record in
 ``<checkpoint>/quarantine`` -- ``_file``, ``_record`` NULL, ``_reason`` "file grew by N bytes
 after micro-batch B read it: the change is not read" -- once, so the loss is never silent.
 
-**WAV signals** (:mod:`wavesql.sources.wav_source`): the WAV stream reader lists files
+**WAV signals** (:mod:`wavesql.sources.wav_stream`): the WAV stream reader lists files
 itself, so it *defers* a file that is not yet quiet -- and every file after it in timeline
 order, so the timeline never has to change -- until a later trigger. A file already read
 that changes afterwards (grows, shrinks, is rewritten) is ``FILE_CHANGED`` naming it: its

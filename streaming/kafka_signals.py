@@ -66,7 +66,7 @@ class KafkaSignalQuery(SignalContinuousQuery):
 
     def _run_batch(self, batch_df, batch_id: int) -> None:
         from wavesql.sources import kafka_signal as ks
-        from wavesql.sources.wav_source import _k_range, _runs
+        from wavesql.sources.wav_plan import k_range, runs_of
 
         began, wall = time.monotonic(), self.clock()
         spark = batch_df.sparkSession
@@ -134,7 +134,7 @@ class KafkaSignalQuery(SignalContinuousQuery):
         report.samples_in = sum(p.info.frames for p in placed) - sum(
             p.info.frames for p in pending)
 
-        every = _runs(placed)
+        every = runs_of(placed)
         least = min(reached.values()) if reached else None
         runs = _settled(every, least)  # up to the first gap a partition may still fill
         # the tail is complete once the samples up to the end block's position are in (or
@@ -144,7 +144,7 @@ class KafkaSignalQuery(SignalContinuousQuery):
         if not runs:
             k_end = None
         elif final:
-            k_end = _k_range(runs[-1], n, m)[1]
+            k_end = k_range(runs[-1], n, m)[1]
         else:  # the first window of the open last run that is not complete yet
             k_end = (runs[-1].end - n) // m + 1
         k_from = None if end_sample is None else end_sample // m
@@ -186,10 +186,9 @@ class KafkaSignalQuery(SignalContinuousQuery):
         carrying the signal functions' states through the checkpoint; then the query."""
         from pyspark.sql.types import _parse_datatype_string
 
-        from wavesql.sources import wav_source
         from wavesql.sources.arrow import conform
-        from wavesql.sources.wav_source import (WavOptions, WavPartition, _state_file,
-                                                plan_partitions, read_partition)
+        from wavesql.sources.wav_plan import WavOptions, WavPartition, WavPlan, plan_partitions
+        from wavesql.sources.wav_scan import read_partition, state_file, target_schema
 
         scan = self.plan.signal.scan
         s = scan.signal
@@ -207,16 +206,16 @@ class KafkaSignalQuery(SignalContinuousQuery):
             folder = storage.join(self.checkpoint, "signal_state")
             stateful = program.stateful
             state_in = (None if not stateful or k_from is None
-                        else _state_file(folder, k_from))
-            state_out = _state_file(folder, k_to) if stateful and k_to is not None else None
+                        else state_file(folder, k_from))
+            state_out = state_file(folder, k_to) if stateful and k_to is not None else None
             part = WavPartition(0, s.rate_hz, tasks, (), None, flush, state_in, state_out)
             options = WavOptions.parse({
                 "path": f"kafka:{s.path}", "rate": repr(s.rate_hz),
                 "channels": json.dumps(list(channels)), "window": str(n), "slide": str(m),
                 "program": program.to_json()})
-            plan = wav_source.WavPlan(options, [], list(runs), float(s.rate_hz), channels,
-                                      program.to_json(), stateful, 0, True, [])
-            target = wav_source._target_schema(plan, struct)
+            plan = WavPlan(options, [], list(runs), float(s.rate_hz), channels,
+                           program.to_json(), stateful, 0, True, [])
+            target = target_schema(plan, struct)
             program_json, settings = program.to_json(), storage.current()
 
             def kafka_signal_scan(batches):

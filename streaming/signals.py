@@ -2,7 +2,7 @@
 
 ``SELECT start_time(voice) AS t, seg_rms(voice) AS rms FROM mic [SAMPLES 4096]
 WHERE seg_rms(voice) > 0.1`` run with :meth:`wavesql.Session.stream` reads the signal's
-directory with the streaming WAV reader (:class:`wavesql.sources.wav_source.WavStreamReader`)
+directory with the streaming WAV reader (:class:`wavesql.sources.wav_stream.WavStreamReader`)
 with the query's program pushed into the scan, exactly as the batch query does
 (``planner/lower.py``): files are placed on the sample timeline as in batch (natural name
 order back to back, or by the start time in their names), windows lie on the same absolute

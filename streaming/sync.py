@@ -112,17 +112,17 @@ def watch_path(path: str) -> str:
 
 
 def _complete_placements(signal: cat.SignalDef, now: float) -> list:
-    """The signal's files that are complete now, placed on its timeline (wav_source.plan).
+    """The signal's files that are complete now, placed on its timeline (wav_plan.plan).
     A file is complete when its header declares exactly the data present, or -- a header
     that cannot say (streamed WAV) -- when it has not been modified for the settle time."""
     from wavesql.planner.lower import signal_placements
-    from wavesql.sources import wav_source
+    from wavesql.sources.wav_plan import list_wav_files
     from wavesql.udfs.wav import WavError, read_info
 
     from . import files
 
     complete = []
-    for path in wav_source.list_wav_files(signal.path):
+    for path in list_wav_files(signal.path):
         try:
             info = read_info(path)
         except (OSError, WavError):

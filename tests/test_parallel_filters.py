@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from scipy import signal as sps
 
+from wavesql.sources import wav_plan, wav_scan
 from wavesql.sources import wav_source as wsrc
 from wavesql.udfs.program import Output, Program
 from wavesql.udfs.wav import write_wav
@@ -70,9 +71,9 @@ def _recording(folder, rng, fmt: str):
 def _read(options) -> pa.Table:
     plan = wsrc.plan(options)
     parts = plan.partitions()
-    batches = [b for part in parts for b in wsrc.read_partition(
+    batches = [b for part in parts for b in wav_scan.read_partition(
         part, plan.options, plan.program_json, plan.channels, plan.stateful)]
-    return pa.Table.from_batches(batches, schema=wsrc._program(plan.program_json).arrow_schema()), parts
+    return pa.Table.from_batches(batches, schema=wav_plan.load_program(plan.program_json).arrow_schema()), parts
 
 
 def _expected(runs, oracle, n: int):

@@ -4,7 +4,7 @@ What happened before (measured): a CSV file listed by Spark while half written w
 to the size Spark saw and never again -- the rows written after were lost without a word;
 a Parquet file listed before its footer stopped the query with FAILED_READ_FILE; a WAV file
 listed while being copied was read as truncated, and a growing one moved the timeline of
-every file after it. Now (``streaming/files.py``, ``sources/wav_source.py``): a file is read
+every file after it. Now (``streaming/files.py``, ``sources/wav_stream.py``): a file is read
 only once complete -- waited for inside the micro-batch (Parquet/CSV/JSON) or deferred to a
 later trigger (WAV) -- a file that never completes fails with ``INCOMPLETE_FILE`` and the
 re-run reads it exactly once, and a file that changes after it was read is reported
@@ -28,6 +28,7 @@ import pytest
 from tests.test_wav_source import spark_schema
 from wavesql.errors import WaveSQLError
 from wavesql.sources import wav_source as wsrc
+from wavesql.sources import wav_stream
 from wavesql.streaming import files
 from wavesql.udfs.program import Program
 from wavesql.udfs.wav import WavError, read_info, write_wav
@@ -267,8 +268,8 @@ def test_wav_headers_are_read_once_per_file_version(tmp_path, monkeypatch):
         _old(tmp_path / f"r_{i}.wav")
     reader = _reader(tmp_path)
     calls = []
-    real = wsrc.read_info
-    monkeypatch.setattr(wsrc, "read_info", lambda p, **kw: calls.append(p) or real(p, **kw))
+    real = wav_stream.read_info
+    monkeypatch.setattr(wav_stream, "read_info", lambda p, **kw: calls.append(p) or real(p, **kw))
     offset = reader.latestOffset(reader.initialOffset(), None)
     assert len(calls) == 5
     for i in range(5, 8):  # one new file per micro-batch: one header read each

@@ -144,14 +144,14 @@ WINDOWS = [(256, 256), (1000, 1000), (256, 100), (100, 37), (100, 256), (3, 1000
 
 @pytest.mark.parametrize("n,m", WINDOWS)
 def test_grid_rule_is_the_wav_scans(n, m):
-    from wavesql.sources.wav_source import Run, _k_range
+    from wavesql.sources.wav_plan import Run, k_range
 
     rng = np.random.default_rng(n * 1000 + m)
     for _ in range(300):
         a = int(rng.integers(-5000, 5000))
         b = a + int(rng.integers(1, 3000))
         assert (int(rw.first_window(a, n, m)), int(rw.end_window(b, m))) == \
-            _k_range(Run(a, b, ()), n, m)
+            k_range(Run(a, b, ()), n, m)
 
 
 @pytest.mark.parametrize("n,m", WINDOWS)

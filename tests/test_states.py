@@ -59,16 +59,16 @@ def test_tags_survive_and_foreign_bytes_are_refused():
 
 
 def test_a_checkpoint_with_pickled_signal_state_is_refused(tmp_path):
-    from wavesql.sources import wav_source
+    from wavesql.sources import wav_scan
     from wavesql.udfs.wav import WavError
 
-    state_file = wav_source._state_file(str(tmp_path), 7)
+    state_file = wav_scan.state_file(str(tmp_path), 7)
     (tmp_path / "k=000000000000007.pkl").write_bytes(pickle.dumps({"zi": None}))
     with pytest.raises(WavError) as err:
-        wav_source._load_states(state_file)
+        wav_scan.load_states(state_file)
     assert err.value.code == "CHECKPOINT_MISMATCH"
     with open(state_file, "wb") as f:
         f.write(b"garbage")
     with pytest.raises(WavError) as err:
-        wav_source._load_states(state_file)
+        wav_scan.load_states(state_file)
     assert err.value.code == "CORRUPT_FILE"

@@ -183,6 +183,7 @@ def test_reader_checkpointed_state_equals_one_sequential_pass(tmp_path):
     import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    from wavesql.sources import wav_scan
     from wavesql.sources import wav_source as wsrc
     from wavesql.udfs.program import Output, Program
 
@@ -218,7 +219,7 @@ def test_reader_checkpointed_state_equals_one_sequential_pass(tmp_path):
     assert len(shapes) == 5
     plan = wsrc.plan(opts)
     assert plan.sequential
-    whole = [b for p in plan.partitions() for b in wsrc.read_partition(
+    whole = [b for p in plan.partitions() for b in wav_scan.read_partition(
         p, plan.options, plan.program_json, plan.channels, plan.stateful)]
     got, want = pa.Table.from_batches(batches), pa.Table.from_batches(whole)
     assert got.num_rows == want.num_rows == 41  # 40 windows + the flushed range

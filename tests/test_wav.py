@@ -22,6 +22,8 @@ from wavesql.udfs.wav import (
     SAMPLE_FORMATS, FilePlacement, WavError, WavInfo, check_declared, iter_segments,
     parse_file_timestamp, plan_timeline, read_frames, read_info, write_wav,
 )
+from wavesql.udfs.wav.header import AMBISONIC_GUID_TAIL, GUID_TAIL
+from wavesql.udfs.wav.write import code_range
 
 COUNTING = COUNTING_WAV
 FORMATS = list(SAMPLE_FORMATS)
@@ -34,7 +36,7 @@ def fmt_body(tag=1, channels=1, rate=8000, bits=16, block_align=None, extra=b"")
     return struct.pack("<HHIIHH", tag, channels, rate, rate * ba, ba, bits) + extra
 
 
-def ext_extra(sub_tag=1, valid_bits=16, mask=0, tail=wav._GUID_TAIL):
+def ext_extra(sub_tag=1, valid_bits=16, mask=0, tail=GUID_TAIL):
     return struct.pack("<HHIH", 22, valid_bits, mask, sub_tag) + tail
 
 
@@ -55,7 +57,7 @@ def put(tmp_path, raw: bytes, name="x.wav") -> str:
 
 def codes_for(fmt, shape, rng):
     """Random stored codes covering the format's extremes."""
-    lo, hi = wav._code_range(fmt)
+    lo, hi = code_range(fmt)
     codes = rng.integers(lo, hi, size=shape, endpoint=True)
     codes.flat[:2] = [lo, hi]
     return codes
@@ -231,7 +233,7 @@ def test_extensible_variants(tmp_path):
     assert (info.sample_format, info.channels, info.frames) == ("int24", 2, 6)
     np.testing.assert_array_equal(read_frames(info, dtype=np.float64).ravel(), pcm / 2 ** 23)
     # Ambisonic B-format float sub-format: same samples, accepted.
-    amb = fmt_body(0xFFFE, 4, 48000, 32, extra=ext_extra(3, 32, 0, wav._AMBISONIC_GUID_TAIL))
+    amb = fmt_body(0xFFFE, 4, 48000, 32, extra=ext_extra(3, 32, 0, AMBISONIC_GUID_TAIL))
     x = np.arange(8, dtype="<f4") / 8
     info = read_info(put(tmp_path, riff((b"fmt ", amb), (b"data", x.tobytes())), "b.wav"))
     np.testing.assert_array_equal(read_frames(info).ravel(), x)
@@ -510,7 +512,8 @@ def test_parse_file_timestamp_rejects(name):
 
 
 def test_docstring_examples_run():
-    assert doctest.testmod(wav).failed == 0
+    for module in (wav, wav.header, wav.decode, wav.write, wav.timeline):
+        assert doctest.testmod(module).failed == 0
 
 
 # ---------------------------------------------------------------------------------- throughput

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from wavesql.sources import wav_plan, wav_scan
 from wavesql.sources import wav_source as ws
 from wavesql.udfs.program import Output, Program
 from wavesql.udfs.wav import WavError, write_wav
@@ -78,9 +79,9 @@ def read_in_process(options):
     """Plan + read every partition here (what Spark's workers do) -> pyarrow Table."""
     p = ws.plan(options)
     parts = p.partitions()
-    batches = [b for part in parts for b in ws.read_partition(
+    batches = [b for part in parts for b in wav_scan.read_partition(
         part, p.options, p.program_json, p.channels, p.stateful)]
-    schema = ws._program(p.program_json).arrow_schema()
+    schema = wav_plan.load_program(p.program_json).arrow_schema()
     return pa.Table.from_batches(batches, schema=schema), parts
 
 
@@ -106,8 +107,8 @@ def test_windows_equal_numpy_cut_across_files_and_partitions(tmp_path, n, m):
 def test_sliding_windows_are_views_and_blocks_stitch_files(tmp_path):
     write_files(tmp_path, [3000, 3000])
     p = ws.plan({"path": str(tmp_path), "window": "1000", "slide": "300"})
-    blocks = list(ws.iter_window_blocks(p.partitions()[0].tasks[0], 1000, 300, [0],
-                                        block_samples=2400))
+    blocks = list(wav_scan.iter_window_blocks(p.partitions()[0].tasks[0], 1000, 300, [0],
+                                              block_samples=2400))
     full = [b for _, (b, *_) in blocks if isinstance(b, np.ndarray)]
     assert full and all(b.base is not None and b.shape[1] == 1000 for b in full)
     # the window [2700, 3700) spans both files and comes out whole

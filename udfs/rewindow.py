@@ -1,7 +1,7 @@
 """Rewindow: re-cut the segments of a signal into exact sample windows, whatever order, sizes
 and partitioning the segments arrive in.
 
-The WAV scan (:mod:`wavesql.sources.wav_source`) cuts windows while it reads a file. This
+The WAV scan (:mod:`wavesql.sources.wav_scan`) cuts windows while it reads a file. This
 module does the same for segments that come from anywhere else -- a catalog view, a
 subquery, the pieces an earlier stage produced (``subseg``, ``threshold_ranges``) -- and
 gives exactly the rows the scan gives for the same samples. It holds the numpy/pyarrow
@@ -36,7 +36,7 @@ output has one row, the piece ``run ∩ [k*m, k*m + n)``, **if it is non-empty a
   the off-grid start of the next run and belongs to a later window;
 - every row starts inside ``[k*m, (k+1)*m)``, so its window index is ``start // m``.
 
-These are the WAV scan's windows (its ``_k_range``: every window starting inside a run, plus
+These are the WAV scan's windows (``sources.wav_plan.k_range``: every window starting inside a run, plus
 the window starting just before an off-grid run start, each cut to the run); the tests check
 both on the same recording. Keep only full windows with ``width(ch) = n``.
 
