@@ -36,9 +36,9 @@ output has one row, the piece ``run ∩ [k*m, k*m + n)``, **if it is non-empty a
   the off-grid start of the next run and belongs to a later window;
 - every row starts inside ``[k*m, (k+1)*m)``, so its window index is ``start // m``.
 
-These are the WAV scan's windows (``sources.wav_plan.k_range``: every window starting inside a run, plus
-the window starting just before an off-grid run start, each cut to the run); the tests check
-both on the same recording. Keep only full windows with ``width(ch) = n``.
+These are the WAV scan's windows (``sources.wav_plan.k_range``: every window starting
+inside a run, plus the window starting just before an off-grid run start, each cut to the
+run); the tests check both on the same recording. Keep only full windows with ``width(ch) = n``.
 
 With m = n (tumbling) every sample is returned exactly once; with m < n (sliding) every
 sample at least once and the windows overlap by n - m; with m > n the samples between
