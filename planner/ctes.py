@@ -1,8 +1,8 @@
 """CTEs and inputs written inline: which ``WITH`` names a SELECT can see, and the query of
 an input given as a CTE or a subquery.
 
-Both the binder (planner/analyze/) and the lowering passes (planner/time_windows.py,
-planner/fused_chain.py) ask these questions of a sqlglot tree; they live here, apart from
+Both the binder (planner/analyze/) and the lowering passes (planner/physical/chunked_windows.py,
+planner/physical/fused_chains.py) ask these questions of a sqlglot tree; they live here, apart from
 both, so that neither imports the other for them.
 """
 

@@ -3,6 +3,8 @@
 Relations lower to DataFrames (``lower_relation``); statements lower to their effect plus a
 result DataFrame (``lower``): a query's rows, a DDL statement's one-row status, SHOW/DESCRIBE
 tables, EXPLAIN text. A node without a rule raises ``NOT_IMPLEMENTED``, never a silent skip.
+A SQL query's Spark SQL runs after the physical rules (planner/physical/), which may move
+its windows into passes of their own or compute its whole result.
 
 Spark's analysis errors raised while lowering are translated into positioned WaveSQL errors
 (``wavesql.spark_errors``).
@@ -21,7 +23,7 @@ from wavesql.errors import WaveSQLError
 from wavesql.sources import kafka
 from wavesql.sqltext import quote
 
-from . import bad_rows, fused_chain, ir, resample_direct, time_windows
+from . import bad_rows, ir, physical
 from .spark_sql import run_sql_frames
 
 #: Reader options WaveSQL sets unless the stream's OPTIONS override them. FAILFAST: a
@@ -344,35 +346,16 @@ def run_sql(sql: str, inputs, rt: Runtime, offset: int | None):
 
 
 def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
-    frames = lower_inputs(rel.inputs, rt)
-    if rel.resample is not None:
-        # a RESAMPLE of a Parquet stream in parallel ranges of time (planner/resample_direct.py)
-        direct = resample_direct.plan(rel, rt, frames)
-        if direct is not None:
-            return direct
-    scans = {name.lower(): r.stream for name, r in rel.inputs if isinstance(r, ir.StreamScan)}
-    # chains of SELECTs with lag / RANGE windows over a Parquet stream: one numpy pass per
-    # range of event time (planner/fused_chain.py)
-    tumbling = {name.lower(): (r.input.stream, r.window.size) for name, r in rel.inputs
-                if isinstance(r, ir.WindowScan) and isinstance(r.input, ir.StreamScan)
-                and not r.joint
-                and r.window.kind == "SLIDE" and r.window.size == r.window.slide
-                and not r.window.partition_by
-                and r.time_column.lower() == (r.input.stream.event_time or "").lower()}
-    resampled = {name.lower(): r for name, r in rel.inputs
-                 if isinstance(r, ir.SqlQuery) and r.resample is not None
-                 and not r.resample[5]}  # a series per key: no direct plan to fuse into
-    sql, fused, whole = fused_chain.rewrite(rel.sql, frames, rt, run_sql_frames, scans,
-                                            rel.schema, tumbling, resampled)
-    if whole is not None:
-        return whole
-    frames = frames + list(fused.items())
-    # RANGE-framed OVER windows run in parallel chunks of event time (planner/time_windows.py)
-    sql, views = time_windows.rewrite(sql, frames, rt, run_sql_frames,
-                                      time_windows.streams_below(rel), scans)
-    if views or fused:
-        return run_sql_frames(sql, frames + list(views.items()), rt, None)
-    return run_sql_frames(rel.sql, frames, rt, rel.source_offset)
+    """Spark SQL over the query's inputs, after the physical rules (planner/physical/):
+    each may take work out of the SQL into a pass of its own, or compute the whole result."""
+    plan = physical.SqlPlan(rel, rt, lower_inputs(rel.inputs, rt), rel.sql)
+    for rule in physical.RULES:
+        plan = rule(plan)
+        if plan.result is not None:
+            return plan.result
+    if plan.views:  # the SQL as the rules rewrote it, over the views they made
+        return run_sql_frames(plan.sql, plan.inputs(), rt, None)
+    return run_sql_frames(rel.sql, plan.frames, rt, rel.source_offset)
 
 
 _RELATION_RULES: dict[type, Callable] = {

@@ -64,7 +64,7 @@ are running ``last_value(...) IGNORE NULLS`` and ``lead(...) IGNORE NULLS`` over
 window as the pairing, so the whole operator is one shuffle and one sort. The window is
 partitioned by the keys: **an un-keyed series is processed in a single Spark partition**
 (one task) by this SQL. A batch RESAMPLE of a catalog Parquet stream runs instead in
-parallel ranges of event time, in numpy, with these semantics (planner/resample_direct.py);
+parallel ranges of event time, in numpy, with these semantics (planner/physical/direct_resample.py);
 this SQL remains for other inputs, continuous queries and ``SET wavesql.resample.direct =
 false``.
 

@@ -1,14 +1,13 @@
 """Ranges of event time read straight from a stream's Parquet files (no Spark import).
 
-The time-chunked OVER windows (planner/time_windows.py) need, per chunk of event time, the
-chunk's own rows plus the rows its frames reach (*context*). Through Spark that is a scan,
-an ``explode`` of every row into its chunks, a shuffle and a sort by chunk before the numpy
-kernel sees a row: on the TiLT trend query 2.1 s of which the kernel is 0.3. When the
-windows read a catalog Parquet stream directly, this module does it TiLT's way instead: the
-row groups' min/max statistics of the event-time column say which row groups a time range
-needs (:func:`index`), and each Spark task reads just those with pyarrow, keeps the rows of
-its range and marks the context (:func:`read_range`); the rows never enter the JVM before
-the windows.
+The time-chunked OVER windows (planner/physical/chunked_windows.py) need, per chunk of event
+time, the chunk's own rows plus the rows its frames reach (*context*). Through Spark that is a
+scan, an ``explode`` of every row into its chunks, a shuffle and a sort by chunk before the
+numpy kernel sees a row: on the TiLT trend query 2.1 s of which the kernel is 0.3. When the
+windows read a catalog Parquet stream directly, this module does it TiLT's way instead: the row
+groups' min/max statistics of the event-time column say which row groups a time range needs
+(:func:`index`), and each Spark task reads just those with pyarrow, keeps the rows of its range
+and marks the context (:func:`read_range`); the rows never enter the JVM before the windows.
 
 Only files Spark would read the same way qualify: :func:`index` returns None (the planner
 then keeps Spark's scan) when a footer is unreadable, a needed column is missing or of
@@ -331,7 +330,7 @@ def _may_hold_nulls(st) -> bool:
 
 
 def filter_columns(spec) -> list[str]:
-    """The columns a row filter (planner/time_windows.py: ``_row_filter``) reads."""
+    """The columns a row filter (planner/physical/row_filter.py) reads."""
     if spec is None:
         return []
     op = spec[0]

@@ -135,8 +135,8 @@ def test_an_empty_wav_file_is_a_clear_error_naming_it(ws, tmp_path):
 
 
 def test_a_malformed_row_under_a_chunkable_window_is_reported_as_without_it(ws, tmp_path):
-    """The chunked OVER window (planner/time_windows.py) counts a CSV stream's rows while
-    planning; that job failing on the bad row must leave the query as written, so the row
+    """The chunked OVER window (planner/physical/chunked_windows.py) counts a CSV stream's
+    rows while planning; that job failing on the bad row must leave the query as written, so the row
     is reported where it always is, as MALFORMED_ROW -- not as a raw error from planning."""
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "part-1.csv").write_text(BAD_CSV)

@@ -22,7 +22,8 @@ from tests.test_time_windows import assert_same_frames
 MS = 1000
 T0 = 1_700_000_000_000_000
 # a chain the compiler fails on unexpectedly runs on Spark's plans with a warning: here, fail
-pytestmark = pytest.mark.filterwarnings("error::wavesql.planner.fused_chain.FusedChainWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "error::wavesql.planner.physical.fused_chains.FusedChainWarning")
 
 
 def _stream(rng, n=6000, punct_every=97, ties=False):

@@ -1,5 +1,5 @@
 """Chunked OVER windows reading a stream's Parquet files themselves (sources/parquet_chunks.py,
-planner/time_windows.py: ``_direct``).
+planner/physical/chunked_windows.py: the direct pass).
 
 The range planning is checked on its own (every row is own in exactly one range, every
 frame's reach is read); the Spark path against Spark's own windows over the same files

@@ -1,4 +1,4 @@
-"""RESAMPLE of a Parquet stream in parallel ranges of time (planner/resample_direct.py,
+"""RESAMPLE of a Parquet stream in parallel ranges of time (planner/physical/direct_resample.py,
 udfs/time_resample.py) against the Spark SQL lowering of planner/temporal.py
 (``SET wavesql.resample.direct = false``) over the same files: every method, duplicate
 times (the greatest-row rule with NULLs and NaN), gaps far longer than a range (neighbours
@@ -202,7 +202,7 @@ def test_direct_resample_over_files_stored_differently_and_a_numeric_progress_co
 def test_a_total_over_a_resample_is_aggregated_where_the_points_are_made(ws, tmp_path,
                                                                          method):
     """``SELECT <aggregates> FROM RESAMPLE(...)``: each range's grid points are aggregated
-    in the pass that makes them (planner/fused_chain.py), one row per range reaches Spark;
+    in the pass that makes them (planner/physical/fused_chains.py), one row per range reaches Spark;
     the answer is the SQL lowering's (sums in another order: 1e-9)."""
     rng = np.random.default_rng(11)
     _create(ws, _write(tmp_path / "s", _stream(rng, 4000, dup_every=7, punct_every=53)))

@@ -1,6 +1,6 @@
 """No time-range pass is planned that would not fit a Python task's memory.
 
-planner/task_memory.py: the budget per task (``SET wavesql.python.task_memory``, else
+planner/physical/task_memory.py: the budget per task (``SET wavesql.python.task_memory``, else
 ``spark.executor.pyspark.memory`` per core); the time-chunked windows, the fused chain and
 the direct RESAMPLE cut their ranges so none holds more, or leave the work to Spark. The
 oracle is Spark's own window functions over the same files (``wavesql.windows.chunked =
@@ -76,7 +76,7 @@ def test_a_wide_frame_that_would_not_fit_a_task_is_left_to_spark(ws, tmp_path):
 
 @pytest.mark.spark
 def test_direct_ranges_are_cut_until_each_fits_the_budget(ws, tmp_path):
-    from wavesql.planner import task_memory, time_windows
+    from wavesql.planner.physical import file_ranges as time_windows, task_memory
     from wavesql.sources import parquet_chunks as pc_
 
     folder, us = _ticks(tmp_path)
@@ -101,7 +101,7 @@ def test_direct_ranges_are_cut_until_each_fits_the_budget(ws, tmp_path):
 
 
 def test_budget_settings_and_their_errors(ws):
-    from wavesql.planner import task_memory
+    from wavesql.planner.physical import task_memory
 
     spark = ws.spark
     assert task_memory.budget(spark) == task_memory.DEFAULT_BUDGET  # nothing set here

@@ -228,8 +228,8 @@ def test_ysb(ws, tmp_path):
 def test_examples_through_the_fused_passes(ws, tmp_path, monkeypatch, app):
     """The example files at these sizes stay under ``wavesql.windows.min_rows``; with it at
     0 and ranges of 2,000 rows each app (or its bucket means) runs as a fused query chain
-    (planner/fused_chain.py) and must still equal the numpy reference."""
-    from wavesql.planner import fused_chain
+    (planner/physical/fused_chains.py) and must still equal the numpy reference."""
+    from wavesql.planner.physical import fused_chains as fused_chain
 
     fused = []
     rewrite = fused_chain.rewrite

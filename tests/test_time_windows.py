@@ -1,4 +1,4 @@
-"""Time-chunked OVER windows (planner/time_windows.py, udfs/time_windows.py).
+"""Time-chunked OVER windows (planner/physical/chunked_windows.py, udfs/time_windows.py).
 
 The kernel is checked against a row-by-row Python oracle (each frame picked out with plain
 comparisons, aggregated with the statistics module's textbook formulas); the Spark rewrite
@@ -272,7 +272,7 @@ QUERIES = [
 def test_chunked_windows_equal_spark_windows(ws, tmp_path, query, estimate, monkeypatch):
     """``estimate``: chunk length from the Parquet footers, or (as for CSV/JSON streams)
     from a counting job over the rows."""
-    from wavesql.planner import time_windows
+    from wavesql.planner.physical import chunked_windows as time_windows
     from tests.test_tilt import _pandas
 
     if estimate == "counted":

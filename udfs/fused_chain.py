@@ -2,12 +2,13 @@
 WHEREs, ``lag`` and RANGE-framed OVER windows ordered by event time -- evaluated in one numpy
 pass over one range of event time (no Spark import).
 
-This is TiLT's whole-query compilation on WaveSQL's terms. planner/fused_chain.py compiles a
-chain such as TiLT's RSI (``d = v - lag(v)``, two sums of ``max(d, 0)``-like CASEs over 14 ms,
-then ``100 - 100 / (1 + gain / loss)``) into a :class:`Program`; each Spark task reads its
-range of the stream's Parquet files (sources/parquet_chunks.py) with enough rows before it for
-every level's reach, runs the whole program over them here, and returns only its own rows.
-No intermediate result crosses into the JVM, and no level runs in Spark's single partition.
+This is TiLT's whole-query compilation on WaveSQL's terms. planner/physical/fused_compiler.py
+compiles a chain such as TiLT's RSI (``d = v - lag(v)``, two sums of ``max(d, 0)``-like CASEs
+over 14 ms, then ``100 - 100 / (1 + gain / loss)``) into a :class:`Program`; each Spark task
+reads its range of the stream's Parquet files (sources/parquet_chunks.py) with enough rows
+before it for every level's reach, runs the whole program over them here, and returns only its
+own rows. No intermediate result crosses into the JVM, and no level runs in Spark's single
+partition.
 
 **Completeness.** A task reads every row from some time ``T0`` on (all row groups that reach
 it); rows before ``T0`` may be missing. A level's value at a row is *complete* when it depends
@@ -70,7 +71,7 @@ class Window:
 @dataclass(frozen=True)
 class Lookup:
     """A join of a level's input rows with a small relation every task is handed whole
-    (a per-window aggregate, planner/fused_chain.py): a row joins the relation's rows whose
+    (a per-window aggregate, planner/physical/fused_joins.py): a row joins the relation's rows whose
     column ``right_key`` equals the row's ``key`` (a node over the level's input; both of
     type ``key_type``, an integral or timestamp type: equality is exact). ``columns``:
     ``(relation column, its name in the level's scope, type)``. As a join does, a row

@@ -1,15 +1,15 @@
 """Kernel of ``RESAMPLE`` over one range of event time, in numpy (no Spark import).
 
-planner/resample_direct.py cuts an un-keyed stream read straight from its Parquet files into
-ranges of event time; each range gets its own rows plus the rows at the latest time before
-it and the earliest after it (its neighbours across a gap, however long), and this module
-puts the range's share of the grid on it. The semantics are planner/temporal.py's (its
-module doc), which the Spark SQL lowering implements and tests/test_resample_direct.py
-compares against: grid points ``k * P`` between the series' first and last time;
-rows sharing a time collapsed to the greatest by their other columns (left to right, NULL
-lowest, NaN greatest); ``'linear'`` interpolates numeric columns (as DOUBLE, with exactly
-the SQL lowering's arithmetic) and holds the others, ``'prev'`` holds every column,
-``'null'`` / ``'zero'`` take the row in ``(t - P, t]`` or NULL / 0.
+planner/physical/direct_resample.py cuts an un-keyed stream read straight from its Parquet
+files into ranges of event time; each range gets its own rows plus the rows at the latest time
+before it and the earliest after it (its neighbours across a gap, however long), and this
+module puts the range's share of the grid on it. The semantics are planner/temporal.py's (its
+module doc), which the Spark SQL lowering implements and tests/test_resample_direct.py compares
+against: grid points ``k * P`` between the series' first and last time; rows sharing a time
+collapsed to the greatest by their other columns (left to right, NULL lowest, NaN greatest);
+``'linear'`` interpolates numeric columns (as DOUBLE, with exactly the SQL lowering's
+arithmetic) and holds the others, ``'prev'`` holds every column, ``'null'`` / ``'zero'`` take
+the row in ``(t - P, t]`` or NULL / 0.
 
 The planner only sends columns whose values numpy orders as Spark does (numbers, booleans,
 timestamps), and for ``'linear'`` only columns without NULLs (a NULL is a hole whose

@@ -1,11 +1,11 @@
 """Kernel of time-chunked OVER windows: ``agg(x) OVER ([PARTITION BY k] ORDER BY ts RANGE
 BETWEEN a PRECEDING AND b FOLLOWING)`` over one time chunk, in numpy (no Spark import).
 
-``planner/time_windows.py`` cuts a stream into chunks of event time and sends every row to
-its own chunk and, as *context*, to the chunks whose frames reach it; this module evaluates
-the frames of one chunk's own rows from the rows it was given (own + context) and returns the
-own rows with the window results. That is TiLT's boundary resolution: a RANGE frame needs
-only the rows within its interval, so each chunk is independent and they run in parallel,
+``planner/physical/chunked_windows.py`` cuts a stream into chunks of event time and sends every
+row to its own chunk and, as *context*, to the chunks whose frames reach it; this module
+evaluates the frames of one chunk's own rows from the rows it was given (own + context) and
+returns the own rows with the window results. That is TiLT's boundary resolution: a RANGE frame
+needs only the rows within its interval, so each chunk is independent and they run in parallel,
 instead of the single Spark partition an un-partitioned ``OVER (ORDER BY ts)`` forces.
 
 Semantics are Spark's (tests/test_time_windows.py compares with Spark's own windows):

@@ -94,11 +94,11 @@ class Setting:
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("wavesql.fused", True, _boolean, "false",
             "Chains of SELECTs with lag / RANGE windows over a Parquet stream run as one numpy "
-            "pass per range of event time (planner/fused_chain.py); false: Spark SQL."),
+            "pass per range of event time (planner/physical/fused_chains.py); false: Spark SQL."),
     Setting("wavesql.windows.chunked", "true", _choice("true", "all", "false"), "all",
             "RANGE-framed OVER windows run in parallel chunks of event time "
-            "(planner/time_windows.py): true for un-partitioned windows (those Spark runs in "
-            "one partition), all for PARTITION BY windows too, false never."),
+            "(planner/physical/chunked_windows.py): true for un-partitioned windows (those "
+            "Spark runs in one partition), all for PARTITION BY windows too, false never."),
     Setting("wavesql.windows.chunk_rows", None, _count(1), "1000000",
             "Rows per chunk of a chunked window or direct pass; unset: 2^18 rows (2^17 on "
             "more than two cores), at least one chunk per core."),
@@ -106,7 +106,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "Below this many (estimated) rows, windows stay Spark's."),
     Setting("wavesql.resample.direct", True, _boolean, "false",
             "An un-keyed RESAMPLE of a Parquet stream runs as a direct pass over the files in "
-            "parallel ranges of time (planner/resample_direct.py); false: Spark SQL."),
+            "parallel ranges of time (planner/physical/direct_resample.py); false: Spark SQL."),
     Setting("wavesql.resample.min_rows", 100_000, _count(0), "0",
             "Below this many rows, RESAMPLE stays Spark SQL."),
     Setting("wavesql.python.task_memory", None, parse_size, "'512m'",

@@ -1,7 +1,7 @@
 """How much one Python task may hold, so that no pass is planned that would kill a worker.
 
-The time-range passes (planner/time_windows.py, planner/fused_chain.py,
-planner/resample_direct.py) hand each Python task whole ranges of rows: a range's own rows
+The direct passes (planner/physical/chunked_windows.py, fused_chains.py and
+direct_resample.py) hand each Python task whole ranges of rows: a range's own rows
 plus the context its frames reach. A wide frame (``RANGE 1 DAY`` over a week) or a long
 tumbling window makes a few huge ranges, and a Python worker that allocates past its limit
 dies (``spark.executor.pyspark.memory`` is enforced per worker as an address-space limit;
@@ -31,6 +31,7 @@ HEADROOM = 0.5
 #: arrays, intermediates and the Arrow batch out (measured on the TiLT passes: 80-120 bytes
 #: a row over 3-4 columns).
 BYTES_PER_COLUMN = 32
+
 
 def budget(spark) -> int:
     """Bytes one Python task may hold (module docstring)."""

@@ -1,14 +1,15 @@
 """``RESAMPLE`` of a catalog Parquet stream, in parallel ranges of event time.
 
-planner/temporal.py lowers ``RESAMPLE(stream, ts, P, method)`` to Spark SQL whose window
-over the whole series runs in **one Spark partition**: a long un-keyed series is resampled
-by one core, after a scan, a shuffle and a sort. When the RESAMPLE reads a catalog Parquet
-stream as it is, this pass does it TiLT's way instead (as planner/time_windows.py does for
-OVER windows): the stream is cut into ranges of event time from its row groups' min/max
-statistics, and each Spark task reads its range's rows plus the rows at the latest time
-before it and the earliest after it (sources/parquet_chunks.py: ``neighbours``) and puts
-its share of the grid on them in numpy (udfs/time_resample.py). Same semantics, same
-result columns (tests/test_resample_direct.py compares the two).
+Rule :func:`resample_in_ranges`. planner/temporal.py lowers ``RESAMPLE(stream, ts, P,
+method)`` to Spark SQL whose window over the whole series runs in **one Spark partition**:
+a long un-keyed series is resampled by one core, after a scan, a shuffle and a sort. When
+the RESAMPLE reads a catalog Parquet stream as it is, this rule does it TiLT's way instead
+(as planner/physical/chunked_windows.py does for OVER windows): the stream is cut into
+ranges of event time from its row groups' min/max statistics
+(planner/physical/file_ranges.py), and each Spark task reads its range's rows plus the rows
+at the latest time before it and the earliest after it (sources/parquet_chunks.py:
+``neighbours``) and puts its share of the grid on them in numpy (udfs/time_resample.py).
+Same semantics, same result columns (tests/test_resample_direct.py compares the two).
 
 It applies in batch queries when every column is a number, boolean or timestamp (numpy
 orders those as Spark does, for the duplicate-time rule), ``'linear'`` columns hold no
@@ -17,20 +18,33 @@ NULLs (a NULL's neighbours may lie beyond the range), the files pass
 has at least ``wavesql.resample.min_rows`` rows (100,000; below it the SQL costs less than
 a Python pass's set-up). ``SET wavesql.resample.direct = false`` turns it off. An aggregate
 without GROUP BY over the RESAMPLE is computed in the same pass, per range, by
-planner/fused_chain.py (:func:`prepare` gives it the ranges and their grid points).
+planner/physical/fused_chains.py (:func:`prepare` gives it the ranges and their grid
+points).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from wavesql import settings
 
-from . import ir
+from .. import ir
+from .plan import SqlPlan
 
 _VALUE_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean",
                 "timestamp")
 
 
-def plan(rel: ir.SqlQuery, rt, frames):
+def resample_in_ranges(plan: SqlPlan) -> SqlPlan:
+    """``plan`` with its whole result when the query is a RESAMPLE this rule computes;
+    ``plan`` itself otherwise (the SQL then)."""
+    if plan.query.resample is None:
+        return plan
+    df = _resample_frame(plan.query, plan.rt, plan.frames)
+    return plan if df is None else dataclasses.replace(plan, result=df)
+
+
+def _resample_frame(rel: ir.SqlQuery, rt, frames):
     """The RESAMPLE ``rel`` as a direct pass over its stream's files, or None (SQL then).
     ``frames``: ``rel``'s inputs lowered, ``(name, DataFrame)``."""
     from wavesql.sources.arrow import conform
@@ -57,10 +71,11 @@ def prepare(rel: ir.SqlQuery, rt, frames=None):
     """``(ranges, read, result type)`` of the direct RESAMPLE ``rel``, or None when it does
     not apply: ``read(range)`` is that range's grid points as an Arrow table (in time
     order, the range's own points only), the result type a PySpark StructType. Also used
-    by planner/fused_chain.py to aggregate the points where they are made; planned once per
-    statement (``rt.prepared``). ``frames``: ``rel``'s inputs lowered; None asks only for
-    what was planned when ``rel`` was lowered (lowering a query lowers its inputs first,
-    so a RESAMPLE read by a fused chain has been planned by then), None if nothing was."""
+    by planner/physical/fused_pass.py to aggregate the points where they are made; planned
+    once per statement (``rt.prepared``). ``frames``: ``rel``'s inputs lowered; None asks
+    only for what was planned when ``rel`` was lowered (lowering a query lowers its inputs
+    first, so a RESAMPLE read by a fused chain has been planned by then), None if nothing
+    was."""
     key = ("resample", id(rel))
     if key not in rt.prepared:
         if frames is None:
@@ -75,9 +90,9 @@ def _prepare(rel: ir.SqlQuery, rt, frames):
     from wavesql.sources import parquet_chunks as pc_
     from wavesql.udfs.time_resample import resample_range
 
-    from .spark_sql import run_sql_frames
-    from .time_windows import direct_ranges
-    from .types import spark_struct
+    from ..spark_sql import run_sql_frames
+    from ..types import spark_struct
+    from .file_ranges import direct_ranges
 
     if rt.streams is not None or not settings.get(rt.spark, "wavesql.resample.direct"):
         return None
