@@ -25,7 +25,9 @@ from .objects import (
     ViewDef,
     normalize_kind,
 )
-from .store import CATALOG_ENV, DEFAULT_CATALOG_FILE, FORMAT_VERSION, MIGRATIONS, Catalog
+from .schema import FORMAT_VERSION, MIGRATIONS
+from .sqlite_file import CATALOG_ENV, DEFAULT_CATALOG_FILE
+from .store import Catalog
 
 __all__ = [
     "Catalog",

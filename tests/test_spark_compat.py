@@ -28,7 +28,7 @@ QUERIES = load_queries(Path(__file__).parent / "spark_corpus" / "queries.sql")
 #: slug -> why sqlglot's regenerated Spark SQL differs from the original.
 ROUND_TRIP_GAPS: dict[str, str] = {
     # (sqlglot 30's percentile_cont/disc WITHIN GROUP -> percentile_approx and its dropped
-    # to_char format are fixed in wavesql/dialect/dialect.py SparkOutGenerator)
+    # to_char format are fixed in wavesql/dialect/generator.py SparkOutGenerator)
     # (and Spark's !< / !>, which sqlglot 30 cannot tokenize, are >= / <= in the
     # WaveSQL tokenizer)
 }

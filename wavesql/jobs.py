@@ -229,7 +229,7 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
     hint = ("another process runs the same statement of the same file; wait for it (one "
             "checkpoint takes one writer at a time)")
     # local disk: the kernel's flock, released however the process dies; an object store
-    # has no lock to take, so the catalog keeps a lease (catalog/store.py: Catalog.lease)
+    # has no lock to take, so the catalog keeps a lease (catalog/leases.py: Leases.lease)
     guard = (session.catalog.lease(f"job:{root}/{job}", what, hint) if remote
              else _flock(Path(home) / "lock", what, hint))
     with guard:

@@ -4,7 +4,7 @@
 (planner/windows.py has the semantics). Each windowed table becomes a named input, an
 ``ir.WindowScan`` whose rows are ``(_time, row)`` pairs, one per instant at which the row
 is in the window, and the SELECT is rewritten to group by ``_time`` as well as its own
-keys (``windows.per_instant``). Windowed tables joined in one SELECT share their instants
+keys (``window_rewrite.per_instant``). Windowed tables joined in one SELECT share their instants
 (``joint``). A window may also be over a view or a CTE, whose event time is the one of
 the stream it reads; ``[PARTITION INTO n BY e]`` splits a stream into sub-streams
 instead (``ir.SplitScan``). A signal's windows are left to the signal stages.
@@ -31,7 +31,8 @@ from wavesql.errors import Span, WaveSQLError
 from .. import ir
 from ..ctes import cte_names, inline_query
 from ..types import number
-from ..windows import PART, TIME, bind_window, per_instant, per_substream, windowed_tables
+from ..window_rewrite import bind_window, per_instant, per_substream, windowed_tables
+from ..windows import PART, TIME
 from .context import BindContext, Found
 from .resolve import resolve_relation
 from .tree import depth
