@@ -308,6 +308,37 @@ class ViewRef(Relation):
 
 
 @dataclass(frozen=True)
+class Resample:
+    """What a ``RESAMPLE(input, time, period, method [PARTITION BY keys])`` computes, kept
+    beside its SQL for the passes that evaluate it another way (the direct pass over the
+    files, continuous queries)."""
+
+    input: str  # the input's name (lower case) in the query's inputs
+    time_column: str
+    period_us: int
+    method: str  # linear | prev | null | zero
+    numeric: tuple[str, ...]  # the columns the method interpolates
+    keys: tuple[str, ...] = ()  # PARTITION BY: one series per key
+
+
+@dataclass(frozen=True)
+class AsofJoin:
+    """What an ``ASOF [LEFT] JOIN`` computes, kept beside its SQL for continuous queries:
+    the match of a left row is the right row with the same ``keys`` (left, right column
+    pairs) nearest in time -- ``right_time <= left_time`` (``direction='backward'``) or
+    ``>=`` (``'forward'``), strictly when not ``inclusive``."""
+
+    left: str  # the inputs' names (lower case) in the query's inputs
+    right: str
+    keys: tuple[tuple[str, str], ...]
+    left_time: str
+    right_time: str
+    direction: str
+    inclusive: bool
+    outer: bool  # ASOF LEFT JOIN: a left row without a match is kept
+
+
+@dataclass(frozen=True)
 class SqlQuery(Relation):
     """A Spark SQL query over named inputs.
 
@@ -324,13 +355,12 @@ class SqlQuery(Relation):
     bounded: bool = True
     # Offset of ``sql`` inside the user's text when it is the user's own text, else None.
     source_offset: int | None = None
-    #: An ASOF JOIN's parameters when ``sql`` is one (planner/temporal.py): ``(left input,
-    #: right input, AsofCondition.as_kwargs() items, outer)``; continuous queries evaluate
-    #: it incrementally (streaming/joins.py).
-    asof: tuple | None = None
-    #: A RESAMPLE's parameters when ``sql`` is one: ``(input, time column, period us,
-    #: method, numeric columns, key columns)`` (continuous evaluation, streaming/resample.py).
-    resample: tuple | None = None
+    #: When ``sql`` is an ASOF JOIN: what it computes (continuous queries evaluate it
+    #: incrementally, streaming/joins.py).
+    asof: AsofJoin | None = None
+    #: When ``sql`` is a RESAMPLE: what it computes (planner/physical/direct_resample.py,
+    #: streaming/resample.py).
+    resample: Resample | None = None
 
     def children(self):
         return tuple(r for _, r in self.inputs)
@@ -523,6 +553,6 @@ __all__ = [
     "Field", "Schema", "Relation", "StreamScan", "SignalScan", "SignalStage", "SparkTable",
     "ShowFunctions", "DescribeFunction", "TempView", "carried_event_time",
     "ViewRef", "program_label",
-    "SqlQuery", "Statement", "QueryStatement", "CreateObject", "DropObject", "ShowObjects",
+    "SqlQuery", "Resample", "AsofJoin", "Statement", "QueryStatement", "CreateObject", "DropObject", "ShowObjects",
     "DescribeObject", "SparkCommand", "Explain", "walk", "explain_ir",
 ]

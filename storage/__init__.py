@@ -317,8 +317,6 @@ class Entry:
 
 
 def _info(location: str):
-    import pyarrow.fs as pafs
-
     fs, path = resolve(location)
     try:
         return fs.get_file_info(path)

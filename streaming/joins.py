@@ -17,7 +17,8 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 from wavesql.sqltext import quote
 
-from .plan import Input, Plan, check_row_by_row, check_row_by_row_except, require_event_time
+from .plan import (Input, KeepMatchable, Plan, check_row_by_row, check_row_by_row_except,
+                   require_event_time)
 
 
 def plan_asof(queries: list, trees: list, scans: dict, stmt) -> Plan:
@@ -45,25 +46,23 @@ def plan_asof(queries: list, trees: list, scans: dict, stmt) -> Plan:
                            "two streams, one per query", Span.of(stmt.node),
                            hint="split the query: one continuous ASOF JOIN per query")
     index, query = asofs[0]
-    left_name, right_name, params, outer = query.asof
-    params = dict(params)
+    asof = query.asof
     rels = dict(query.inputs)
-    left, right = rels.get(left_name), rels.get(right_name)
+    left, right = rels.get(asof.left), rels.get(asof.right)
     if not isinstance(left, ir.StreamScan) or not isinstance(right, ir.StreamScan) \
             or left.stream.key == right.stream.key:
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN joins two different "
                            "catalog streams (not views, not a stream with itself)",
                            Span.of(stmt.node))
-    for stream, column in ((left.stream, params["left_time"]),
-                           (right.stream, params["right_time"])):
+    for stream, column in ((left.stream, asof.left_time), (right.stream, asof.right_time)):
         require_event_time(stream, column, "a continuous ASOF JOIN compares the streams' "
                             "event times", stmt)
     check_row_by_row_except(trees, index, stmt)
     ordered = sorted(scans.items())
     inputs = tuple(Input(k, st) for k, (_, st) in enumerate(ordered))
     info = {"left": left.stream.key, "right": right.stream.key,
-            "keys": [r for _, r in params["keys"]], "pairs": list(params["keys"]),
-            "direction": params["direction"], "inclusive": params["inclusive"]}
+            "keys": [r for _, r in asof.keys], "pairs": list(asof.keys),
+            "direction": asof.direction, "inclusive": asof.inclusive}
     return Plan(inputs, "asof", None, asof=info)
 
 
@@ -125,7 +124,7 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
     for index, (key, stream) in enumerate(ordered):
         # keep rows with event time >= progress(other side) + offset
         other, offset = (b.key, band.lo) if key == a.key else (a.key, -band.hi)
-        inputs.append(Input(index, stream, (("band", other, offset),)))
+        inputs.append(Input(index, stream, (KeepMatchable(other, offset),)))
     return Plan(tuple(inputs), "band", None)
 
 

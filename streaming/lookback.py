@@ -18,6 +18,8 @@ from wavesql.dialect import unqualified
 from wavesql.errors import Span, WaveSQLError
 from wavesql.sqltext import quote
 
+from .plan import KeepRows, KeepTime
+
 
 def window_lookback(specs, stmt) -> tuple:
     """Look-back rules of the CQL windows ``specs`` over one stream."""
@@ -28,10 +30,10 @@ def window_lookback(specs, stmt) -> tuple:
                                "stream forever", Span.of(stmt.node),
                                hint="use a bounded window such as [RANGE 1 HOUR]")
         if s.kind in ("ROWS", "PARTITION_ROWS"):
-            rules.append(("rows", s.partition_by, s.size, None))
+            rules.append(KeepRows(tuple(s.partition_by), s.size))
         else:
             # SLIDE: the instant before the first new one reaches back r + s.
-            rules.append(("time", {"RANGE": s.size, "SLIDE": s.size + s.slide,
+            rules.append(KeepTime({"RANGE": s.size, "SLIDE": s.size + s.slide,
                                    "NOW": 1}[s.kind]))
     return tuple(rules)
 
@@ -46,7 +48,7 @@ def nested_lookback(tree, stream: cat.StreamDef, stmt) -> list:
     SELECTs its FROM reads: CTEs and subqueries) the time look-backs sum to ``T`` and the
     rows look-backs to ``R``: the rule keeps event time >= progress - ``T`` and the last
     ``R`` rows before that per partition of each rows window in the chain
-    (``("rows", keys, R, passes, T)``). The bound is exact for rows windows inside time
+    (``KeepRows(keys, R, passes, T)``). The bound is exact for rows windows inside time
     windows (RSI), and for time windows inside rows windows when the rows are not sparser
     than the time window (``T`` before progress holds a row).
     """
@@ -85,13 +87,13 @@ def nested_lookback(tree, stream: cat.StreamDef, stmt) -> list:
     for chain in chains:
         if not chain:
             continue
-        time_us = sum(r[1] for r in chain if r[0] == "time")
-        rows = [r for r in chain if r[0] == "rows"]
+        time_us = sum(r.us for r in chain if isinstance(r, KeepTime))
+        rows = [r for r in chain if isinstance(r, KeepRows)]
         if not rows:
-            rules.append(("time", time_us))
+            rules.append(KeepTime(time_us))
             continue
-        total = sum(r[2] for r in rows)
-        rules += [("rows", r[1], total, r[3], time_us) for r in rows]
+        total = sum(r.n for r in rows)
+        rules += [KeepRows(r.keys, total, r.passes, time_us) for r in rows]
     return rules
 
 
@@ -100,7 +102,7 @@ _UNBOUNDED_FUNCTIONS = (exp.Lead, exp.RowNumber, exp.Rank, exp.DenseRank, exp.Nt
                         exp.PercentRank, exp.CumeDist)
 
 
-def _over_lookback(window: exp.Window, stream: cat.StreamDef, stmt) -> tuple:
+def _over_lookback(window: exp.Window, stream: cat.StreamDef, stmt) -> KeepTime | KeepRows:
     """The look-back of one OVER window, or an error saying why it is unbounded."""
     from wavesql.dialect import to_spark_sql
     from wavesql.planner.types import interval_us, number
@@ -125,7 +127,7 @@ def _over_lookback(window: exp.Window, stream: cat.StreamDef, stmt) -> tuple:
     func = window.this
     if isinstance(func, exp.Lag):
         offset = func.args.get("offset")
-        return ("rows", partition, int(number(offset)) if offset is not None else 1, passes)
+        return KeepRows(partition, int(number(offset)) if offset is not None else 1, passes)
     if isinstance(func, _UNBOUNDED_FUNCTIONS):
         refuse(f"`{func.sql()}` needs the whole stream (or its future) in a continuous query",
                "use lag() or an aggregate over a bounded PRECEDING frame")
@@ -136,5 +138,5 @@ def _over_lookback(window: exp.Window, stream: cat.StreamDef, stmt) -> tuple:
         refuse("an OVER window over a stream needs a bounded frame ending at the current row",
                frame_hint)
     if str(spec.args.get("kind")).upper() == "RANGE":
-        return ("time", interval_us(spec.args["start"]))
-    return ("rows", partition, int(number(spec.args["start"])), passes)
+        return KeepTime(interval_us(spec.args["start"]))
+    return KeepRows(partition, int(number(spec.args["start"])), passes)

@@ -21,14 +21,52 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
 
+@dataclass(frozen=True)
+class KeepTime:
+    """Keep the rows whose event time is at least progress - ``us``."""
+
+    us: int
+
+    def __str__(self) -> str:
+        return f"{self.us} us of event time before progress"
+
+
+@dataclass(frozen=True)
+class KeepRows:
+    """Keep the last ``n`` rows before ``progress - within_us`` per value of the Spark SQL
+    expressions ``keys``, counting only rows for which the SQL predicate ``passes`` holds
+    (None: all), and every row from ``progress - within_us`` on."""
+
+    keys: tuple[str, ...]
+    n: int
+    passes: str | None = None
+    within_us: int = 0
+
+    def __str__(self) -> str:
+        keys = f" per {', '.join(self.keys)}" if self.keys else ""
+        where = f" where {self.passes}" if self.passes else ""
+        within = f" before the last {self.within_us} us" if self.within_us else ""
+        return f"the last {self.n} rows{keys}{where}{within}"
+
+
+@dataclass(frozen=True)
+class KeepMatchable:
+    """An interval join's side: keep the rows whose event time is at least the ``other``
+    stream's progress + ``offset_us`` (what that side's future rows can still match)."""
+
+    other: str
+    offset_us: int
+
+    def __str__(self) -> str:
+        return f"the rows {self.other}'s future rows can match ({self.offset_us:+d} us)"
+
+
 @dataclass
 class Input:
     index: int
     stream: cat.StreamDef
-    #: What later results can still need of this input's past rows, each rule keeping rows:
-    #: ("time", us) -- event time >= progress - us; ("rows", keys, n, passes) -- the last n
-    #: before progress per value of the Spark SQL expressions ``keys``, counting only rows
-    #: for which the SQL predicate ``passes`` holds (None: all). Empty: keep nothing.
+    #: What later results can still need of this input's past rows: KeepTime, KeepRows or
+    #: KeepMatchable rules, a row kept if any rule keeps it. Empty: keep nothing.
     lookback: tuple = ()
 
     @property

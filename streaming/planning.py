@@ -26,7 +26,7 @@ from wavesql.sqltext import quote
 from . import realtime
 from .joins import plan_asof, plan_band
 from .lookback import nested_lookback, window_lookback
-from .plan import Input, Plan, check_row_by_row, parsed
+from .plan import Input, KeepTime, Plan, check_row_by_row, parsed
 from .resample import plan_resample, resample_lookback
 from .signals import plan_signal
 from .sync import plan_sync
@@ -82,7 +82,8 @@ def plan_continuous(root: ir.Relation, stmt) -> Plan:
                     hint="window every stream of the query, e.g. [RANGE 1 MINUTE]")
             rules = window_lookback(windows[key], stmt)
             kept, resampled = resample_lookback(
-                queries, key, max((r[1] for r in rules if r[0] == "time"), default=0), stmt)
+                queries, key, max((r.us for r in rules if isinstance(r, KeepTime)), default=0),
+                stmt)
             inputs.append(Input(index, stream, rules + kept))
             series += resampled
         return Plan(tuple(inputs), "windowed", TIME,
@@ -153,15 +154,8 @@ def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
                      f"re-evaluated over each input's look-back every micro-batch (not on "
                      f"the state store: {why})")
     for inp in plan.inputs:
-        rules = "; ".join(_rule_text(r) for r in inp.lookback) or "nothing between batches"
+        rules = "; ".join(str(r) for r in inp.lookback) or "nothing between batches"
         lines.append(f"input {inp.stream.name}: keeps {rules}")
     return "\n".join(lines)
 
 
-def _rule_text(rule: tuple) -> str:
-    if rule[0] == "time":
-        return f"{rule[1]} us of event time before progress"
-    if rule[0] == "rows":
-        keys = f" per {', '.join(rule[1])}" if rule[1] else ""
-        return f"the last {rule[2]} rows{keys}"
-    return " ".join(str(r) for r in rule)

@@ -15,7 +15,7 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 from wavesql.sqltext import quote
 
-from .plan import Input, Plan, check_row_by_row_except, require_event_time
+from .plan import Input, KeepRows, Plan, check_row_by_row_except, require_event_time
 
 
 def resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
@@ -40,14 +40,15 @@ def resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
     for q in queries:
         if q.resample is None:
             continue
-        rel = dict(q.inputs).get(q.resample[0])
+        rel = dict(q.inputs).get(q.resample.input)
         if not isinstance(rel, ir.StreamScan) or rel.stream.key != key:
             continue
-        _, _, _, method, numeric, keys = q.resample
+        method, numeric, keys = q.resample.method, q.resample.numeric, q.resample.keys
         by = tuple(quote(k) for k in keys)
-        rules += (("rows", by, 1, None, reach_us),)  # (every RESAMPLE of the stream's own)
+        rules += (KeepRows(by, 1, None, reach_us),)  # (every RESAMPLE of the stream's own)
         if method == "linear":
-            rules += tuple(("rows", by, 1, f"{quote(c)} IS NOT NULL", reach_us) for c in numeric)
+            rules += tuple(KeepRows(by, 1, f"{quote(c)} IS NOT NULL", reach_us)
+                           for c in numeric)
         if method == "linear" or keys:  # (un-keyed 'prev'/'null'/'zero': no series, above)
             series.append(_series(key, method, numeric, keys))
     return tuple(dict.fromkeys(rules)), series
@@ -84,7 +85,9 @@ def plan_resample(root: ir.Relation, queries: list, trees: list, scans: dict, st
                            "stream, once per query", Span.of(stmt.node),
                            hint="one continuous RESAMPLE per query; combine their outputs")
     index, query = found[0]
-    source, time_col, period, method, numeric, keys = query.resample
+    r = query.resample
+    source, time_col, method, numeric, keys = (r.input, r.time_column, r.method, r.numeric,
+                                               r.keys)
     for k in keys:
         if root.schema.find(k) is None:
             raise WaveSQLError("STREAMING_RULE", f"a continuous RESAMPLE per key must keep "
@@ -105,9 +108,9 @@ def plan_resample(root: ir.Relation, queries: list, trees: list, scans: dict, st
     check_row_by_row_except(trees, index, stmt)
     # the last row before the cut (per key) brackets the next points
     by = tuple(quote(k) for k in keys)
-    last = [("rows", by, 1, None)]
+    last = [KeepRows(by, 1)]
     if method == "linear":
-        last += [("rows", by, 1, f"{quote(c)} IS NOT NULL") for c in numeric]
+        last += [KeepRows(by, 1, f"{quote(c)} IS NOT NULL") for c in numeric]
     inp = Input(0, stream, tuple(last))
     return Plan((inp,), "resample", time_col, resample={
         "keys": list(keys), "series": [_series(stream.key, method, numeric, keys)]})

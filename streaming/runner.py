@@ -63,7 +63,7 @@ from wavesql.sqltext import quote
 
 from . import sinks
 from .joins import asof_split
-from .plan import Input, Plan
+from .plan import Input, KeepTime, Plan
 from .query import ContinuousQuery
 from .report import FINAL, PROGRESS, REASON, BatchReport, format_us, timestamp_lit
 from .resample import ResampleProgress
@@ -367,12 +367,12 @@ class ReEvaluatingQuery(ContinuousQuery):
         if self.plan.mode == "rows":
             return buf.limit(0)  # row-by-row queries keep nothing
         if self.plan.mode == "band":  # what the other side's future rows can still match
-            _, other, offset = inp.lookback[0]
-            bound = (progress or {}).get(other, {}).get("progress")
+            rule = inp.lookback[0]
+            bound = (progress or {}).get(rule.other, {}).get("progress")
             if bound is None:
                 return buf
             ts = F.unix_micros(F.col(quote(inp.stream.event_time)))
-            return buf.where(ts >= F.lit(bound + offset))
+            return buf.where(ts >= F.lit(bound + rule.offset_us))
         if self.plan.mode in ("sync", "asof"):
             return buf  # sync_split / asof_split kept exactly what later rows need
         if overall is None:
@@ -387,13 +387,12 @@ class ReEvaluatingQuery(ContinuousQuery):
         keep = ~old
         ranks = []
         for i, rule in enumerate(inp.lookback):
-            if rule[0] == "time":
-                keep = keep | (ts >= F.lit(overall - rule[1]))
+            if isinstance(rule, KeepTime):
+                keep = keep | (ts >= F.lit(overall - rule.us))
                 continue
             # the last n rows before progress - t (t: a nested window's time look-back,
             # whose rows from progress - t on are all kept), per key
-            _, keys, n, passes = rule[:4]
-            t_us = rule[4] if len(rule) > 4 else 0
+            keys, n, passes, t_us = rule.keys, rule.n, rule.passes, rule.within_us
             if t_us:
                 keep = keep | (ts >= cut - F.lit(t_us))
             old = ts < cut - F.lit(t_us)

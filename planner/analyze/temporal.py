@@ -93,8 +93,8 @@ def _bind_resample(resample: wn.Resample, ctx: BindContext, known: dict, index: 
     alias = resample.args.get("alias")
     resample.replace(exp.Table(this=exp.to_identifier(name), alias=alias.copy() if alias
                                else exp.TableAlias(this=exp.to_identifier(table.name))))
-    return name, dataclasses.replace(
-        query, resample=(table.name.lower(), time_col, period, method, numeric, tuple(keys)))
+    return name, dataclasses.replace(query, resample=ir.Resample(
+        table.name.lower(), time_col, period, method, numeric, tuple(keys)))
 
 
 def _bind_asof(select: exp.Select, join: exp.Join, ctx: BindContext, known: dict,
@@ -118,9 +118,9 @@ def _bind_asof(select: exp.Select, join: exp.Join, ctx: BindContext, known: dict
                              outer=outer, **cond.as_kwargs())
     name = f"__wavesql_asof_{index}"
     query = _temporal_query(sql, ((left.name.lower(), lrel), (right.name.lower(), rrel)), ctx)
-    asof = (left.name.lower(), right.name.lower(),
-            tuple((k, tuple(map(tuple, v)) if k == "keys" else v)
-                  for k, v in cond.as_kwargs().items()), outer)
+    asof = ir.AsofJoin(left.name.lower(), right.name.lower(),
+                       tuple(tuple(pair) for pair in cond.keys), cond.left_time,
+                       cond.right_time, cond.direction, cond.inclusive, outer)
     join.pop()
     select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name))))
     expressions = []

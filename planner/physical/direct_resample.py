@@ -96,7 +96,9 @@ def _prepare(rel: ir.SqlQuery, rt, frames):
 
     if rt.streams is not None or not settings.get(rt.spark, "wavesql.resample.direct"):
         return None
-    source, time_name, period, method, numeric, keys = rel.resample
+    r = rel.resample
+    source, time_name, period, method, numeric, keys = (
+        r.input, r.time_column, r.period_us, r.method, r.numeric, r.keys)
     scan = dict(rel.inputs).get(source)
     if not isinstance(scan, ir.StreamScan) or keys:  # a series per key: the SQL plan
         return None

@@ -94,7 +94,7 @@ def fuse_chains(plan: SqlPlan) -> SqlPlan:
                 and r.time_column.lower() == (r.input.stream.event_time or "").lower()}
     resampled = {name.lower(): r for name, r in rel.inputs
                  if isinstance(r, ir.SqlQuery) and r.resample is not None
-                 and not r.resample[5]}  # a series per key: no direct plan to fuse into
+                 and not r.resample.keys}  # a series per key: no direct plan to fuse into
     sql, views, whole = rewrite(plan.sql, plan.inputs(), plan.rt, plan.scans(), rel.schema,
                                 tumbling, resampled)
     if whole is not None:

@@ -53,7 +53,7 @@ def fused_frame(levels, stream, table, inputs, rt, schema=None, width=None, resa
 
     frames = dict((n.lower(), df) for n, df in inputs)
     frame = frames.get(table.name.lower())
-    event_time = resample.resample[1] if resample is not None else stream.event_time
+    event_time = resample.resample.time_column if resample is not None else stream.event_time
     if frame is None or not event_time:
         return None, None  # no event time: no order the ranges could follow
     fields = {f.name.lower(): f for f in frame.schema.fields}
