@@ -19,6 +19,7 @@ import pytest
 
 from wavesql.catalog import Catalog
 from wavesql.catalog.objects import SignalDef, StreamDef
+from wavesql.planner.dict_environment import DictEnvironment
 from wavesql.render import format_value
 from wavesql.repl import WaveSQLCompleter, WaveSQLLexer
 from wavesql.repl.shell import _pieces, _ready
@@ -62,7 +63,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class _FakeSession:
-    """What the completer reads from a session: the catalog and the Spark function names."""
+    """What the completer reads from a session: the catalog and the environment's function
+    names."""
 
     def __init__(self):
         self.catalog = Catalog(":memory:")
@@ -70,8 +72,8 @@ class _FakeSession:
                                                  ("ts", "TIMESTAMP")], "/data/t", "parquet"))
         self.catalog.create(SignalDef("mic", [("ch1", "FLOAT")], 48000, "/data/m.wav"))
 
-    def function_names(self):
-        return frozenset({"avg", "transform", "translate", "+"})
+        # the binder's environment without Spark, with a few of Spark's function names
+        self.env = DictEnvironment(functions={"avg", "transform", "translate", "+"})
 
 
 def _complete(completer, text):
