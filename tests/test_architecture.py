@@ -8,10 +8,8 @@ import that closes a cycle is still a cycle (it only moves the failure to run ti
 from __future__ import annotations
 
 import ast
-import collections
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Source folder -> installed package (pyproject.toml's package-dir).
@@ -34,11 +32,6 @@ LAYERS = [
 
 #: A module over this many lines is a grab-bag to split.
 MAX_LINES = 600
-#: Modules still over MAX_LINES, with the most lines each may have until it is split
-#: (issue 20): the list only shrinks.
-OVERSIZED = {
-    "wavesql.udfs.fused_chain": 760,
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -156,14 +149,7 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
-def test_no_new_grab_bag_modules():
+def test_no_grab_bag_modules():
     sizes = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
-    over = sorted(f"{name}: {n} lines (at most {OVERSIZED.get(name, MAX_LINES)})"
-                  for name, n in sizes.items() if n > OVERSIZED.get(name, MAX_LINES))
-    assert not over, "split these modules:\n" + "\n".join(over)
-
-
-@pytest.mark.parametrize("name", sorted(OVERSIZED))
-def test_the_oversized_list_only_names_modules_still_over(name):
-    # a module split below MAX_LINES leaves the list (so the list only shrinks)
-    assert name in MODULES and len(MODULES[name].read_text().splitlines()) > MAX_LINES
+    over = sorted(f"{name}: {n} lines" for name, n in sizes.items() if n > MAX_LINES)
+    assert not over, f"split these modules (at most {MAX_LINES} lines):\n" + "\n".join(over)

@@ -1,4 +1,4 @@
-"""Fused query chains (planner/fused_chain.py, udfs/fused_chain.py) against Spark's own plans
+"""Fused query chains (planner/physical/fused_chains.py, udfs/fused/) against Spark's own plans
 of the same queries (``SET wavesql.windows.chunked = false``) over the same Parquet files:
 TiLT's trend and RSI, lag with offsets and defaults, WHEREs at every level (a rare one makes
 the ranges read further back), three-valued logic, NaN / -0.0 / infinities, integer, float
@@ -15,7 +15,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from wavesql.udfs import fused_chain as chain
+from wavesql.udfs import fused as chain
+from wavesql.udfs.fused.expr import Column, WindowRef
+from wavesql.udfs.fused.range_pass import _join
 from tests.test_parquet_chunks import _write as write_files
 from tests.test_time_windows import assert_same_frames
 
@@ -415,11 +417,11 @@ def test_incomplete_ranges_ask_to_read_further_back():
     us = T0 + np.arange(100) * MS
     table = pa.table({"ts": pa.array(us, pa.int64()).cast(pa.timestamp("us", "UTC")),
                       "v": pa.array(np.arange(100.0))})
-    window = chain.Window("sum", ("col", "v"), "double", before=10 * MS)
+    window = chain.Window("sum", Column("v"), "double", before=10 * MS)
     program = chain.Program((("v", "double"), ("ts", "timestamp")), "ts", (
-        chain.Level(None, (window,), (("w", ("win", 0)),)),
-        chain.Level(None, (chain.Window("lag", ("col", "w"), "double", n=2),),
-                    (("p", ("win", 0)),))))
+        chain.Level(None, (window,), (("w", WindowRef(0)),)),
+        chain.Level(None, (chain.Window("lag", Column("w"), "double", n=2),),
+                    (("p", WindowRef(0)),))))
     start = T0 + 50 * MS
     # rows from T0 + 38 ms: frames complete from 48 ms, the lag from the 50 ms row
     assert chain.run(table, program, start, T0 + 38 * MS, True) is not None
@@ -545,10 +547,10 @@ def test_whole_window_aggregates_are_complete_only_from_a_whole_window():
     us = T0 + np.arange(100) * MS  # T0 is a multiple of the width
     program = chain.Program((("ts", "timestamp"),), "ts", (
         chain.Level(None, (chain.Window("count", None, None, before=width,
-                                        keys=(("col", "_time"),), whole=True),),
-                    (("n", ("win", 0)), ("ts", ("col", "ts")))),
-        chain.Level(None, (chain.Window("lag", ("col", "n"), "bigint"),),
-                    (("p", ("win", 0)),))), ("_time", width))
+                                        keys=(Column("_time"),), whole=True),),
+                    (("n", WindowRef(0)), ("ts", Column("ts")))),
+        chain.Level(None, (chain.Window("lag", Column("n"), "bigint"),),
+                    (("p", WindowRef(0)),))), ("_time", width))
     start = T0 + 50 * MS + 1  # ranges start where a window does
 
     def table(first_ms):
@@ -836,10 +838,10 @@ def test_lookup_kernel_equals_a_pandas_merge():
                           "row": pa.array(np.arange(m), pa.int32())})
         us = T0 + np.arange(n) * MS
         for inner in (False, True):
-            lookup = chain.Lookup(0, ("col", "key"), "bigint", "k",
+            lookup = chain.Lookup(0, Column("key"), "bigint", "k",
                                   (("val", "r_val", "double"), ("row", "r_row", "int")), inner)
             cols = {"key": (left, ~left_null), "i": (np.arange(n), np.ones(n, bool))}
-            times, out = chain._join(lookup, cols, us, table, True)
+            times, out = _join(lookup, cols, us, table, True)
             got = pd.DataFrame({
                 "i": out["i"][0], "ts": times,
                 "row": np.where(out["r_row"][1], out["r_row"][0], -1),

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from . import registry
+from . import registry, spark_order
 from .sigseg import SegBlock, SigSeg, SignalError
 
 #: Logical type -> Spark SQL type of a program output column.
@@ -450,24 +450,15 @@ def _op(op: str, args: list, k: int) -> np.ndarray:
         return _compare(op, a.astype(np.float64), b.astype(np.float64))
 
 
+#: A signal expression's comparison operators, as udfs/spark_order.py names them.
+_COMPARE = {"=": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+
+
 def _compare(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # Spark orders NaN above every number and treats NaN = NaN as true.
-    an, bn = np.isnan(a), np.isnan(b)
-    eq = (a == b) | (an & bn)
-    lt = ((a < b) & ~an & ~bn) | (~an & bn)
-    if op == "=":
-        return eq
-    if op == "!=":
-        return ~eq
-    if op == "<":
-        return lt
-    if op == "<=":
-        return lt | eq
-    if op == ">":
-        return ~(lt | eq)
-    if op == ">=":
-        return ~lt
-    raise SignalError("NOT_IMPLEMENTED", f"operator {op} in a signal expression")
+    # Spark's order (udfs/spark_order.py): NaN equals NaN and is above every number
+    if op not in _COMPARE:
+        raise SignalError("NOT_IMPLEMENTED", f"operator {op} in a signal expression")
+    return spark_order.compare(_COMPARE[op], a, b)
 
 
 def _to_arrow(value: Any, out: Output, k: int) -> pa.Array:

@@ -157,7 +157,7 @@ _WORKER_ERROR = re.compile(
     r"(?: \(hint: (?P<hint>.*)\))?$", re.MULTILINE)
 
 
-#: A worker's ChainError (udfs/fused_chain.py): Spark's runtime error (DIVIDE_BY_ZERO,
+#: A worker's ChainError (udfs/fused/evaluate.py): Spark's runtime error (DIVIDE_BY_ZERO,
 #: ARITHMETIC_OVERFLOW) where WaveSQL evaluates the expression instead of Spark.
 _WORKER_SPARK_ERROR = re.compile(r"ChainError: \[([A-Z_]+)\] (.+)$", re.MULTILINE)
 

@@ -6,13 +6,13 @@ ts)``, two sums of CASEs over ``d`` in 14 ms RANGE frames, and an expression ove
 In Spark the ``lag`` runs in **one partition** (no PARTITION BY to split on) after a scan,
 a shuffle and a sort, and every level's rows cross between the JVM and the Python window
 kernel. Here the chain is compiled once on the driver into a
-:class:`udfs.fused_chain.Program` (planner/physical/fused_compiler.py: scalar expressions,
+:class:`udfs.fused.Program` (planner/physical/fused_compiler.py: scalar expressions,
 WHEREs, ``lag`` and RANGE windows ordered by the event time) and each Spark task reads one
 range of the stream's files (sources/parquet_chunks.py) plus enough rows before it for
 every level's reach, evaluates the whole chain in numpy and returns only its own rows
 (planner/physical/fused_pass.py): nothing in between crosses into the JVM, and all ranges
 run in parallel. How far back is enough is decided as the chain runs
-(:func:`udfs.fused_chain.run`): the sum of the levels' frame reaches and, for ``lag``, a
+(:func:`udfs.fused.run`): the sum of the levels' frame reaches and, for ``lag``, a
 guess from the stream's density, doubled until every own row is complete.
 
 Where: batch queries, for the outermost SELECT whose chain of FROMs (CTEs or subqueries,

@@ -1,8 +1,8 @@
-"""Compiling one SELECT of a fused chain into a level of udfs/fused_chain.py's program.
+"""Compiling one SELECT of a fused chain into a level of a fused program (udfs/fused/).
 
 planner/physical/fused_pass.py runs :class:`Compiler` over each SELECT of a chain, bottom
 up: the SELECT's WHERE, its output expressions and windows become a
-:class:`udfs.fused_chain.Level` over the level below's columns (its *scope*). The compiler
+:class:`udfs.fused.Level` over the level below's columns (its *scope*). The compiler
 follows Spark's analysis -- name resolution, type coercion
 (planner/physical/fused_types.py), ``lag`` and RANGE frames ordered by the event time,
 aggregates of a tumbling window's instant, a GROUP BY per window, a total's partial
@@ -10,11 +10,8 @@ aggregates, a join with a per-window aggregate (planner/physical/fused_joins.py)
 raises ``Refuse`` at anything whose numpy result could differ from Spark's, leaving the
 SELECT to Spark.
 
-Expressions: columns, number/boolean/NULL literals, ``+ - * /``, unary minus,
-comparisons, ``<=>`` / IS [NOT] DISTINCT FROM, IS [NOT] NULL, AND/OR/NOT, BETWEEN, CASE,
-IF, NULLIF, COALESCE, ABS, SQRT, ``unix_micros / unix_millis / unix_seconds``,
-``timestamp_micros``, ``pmod`` by a positive integer literal, widening CASTs and CASTs of
-BOOLEAN to numbers, over BOOLEAN, INT, BIGINT, FLOAT, DOUBLE and TIMESTAMP columns.
+Scalar expressions are compiled by :class:`~.fused_exprs.Expressions`
+(planner/physical/fused_exprs.py), which :class:`Compiler` extends.
 """
 
 from __future__ import annotations
@@ -24,22 +21,19 @@ import re
 
 from sqlglot import exp
 
-from wavesql.udfs import fused_chain as chain
+from wavesql.udfs import fused
+from wavesql.udfs.fused import expr as ir
 
+from .fused_exprs import Expressions
 from .fused_joins import Right
-from .fused_types import (CASTS, KINDS, NUMERIC_LIT, WIDER, Refuse, cast_kind, common,
-                          common_numeric, literal)
+from .fused_types import KINDS, Refuse
 from .sql_shapes import FUNCTIONS, aggregate_call, frame_shape
 
-#: unix_micros / unix_millis / unix_seconds: the microseconds floor-divided by this
-_UNIX = {exp.UnixMicros: 1, exp.UnixMillis: 1000, exp.UnixSeconds: 1_000_000}
 _MOMENTS = {exp.Kurtosis: "kurtosis", exp.Skewness: "skewness"}
 #: The aggregates a total merges from partials, and how.
 _TOTALS = {exp.Sum: "sum", exp.Avg: "avg", exp.Count: "count", exp.Min: "min", exp.Max: "max"}
 _TOTALS_MERGE = {"sum": exp.Sum, "min": exp.Min, "max": exp.Max}
 _AGGREGATES = {**FUNCTIONS, **_MOMENTS}
-_COMPARE = {exp.EQ: "eq", exp.NEQ: "ne", exp.GT: "gt", exp.GTE: "ge", exp.LT: "lt",
-            exp.LTE: "le"}
 
 
 def is_total(select: exp.Select) -> bool:
@@ -49,7 +43,7 @@ def is_total(select: exp.Select) -> bool:
         for a in e.find_all(exp.AggFunc))
 
 
-class Compiler:
+class Compiler(Expressions):
     """One SELECT compiled over ``scope`` (its input's columns: ``(name, node, kind)`` in
     order) whose event-time columns are ``times`` and tumbling window instants
     ``buckets`` (lower-case names; ``width`` the window's, None without one)."""
@@ -105,14 +99,14 @@ class Compiler:
                 continue
             finally:
                 self.left_only = False
-            before = node if before is None else ("and", before, node)
+            before = node if before is None else ir.And(before, node)
         rest = None
         for conjunct in after:
             rest = conjunct if rest is None else exp.And(this=rest, expression=conjunct)
         return before, rest
 
-    def lookup(self, before=None) -> chain.Lookup:
-        """The FROM's join (:class:`udfs.fused_chain.Lookup`): an integral or timestamp key,
+    def lookup(self, before=None) -> fused.Lookup:
+        """The FROM's join (:class:`udfs.fused.Lookup`): an integral or timestamp key,
         compared exactly (a BIGINT with an INT widened, as Spark does); ``before`` filters
         the left side first."""
         join = self.right.join
@@ -132,7 +126,7 @@ class Compiler:
             key_kind, node = "bigint", self.to(node, kind, "bigint")
         else:
             raise Refuse  # floating keys (NaN, -0.0), strings...: Spark's join
-        return chain.Lookup(self.right.table, node, key_kind, key_name,
+        return fused.Lookup(self.right.table, node, key_kind, key_name,
                             tuple((name, internal, kind)
                                   for name, internal, kind in self.right.columns),
                             self.right.join.inner, before)
@@ -157,7 +151,7 @@ class Compiler:
                 for name, node, kind, left in self.star(item):
                     self.check_kind(kind)
                     outputs.append((name, node))
-                    scope.append((name, ("col", name.lower()), kind))
+                    scope.append((name, ir.Column(name.lower()), kind))
                     if left and name.lower() in self.times:
                         times.add(name.lower())
                     if left and name.lower() in self.buckets:
@@ -170,12 +164,12 @@ class Compiler:
             if kind in ("null", "decimal"):
                 raise Refuse  # a bare NULL or DECIMAL literal: Spark's own types
             outputs.append((name, node))
-            scope.append((name, ("col", name.lower()), kind))
+            scope.append((name, ir.Column(name.lower()), kind))
             if isinstance(expr, exp.Column) and self.is_time(expr):
                 times.add(name.lower())
             if isinstance(expr, exp.Column) and self.is_time(expr, self.buckets):
                 buckets.add(name.lower())
-        level = chain.Level(cond, tuple(self.windows), tuple(outputs))
+        level = fused.Level(cond, tuple(self.windows), tuple(outputs))
         return level, scope, times, buckets, self.before, self.lags
 
     def aggregate_level(self, cond):
@@ -208,12 +202,12 @@ class Compiler:
                 raise Refuse
             name = item.alias_or_name or f"__wavesql_unnamed_{len(outputs)}"
             outputs.append((name, node))
-            scope.append((name, ("col", name.lower()), kind))
+            scope.append((name, ir.Column(name.lower()), kind))
         having = None
         if self.select.args.get("having") is not None:
             node, kind = self.expr(self.select.args["having"].this)
             having = self.to(node, kind, "boolean")
-        level = chain.Level(cond, tuple(self.windows), tuple(outputs), tuple(keys), bucket,
+        level = fused.Level(cond, tuple(self.windows), tuple(outputs), tuple(keys), bucket,
                             having)
         return level, scope, set(), set(), self.before, self.lags
 
@@ -229,10 +223,10 @@ class Compiler:
         outputs, scope, self.shells = [], [], []
 
         def partial(func, node, kind):
-            self.windows.append(chain.Window(func, node, kind, whole=True))
+            self.windows.append(fused.Window(func, node, kind, whole=True))
             name = f"__wavesql_p{len(outputs)}"
-            outputs.append((name, ("win", len(self.windows) - 1)))
-            scope.append((name, ("col", name.lower()), chain.result_type(func, kind)))
+            outputs.append((name, ir.WindowRef(len(self.windows) - 1)))
+            scope.append((name, ir.Column(name.lower()), fused.result_type(func, kind)))
             return exp.column(name)
 
         for item in self.select.expressions:
@@ -259,7 +253,7 @@ class Compiler:
                 else:
                     agg.replace(merged)
             self.shells.append(shell)
-        level = chain.Level(cond, tuple(self.windows), tuple(outputs), total=True)
+        level = fused.Level(cond, tuple(self.windows), tuple(outputs), total=True)
         return level, scope, set(), set(), self.before, self.lags
 
     def aggregate(self, e):
@@ -272,11 +266,11 @@ class Compiler:
         """The aggregate call ``func`` over the whole partition of ``keys`` (nodes), the
         argument compiled over the level's input (``in_aggregate``: inside a GROUP BY)."""
         name, node, kind = self.aggregate_argument(func, _AGGREGATES, in_aggregate)
-        self.windows.append(chain.Window(name, node, kind, before=self.width,
+        self.windows.append(fused.Window(name, node, kind, before=self.width,
                                          keys=tuple(keys), whole=True))
-        return ("win", len(self.windows) - 1), chain.result_type(name, kind)
+        return ir.WindowRef(len(self.windows) - 1), fused.result_type(name, kind)
 
-    def aggregate_argument(self, func, functions, in_aggregate, count_kinds=chain.NUMERIC):
+    def aggregate_argument(self, func, functions, in_aggregate, count_kinds=fused.NUMERIC):
         """``(name, argument node or None, its kind)`` of the aggregate call ``func`` (one of
         ``functions``, its argument compiled over the level's input: a number, or one of
         ``count_kinds`` for ``count``); refuses other calls and nested aggregates."""
@@ -291,11 +285,11 @@ class Compiler:
             node, kind = self.expr(arg)
         finally:
             self.in_aggregate = False
-        if kind not in (count_kinds if name == "count" else chain.NUMERIC):
+        if kind not in (count_kinds if name == "count" else fused.NUMERIC):
             raise Refuse
         return name, node, kind
 
-    # ----------------------------------------------------------------- expressions
+    # --------------------------------------------------------------------- columns
     def star(self, item):
         """``(name, node, kind, from the left side)`` of the columns ``*`` / ``t.*`` reads:
         the input's, then the joined relation's (SQL's order)."""
@@ -306,10 +300,10 @@ class Compiler:
             raise Refuse
         if not table or table in self.qualifiers:
             for name, _, kind in self.scope:
-                yield name, ("col", name.lower()), kind, True
+                yield name, ir.Column(name.lower()), kind, True
         if right and (not table or table in self.right.join.qualifiers):
             for name, internal, kind in right:
-                yield name, ("col", internal), kind, False
+                yield name, ir.Column(internal), kind, False
 
     def resolve(self, column: exp.Column):
         if column.args.get("db") or column.args.get("catalog"):
@@ -322,22 +316,22 @@ class Compiler:
         if table in right:  # the joined relation's (never in the join's own key)
             if self.left_only or len(joined) != 1:
                 raise Refuse  # unknown or ambiguous: Spark's error
-            node, kind = ("col", joined[0][1]), joined[0][2]
+            node, kind = ir.Column(joined[0][1]), joined[0][2]
         elif table and table not in self.qualifiers:
             raise Refuse
         elif len(kinds) + (0 if table else len(joined)) != 1:
             raise Refuse  # unknown or ambiguous: Spark's error
         elif kinds:
-            node, kind = ("col", name), kinds[0]
+            node, kind = ir.Column(name), kinds[0]
         elif self.left_only:
             raise Refuse  # the join's key compares the two sides, not one with itself
         else:
-            node, kind = ("col", joined[0][1]), joined[0][2]
+            node, kind = ir.Column(joined[0][1]), joined[0][2]
         self.check_kind(kind)
         if self.group is not None and not self.in_aggregate:
             if node not in self.group:
                 raise Refuse  # a column neither grouped nor aggregated: Spark's error
-            return ("col", f"__g{self.group.index(node)}"), kind
+            return ir.Column(f"__g{self.group.index(node)}"), kind
         return node, kind
 
     def is_time(self, column, names=None) -> bool:
@@ -353,169 +347,6 @@ class Compiler:
     def check_kind(kind):
         if kind == "opaque":
             raise Refuse
-
-    def expr(self, e):  # noqa: C901 -- one branch per construct, as Spark names them
-        if isinstance(e, exp.Paren):
-            return self.expr(e.this)
-        if isinstance(e, exp.Column):
-            return self.resolve(e)
-        if isinstance(e, exp.Literal):
-            return literal(e)
-        if isinstance(e, exp.Boolean):
-            return ("lit", bool(e.this), "boolean"), "boolean"
-        if isinstance(e, exp.Null):
-            return ("lit", None, "null"), "null"
-        if isinstance(e, exp.Window):
-            if self.group is not None:
-                raise Refuse  # windows over groups
-            return self.window(e)
-        if isinstance(e, exp.AggFunc):
-            return self.aggregate(e)
-        if isinstance(e, exp.Sqrt):
-            a, kind = self.expr(e.this)
-            return ("sqrt", self.to(a, kind, "double")), "double"
-        if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
-            a, ka = self.expr(e.this)
-            b, kb = self.expr(e.expression)
-            kind = common_numeric(ka, kb, self.ansi)
-            if isinstance(e, exp.Div):
-                kind = "double"  # Spark divides in DOUBLE (DECIMAL refused above)
-            op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}[type(e)]
-            return ("arith", op, self.to(a, ka, kind), self.to(b, kb, kind), kind), kind
-        if isinstance(e, exp.Neg):
-            a, kind = self.expr(e.this)
-            if a[0] == "lit" and kind in NUMERIC_LIT:
-                return ("lit", None if a[1] is None else -a[1], kind), kind
-            if kind not in chain.NUMERIC:
-                raise Refuse
-            return ("neg", a, kind), kind
-        if isinstance(e, tuple(_COMPARE)):
-            return self.compare(_COMPARE[type(e)], e.this, e.expression)
-        if isinstance(e, (exp.NullSafeEQ, exp.NullSafeNEQ)):
-            a, b, _ = self.comparable(e.this, e.expression)
-            return ("nullsafe", isinstance(e, exp.NullSafeNEQ), a, b), "boolean"
-        if isinstance(e, exp.Is):
-            if not isinstance(e.expression, exp.Null):
-                raise Refuse
-            a, _ = self.expr(e.this)
-            return ("isnull", False, a), "boolean"
-        if isinstance(e, exp.Not):
-            if isinstance(e.this, exp.Is) and isinstance(e.this.expression, exp.Null):
-                a, _ = self.expr(e.this.this)
-                return ("isnull", True, a), "boolean"
-            a, kind = self.expr(e.this)
-            return ("not", self.to(a, kind, "boolean")), "boolean"
-        if isinstance(e, (exp.And, exp.Or)):
-            a, ka = self.expr(e.this)
-            b, kb = self.expr(e.expression)
-            op = "and" if isinstance(e, exp.And) else "or"
-            return (op, self.to(a, ka, "boolean"), self.to(b, kb, "boolean")), "boolean"
-        if isinstance(e, exp.Between):
-            if e.args.get("symmetric"):
-                raise Refuse
-            low, _ = self.compare("ge", e.this, e.args["low"])
-            high, _ = self.compare("le", e.this, e.args["high"])
-            return ("and", low, high), "boolean"
-        if isinstance(e, exp.Case):
-            operand = e.this
-            pairs = []
-            for branch in e.args.get("ifs") or []:
-                cond = (exp.EQ(this=operand.copy(), expression=branch.this.copy())
-                        if operand is not None else branch.this)
-                pairs.append((cond, branch.args["true"]))
-            return self.case(pairs, e.args.get("default"))
-        if isinstance(e, exp.If):
-            return self.case([(e.this, e.args["true"])], e.args.get("false"))
-        if isinstance(e, exp.Nullif):
-            a, kind = self.expr(e.this)
-            if kind in ("null", "decimal"):
-                raise Refuse
-            cond, _ = self.compare("eq", e.this, e.expression)
-            return ("case", ((cond, ("lit", None, kind)),), a, kind), kind
-        if isinstance(e, exp.Coalesce):
-            args = [self.expr(a) for a in [e.this] + list(e.expressions)]
-            kind = common([k for _, k in args], self.ansi)
-            return ("coalesce", tuple(self.to(a, k, kind) for a, k in args), kind), kind
-        if isinstance(e, exp.Abs):
-            a, kind = self.expr(e.this)
-            if kind not in chain.NUMERIC:
-                raise Refuse
-            return ("abs", a, kind), kind
-        if isinstance(e, (exp.Cast, exp.TryCast)):
-            a, kind = self.expr(e.this)
-            to = cast_kind(e.args.get("to"))
-            if kind == to:
-                return a, kind
-            if a[0] == "lit" and kind == "decimal" and to == "double":
-                return ("lit", a[1], "double"), "double"  # the literal's nearest double
-            if to not in CASTS.get(kind, ()):
-                raise Refuse  # a cast that can fail or round differently
-            return ("cast", a, to), to
-        if isinstance(e, tuple(_UNIX)):  # a timestamp's microseconds: floor-divided by 10^k
-            a, kind = self.expr(e.this)
-            if kind != "timestamp":
-                raise Refuse  # a string or date Spark would cast first
-            unit = _UNIX[type(e)]
-            return (("cast", a, "bigint") if unit == 1 else ("floordiv", a, unit)), "bigint"
-        if isinstance(e, exp.Anonymous) and str(e.this).lower() == "timestamp_micros" \
-                and len(e.expressions) == 1:
-            a, kind = self.expr(e.expressions[0])
-            if kind not in ("int", "bigint"):
-                raise Refuse
-            return ("cast", self.to(a, kind, "bigint"), "timestamp"), "timestamp"
-        if isinstance(e, exp.Anonymous) and str(e.this).lower() == "pmod" \
-                and len(e.expressions) == 2:
-            # by a positive integer literal (a bucket's width): numpy's floor modulo is
-            # Spark's pmod then; other divisors (0, negative, columns) are Spark's to do
-            a, ka = self.expr(e.expressions[0])
-            n, kn = self.expr(e.expressions[1])
-            if n[0] != "lit" or kn not in ("int", "bigint") or n[1] is None or n[1] <= 0 \
-                    or ka not in ("int", "bigint"):
-                raise Refuse
-            kind = common_numeric(ka, kn, self.ansi)
-            return ("pmod", self.to(a, ka, kind), n[1], kind), kind
-        raise Refuse
-
-    def to(self, node, kind, want):
-        """``node`` of ``kind`` as ``want`` (Spark's implicit widening); refuses otherwise."""
-        if kind == want:
-            return node
-        if node[0] == "lit" and (kind == "null" or (kind == "decimal"
-                                                     and want in ("float", "double"))):
-            return ("lit", node[1], want)
-        if node[0] == "lit" and kind in ("int", "bigint") and want in chain.NUMERIC:
-            return ("lit", node[1], want)
-        if want in WIDER.get(kind, ()):
-            return ("cast", node, want)
-        raise Refuse
-
-    def comparable(self, left, right):
-        a, ka = self.expr(left)
-        b, kb = self.expr(right)
-        if ka in NUMERIC_LIT and kb in NUMERIC_LIT:
-            kind = common_numeric(ka, kb, self.ansi)
-        else:
-            kind = common([ka, kb], self.ansi)
-        return self.to(a, ka, kind), self.to(b, kb, kind), kind
-
-    def compare(self, how, left, right):
-        a, b, _ = self.comparable(left, right)
-        return ("cmp", how, a, b), "boolean"
-
-    def case(self, pairs, otherwise):
-        conds = []
-        values = []
-        for cond, value in pairs:
-            c, kc = self.expr(cond)
-            conds.append(self.to(c, kc, "boolean"))
-            values.append(self.expr(value))
-        if otherwise is not None:
-            values.append(self.expr(otherwise))
-        kind = common([k for _, k in values], self.ansi)
-        cast = [self.to(v, k, kind) for v, k in values]
-        branches = tuple(zip(conds, cast[:len(conds)]))
-        default = cast[len(conds)] if otherwise is not None else None
-        return ("case", branches, default, kind), kind
 
     # ------------------------------------------------------------------ windows
     def window(self, w: exp.Window):
@@ -546,12 +377,12 @@ class Compiler:
             default = None
             if func.args.get("default") is not None:
                 d, kd = self.expr(func.args["default"])
-                if d[0] != "lit":
+                if not isinstance(d, ir.Literal):
                     raise Refuse
                 default = self.to(d, kd, kind)
-            self.windows.append(chain.Window("lag", arg, kind, n=n, default=default))
+            self.windows.append(fused.Window("lag", arg, kind, n=n, default=default))
             self.lags = max(self.lags, n)
-            return ("win", len(self.windows) - 1), kind
+            return ir.WindowRef(len(self.windows) - 1), kind
         shape = frame_shape(w)
         if shape is None:
             raise Refuse
@@ -565,12 +396,12 @@ class Compiler:
                 raise Refuse
             keys.append(node)
         node, kind = (None, None) if arg is None else self.expr(arg)
-        if arg is not None and kind not in chain.NUMERIC:
+        if arg is not None and kind not in fused.NUMERIC:
             raise Refuse
-        self.windows.append(chain.Window(name, node, kind, before=before, after=after,
+        self.windows.append(fused.Window(name, node, kind, before=before, after=after,
                                          keys=tuple(keys)))
         self.before = max(self.before, before)
-        return ("win", len(self.windows) - 1), chain.result_type(name, kind)
+        return ir.WindowRef(len(self.windows) - 1), fused.result_type(name, kind)
 
     def whole(self, w: exp.Window):
         """``agg(x) OVER (PARTITION BY <tumbling window instant>, ...)``: the whole

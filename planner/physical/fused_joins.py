@@ -7,7 +7,7 @@ row per window, so at most span / width + 2 rows, :data:`LOOKUP_ROWS` at most) o
 column> = <expression over the level's input>`` (integral or timestamp keys: exact
 equality). Spark computes the relation once, packed into one row (``collect_list`` of its
 rows, ``__wavesql_lookup_<i>`` in the plan), broadcast beside every range; the pass joins
-it row by row (:class:`udfs.fused_chain.Lookup`), so the rows it joins never cross into the
+it row by row (:class:`udfs.fused.Lookup`), so the rows it joins never cross into the
 JVM. The relation is packed into a row rather than collected on the driver so that the
 DataFrame stays lazy (``explain`` runs nothing) and the relation is computed by the query
 that uses it.

@@ -2,7 +2,7 @@
 
 planner/physical/fused_chains.py finds a chain of SELECTs over a Parquet stream (or a
 tumbling window over one, or a direct RESAMPLE of one); :func:`fused_frame` compiles its
-levels (planner/physical/fused_compiler.py) into one :class:`udfs.fused_chain.Program`,
+levels (planner/physical/fused_compiler.py) into one :class:`udfs.fused.Program`,
 checks the result's names and types against Spark's own analysis of the SELECT, plans the
 ranges of event time (planner/physical/file_ranges.py) with the reach before each range
 that the levels need, and returns a ``mapInArrow`` over one task per range
@@ -19,7 +19,8 @@ from sqlglot import exp
 
 from wavesql.dialect import to_spark_sql
 from wavesql.sqltext import quote
-from wavesql.udfs import fused_chain as chain
+from wavesql.udfs import fused
+from wavesql.udfs.fused.expr import Column, WindowRef, columns_read, walk
 
 from .. import ir
 from ..ctes import visible_ctes
@@ -57,7 +58,7 @@ def fused_frame(levels, stream, table, inputs, rt, schema=None, width=None, resa
     if frame is None or not event_time:
         return None, None  # no event time: no order the ranges could follow
     fields = {f.name.lower(): f for f in frame.schema.fields}
-    scope = [(f.name, ("col", f.name.lower()), kind_of(f.dataType))
+    scope = [(f.name, Column(f.name.lower()), kind_of(f.dataType))
              for f in frame.schema.fields]
     time_name = event_time.lower()
     if fields.get(time_name) is None or kind_of(fields[time_name].dataType) != "timestamp":
@@ -100,7 +101,7 @@ def fused_frame(levels, stream, table, inputs, rt, schema=None, width=None, resa
     time_col = fields[time_name].name
     inputs_read = tuple((fields[c].name, kind_of(fields[c].dataType))
                         for c in sorted(used - {bucket} | {time_name}))
-    program = chain.Program(inputs_read, time_col, tuple(compiled),
+    program = fused.Program(inputs_read, time_col, tuple(compiled),
                             (fields[bucket].name, width) if bucket else None)
     # Spark's own analysis names and types the result; a differing compiled type refuses
     kinds = [kind for _, _, kind in scope]
@@ -134,7 +135,7 @@ def fused_frame(levels, stream, table, inputs, rt, schema=None, width=None, resa
         rows = None
 
         def evaluate(r, tables):  # the range's own grid points: complete by themselves
-            return chain.run(make_points(r), program, r.start, None, ansi, tables)
+            return fused.run(make_points(r), program, r.start, None, ansi, tables)
     else:
         found = _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width,
                                reach_time, reach_rows, program, ansi)
@@ -158,7 +159,7 @@ def fused_frame(levels, stream, table, inputs, rt, schema=None, width=None, resa
                 arrays = []
                 for (values, valid), kind, field in zip(evaluate(ranges[i], tables), kinds,
                                                         target):
-                    array = chain.to_arrow(values, valid, kind)
+                    array = fused.to_arrow(values, valid, kind)
                     arrays.append(array if array.type.equals(field.type)
                                   else array.cast(field.type))
                 yield pa.RecordBatch.from_arrays(arrays, schema=target)
@@ -222,7 +223,7 @@ def _stream_ranges(stream, frame, fields, inputs_read, time_col, rt, width, reac
         while True:
             table = pc_.read_range(r, read, time_col, progress, wanted, context=False)
             complete = None if r.need_lo <= first else r.need_lo
-            out = chain.run(table, program, r.start, complete, ansi, tables)
+            out = fused.run(table, program, r.start, complete, ansi, tables)
             if out is not None:
                 return out
             # read twice as far back (at least some rows' worth)
@@ -251,27 +252,24 @@ def _keep_windows(level):
     """``level`` with the windows no output reads left out (None: not evaluated), and the
     joined columns nothing reads."""
     if level.lookup is not None:
-        read = {node[1] for node in _level_nodes(level, joined=False) if node[0] == "col"}
+        read = columns_read(_level_roots(level, joined=False))
         level = dataclasses.replace(level, lookup=dataclasses.replace(
             level.lookup, columns=tuple(c for c in level.lookup.columns if c[1] in read)))
     roots = [e for _, e in level.outputs] + ([level.having] if level.having else [])
-    used = {node[1] for e in roots for node in chain.nodes(e) if node[0] == "win"}
+    used = {node.index for e in roots for node in walk(e) if isinstance(node, WindowRef)}
     return dataclasses.replace(level, windows=tuple(
         w if i in used else None for i, w in enumerate(level.windows)))
 
 
-def _level_nodes(level, joined=True):
-    """The expression nodes a level evaluates over its input (``joined``: and its join's
-    key, which reads the input before the join)."""
+def _level_roots(level, joined=True):
+    """The expressions a level evaluates over its input (``joined``: and its join's key,
+    which reads the input before the join; None where a part is absent)."""
     # a GROUP BY level's outputs and HAVING read its groups (keys, aggregates), not its input
     outputs = [] if level.group is not None else [e for _, e in level.outputs]
-    roots = outputs + [level.where] + list(level.group or ()) + [
+    return outputs + [level.where] + list(level.group or ()) + [
         e for w in level.windows if w is not None for e in (w.arg, w.default) + w.keys] + (
         [level.lookup.key, level.lookup.where] if level.lookup is not None and joined else [])
-    for root in roots:
-        if root is not None:
-            yield from chain.nodes(root)
 
 
 def _columns_read(level) -> set[str]:
-    return {node[1] for node in _level_nodes(level) if node[0] == "col"}
+    return columns_read(_level_roots(level))

@@ -1,7 +1,7 @@
 """The value kinds of a fused chain, and Spark's type coercion between them.
 
 planner/physical/fused_compiler.py compiles a SELECT's expressions into the nodes of
-udfs/fused_chain.py, each with a *kind*: one of :data:`KINDS` (the Spark types the numpy
+udfs/fused/expr.py, each with a *kind*: one of :data:`KINDS` (the Spark types the numpy
 program holds exactly as Spark does), ``"decimal"`` or ``"null"`` for literals that take the
 type of what they meet, ``"opaque"`` for any other column. The functions here give the
 result kind Spark's analyser would (widening, ANSI or legacy coercion, literals) and raise
@@ -15,12 +15,13 @@ import re
 
 from sqlglot import exp
 
-from wavesql.udfs import fused_chain as chain
+from wavesql.udfs.fused.expr import Literal
+from wavesql.udfs.fused.kinds import NUMERIC
 
 #: The Spark types a fused chain evaluates.
 KINDS = ("boolean", "int", "bigint", "float", "double", "timestamp")
 #: The numeric kinds, with those of a literal before it meets a column (decimal, null).
-NUMERIC_LIT = chain.NUMERIC + ("decimal", "null")
+NUMERIC_LIT = NUMERIC + ("decimal", "null")
 #: Casts that never fail and round as numpy does: kind -> kinds it widens to.
 WIDER = {"int": ("bigint", "float", "double"), "bigint": ("float", "double"),
          "float": ("double",)}
@@ -46,14 +47,14 @@ def literal(e: exp.Literal):
     if re.fullmatch(r"\d+", text):
         value = int(text)
         if value < (1 << 31):
-            return ("lit", value, "int"), "int"
+            return Literal(value, "int"), "int"
         if value < (1 << 63):
-            return ("lit", value, "bigint"), "bigint"
+            return Literal(value, "bigint"), "bigint"
         raise Refuse
     if re.fullmatch(r"(\d+\.?\d*|\.\d+)[eE][+-]?\d+", text):
-        return ("lit", float(text), "double"), "double"
+        return Literal(float(text), "double"), "double"
     if re.fullmatch(r"\d+\.\d*|\.\d+", text):
-        return ("lit", float(text), "decimal"), "decimal"  # meets only FLOAT / DOUBLE
+        return Literal(float(text), "decimal"), "decimal"  # meets only FLOAT / DOUBLE
     raise Refuse
 
 
@@ -71,7 +72,7 @@ def common_numeric(ka: str, kb: str, ansi: bool) -> str:
         return "double"
     if ansi and "float" in kinds and kinds & {"int", "bigint"}:
         return "double"
-    return max(kinds, key=chain.NUMERIC.index)
+    return max(kinds, key=NUMERIC.index)
 
 
 def common(kinds, ansi: bool) -> str:
