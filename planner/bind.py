@@ -190,4 +190,4 @@ def bind_query(node: exp.Expression, stmt: ParsedStatement | None, ctx: BindCont
         sql, offset = to_spark_sql(node), None
     schema = ctx.env.analyze(sql, inputs, offset)
     bounded = all(r.bounded for _, r in inputs)
-    return ir.SqlQuery(sql, inputs, schema, bounded, offset)
+    return ir.SqlQuery(sql, inputs, schema, bounded, offset, tree=node)

@@ -16,10 +16,13 @@ node without a rule instead of skipping it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator
 
+from sqlglot import exp
+
 from wavesql.catalog import objects as cat
+from wavesql.dialect import parse_one
 
 
 # ---------------------------------------------------------------------------------------
@@ -342,11 +345,14 @@ class AsofJoin:
 class SqlQuery(Relation):
     """A Spark SQL query over named inputs.
 
-    ``sql`` is the text handed to Spark: the user's own text when the statement is plain
-    Spark SQL (so Spark sees exactly what the user typed and its error positions map back
-    one to one), else SQL generated from the rewritten AST. ``inputs`` maps each relation
-    name the query references to the relation that provides it; lowering registers each as
-    a Spark temporary view under that name before running ``sql``.
+    ``tree`` is the query as the analysis rules left it, an AST with no WaveSQL construct
+    left; ``sql`` is its text as handed to Spark: the user's own text when the statement is
+    plain Spark SQL (so Spark sees exactly what the user typed and its error positions map
+    back one to one), else rendered from ``tree`` once, at binding. The physical rules and
+    the continuous planner work on the tree (:meth:`ast`), never on the text. ``inputs``
+    maps each relation name the query references to the relation that provides it;
+    lowering registers each as a Spark temporary view under that name before running the
+    SQL.
     """
 
     sql: str
@@ -361,6 +367,13 @@ class SqlQuery(Relation):
     #: When ``sql`` is a RESAMPLE: what it computes (planner/physical/direct_resample.py,
     #: streaming/resample.py).
     resample: Resample | None = None
+    #: the AST whose Spark SQL is ``sql`` (shared: read it, or rewrite a copy from
+    #: :meth:`ast`); None only for a query built from text alone
+    tree: exp.Expression | None = field(default=None, compare=False, repr=False)
+
+    def ast(self) -> exp.Expression:
+        """A copy of the query's AST, for a rule to rewrite."""
+        return self.tree.copy() if self.tree is not None else parse_one(self.sql)
 
     def children(self):
         return tuple(r for _, r in self.inputs)

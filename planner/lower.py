@@ -19,6 +19,7 @@ from typing import Callable
 
 from wavesql import settings
 from wavesql.catalog import objects as cat
+from wavesql.dialect import to_spark_sql
 from wavesql.errors import WaveSQLError
 from wavesql.sources import kafka
 from wavesql.sqltext import quote
@@ -228,7 +229,7 @@ def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
     if rel.program.stateful:
         # State carried from row to row is only right over one ordered pass of the samples;
         # a mapInArrow sees partitions in any order and restarts per partition. The binder
-        # refuses stateful functions over views, and rewrite pushes those over a signal into
+        # refuses stateful functions over views, and optimize pushes those over a signal into
         # its scan, so reaching here is a planner bug, not a wrong result to hand back.
         raise WaveSQLError("NOT_IMPLEMENTED", "a stateful signal function ("
                            + ", ".join(sorted(c["call"] for c in rel.program.calls()
@@ -348,13 +349,13 @@ def run_sql(sql: str, inputs, rt: Runtime, offset: int | None):
 def _lower_sql_query(rel: ir.SqlQuery, rt: Runtime):
     """Spark SQL over the query's inputs, after the physical rules (planner/physical/):
     each may take work out of the SQL into a pass of its own, or compute the whole result."""
-    plan = physical.SqlPlan(rel, rt, lower_inputs(rel.inputs, rt), rel.sql)
+    plan = physical.SqlPlan(rel, rt, lower_inputs(rel.inputs, rt))
     for rule in physical.RULES:
         plan = rule(plan)
         if plan.result is not None:
             return plan.result
-    if plan.views:  # the SQL as the rules rewrote it, over the views they made
-        return run_sql_frames(plan.sql, plan.inputs(), rt, None)
+    if plan.tree is not None:  # the AST as the rules rewrote it, over the views they made
+        return run_sql_frames(to_spark_sql(plan.tree), plan.inputs(), rt, None)
     return run_sql_frames(rel.sql, plan.frames, rt, rel.source_offset)
 
 
@@ -507,13 +508,13 @@ def _explain_stages(stmt: ir.Explain, rt: Runtime, offset) -> str:
     """``EXPLAIN STAGES``: the statement after each stage of the planner, in order."""
     from wavesql.dialect import parse_one
 
-    from .rewrite import RULES
+    from .optimize import RULES
 
     rules = ", ".join(rule.__name__ for rule in RULES)
     stages = [("parse (wavesql.dialect): the sqlglot AST", repr(parse_one(stmt.ast_text))),
               ("analyze (planner.bind): the bound IR", ir.explain_ir(stmt.analyzed or
                                                                      stmt.target)),
-              (f"optimize (planner.rewrite: {rules})", ir.explain_ir(stmt.target))]
+              (f"optimize (planner.optimize: {rules})", ir.explain_ir(stmt.target))]
     if isinstance(stmt.target, ir.QueryStatement):
         df = lower(stmt.target, rt, offset)  # the physical rules run here (planner.lower)
         stages.append(("physical (planner.lower): Spark's physical plan",

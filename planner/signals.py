@@ -11,8 +11,8 @@ A SELECT whose FROM is a catalog signal is split in two:
 
 So ``SELECT start_time(ch1) AS t, seg_std(ch1) AS sd FROM mic [SAMPLES 4096]
 WHERE seg_std(ch1) > 0.05 AND seg_avg(ch1) < 0.001`` runs its statistics and both filters
-next to the samples, and Spark receives only the passing windows' two numbers. The rewrite
-stage then pushes the program into the WAV scan (``rewrite.push_program_into_scan``).
+next to the samples, and Spark receives only the passing windows' two numbers. The optimize
+stage then pushes the program into the WAV scan (``optimize.push_program_into_scan``).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
     from wavesql import planner
 
-    bound = planner.rewrite(planner.bind(stmt, session.catalog, session.env.for_text(text)))
+    bound = planner.optimize(planner.bind(stmt, session.catalog, session.env.for_text(text)))
     if not isinstance(bound, ir.QueryStatement):
         raise WaveSQLError("UNSUPPORTED_STATEMENT", "only a query can run continuously",
                            hint="DDL runs once: use Session.sql for it")

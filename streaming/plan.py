@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from wavesql.catalog import objects as cat
-from wavesql.dialect import parse_one
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
@@ -93,9 +92,9 @@ class Plan:
 
 
 def parsed(rel: ir.SqlQuery):
-    """The SQL of ``rel`` parsed (None: it does not parse)."""
+    """A copy of ``rel``'s AST (None: it has none and its text does not parse)."""
     try:
-        return parse_one(rel.sql)
+        return rel.ast()
     except WaveSQLError:
         return None
 

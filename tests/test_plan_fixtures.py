@@ -1,9 +1,9 @@
-"""The planner's analysis and rewrite rules, tested from fixture files with no JVM.
+"""The planner's analysis and optimisation rules, tested from fixture files with no JVM.
 
 Each file under ``tests/fixtures/plans/`` is a catalog set-up and a list of cases (the model
 is sqlglot's ``tests/fixtures/optimizer/*.sql``): a query, and below ``---`` the IR the
 planner must produce for it (``EXPLAIN IR``'s text), or the error (``error[CODE]: message``)
-it must stop with. The queries are bound by the real binder and rewriter against a real
+it must stop with. The queries are bound by the real binder and optimizer against a real
 SQLite catalog; what Spark would answer (the schema of a Spark SQL fragment, which
 functions exist) comes from ``planner.dict_environment`` instead of a Spark session.
 
@@ -88,7 +88,7 @@ def _setup(block: str, root: Path):
 
 
 def _plan(stmt, catalog, env, root: Path) -> ir.Statement:
-    return planner.rewrite(planner.bind(stmt, catalog, env, str(root)))
+    return planner.optimize(planner.bind(stmt, catalog, env, str(root)))
 
 
 def _apply(bound: ir.Statement, catalog) -> None:
@@ -155,14 +155,14 @@ def _rewrite(path: Path, name: str, got: str) -> None:
     path.write_text(text[:start] + block + ("\n" + text[end:] if end < len(text) else ""))
 
 
-def test_every_analysis_and_rewrite_rule_has_a_case():
+def test_every_analysis_and_optimisation_rule_has_a_case():
     from wavesql.planner import analyze
-    from wavesql.planner.rewrite import RULES as REWRITE_RULES
+    from wavesql.planner.optimize import RULES as OPTIMIZE_RULES
 
     named = {line.split(":", 1)[1].strip() for path in FIXTURES.glob("*.txt")
              for line in path.read_text().splitlines() if line.startswith("# rule:")}
     rules = {f"{r.__module__.rpartition('.')[2]}.{r.__name__}" for r in analyze.RULES}
-    rules |= {f"rewrite.{r.__name__}" for r in REWRITE_RULES}
+    rules |= {f"optimize.{r.__name__}" for r in OPTIMIZE_RULES}
     assert rules - named == set(), "rules without a fixture case"
     assert named - rules == set(), "fixture cases naming rules that do not exist"
 

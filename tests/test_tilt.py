@@ -232,14 +232,14 @@ def test_examples_through_the_fused_passes(ws, tmp_path, monkeypatch, app):
     from wavesql.planner.physical import fused_chains as fused_chain
 
     fused = []
-    rewrite = fused_chain.rewrite
+    fuse = fused_chain.fuse
 
     def spy(*args, **kwargs):
-        sql, views, whole = rewrite(*args, **kwargs)
+        tree, views, whole = fuse(*args, **kwargs)
         fused.append(bool(views) or whole is not None)
-        return sql, views, whole
+        return tree, views, whole
 
-    monkeypatch.setattr(fused_chain, "rewrite", spy)
+    monkeypatch.setattr(fused_chain, "fuse", spy)
     _fused(ws, lambda: _APPS[app](ws, tmp_path))
     assert any(fused), fused
 

@@ -296,7 +296,7 @@ def _batch_result(session, bound, text: str):
     from wavesql.planner import ir
     from wavesql.planner.lower import Runtime
 
-    stmt = planner.rewrite(ir.QueryStatement(bound.query))
+    stmt = planner.optimize(ir.QueryStatement(bound.query))
     return planner.lower(stmt, Runtime(session.spark, session.catalog, text))
 
 

@@ -143,7 +143,7 @@ class Session:
         """Bind one statement against the catalog ``scratch`` and apply its DDL there, so
         that later statements of the same text see what it creates or drops."""
         self._use_storage_settings()
-        bound = planner.rewrite(planner.bind(stmt, scratch, self.env.for_text(text), base_dir))
+        bound = planner.optimize(planner.bind(stmt, scratch, self.env.for_text(text), base_dir))
         if isinstance(bound, ir.CreateObject):
             scratch.create(bound.definition, replace=bound.replace,
                            if_not_exists=bound.if_not_exists)
@@ -166,7 +166,7 @@ class Session:
         if mode.upper() == "AST":
             return repr(stmt.node)
         analyzed = planner.bind(stmt, self.catalog, self.env.for_text(text))
-        explain = ir.Explain(mode.upper(), stmt.text, planner.rewrite(analyzed), analyzed)
+        explain = ir.Explain(mode.upper(), stmt.text, planner.optimize(analyzed), analyzed)
         return explain_text(explain, self._runtime(text), stmt.start)
 
     def stream(self, text: str, output, checkpoint: str | os.PathLike, *,
@@ -232,7 +232,7 @@ class Session:
              source: str | None = None) -> Result:
         self._use_storage_settings()
         bound = planner.bind(stmt, self.catalog, self.env.for_text(text), base_dir)
-        bound = planner.rewrite(bound)
+        bound = planner.optimize(bound)
         from wavesql.planner.insert import InsertInto
 
         if isinstance(bound, InsertInto):  # a job: incremental and exactly once (wavesql.jobs)

@@ -24,7 +24,7 @@ still reads.
 
 The layout follows sqlglot's optimizer (``sqlglot/optimizer/optimizer.py``: a ``RULES``
 tuple, one rule per module) and DataFusion's analyzer (named rules, semantic analysis
-apart from optimisation, which is ``planner.rewrite``'s). DDL and INSERT INTO a sink bind
+apart from optimisation, which is ``planner.optimize``'s). DDL and INSERT INTO a sink bind
 in ``ddl.py`` and ``insert_into.py``; ``resolve.py`` resolves names for all of them.
 """
 

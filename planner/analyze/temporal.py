@@ -25,7 +25,7 @@ import dataclasses
 
 from sqlglot import exp
 
-from wavesql.dialect import nodes as wn
+from wavesql.dialect import nodes as wn, parse_one
 from wavesql.errors import Span, WaveSQLError, did_you_mean
 
 from .. import ir
@@ -163,7 +163,9 @@ def _input_of(expr: exp.Expression, select: exp.Select, ctx: BindContext, known:
 
 
 def _temporal_query(sql: str, inputs, ctx: BindContext) -> ir.SqlQuery:
-    """``sql`` over ``inputs`` (each name once), analysed by Spark for its schema."""
+    """``sql`` over ``inputs`` (each name once), analysed by Spark for its schema; its AST
+    parsed once here (planner/temporal.py writes the operators' SQL as text)."""
     unique = tuple(dict(inputs).items())
     schema = ctx.env.analyze(sql, unique, None)
-    return ir.SqlQuery(sql, unique, schema, all(r.bounded for _, r in unique))
+    return ir.SqlQuery(sql, unique, schema, all(r.bounded for _, r in unique),
+                       tree=parse_one(sql))

@@ -2,14 +2,15 @@
 
 ``planner.lower`` lowers an ``ir.SqlQuery`` (Spark SQL over named inputs) by applying
 :data:`RULES` in order to a :class:`SqlPlan` -- the query, the statement's Runtime, its
-inputs lowered to DataFrames, its SQL text -- and then running the SQL text over the inputs
-and the views the rules made. Each rule is one module here, named after what it does, and
-has one signature::
+inputs lowered to DataFrames, its AST -- and then running the query over the inputs and
+the views the rules made: its own text when no rule changed it, else the rewritten AST
+rendered to Spark SQL once, after the last rule. Each rule is one module here, named after
+what it does, and has one signature::
 
     rule(plan: SqlPlan) -> SqlPlan
 
 It returns ``plan`` itself when it has nothing to do; else a new plan
-(``dataclasses.replace``) whose SQL reads views the rule made (``plan.views``: name ->
+(``dataclasses.replace``) whose AST (a copy: ``plan.ast()``) reads views the rule made (``plan.views``: name ->
 DataFrame) in place of what it took out, or whose ``result`` is the whole query's
 DataFrame -- no later rule and no SQL runs then. A rule changes how the query runs, not
 its result: it applies only where its pass gives the rows, names and types Spark's plan of
@@ -33,7 +34,7 @@ windows then take, one SELECT at a time, the windows left in the SQL (reading th
 views as inputs). A fused total over a RESAMPLE reuses the ranges the RESAMPLE's own
 lowering planned (``rt.prepared``): inputs are lowered before the query that reads them.
 Pushing a signal program into its WAV scan is an IR rewrite, not a rule here
-(``planner.rewrite``).
+(``planner.optimize``).
 
 The layout mirrors planner/analyze/ (a ``RULES`` tuple, one rule per module). The modules
 without a rule are what the rules share: sql_shapes.py (what they recognise in the SQL),

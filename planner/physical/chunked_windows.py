@@ -58,7 +58,7 @@ import itertools
 from sqlglot import exp
 
 from wavesql import settings
-from wavesql.dialect import parse_one, to_spark_sql
+from wavesql.dialect import to_spark_sql
 from wavesql.sqltext import quote
 from wavesql.udfs import time_windows as kernel
 
@@ -77,36 +77,31 @@ _counter = itertools.count()
 def chunk_windows(plan: SqlPlan) -> SqlPlan:
     """``plan`` with the chunkable OVER windows of its SQL read from chunked passes, each a
     view added to ``plan.views``; ``plan`` itself when none applies (module docstring)."""
-    sql, views = rewrite(plan.sql, plan.inputs(), plan.rt, _streams_below(plan.query),
-                         plan.scans())
+    tree, views = chunk(plan.read(), plan.inputs(), plan.rt, _streams_below(plan.query),
+                          plan.scans())
     if not views:
         return plan
-    return dataclasses.replace(plan, sql=sql, views={**plan.views, **views})
+    return dataclasses.replace(plan, tree=tree, views={**plan.views, **views})
 
 
-def rewrite(sql: str, inputs, rt, streams=(), scans=None):
-    """``(sql, extra views)``: ``sql`` with its chunkable windows read from chunked passes,
-    each registered under a view name returned in ``extra`` (name -> DataFrame); ``sql``
-    unchanged (and no views) when nothing applies. ``inputs``: ``(name, DataFrame)`` the
-    query reads; ``streams``: the catalog streams below the query (for the density estimate);
-    ``scans``: lower-case input name -> the catalog stream it scans as it is (those the
+def chunk(tree: exp.Expression, inputs, rt, streams=(), scans=None):
+    """``(tree, extra views)``: a copy of the query's AST ``tree`` with its chunkable windows
+    read from chunked passes, each registered under a view name returned in ``extra`` (name
+    -> DataFrame); ``tree`` itself (and no views) when nothing applies. ``inputs``:
+    ``(name, DataFrame)`` the query reads; ``streams``: the catalog streams below the query
+    (for the density estimate); ``scans``: lower-case input name -> the catalog stream it scans as it is (those the
     windows may read straight from their Parquet files)."""
     mode = windows_mode(rt.spark)
-    if rt.streams is not None or mode == "false":
-        return sql, {}
-    if "OVER" not in sql.upper():
-        return sql, {}
-    try:
-        tree = parse_one(sql)
-    except Exception:  # noqa: BLE001 -- text Spark accepts but the dialect does not: leave it
-        return sql, {}
+    if rt.streams is not None or mode == "false" or tree.find(exp.Window) is None:
+        return tree, {}
+    given, tree = tree, tree.copy()
     selects = sorted(tree.find_all(exp.Select), key=lambda s: -depth(s))  # inner first
     scans = scans or {}
     planned = [(select, p) for select in selects
                if (p := _plan_select(select)) is not None
                and (not p.partition or mode == "all" or direct_stream(select, scans))]
     if not planned:
-        return sql, {}
+        return given, {}
     # read once per query, and only if a shuffled pass needs it (the direct pass reads the
     # footers itself): the same streams for every SELECT
     footers = functools.cache(lambda: _footer_estimate(streams))
@@ -118,8 +113,8 @@ def rewrite(sql: str, inputs, rt, streams=(), scans=None):
         if df is not None:
             views[name] = df
     if not views:
-        return sql, {}
-    return to_spark_sql(tree), views
+        return given, {}
+    return tree, views
 
 
 class _Planned:

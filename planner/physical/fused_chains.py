@@ -61,7 +61,6 @@ import warnings
 from sqlglot import exp
 
 from wavesql import settings
-from wavesql.dialect import parse_one, to_spark_sql
 
 from .. import ir
 from ..ctes import visible_ctes
@@ -95,36 +94,34 @@ def fuse_chains(plan: SqlPlan) -> SqlPlan:
     resampled = {name.lower(): r for name, r in rel.inputs
                  if isinstance(r, ir.SqlQuery) and r.resample is not None
                  and not r.resample.keys}  # a series per key: no direct plan to fuse into
-    sql, views, whole = rewrite(plan.sql, plan.inputs(), plan.rt, plan.scans(), rel.schema,
-                                tumbling, resampled)
+    tree, views, whole = fuse(plan.read(), plan.inputs(), plan.rt, plan.scans(),
+                                 rel.schema, tumbling, resampled)
     if whole is not None:
         return dataclasses.replace(plan, result=whole)
     if not views:
         return plan
-    return dataclasses.replace(plan, sql=sql, views={**plan.views, **views})
+    return dataclasses.replace(plan, tree=tree, views={**plan.views, **views})
 
 
-def rewrite(sql: str, inputs, rt, scans, schema=None, tumbling=None, resampled=None):
-    """``(sql, views, whole)``: ``sql`` with its fusable SELECT chains read from fused
-    passes, each registered under a view name in ``views`` (name -> DataFrame); ``whole``
-    the DataFrame of the whole query when it is one fused chain (else None); ``sql``
-    unchanged (no views) when none applies. ``schema``: the query's result (ir.Schema), as
-    Spark's analysis gave it at binding; ``tumbling``: lower-case input name -> ``(stream,
-    width)`` of the inputs that are a tumbling CQL window (``[RANGE w SLIDE w]``) over a
-    catalog stream; ``resampled``: lower-case input name -> the RESAMPLE (ir.SqlQuery) of
+def fuse(tree: exp.Expression, inputs, rt, scans, schema=None, tumbling=None,
+            resampled=None):
+    """``(tree, views, whole)``: a copy of the query's AST ``tree`` with its fusable SELECT
+    chains read from fused passes, each registered under a view name in ``views`` (name ->
+    DataFrame); ``whole`` the DataFrame of the whole query when it is one fused chain (else
+    None); ``tree`` itself (no views) when none applies. ``schema``: the query's result
+    (ir.Schema), as Spark's analysis gave it at binding; ``tumbling``: lower-case input
+    name -> ``(stream, width)`` of the inputs that are a tumbling CQL window (``[RANGE w
+    SLIDE w]``) over a catalog stream; ``resampled``: lower-case input name -> the RESAMPLE (ir.SqlQuery) of
     the inputs that are one (a total over it is computed where its grid points are made).
     ``inputs``: ``(name, DataFrame)`` the query reads; ``scans``: ``SqlPlan.scans``."""
     spark = rt.spark
     tumbling, resampled = tumbling or {}, resampled or {}
     if (rt.streams is not None or not (scans or tumbling or resampled)
-            or ("OVER" not in sql.upper() and not (tumbling or resampled))
+            or (tree.find(exp.Window) is None and not (tumbling or resampled))
             or not settings.get(spark, "wavesql.fused")
             or windows_mode(spark) == "false"):
-        return sql, {}, None
-    try:
-        tree = parse_one(sql)
-    except Exception:  # noqa: BLE001 -- text Spark accepts but the dialect does not: leave it
-        return sql, {}, None
+        return tree, {}, None
+    given, tree = tree, tree.copy()
     views: dict = {}
     lookups: dict[str, int] = {}  # fused per-window aggregates: view -> at most how many rows
     fused: set[int] = set()  # ids of the SELECTs inside a fused chain
@@ -151,7 +148,7 @@ def rewrite(sql: str, inputs, rt, scans, schema=None, tumbling=None, resampled=N
         if df is None:
             continue
         if select is tree:
-            return sql, {}, df
+            return given, {}, df
         fused.update(id(s) for s in levels)
         name = f"__wavesql_fused_{next(_counter)}"
         views[name] = df
@@ -159,8 +156,8 @@ def rewrite(sql: str, inputs, rt, scans, schema=None, tumbling=None, resampled=N
             lookups[name.lower()] = rows
         select.replace(exp.select(exp.Star()).from_(exp.to_table(name)))
     if not views:
-        return sql, {}, None
-    return to_spark_sql(tree), views, None
+        return given, {}, None
+    return tree, views, None
 
 
 def _joined_selects(tree) -> set[int]:

@@ -1,12 +1,12 @@
-"""``rewrite``: IR -> IR, the planner's own optimisations.
+"""``optimize``: IR -> IR, the planner's own optimisations.
 
-Rules are plain functions ``Relation -> Relation`` applied bottom-up, in order, until nothing
-changes. This is where WaveSQL-specific rewrites live -- fusing chains of signal functions
-into one Python pass, pushing a chain into the WAV scan, window-id evaluation of CQL windows
--- as those operators arrive; relational optimisation of plain Spark SQL is left to Spark's
-own optimizer, which does it better than a second copy would.
+Rules are plain functions ``Relation -> Relation``, one per module here, listed in
+:data:`RULES` and applied bottom-up, in order, until nothing changes. They are the
+rewrites only WaveSQL can make (today: pushing a signal program into the scan that reads
+its samples); relational optimisation of the Spark SQL is left to Spark's own optimizer,
+and choosing how a query's SQL runs is planner/physical/'s.
 
-Before returning, ``rewrite`` checks the invariants ``lower`` relies on, so a broken rule
+Before returning, ``optimize`` checks the invariants ``lower`` relies on, so a broken rule
 fails here with a clear message rather than as a wrong result.
 """
 
@@ -17,36 +17,23 @@ from typing import Callable
 
 from wavesql.errors import WaveSQLError
 
-from . import ir
+from .. import ir
+from .push_program_into_scan import push_program_into_scan
 
 Rule = Callable[[ir.Relation], ir.Relation]
 
-def push_program_into_scan(rel: ir.Relation) -> ir.Relation:
-    """SignalStage over a WAV (or Kafka sample-block) SignalScan -> the scan evaluates the
-    program itself.
-
-    The samples then never cross into the JVM: the scan decodes them in Python and hands
-    Spark only the program's outputs for the rows its filters keep (XStream's lesson that
-    passing whole segments, not samples, is what makes signal processing fast).
-    """
-    if (isinstance(rel, ir.SignalStage) and isinstance(rel.input, ir.SignalScan)
-            and rel.input.program is None and rel.input.signal.format in ("wav", "samples")):
-        return dataclasses.replace(rel.input, program=rel.program, schema=rel.schema)
-    return rel
-
-
-#: The rewrite rules, in order.
+#: The optimisation rules, in order.
 RULES: list[Rule] = [push_program_into_scan]
 
 
-def rewrite(stmt: ir.Statement, rules: list[Rule] | None = None) -> ir.Statement:
+def optimize(stmt: ir.Statement, rules: list[Rule] | None = None) -> ir.Statement:
     """Apply ``rules`` (default :data:`RULES`) to every relation in ``stmt``."""
     rules = RULES if rules is None else rules
     if isinstance(stmt, ir.QueryStatement):
         stmt = ir.QueryStatement(_fixpoint(stmt.relation, rules))
         check(stmt.relation)
     elif isinstance(stmt, ir.Explain) and stmt.target is not None:
-        stmt = dataclasses.replace(stmt, target=rewrite(stmt.target, rules),
+        stmt = dataclasses.replace(stmt, target=optimize(stmt.target, rules),
                                    analyzed=stmt.analyzed or stmt.target)
     return stmt
 
@@ -57,7 +44,7 @@ def _fixpoint(rel: ir.Relation, rules: list[Rule], limit: int = 50) -> ir.Relati
         if new == rel:
             return new
         rel = new
-    raise WaveSQLError("NOT_IMPLEMENTED", "rewrite rules did not reach a fixpoint",
+    raise WaveSQLError("NOT_IMPLEMENTED", "optimisation rules did not reach a fixpoint",
                        hint="this is a WaveSQL bug: please report the query")
 
 
