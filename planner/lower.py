@@ -113,7 +113,7 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
     program = rel.program or Program.identity([c.name for c in s.channels])
     width, slide = rel.window or (s.segment, s.segment)
     options = _wav_options(s, program, width, slide)
-    if s.source != "kafka":
+    if s.source != "kafka" and s.format == "wav":
         options["partition_samples"] = str(_partition_samples(s, width, rt))
     if program.stateful:
         if slide < width:
@@ -125,11 +125,14 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
             options["sequential"] = "true"  # the whole past matters: one ordered pass
         else:  # parallel partitions, each warmed up on the look-back before it
             options["lookback"] = str(lookback)
-    if s.source == "kafka":  # sample blocks in a topic (sources/kafka_signal.py)
-        from wavesql.sources import kafka_signal
+    if s.source == "kafka" or s.format != "wav":
+        # sample blocks in a topic (sources/kafka_signal.py), rows of a table
+        # (sources/table_signal.py): placed on the timeline first, then the WAV scan's plan
+        from wavesql.sources import kafka_signal, table_signal
 
+        source = kafka_signal if s.source == "kafka" else table_signal
         tasks = TASKS_PER_CORE * max(1, rt.spark.sparkContext.defaultParallelism)
-        return kafka_signal.batch_frame(
+        return source.batch_frame(
             rt.spark, s, program, width, slide, lookback=options.get("lookback") and
             int(options["lookback"]), sequential=options.get("sequential") == "true",
             tasks=tasks)
@@ -299,7 +302,7 @@ def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
     # segments, also what runs where the signal's rows are not plain files (a micro-batch)
     mode = settings.get(rt.spark, "wavesql.sync.read")
     # (the scan's window does not matter here: the files' samples are what a range cuts)
-    direct = (mode == "files" and rel.signal.program is None
+    direct = (mode == "files" and rel.signal.program is None and s.format == "wav"
               and (rt.streams is None or ("signal", s.key) not in rt.streams))
     placements = signal_rows = None
     if direct:

@@ -37,7 +37,6 @@ channel count or size) fails the query with ``MALFORMED_ROW`` naming
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from dataclasses import dataclass
 
@@ -182,26 +181,14 @@ def place(rows, topic: str) -> tuple[list[BlockPlacement], int]:
     return placed, repeats
 
 
-def _filled(task, blocks: dict):
-    """``task`` with its blocks' samples (``blocks``: (partition, offset) -> array)."""
-    files = tuple(dataclasses.replace(f, samples=blocks[(f.partition, f.offset)])
-                  for f in task.files)
-    return dataclasses.replace(task, files=files)
-
-
 def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int | None,
                 sequential: bool, tasks: int):
     """A batch read of Kafka signal ``signal`` through ``program`` in ``[SAMPLES width
     SLIDE slide]`` windows: a DataFrame of the program's output (module docstring)."""
-    import json
-
     from pyspark.sql import functions as F
-    from pyspark.sql.types import _parse_datatype_string
 
     from wavesql.sources import kafka
-    from wavesql.sources.arrow import conform
-    from wavesql.sources.wav_plan import WavOptions, WavPlan, runs_of
-    from wavesql.sources.wav_scan import read_partition, target_schema
+    from wavesql.sources.placed import placed_plan, scan_part
 
     channels = tuple(c.name for c in signal.channels)
     raw = kafka.load(spark, signal, streaming=False)
@@ -213,47 +200,25 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
                            hint="records of a FORMAT samples signal are sample blocks "
                                 "(sources/kafka_signal.py: the wire format)")
     placements, _ = place(rows, signal.path)
-    # about ``tasks`` partitions, never smaller than 1 M samples (as WAV scans are cut)
-    total = sum(p.info.frames for p in placements)
-    partition_samples = max(1 << 20, -(-(-(-total // tasks)) // width) * width)
-    options = WavOptions.parse({
-        "path": f"kafka:{signal.path}", "rate": repr(signal.rate_hz),
-        "channels": json.dumps(list(channels)), "window": str(width),
-        "slide": str(slide), "program": program.to_json(),
-        "partition_samples": str(partition_samples),
-        **({"lookback": str(lookback)} if lookback is not None else {}),
-        **({"sequential": "true"} if sequential else {})})
-    stateful = program.stateful
-    runs = runs_of(placements)
-    plan = WavPlan(
-        options, placements, runs, float(signal.rate_hz), channels, program.to_json(),
-        stateful, lookback if stateful else 0, sequential, [])
-    parts = plan.partitions()
-    struct_type = _parse_datatype_string(program.spark_ddl())
-    target = target_schema(plan, struct_type)
-    needed = sorted({(i, f.partition, f.offset) for i, p in enumerate(parts)
-                     for t in p.warmup + p.tasks for f in t.files})
+    placed = placed_plan(signal, program, placements, width, slide,
+                         path=f"kafka:{signal.path}", lookback=lookback,
+                         sequential=sequential, tasks=tasks)
+    struct_type = placed.struct_type
+    needed = sorted({(i, f.partition, f.offset) for i, f in placed.needed()})
     if not needed:
         return spark.createDataFrame([], struct_type)
     wanted = spark.createDataFrame(needed, "__part INT, partition INT, offset BIGINT")
     blocks = wanted.join(raw.select("partition", "offset", "value"),
                          ["partition", "offset"])
-    program_json, width_ch = program.to_json(), len(channels)
+    width_ch = len(channels)
 
     def scan(table):
-        import pyarrow as pa
-
         index = table.column("__part")[0].as_py()
         samples = {(p, o): decode_samples(v, width_ch) for p, o, v in zip(
             table.column("partition").to_pylist(), table.column("offset").to_pylist(),
             table.column("value").to_pylist())}
-        part = parts[index]
-        part = dataclasses.replace(
-            part, tasks=tuple(_filled(t, samples) for t in part.tasks),
-            warmup=tuple(_filled(t, samples) for t in part.warmup))
-        out = [conform(b, target) for b in read_partition(
-            part, options, program_json, channels, stateful)]
-        return pa.Table.from_batches(out, schema=target) if out else target.empty_table()
+        return scan_part(placed, index, lambda f, lo, hi: samples[(f.partition, f.offset)][
+            :, lo - f.start_sample:hi - f.start_sample])
 
     frame = blocks.groupBy("__part").applyInArrow(scan, struct_type)
     return frame.select(*[F.col(quote(f.name)) for f in struct_type.fields])

@@ -37,6 +37,11 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
                            "catalog stream (not a view or a signal's results)",
                            Span.of(stmt.node), hint="write the control rows to a stream's "
                            "folder (INSERT INTO a sink it reads), then SYNC over that stream")
+    signal = sync.signal.signal
+    if signal.source != "files" or signal.format != "wav":
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN watches a signal's WAV "
+                           f"folder; `{signal.name}` is {signal.format}", Span.of(stmt.node),
+                           hint="run the SYNC as a batch query (or a scheduled query file)")
     stream = sync.control.stream
     if stream.event_time is None:
         raise WaveSQLError("STREAMING_RULE", f"stream `{stream.name}` has no EVENT TIME",

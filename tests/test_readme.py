@@ -184,6 +184,23 @@ def test_signal_examples(ws, scratch):
 
 
 @pytest.mark.spark
+def test_signal_from_a_table_example(ws, scratch):
+    (scratch / "acc").mkdir()
+    rng = np.random.default_rng(0)
+    xyz = rng.standard_normal((3, 640)).astype(np.float32)
+    keep = np.r_[0:300, 364:640]  # one second missing
+    rows = ["n,x,y,z"] + [",".join([str(n)] + [repr(float(v)) for v in xyz[:, n]])
+                          for n in keep[::-1]]
+    (scratch / "acc" / "a.csv").write_text("\n".join(rows) + "\n")
+    ws.sql(block("CREATE SIGNAL acc (x FLOAT, y FLOAT, z FLOAT)", "sql"))
+    got = ws.sql("SELECT start_sample(z) AS s, seg_avg(z) AS a FROM acc [SAMPLES 64]").collect()
+    want = {max(k * 64, a): float(np.mean(xyz[2, max(k * 64, a):min(k * 64 + 64, b)]
+                                          .astype(np.float64)))
+            for a, b in [(0, 300), (364, 640)] for k in range(a // 64, (b - 1) // 64 + 1)}
+    assert {r.s: r.a for r in got} == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.spark
 def test_sync_example(ws, scratch):
     from wavesql.datasets import array_recording
 

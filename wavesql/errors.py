@@ -53,6 +53,7 @@ ERROR_CODES: dict[str, str] = {
     "KAFKA_ERROR": "a Kafka broker refused a request for another reason",
     "NOT_INSTALLED": "a Spark connector WaveSQL needs is not on Spark's class path",
     "OVERLAPPING_BLOCKS": "two sample blocks of a Kafka signal claim the same samples",
+    "OVERLAPPING_SAMPLES": "two rows of a signal stored as a table hold the same sample number",
     "INVALID_RATE": "a signal rate is zero, negative or not a number",
     "INVALID_OPTION": "a DDL clause has an invalid value",
     "INVALID_SETTING": "a wavesql.* setting (SET) has a value it cannot take",

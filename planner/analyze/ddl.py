@@ -23,7 +23,7 @@ from wavesql.dialect import Statement as ParsedStatement
 from wavesql.dialect import nodes as wn
 from wavesql.dialect import to_sql
 from wavesql.errors import Span, WaveSQLError, did_you_mean
-from wavesql.sources import kafka, kafka_signal
+from wavesql.sources import kafka, kafka_signal, table_signal
 from wavesql.udfs import registry, wav
 
 from .. import ir
@@ -33,7 +33,7 @@ from .resolve import bind_inputs, resolve_relation
 
 #: The formats each kind of object reads or writes from files (Kafka's are sources/kafka.py's).
 STREAM_FORMATS = ("parquet", "csv", "json")
-SIGNAL_FORMATS = ("wav",)
+SIGNAL_FORMATS = ("wav",) + table_signal.FORMATS  # tables: one row per sample
 SINK_FORMATS = ("parquet", "csv", "json")
 
 
@@ -86,7 +86,11 @@ def bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement:
             options=_options(node), segment=segment,
             epoch_us=_epoch_us(epoch) if epoch is not None else 0,
         )
-        if not from_kafka:  # a topic's blocks are checked as they are read
+        if from_kafka:  # a topic's blocks are checked as they are read
+            pass
+        elif defn.format in table_signal.FORMATS:
+            _check_table_files(defn, node)
+        else:
             _check_recordings(defn, node)
     elif kind == "SINK":
         kafka_sink = source == "kafka"
@@ -120,6 +124,17 @@ def _check_recordings(defn: cat.SignalDef, node: wn.CreateStream) -> None:
                      "CHANNEL_MISMATCH": (node.args.get("columns") or [None])[0]}.get(err.code)
             raise WaveSQLError(err.code, f"{err.path}: {err.message}",
                                Span.of(where or node.args.get("path")), hint=err.hint) from None
+
+
+def _check_table_files(defn: cat.SignalDef, node: wn.CreateStream) -> None:
+    """A signal stored as a table: its options, files and columns, checked now."""
+    try:
+        table_signal.check_files(defn)
+    except WaveSQLError as err:
+        where = node.args.get("options") if err.code == "INVALID_OPTION" else None
+        where = where[0] if isinstance(where, list) and where else where
+        raise WaveSQLError(err.code, err.message,
+                           Span.of(where or node.args.get("path")), hint=err.hint) from None
 
 
 def _epoch_us(node: exp.Expression) -> int:

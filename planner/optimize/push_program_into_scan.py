@@ -18,14 +18,14 @@ from .. import ir
 
 
 def push_program_into_scan(rel: ir.Relation) -> ir.Relation:
-    """SignalStage over a WAV (or Kafka sample-block) SignalScan -> the scan evaluates the
-    program itself.
+    """SignalStage over a SignalScan (WAV files, Kafka sample blocks, table rows) -> the
+    scan evaluates the program itself.
 
     The samples then never cross into the JVM: the scan decodes them in Python and hands
     Spark only the program's outputs for the rows its filters keep (XStream's lesson that
     passing whole segments, not samples, is what makes signal processing fast).
     """
     if (isinstance(rel, ir.SignalStage) and isinstance(rel.input, ir.SignalScan)
-            and rel.input.program is None and rel.input.signal.format in ("wav", "samples")):
+            and rel.input.program is None):
         return dataclasses.replace(rel.input, program=rel.program, schema=rel.schema)
     return rel
