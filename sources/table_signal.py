@@ -120,7 +120,7 @@ def read_file(path: str, layout: Layout, columns) -> "pyarrow.Table":
     as declared; ``UNKNOWN_COLUMN`` naming the file when one is missing."""
     import pyarrow as pa
 
-    with storage.open_input(path, buffer_size=1 << 20) as f:
+    with _open(path) as f:
         if layout.format == "parquet":
             import pyarrow.parquet as pq
 
@@ -144,6 +144,23 @@ def read_file(path: str, layout: Layout, columns) -> "pyarrow.Table":
     names = table.column_names
     table = table.select([_find(names, c, path) for c in columns])
     return table.rename_columns(list(columns))
+
+
+def _open(path: str):
+    """``path`` as a pyarrow file: its readers decode without holding the GIL when they
+    read through pyarrow's own filesystems (through a Python file object, 1.5-3x slower
+    here, measured on 1 M-row groups)."""
+    if storage.is_remote(path):
+        fs, inner = storage.resolve(path)
+        try:
+            return fs.open_input_file(inner)
+        except FileNotFoundError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a store's own error, said plainly
+            raise storage.translate(e, path, "opening it") from None
+    import pyarrow.fs as pafs
+
+    return pafs.LocalFileSystem().open_input_file(path)
 
 
 def _find(names, wanted: str, path: str) -> str:
@@ -181,7 +198,7 @@ def sample_numbers(table, layout: Layout, path: str) -> np.ndarray:
             raise WaveSQLError("MALFORMED_ROW", f"{path}: `{layout.position}` holds "
                                f"{column.type}, not sample numbers",
                                hint="an integer column, or name a timestamp: time_column")
-        return values.astype(np.int64)
+        return values.astype(np.int64, copy=False)
     if not pa.types.is_timestamp(column.type):
         column = _timestamps(column, layout.position, path)
     micros = pc.cast(column, pa.timestamp("us", column.type.tz), safe=False).cast(pa.int64())
@@ -240,7 +257,7 @@ def _parquet_runs(path: str, layout: Layout):
     import pyarrow.parquet as pq
 
     runs, at = [], 0
-    with storage.open_input(path, buffer_size=1 << 20) as f:
+    with _open(path) as f:
         pf = pq.ParquetFile(f)
         meta = pf.metadata
         column = (_find(pf.schema_arrow.names, layout.position, path)
@@ -284,20 +301,21 @@ def _runs(numbers: np.ndarray, path: str) -> list[tuple[int, int, int]]:
     return [(int(numbers[a]), int(b - a), int(a)) for a, b in zip(firsts, lasts)]
 
 
-def unit_samples(path: str, layout: Layout, group: int) -> np.ndarray:
+def unit_samples(path: str, layout: Layout, group: int, parquet=None) -> np.ndarray:
     """A unit's channels (the file, or its row group ``group``) as ``(channels, rows)``
     float32, rows in sample order (NULL: NaN); ``OVERLAPPING_SAMPLES`` if two rows hold one
-    sample."""
+    sample. ``parquet``: the file, already open (a ``pyarrow.parquet.ParquetFile``)."""
     columns = list(layout.channels) + ([layout.position] if layout.position else [])
     if group < 0:
         table = read_file(path, layout, columns)
     else:
         import pyarrow.parquet as pq
 
-        with storage.open_input(path, buffer_size=1 << 20) as f:
-            pf = pq.ParquetFile(f)
-            names = pf.schema_arrow.names
-            table = pf.read_row_group(group, columns=[_find(names, c, path) for c in columns])
+        if parquet is None:
+            with _open(path) as f:
+                return unit_samples(path, layout, group, pq.ParquetFile(f))
+        names = parquet.schema_arrow.names
+        table = parquet.read_row_group(group, columns=[_find(names, c, path) for c in columns])
         table = table.rename_columns(columns)
     data = channel_samples(table, layout, path)
     if layout.position is not None:
@@ -311,17 +329,18 @@ def unit_samples(path: str, layout: Layout, group: int) -> np.ndarray:
 
 
 def channel_samples(table, layout: Layout, path: str) -> np.ndarray:
-    """``table``'s channels as ``(channels, rows)`` float32 (NULL: NaN)."""
-    data = np.empty((len(layout.channels), table.num_rows), dtype=np.float32)
-    for i, name in enumerate(layout.channels):
+    """``table``'s channels as ``(channels, rows)`` float32 (NULL: NaN); no copy of a
+    single float32 channel without NULLs."""
+    rows = []
+    for name in layout.channels:
         column = table.column(name).combine_chunks()
         try:
-            data[i] = column.to_numpy(zero_copy_only=False).astype(np.float32)
+            rows.append(column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False))
         except (TypeError, ValueError):
             raise WaveSQLError("MALFORMED_ROW", f"{path}: channel `{name}` holds "
                                f"{column.type}, not numbers",
                                hint="one number per row and channel") from None
-    return data
+    return rows[0][None, :] if len(rows) == 1 else np.stack(rows)
 
 
 # ------------------------------------------------------------------------------- planning
@@ -385,7 +404,10 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
                 def samples_of(f, lo, hi):
                     return _Slice(units, f.path, f.group, f.row + lo - f.start_sample)
 
-                yield from scan_part(placed, index, samples_of).to_batches()
+                try:
+                    yield from scan_part(placed, index, samples_of).to_batches()
+                finally:
+                    units.close()
 
     frame = spark.range(count, numPartitions=count).mapInArrow(scan, struct_type)
     return frame.select(*[F.col(quote(f.name)) for f in struct_type.fields])
@@ -393,19 +415,35 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
 
 class _Units:
     """The units a task has read, the last two kept: windows are read in timeline order,
-    so a task holds about one unit at a time, not its whole share of the signal."""
+    so a task holds about one unit at a time, not its whole share of the signal. Parquet
+    files stay open (their footers parsed once) until the task ends."""
 
     def __init__(self, layout: Layout):
         self.layout = layout
         self.kept: dict[tuple[str, int], np.ndarray] = {}
+        self.files: dict[str, object] = {}
 
     def get(self, path: str, group: int) -> np.ndarray:
         key = (path, group)
         if key not in self.kept:
             if len(self.kept) >= 2:
                 del self.kept[next(iter(self.kept))]
-            self.kept[key] = unit_samples(path, self.layout, group)
+            self.kept[key] = unit_samples(path, self.layout, group, self._parquet(path, group))
         return self.kept[key]
+
+    def _parquet(self, path: str, group: int):
+        if group < 0:
+            return None
+        if path not in self.files:
+            import pyarrow.parquet as pq
+
+            self.files[path] = pq.ParquetFile(_open(path))
+        return self.files[path]
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        self.files.clear()
 
 
 class _Slice:
