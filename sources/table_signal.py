@@ -19,8 +19,9 @@ again after it. A sample number held by two rows (in one file or two) is an
 is ``MALFORMED_ROW`` naming the file and row: nothing is dropped or averaged silently. A
 NULL channel value is a NaN sample (it shows in every statistic over it).
 
-How it runs: the planner reads each file's sample numbers (only that column; for Parquet
-without one, only the footers) in Spark tasks, and places each gap-free *run* of rows on
+How it runs: the planner reads each file's sample numbers in Spark tasks (only that
+column; of a Parquet file only the footer, where a row group's statistics show it holds
+exactly the samples from its minimum to its maximum), and places each gap-free *run* of rows on
 the timeline as a placement (sources/placed.py); from there it is the WAV scan's plan --
 the same windows, partitions and warm-ups of stateful filters -- and each partition's task
 reads the files its runs are in (through wavesql.storage, so any location works), sorts
@@ -118,8 +119,6 @@ def list_files(signal) -> list[str]:
 def read_file(path: str, layout: Layout, columns) -> "pyarrow.Table":
     """Columns ``columns`` (declared names, any case in the file) of file ``path``, named
     as declared; ``UNKNOWN_COLUMN`` naming the file when one is missing."""
-    import pyarrow as pa
-
     with _open(path) as f:
         if layout.format == "parquet":
             import pyarrow.parquet as pq
@@ -130,13 +129,9 @@ def read_file(path: str, layout: Layout, columns) -> "pyarrow.Table":
         elif layout.format == "csv":
             import pyarrow.csv as pcsv
 
-            table = pcsv.read_csv(f, read_options=pcsv.ReadOptions(
-                autogenerate_column_names=not layout.header), parse_options=pcsv.ParseOptions(
-                delimiter=layout.delimiter))
-            if not layout.header:  # f0, f1, ...: channels in declared order
-                order = ([layout.position] if layout.position else []) + list(layout.channels)
-                table = table.rename_columns(order[:table.num_columns]
-                                             + table.column_names[len(order):])
+            table = pcsv.read_csv(f, **_csv_options(layout))
+            if not layout.header:
+                table = table.rename_columns(_headerless(layout, table.column_names))
         else:
             import pyarrow.json as pjson
 
@@ -144,6 +139,20 @@ def read_file(path: str, layout: Layout, columns) -> "pyarrow.Table":
     names = table.column_names
     table = table.select([_find(names, c, path) for c in columns])
     return table.rename_columns(list(columns))
+
+
+def _csv_options(layout: Layout) -> dict:
+    import pyarrow.csv as pcsv
+
+    return {"read_options": pcsv.ReadOptions(autogenerate_column_names=not layout.header),
+            "parse_options": pcsv.ParseOptions(delimiter=layout.delimiter)}
+
+
+def _headerless(layout: Layout, names: list[str]) -> list[str]:
+    """A CSV file without a header: its columns are the position column (if any), then the
+    channels in declared order."""
+    order = ([layout.position] if layout.position else []) + list(layout.channels)
+    return order[:len(names)] + names[len(order):]
 
 
 def _open(path: str):
@@ -320,8 +329,7 @@ def unit_samples(path: str, layout: Layout, group: int, parquet=None) -> np.ndar
     data = channel_samples(table, layout, path)
     if layout.position is not None:
         numbers = sample_numbers(table, layout, path)
-        step = np.diff(numbers)
-        if (step <= 0).any():
+        if (numbers[1:] <= numbers[:-1]).any():  # not in sample order
             order = np.argsort(numbers, kind="stable")
             _runs(numbers[order], path)  # two rows holding one sample: the error
             data = data[:, order]
@@ -428,7 +436,13 @@ class _Units:
         if key not in self.kept:
             if len(self.kept) >= 2:
                 del self.kept[next(iter(self.kept))]
-            self.kept[key] = unit_samples(path, self.layout, group, self._parquet(path, group))
+            try:
+                self.kept[key] = unit_samples(path, self.layout, group,
+                                              self._parquet(path, group))
+            except FileNotFoundError:
+                raise WaveSQLError("MISSING_PATH", f"{path}: the file disappeared after the "
+                                   "query was planned", hint="files of a signal must stay "
+                                   "in place while it is read") from None
         return self.kept[key]
 
     def _parquet(self, path: str, group: int):
@@ -456,6 +470,8 @@ class _Slice:
     def __getitem__(self, key):
         chans, span = key
         data = self.units.get(self.path, self.group)
+        if list(chans) == list(range(chans[0], chans[0] + len(chans))):
+            chans = slice(chans[0], chans[0] + len(chans))  # a view, not a copy
         return data[chans, self.first + span.start:self.first + span.stop]
 
 
@@ -467,8 +483,31 @@ def check_files(signal) -> None:
     if not files:
         raise WaveSQLError("MISSING_PATH", f"no {signal.format} files at `{signal.path}` "
                            f"(looked for {', '.join('*' + s for s in SUFFIXES[signal.format])})")
-    columns = list(layout.channels) + ([layout.position] if layout.position else [])
-    read_file(files[0], layout, columns)
+    names = _column_names(files[0], layout)
+    for column in list(layout.channels) + ([layout.position] if layout.position else []):
+        _find(names, column, files[0])
+    if layout.position and layout.position.lower() in {c.lower() for c in layout.channels}:
+        raise WaveSQLError("INVALID_OPTION", f"`{layout.position}` is a channel of "
+                           f"`{signal.name}`; it cannot also be its sample numbers or times",
+                           hint="declare the channels only: the position column is named "
+                                "in OPTIONS")
+
+
+def _column_names(path: str, layout: Layout) -> list[str]:
+    """The columns of a file, reading no more of it than its schema needs."""
+    with _open(path) as f:
+        if layout.format == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.ParquetFile(f).schema_arrow.names
+        if layout.format == "csv":
+            import pyarrow.csv as pcsv
+
+            names = pcsv.open_csv(f, **_csv_options(layout)).schema.names
+            return names if layout.header else _headerless(layout, names)
+        import pyarrow.json as pjson
+
+        return pjson.open_json(f).schema.names
 
 
 __all__ = ["FORMATS", "Layout", "RowsPlacement", "batch_frame", "check_files", "file_runs",

@@ -182,6 +182,10 @@ def test_bad_tables_are_refused_with_the_file_and_the_reason(ws, tmp_path):
                      "OPTIONS (sample_column = 'n', time_column = 'n')")
     assert err.code == "INVALID_OPTION"
 
+    err = _error(ws, f"CREATE SIGNAL nope (x FLOAT, n FLOAT) RATE 10 HZ FROM '{folder}' "
+                     "FORMAT csv OPTIONS (sample_column = 'n')")
+    assert err.code == "INVALID_OPTION" and "`n` is a channel" in err.message
+
     holes = tmp_path / "holes"
     holes.mkdir()
     (holes / "a.csv").write_text("n,x\n0,1.0\n,2.0\n2,3.0\n")
@@ -249,3 +253,19 @@ def test_parquet_row_groups_placed_from_their_statistics_or_read(ws, tmp_path):
            "OPTIONS (sample_column = 'n')")
     err = _error(ws, "SELECT seg_max(x) FROM d")
     assert err.code == "OVERLAPPING_SAMPLES" and "sample 1" in err.message
+
+
+def test_csv_without_a_header_and_another_delimiter(ws, tmp_path):
+    """``header = 'false'``: the columns are the position column, then the channels."""
+    folder = tmp_path / "raw"
+    folder.mkdir()
+    x = np.arange(20, dtype=np.float32) / 4
+    lines = [f"{n};{x[n]!s};{-x[n]!s}" for n in np.r_[10:20, 0:8]]  # 8, 9 missing
+    (folder / "log.csv").write_text("\n".join(lines) + "\n")
+    ws.sql(f"CREATE SIGNAL raw (a FLOAT, b FLOAT) RATE 10 HZ FROM '{folder}' FORMAT csv "
+           "OPTIONS (sample_column = 'n', header = 'false', delimiter = ';') SEGMENT 5")
+    got = sorted(ws.sql("SELECT start_sample(a) AS s, a, b FROM raw").collect())
+    assert [r.s for r in got] == [0, 5, 10, 15]
+    assert [list(r.a.samples) for r in got] == [list(x[0:5]), list(x[5:8]), list(x[10:15]),
+                                               list(x[15:20])]
+    assert list(got[0].b.samples) == list(-x[0:5])
