@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wavesql.errors import WaveSQLError
+from wavesql.sources.placed import Frames
 from wavesql.sqltext import quote
 
 MAGIC = b"WSB1"
@@ -50,12 +51,8 @@ HEADER = struct.Struct("<4sHHqII")  # magic, channels, reserved, first sample, f
 FORMATS = ("samples",)
 
 
-@dataclass(frozen=True)
-class BlockInfo:
-    """The part of a WAV header the planner reads from a placement."""
-
-    frames: int
-    truncated: bool = False
+#: a block's sample count, as the WAV planner reads it (sources/placed.py)
+BlockInfo = Frames
 
 
 @dataclass(frozen=True)

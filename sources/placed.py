@@ -20,6 +20,14 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Frames:
+    """The part of a WAV header the WAV planner reads of a placement: its sample count."""
+
+    frames: int
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
 class PlacedPlan:
     """The WAV scan's plan over placed samples, and the schema its rows have."""
 

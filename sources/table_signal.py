@@ -37,6 +37,7 @@ import numpy as np
 
 from wavesql import storage
 from wavesql.errors import WaveSQLError
+from wavesql.sources.placed import Frames
 from wavesql.spark_errors import runtime_errors
 
 #: FORMATs a signal may be read from as a table, and the file suffixes of a folder's files
@@ -48,21 +49,13 @@ OPTIONS = ("sample_column", "time_column", "delimiter", "header")
 
 
 @dataclass(frozen=True)
-class RowsInfo:
-    """What the WAV planner reads of a placement: its number of samples."""
-
-    frames: int
-    truncated: bool = False
-
-
-@dataclass(frozen=True)
 class RowsPlacement:
     """A gap-free run of rows on the signal's timeline: rows ``row .. row + frames - 1`` of
     one *unit* of a file -- the whole file, or one Parquet row group (``group``) --, its
     rows taken in sample order, are samples ``start_sample ..``."""
 
     path: str
-    info: RowsInfo
+    info: Frames
     start_sample: int
     group: int  # the Parquet row group, -1: the whole file
     row: int
@@ -369,7 +362,7 @@ def placements(spark, signal, layout: Layout, files: list[str]) -> list[RowsPlac
     for index, (runs, rows) in sorted(found, key=lambda x: x[0]):
         path = files[index]
         for start, frames, group, row in runs:
-            placed.append(RowsPlacement(path, RowsInfo(frames), start + shift, group, row))
+            placed.append(RowsPlacement(path, Frames(frames), start + shift, group, row))
         if layout.position is None:  # rows in file order, the files one after the other
             shift += rows
     placed.sort(key=lambda p: p.start_sample)
