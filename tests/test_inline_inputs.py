@@ -25,11 +25,15 @@ def streams(ws, tmp_path):
     return trades, quotes
 
 
-def test_resample_of_a_cte(ws, streams):
+@pytest.mark.parametrize("query", [
+    "WITH r AS (SELECT ts, v * 2 AS w FROM trades WHERE v > 9) "
+    "SELECT * FROM RESAMPLE(r, ts, INTERVAL 1 SECOND, 'linear') x ORDER BY ts",
+    "SELECT * FROM RESAMPLE((SELECT ts, v * 2 AS w FROM trades WHERE v > 9), ts, "
+    "INTERVAL 1 SECOND, 'linear') x ORDER BY ts",
+])
+def test_resample_of_a_cte_or_a_subquery(ws, streams, query):
     trades, _ = streams
-    got = ws.sql("WITH r AS (SELECT ts, v * 2 AS w FROM trades WHERE v > 9) "
-                 "SELECT * FROM RESAMPLE(r, ts, INTERVAL 1 SECOND, 'linear') x ORDER BY ts"
-                 ).toPandas()
+    got = ws.sql(query).toPandas()
     kept = trades[trades.v > 9]
     t = kept.ts.astype("int64").to_numpy() // 1000  # microseconds
     grid = np.arange(-(-t[0] // 1_000_000) * 1_000_000, t[-1] + 1, 1_000_000)

@@ -37,6 +37,7 @@ def _oracle(frame: pd.DataFrame) -> dict:
     (None, "WITH x AS (SELECT ts, v FROM ticks WHERE v > 0) SELECT {cols} FROM x"),
     ("CREATE TEMP VIEW tv AS SELECT ts, v FROM ticks WHERE v > 0", "SELECT {cols} FROM tv"),
     ("CREATE VIEW cv AS SELECT ts, v FROM ticks WHERE v > 0", "SELECT {cols} FROM cv"),
+    (None, "SELECT {cols} FROM (SELECT ts, v FROM ticks WHERE v > 0) x"),
 ])
 def test_a_window_over_a_view_or_cte_equals_one_over_the_filtered_stream(ws, ticks, setup,
                                                                          source):

@@ -29,7 +29,7 @@ in ``ddl.py`` and ``insert_into.py``; ``resolve.py`` resolves names for all of t
 """
 
 from . import (band_joins, checks, combine, inputs, passthrough, relation_to_stream,
-               signal_stages, sync, temporal, windows)
+               signal_stages, sync, temporal, windowed_subqueries, windows)
 
 RULES = (
     # MERGE(...) / ZIP(...) -> subqueries, so every later rule binds them as such
@@ -38,6 +38,8 @@ RULES = (
     checks.check_functions,
     # ISTREAM/DSTREAM/RSTREAM (query) read as a table -> a named input (ir.StreamOf)
     relation_to_stream.extract_relation_to_streams,
+    # `(SELECT ...) s [RANGE ...]` -> a CTE `s`, windowed as CTEs are
+    windowed_subqueries.hoist_windowed_subqueries,
     # SELECT over `s [RANGE ...]` -> per-instant SQL over a named ir.WindowScan
     windows.extract_windows,
     # RESAMPLE(...) and ASOF JOIN -> named inputs computed by planner/temporal.py's SQL

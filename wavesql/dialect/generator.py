@@ -185,6 +185,19 @@ class WaveSQLGenerator(SparkOutGenerator):
         alias = self.sql(e, "alias")
         return f"RESAMPLE({', '.join(args)}{by})" + (f" AS {alias}" if alias else "")
 
+    def subquery_sql(self, expression: exp.Subquery, sep: str = " AS ") -> str:
+        # A window over a subquery sits between it and its alias: (SELECT ...) [RANGE 1
+        # MINUTE] AS s
+        window = expression.args.get("window")
+        if window is None:
+            return super().subquery_sql(expression, sep)
+        bare = expression.copy()
+        bare.set("window", None)
+        alias = bare.args.get("alias")
+        bare.set("alias", None)
+        sql = f"{super().subquery_sql(bare, sep)} {self.sql(window)}"
+        return f"{sql}{sep}{self.sql(alias)}" if alias else sql
+
     def table_parts(self, expression: exp.Table) -> str:
         # The window sits between the table name and its alias: trades [RANGE 1 MINUTE] t
         sql = super().table_parts(expression)

@@ -119,9 +119,19 @@ class WaveSQLParser(DDLParser):
                 return self._parse_combine(word, alias_tokens)
             if word in RELATION_TO_STREAM_KINDS:
                 return self._parse_relation_to_stream(with_alias=True)
-        return super()._parse_table(schema=schema, joins=joins, alias_tokens=alias_tokens,
-                                    parse_bracket=parse_bracket, is_db_reference=is_db_reference,
-                                    parse_partition=parse_partition, consume_pipe=consume_pipe)
+        table = super()._parse_table(schema=schema, joins=joins, alias_tokens=alias_tokens,
+                                     parse_bracket=parse_bracket, is_db_reference=is_db_reference,
+                                     parse_partition=parse_partition, consume_pipe=consume_pipe)
+        if isinstance(table, exp.Subquery) and self._curr is not None \
+                and self._curr.token_type == TokenType.L_BRACKET:
+            # a window over a subquery: `(SELECT ...) s [RANGE 1 MINUTE]` (or the window
+            # before the alias, as after a table name)
+            table.set("window", self._parse_stream_window())
+            if table.args.get("alias") is None:
+                alias = self._parse_table_alias(alias_tokens or self.TABLE_ALIAS_TOKENS)
+                if alias:
+                    table.set("alias", alias)
+        return table
 
     def _parse_combine(self, kind: str, alias_tokens: t.Collection[TokenType] | None) -> Combine:
         first = self._curr
@@ -159,9 +169,16 @@ class WaveSQLParser(DDLParser):
 
     def _parse_resample(self, alias_tokens: t.Collection[TokenType] | None) -> Resample:
         first = self._curr
-        usage = "RESAMPLE(stream, time_column, period[, 'method'] [PARTITION BY key, ...])"
+        usage = ("RESAMPLE(stream or (subquery), time_column, period[, 'method'] "
+                 "[PARTITION BY key, ...])")
         self._advance(2)
-        table = self._parse_table_parts()
+        if self._curr is not None and self._curr.token_type == TokenType.L_PAREN:
+            table = super()._parse_table(alias_tokens=self.TABLE_ALIAS_TOKENS)
+            if not isinstance(table, exp.Subquery):
+                self._fail("expected a stream name or a (subquery) as the RESAMPLE input",
+                           hint=usage)
+        else:
+            table = self._parse_table_parts()
         if not self._match(TokenType.COMMA):
             self._fail("expected `,` after the RESAMPLE input", hint=usage)
         time = self._parse_column()
