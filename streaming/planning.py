@@ -42,14 +42,10 @@ def plan_continuous(root: ir.Relation, stmt) -> Plan:
     scans: dict[str, cat.StreamDef] = {}
     queries: list[ir.SqlQuery] = []
     for rel in ir.walk(root):
-        if isinstance(rel, ir.WindowScan) and isinstance(rel.input, (ir.ViewRef, ir.SqlQuery)):
-            raise WaveSQLError(
-                "NOT_IMPLEMENTED", f"a continuous window over `{rel.stream}`, a view or CTE, "
-                "is not implemented yet (batch queries take it)", Span.of(stmt.node),
-                hint="window the stream itself: SELECT ... FROM stream [RANGE ...] WHERE ...")
         if isinstance(rel, ir.WindowScan):
-            windows.setdefault(rel.input.stream.key if isinstance(rel.input, ir.StreamScan)
-                               else rel.stream.lower(), []).append(rel.window)
+            source = rel.input.stream if isinstance(rel.input, ir.StreamScan) else \
+                _filtered_stream(rel, stmt)
+            windows.setdefault(source.key, []).append(rel.window)
         elif isinstance(rel, ir.StreamScan):
             scans[rel.stream.key] = rel.stream
         elif isinstance(rel, (ir.SignalScan, ir.SignalStage)):
@@ -119,6 +115,61 @@ def plan_continuous(root: ir.Relation, stmt) -> Plan:
     rules = tuple(dict.fromkeys(r for t in trees if t is not None
                                 for r in nested_lookback(t, stream, stmt)))
     return Plan((Input(0, stream, rules),), "over", stream.event_time)
+
+
+def _filtered_stream(window: ir.WindowScan, stmt) -> cat.StreamDef:
+    """The catalog stream under a window over a view, a CTE or a subquery, when that
+    relation is row by row over it -- filters and projections of one stream, its EVENT TIME
+    column passed through as it is: then the window's rows at an instant are the stream's
+    rows at that instant, filtered, and the stream's look-back and progress are the
+    window's. Else ``NOT_IMPLEMENTED`` saying why."""
+    def refuse(why: str) -> WaveSQLError:
+        return WaveSQLError(
+            "NOT_IMPLEMENTED", f"a continuous window over `{window.stream}`: {why}",
+            Span.of(stmt.node), hint="window a view (or CTE, subquery) that filters or "
+            "projects one stream and keeps its EVENT TIME column as it is; or window the "
+            "stream itself")
+
+    below = list(ir.walk(window.input))
+    scans = [r for r in below if isinstance(r, ir.StreamScan)]
+    if len({s.stream.key for s in scans}) != 1:
+        raise refuse("it reads several streams" if scans else "it reads no catalog stream")
+    other = next((r for r in below if not isinstance(r, (ir.SqlQuery, ir.ViewRef,
+                                                          ir.StreamScan))), None)
+    if other is not None:
+        what = {ir.WindowScan: "a CQL window", ir.StreamOf: "ISTREAM/DSTREAM/RSTREAM",
+                ir.SparkTable: "a Spark table"}.get(type(other), type(other).__name__)
+        raise refuse(f"it reads {what}")
+    stream = scans[0].stream
+    for query in (r for r in below if isinstance(r, ir.SqlQuery)):
+        tree = parsed(query)
+        if tree is None:
+            raise refuse("its SQL could not be read")
+        try:
+            check_row_by_row(tree, stmt)
+        except WaveSQLError:
+            raise refuse("it is not row by row (an aggregate, join, DISTINCT or LIMIT)") \
+                from None
+        if any(isinstance(w, exp.Window) for w in tree.find_all(exp.Window)):
+            raise refuse("it holds an OVER window")
+        if not _passes_through(tree, stream.event_time):
+            raise refuse(f"it changes or renames the EVENT TIME column `{stream.event_time}`")
+    return stream
+
+
+def _passes_through(tree: exp.Expression, column: str) -> bool:
+    """Every SELECT of ``tree`` that outputs ``column`` outputs it as the bare column."""
+    for select in tree.find_all(exp.Select):
+        for item in select.expressions:
+            if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
+                                              and isinstance(item.this, exp.Star)):
+                continue
+            if item.alias_or_name.lower() != column.lower():
+                continue
+            inner = item.this if isinstance(item, exp.Alias) else item
+            if not (isinstance(inner, exp.Column) and inner.name.lower() == column.lower()):
+                return False
+    return True
 
 
 def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None):
