@@ -316,14 +316,15 @@ def _value(df, fmt: str):
     raise WaveSQLError("UNKNOWN_FORMAT", f"unsupported Kafka payload format `{fmt}`")
 
 
-def write(df, sink, batch_id: int) -> None:
+def write(df, sink, batch_id: int, results: bool = True) -> None:
     """Send ``df`` to the sink's topic through Spark's Kafka sink (at least once: see
-    :func:`records` for the keys that make repeats recognisable)."""
+    :func:`records` for the keys that make repeats recognisable). ``results``: the rows are
+    a query's results (a row-by-row result gets ``_final`` true), not its late rows."""
     from pyspark.sql import functions as F
 
     source, _ = split_options(sink.options)
     options = {k: v for k, v in source.items() if k.startswith("kafka.")}
-    if "_final" not in df.columns:  # a row-by-row result: every row is final; say so
+    if results and "_final" not in df.columns:  # a row-by-row result: every row is final
         df = df.withColumn("_final", F.lit(True))
     (records(df, sink.format, batch_id).write.format("kafka").options(**options)
      .option("topic", sink.path).save())

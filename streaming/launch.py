@@ -20,7 +20,7 @@ from typing import Callable
 
 from wavesql import storage
 from wavesql.dialect import nodes as wn
-from wavesql.dialect import parse_statements
+from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
@@ -33,12 +33,29 @@ from .runner import ReEvaluatingQuery
 from .signals import SignalContinuousQuery
 
 
+def _without_late_into(stmt: Statement, late_into) -> Statement:
+    """``stmt`` without its ``LATE INTO`` (where late rows go is the runner's business, not
+    the query's), the clause's text blanked so that Spark's error positions still map back."""
+    node = stmt.node.copy()
+    for clause in node.find_all(wn.LateInto):
+        clause.pop()
+    span = Span.of(late_into)
+    text = stmt.text
+    if span is not None:
+        a, b = span.start - stmt.start, span.end - stmt.start
+        text = text[:a] + " " * (b - a) + text[b:]
+    return Statement(node, text, stmt.start, stmt.end)
+
+
 def start(session, text: str, output, checkpoint: str | os.PathLike, *,
           trigger: str = "availableNow", late: str | os.PathLike | None = None,
           max_files_per_trigger: int | None = None,
           clock: Callable[[], float] = time.time,
-          output_format: str = "parquet", keep_replaced: bool = False) -> ContinuousQuery:
+          output_format: str = "parquet", keep_replaced: bool = False,
+          late_format: str = "parquet") -> ContinuousQuery:
     """Start ``text`` (one query) as a continuous query. See :meth:`Session.stream`.
+    ``late_format``: the format of a ``late`` folder (an ``INSERT INTO`` job's LATE INTO a
+    file sink).
     ``keep_replaced``: an ``INSERT INTO`` job's output in an object store, whose replaced
     attempts the sink's index may still list (streaming/sinks.py ``publish``)."""
     stmts = parse_statements(text)
@@ -56,15 +73,18 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                                     "batch query), or join on a key instead")
     emit = next(iter(stmt.node.find_all(wn.Emit)), None)
     late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
+    if late_into is not None:
+        stmt = _without_late_into(stmt, late_into)
     from wavesql import planner
 
     bound = planner.optimize(planner.bind(stmt, session.catalog, session.env.for_text(text)))
     if not isinstance(bound, ir.QueryStatement):
         raise WaveSQLError("UNSUPPORTED_STATEMENT", "only a query can run continuously",
                            hint="DDL runs once: use Session.sql for it")
-    late_format = "parquet"
     if late is None and late_into is not None:
         late, late_format = late_path(late_into.this, session.catalog)
+    if isinstance(late, sinks.KafkaOutput):  # a Kafka sink's records (an INSERT INTO job)
+        late_format = "kafka"
     plan = plan_continuous(bound.relation, stmt)
     sink = kafka_sink(output, session.catalog)
     interval = realtime.parse_trigger(trigger)
@@ -93,7 +113,8 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     return cls(session, text, bound, plan, **extra,
                emit_changes=emit is not None and emit.kind == "CHANGES",
                output=output, checkpoint=checkpoint,
-               late=absolute(late) if late is not None else storage.join(checkpoint, "late"),
+               late=(late if late_format == "kafka" else absolute(late)) if late is not None
+               else storage.join(checkpoint, "late"),
                trigger=trigger, max_files=max_files_per_trigger, clock=clock,
                output_format=output_format, late_format=late_format,
                keep_replaced=keep_replaced)

@@ -51,16 +51,18 @@ def write(df, path: str, fmt: str = "parquet") -> None:
 
 
 class KafkaOutput:
-    """A continuous query's output when it is a Kafka sink: ``f(df, batch_id)`` sending the
-    batch's rows to the topic (sources/kafka.py: at least once, deterministic keys)."""
+    """A continuous query's output, or its late rows (``late``), when it is a Kafka sink:
+    ``f(df, batch_id)`` sending the batch's rows to the topic (sources/kafka.py: at least
+    once, deterministic keys)."""
 
-    def __init__(self, sink):
+    def __init__(self, sink, late: bool = False):
         self.sink = sink
+        self.late = late
 
     def __call__(self, df, batch_id: int) -> None:
         from wavesql.sources import kafka
 
-        kafka.write(df, self.sink, batch_id)
+        kafka.write(df, self.sink, batch_id, results=not self.late)
 
     def __str__(self) -> str:
         return f"kafka topic {self.sink.path}"
@@ -81,6 +83,9 @@ def commit(df, root: str, batch_id: int, fmt: str = "parquet", *,
     whole or not at all and replacing an earlier attempt (module docstring); returns the
     batch's data files. ``keep_replaced`` (an object store's job output, which a sink's
     index may still list): an earlier attempt's files are left for :func:`publish`."""
+    if isinstance(root, KafkaOutput):  # LATE INTO a Kafka sink: records, no folder
+        root(df, batch_id)
+        return []
     root = str(root)
     target = batch_folder(root, batch_id)
     if not storage.is_remote(root):

@@ -254,6 +254,30 @@ def test_late_rows_go_to_the_late_sink_counted(ws, spark, tmp_path, target):
     assert out == Counter({(10 * SECOND, "a", 1.0): 1, (11 * SECOND, "b", 2.0): 1})
 
 
+@pytest.mark.parametrize("target", ["path", "sink"])
+def test_an_insert_into_job_sends_late_rows_where_its_late_into_says(ws, spark, tmp_path,
+                                                                    target):
+    """``INSERT INTO sink SELECT ... LATE INTO <path or file sink>``, run once per arriving
+    file: the row below the progress promised by the first run goes there, with its reason."""
+    first = pd.DataFrame({"sym": ["a", "b"], "px": [1.0, 2.0], "ts": [10 * SECOND, 20 * SECOND]})
+    second = pd.DataFrame({"sym": ["a", "b"], "px": [4.0, 5.0], "ts": [17 * SECOND, 19 * SECOND]})
+    (tmp_path / "in").mkdir()
+    _stream(ws, tmp_path / "in")
+    ws.sql(f"CREATE SINK out TO '{tmp_path / 'out'}' FORMAT parquet")
+    if target == "sink":
+        ws.sql(f"CREATE SINK late_rows TO '{tmp_path / 'late'}' FORMAT json")
+    into = "late_rows" if target == "sink" else f"'{tmp_path / 'late'}'"
+    for i, frame in enumerate((first, second)):
+        _write(tmp_path / "in", f"part-{i}.parquet", frame)
+        ws.sql(f"INSERT INTO out SELECT sym, px, ts FROM trades LATE INTO {into}")
+    reader = spark.read.json if target == "sink" else spark.read.parquet
+    late = reader(str(tmp_path / "late")).collect()
+    assert [json.loads(r["_row"])["px"] for r in late] == [4.0]  # 17 s < 20 s - 2 s
+    assert late[0]["_reason"].startswith("event time before the progress")
+    assert sorted(r.px for r in spark.read.parquet(str(tmp_path / "out")).collect()) == \
+        [1.0, 2.0, 5.0]
+
+
 def test_row_by_row_queries_emit_every_on_time_row(ws, spark, tmp_path):
     data = _trades(100, seed=5)
     for i, chunk in enumerate(_split(data, 2)):

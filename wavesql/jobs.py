@@ -155,16 +155,18 @@ def _resolve(path: str, base_dir: str) -> str:
     return path if os.path.isabs(path) or "://" in path else os.path.join(base_dir, path)
 
 
-def _late_target(bound, session, base_dir: str) -> str | None:
+def _late_target(bound, session, base_dir: str):
+    """The job's LATE INTO as ``(where, format)``: a folder, a Kafka sink's records; or None
+    (the job's own folder)."""
     from sqlglot import exp
 
     from wavesql.catalog import objects as cat
 
-    target = bound.late_into
-    if target is None:
+    if bound.late_into is None:
         return None
+    target = bound.late_into.this  # a quoted path or a sink's name
     if isinstance(target, exp.Literal) and target.is_string:
-        return _resolve(target.name, base_dir)
+        return _resolve(target.name, base_dir), "parquet"
     defn = session.catalog.get(target.name)
     if not isinstance(defn, cat.SinkDef):
         from wavesql.errors import did_you_mean
@@ -173,10 +175,9 @@ def _late_target(bound, session, base_dir: str) -> str | None:
                            Span.of(target), hint=did_you_mean(
                                target.name, session.catalog.names("SINK"), "sinks")
                            or "CREATE SINK late_rows TO 'late/' FORMAT parquet, or give a path")
-    from wavesql.streaming.outputs import no_kafka_late
+    from wavesql.streaming.outputs import late_target
 
-    no_kafka_late(defn, target)
-    return defn.path
+    return late_target(defn)  # (folder, format), or (a Kafka sink's records, "kafka")
 
 
 def _kafka_root(session, sink) -> str:
@@ -242,7 +243,9 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
                 query_text = query_text[:a] + blank_outside(query_text[a:b], []) + query_text[b:]
             session._use_storage_settings()
             cq = start(session, query_text, output, storage.join(home, "checkpoint"),
-                       trigger="availableNow", late=late or storage.join(home, "late"),
+                       trigger="availableNow",
+                       late=late[0] if late else storage.join(home, "late"),
+                       late_format=late[1] if late else "parquet",
                        max_files_per_trigger=max_files_per_trigger, clock=time.time,
                        output_format=sink.format, keep_replaced=remote)
             cq.await_termination()
