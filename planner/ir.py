@@ -566,6 +566,7 @@ __all__ = [
     "Field", "Schema", "Relation", "StreamScan", "SignalScan", "SignalStage", "SparkTable",
     "ShowFunctions", "DescribeFunction", "TempView", "carried_event_time",
     "ViewRef", "program_label",
-    "SqlQuery", "Resample", "AsofJoin", "Statement", "QueryStatement", "CreateObject", "DropObject", "ShowObjects",
+    "SqlQuery", "Resample", "AsofJoin", "Statement", "QueryStatement", "CreateObject",
+    "DropObject", "ShowObjects",
     "DescribeObject", "SparkCommand", "Explain", "walk", "explain_ir",
 ]

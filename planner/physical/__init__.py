@@ -10,12 +10,12 @@ what it does, and has one signature::
     rule(plan: SqlPlan) -> SqlPlan
 
 It returns ``plan`` itself when it has nothing to do; else a new plan
-(``dataclasses.replace``) whose AST (a copy: ``plan.ast()``) reads views the rule made (``plan.views``: name ->
-DataFrame) in place of what it took out, or whose ``result`` is the whole query's
-DataFrame -- no later rule and no SQL runs then. A rule changes how the query runs, not
-its result: it applies only where its pass gives the rows, names and types Spark's plan of
-the SQL would, leaves the SQL to Spark wherever it cannot be sure, and has a setting that
-turns it off (wavesql/settings.py), which the tests use to compare the two.
+(``dataclasses.replace``) whose AST (a copy: ``plan.ast()``) reads views the rule made
+(``plan.views``: name -> DataFrame) in place of what it took out, or whose ``result`` is
+the whole query's DataFrame -- no later rule and no SQL runs then. A rule changes how the
+query runs, not its result: it applies only where its pass gives the rows, names and types
+Spark's plan of the SQL would, leaves the SQL to Spark wherever it cannot be sure, and has
+a setting that turns it off (wavesql/settings.py), which the tests use to compare the two.
 
 What they share: Spark runs a window over a whole un-partitioned series (an OVER window
 without PARTITION BY, a ``lag``, a RESAMPLE) in one partition, on one core, after a scan, a

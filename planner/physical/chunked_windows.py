@@ -85,12 +85,12 @@ def chunk_windows(plan: SqlPlan) -> SqlPlan:
 
 
 def chunk(tree: exp.Expression, inputs, rt, streams=(), scans=None):
-    """``(tree, extra views)``: a copy of the query's AST ``tree`` with its chunkable windows
-    read from chunked passes, each registered under a view name returned in ``extra`` (name
-    -> DataFrame); ``tree`` itself (and no views) when nothing applies. ``inputs``:
-    ``(name, DataFrame)`` the query reads; ``streams``: the catalog streams below the query
-    (for the density estimate); ``scans``: lower-case input name -> the catalog stream it scans as it is (those the
-    windows may read straight from their Parquet files)."""
+    """``(tree, extra views)``: a copy of the query's AST ``tree`` with its chunkable windows read
+    from chunked passes, each registered under a view name returned in ``extra`` (name ->
+    DataFrame); ``tree`` itself (and no views) when nothing applies. ``inputs``: ``(name,
+    DataFrame)`` the query reads; ``streams``: the catalog streams below the query (for the
+    density estimate); ``scans``: lower-case input name -> the catalog stream it scans as it
+    is (those the windows may read straight from their Parquet files)."""
     mode = windows_mode(rt.spark)
     if rt.streams is not None or mode == "false" or tree.find(exp.Window) is None:
         return tree, {}

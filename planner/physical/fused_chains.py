@@ -104,16 +104,17 @@ def fuse_chains(plan: SqlPlan) -> SqlPlan:
 
 
 def fuse(tree: exp.Expression, inputs, rt, scans, schema=None, tumbling=None,
-            resampled=None):
-    """``(tree, views, whole)``: a copy of the query's AST ``tree`` with its fusable SELECT
-    chains read from fused passes, each registered under a view name in ``views`` (name ->
+         resampled=None):
+    """``(tree, views, whole)``: a copy of the query's AST ``tree`` with its fusable SELECT chains
+    read from fused passes, each registered under a view name in ``views`` (name ->
     DataFrame); ``whole`` the DataFrame of the whole query when it is one fused chain (else
     None); ``tree`` itself (no views) when none applies. ``schema``: the query's result
-    (ir.Schema), as Spark's analysis gave it at binding; ``tumbling``: lower-case input
-    name -> ``(stream, width)`` of the inputs that are a tumbling CQL window (``[RANGE w
-    SLIDE w]``) over a catalog stream; ``resampled``: lower-case input name -> the RESAMPLE (ir.SqlQuery) of
-    the inputs that are one (a total over it is computed where its grid points are made).
-    ``inputs``: ``(name, DataFrame)`` the query reads; ``scans``: ``SqlPlan.scans``."""
+    (ir.Schema), as Spark's analysis gave it at binding; ``tumbling``: lower-case input name
+    -> ``(stream, width)`` of the inputs that are a tumbling CQL window (``[RANGE w SLIDE
+    w]``) over a catalog stream; ``resampled``: lower-case input name -> the RESAMPLE
+    (ir.SqlQuery) of the inputs that are one (a total over it is computed where its grid
+    points are made). ``inputs``: ``(name, DataFrame)`` the query reads; ``scans``:
+    ``SqlPlan.scans``."""
     spark = rt.spark
     tumbling, resampled = tumbling or {}, resampled or {}
     if (rt.streams is not None or not (scans or tumbling or resampled)
