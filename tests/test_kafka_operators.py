@@ -85,14 +85,20 @@ def _run_rounds(ws, kafka, tmp_path, sql, feeds, progress_to_the_end=True):
     return ws.spark.read.parquet(str(tmp_path / "out")).collect(), reports
 
 
-def test_over_window_per_key_over_kafka(ws, kafka, tmp_path):
+def _one_stream(ws, kafka, tmp_path, seed: int, n: int, sql: str, **kw):
+    """``sql`` over one 2-partition stream ``ev`` of ``_rounds(seed, n)``, run round by
+    round: ``(output rows, reports, every row sent)``."""
     topic = _topic(kafka, 2)
-    frames = _rounds(31, 80)
+    frames = _rounds(seed, n)
     _create(ws, kafka, "ev", topic)
+    rows, reports = _run_rounds(ws, kafka, tmp_path, sql, [(topic, frames, ("v",))], **kw)
+    return rows, reports, pd.concat(frames, ignore_index=True)
+
+
+def test_over_window_per_key_over_kafka(ws, kafka, tmp_path):
     sql = ("SELECT k, ts, v, sum(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN "
            "INTERVAL 5 SECONDS PRECEDING AND CURRENT ROW) AS s FROM ev")
-    rows, reports = _run_rounds(ws, kafka, tmp_path, sql, [(topic, frames, ("v",))])
-    every = pd.concat(frames, ignore_index=True)
+    rows, reports, every = _one_stream(ws, kafka, tmp_path, 31, 80, sql)
     want = Counter()
     for r in every.itertuples():
         same = every[(every.k == r.k) & (every.ts >= r.ts - 5 * SECOND) & (every.ts <= r.ts)]
@@ -103,13 +109,8 @@ def test_over_window_per_key_over_kafka(ws, kafka, tmp_path):
 
 
 def test_resample_per_key_over_kafka(ws, kafka, tmp_path):
-    topic = _topic(kafka, 2)
-    frames = _rounds(32, 60)
-    _create(ws, kafka, "ev", topic)
     sql = "SELECT k, ts, v FROM RESAMPLE(ev, ts, INTERVAL 1 SECOND, 'prev' PARTITION BY k) r"
-    rows, _ = _run_rounds(ws, kafka, tmp_path, sql, [(topic, frames, ("v",))],
-                          progress_to_the_end=False)
-    every = pd.concat(frames, ignore_index=True)
+    rows, _, every = _one_stream(ws, kafka, tmp_path, 32, 60, sql, progress_to_the_end=False)
     want = Counter()
     for k, g in every.groupby("k"):
         t = np.sort(g.ts.to_numpy()) + T0_US
@@ -145,13 +146,9 @@ def test_emit_changes_over_kafka(ws, kafka, tmp_path):
     """Tumbling 10-s counts per key with EMIT CHANGES: early rows (``_final`` false) as
     rows come, one final row per window and key equal to pandas' count, never an early
     count above the final one."""
-    topic = _topic(kafka, 2)
-    frames = _rounds(35, 80)
-    _create(ws, kafka, "ev", topic)
     sql = ("SELECT k, count(*) AS n FROM ev [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY k "
            "EMIT CHANGES")
-    rows, _ = _run_rounds(ws, kafka, tmp_path, sql, [(topic, frames, ("v",))])
-    every = pd.concat(frames, ignore_index=True)
+    rows, _, every = _one_stream(ws, kafka, tmp_path, 35, 80, sql)
     end = -(-(every.ts + T0_US) // (10 * SECOND)) * 10 * SECOND  # window (t - 10 s, t]
     want = Counter({(int(t), k): len(g) for (t, k), g in every.assign(t=end).groupby(["t", "k"])})
     final = [r for r in rows if r._final]
