@@ -619,15 +619,43 @@ def test_bad_sample_blocks_are_errors_naming_the_record(ws, kafka):
         assert f"kafka:{topic}/0/3" in err.value.message
 
 
-def test_sync_over_a_kafka_signal_is_not_implemented_yet(ws, kafka, tmp_path):
-    topic = _topic(kafka)
-    ws.sql(f"CREATE SIGNAL mic (a FLOAT) RATE {RATE} HZ FROM KAFKA '{topic}' "
-           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
-    ws.sql("CREATE STREAM marks (t0 BIGINT, t1 BIGINT, ts TIMESTAMP) FROM "
-           f"'{tmp_path}' FORMAT json")
+def test_sync_over_a_kafka_signal_is_sample_exact(ws, kafka, tmp_path):
+    """Batch SYNC over a signal published as shuffled blocks with a gap: each range's
+    samples are numpy's slice of the signal; a range over the gap is NULL (MISSING NULL).
+    Continuously, SYNC over a Kafka signal is refused, saying so."""
+    topic = _topic(kafka, 2)
+    x, blocks = _signal_blocks(3, 12_000)
+    gap_at = 8_000  # blocks from here on are placed 2,000 samples later
+    records = [(None, _block(i if i < gap_at else i + 2_000, b), (i // 1000) % 2)
+               for i, b in blocks]
+    rng = np.random.default_rng(4)
+    kafka.produce(topic, [records[j] for j in rng.permutation(len(records))])
+    ws.sql(f"CREATE SIGNAL mic (a FLOAT, b FLOAT) RATE {RATE} HZ FROM KAFKA '{topic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples SEGMENT 512")
+    ranges = [(0, 10), (100, 7_999), (4_321, 5_000), (10_000, 14_000), (7_990, 10_010)]
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    pd.DataFrame({"id": np.arange(len(ranges)), "t0": [r[0] for r in ranges],
+                  "t1": [r[1] for r in ranges]}).to_parquet(marks / "m.parquet")
+    ws.sql(f"CREATE STREAM marks (id BIGINT, t0 BIGINT, t1 BIGINT) FROM '{marks}' "
+           "FORMAT parquet")
+    sql = "SELECT m.id, s.a, s.b FROM marks m SYNC JOIN mic s ON RANGE (m.t0, m.t1)"
+    rows = {r.id: r for r in ws.sql(sql).collect()}
+    assert sorted(rows) == list(range(len(ranges)))
+    for i, (lo, hi) in enumerate(ranges):
+        if lo < gap_at + 2_000 and hi > gap_at:  # touches the gap [8000, 10000)
+            assert rows[i].a is None and rows[i].b is None, (lo, hi)
+            continue
+        src = slice(lo, hi) if hi <= gap_at else slice(lo - 2_000, hi - 2_000)
+        assert rows[i].a.start == lo
+        np.testing.assert_array_equal(np.asarray(rows[i].a.samples, np.float32), x[0, src])
+        np.testing.assert_array_equal(np.asarray(rows[i].b.samples, np.float32), x[1, src])
+    ws.sql(f"CREATE STREAM live (id BIGINT, t0 BIGINT, t1 BIGINT, ts TIMESTAMP) FROM "
+           f"'{marks}' FORMAT parquet EVENT TIME ts")
     with pytest.raises(WaveSQLError) as err:
-        ws.sql("SELECT m.t0, s.a FROM marks m SYNC JOIN mic s ON RANGE (m.t0, m.t1)")
-    assert err.value.code == "NOT_IMPLEMENTED", err.value
+        ws.stream("SELECT m.id, s.a FROM live m SYNC JOIN mic s ON RANGE (m.t0, m.t1)",
+                  tmp_path / "o", tmp_path / "c")
+    assert err.value.code == "NOT_IMPLEMENTED" and "samples" in err.value.message
 
 
 def test_continuous_signal_from_kafka_equals_scipy_and_quarantines_bad_blocks(

@@ -114,11 +114,6 @@ def _bind_sync(join: exp.Join, previous: ir.Relation, control: ir.Relation,
         raise WaveSQLError("STREAMING_RULE", f"SYNC JOIN needs a signal, `{signal_table.name}`"
                            " is not one", Span.of(signal_table),
                            hint="SYNC aligns recorded signals; join event streams with JOIN")
-    if defn.source == "kafka":
-        raise WaveSQLError("NOT_IMPLEMENTED", f"SYNC JOIN over `{defn.name}`, a signal read "
-                           "from Kafka", Span.of(signal_table),
-                           hint="SYNC reads WAV signals today; window the Kafka signal "
-                                "([SAMPLES n]) and join on time instead")
     if signal_table.args.get("window") is not None:
         raise WaveSQLError("INVALID_OPTION", "a SYNC JOIN takes its ranges from the control "
                            "rows, not from a window", Span.of(signal_table.args["window"]))
