@@ -23,6 +23,46 @@ from .resolve import bind_inputs
 
 
 def read_inputs(node: exp.Expression, ctx: BindContext, found: Found) -> exp.Expression:
-    """Resolve the names ``node`` reads, besides the inputs the rules made."""
+    """Resolve the names ``node`` reads, besides the inputs the rules made. Once rules have
+    rewritten the query, CTEs it no longer reads (a windowed or SYNC-control CTE whose rows
+    an input now gives) are dropped first, so that what they read is no input of the query.
+    The user's own query, untouched, keeps its text (and its unused CTEs: Spark skips them)."""
+    if found.made:
+        node = _without_unread_ctes(node)
     found.read = bind_inputs(node, ctx, skip={name for name, _ in found.made})
     return node
+
+
+def _without_unread_ctes(node: exp.Expression) -> exp.Expression:
+    """``node`` without the CTEs no table reads (outside their own bodies), to a fixpoint;
+    ``node`` itself when every CTE is read."""
+    out = node
+    while True:
+        unread = [cte for cte in out.find_all(exp.CTE) if not _read(out, cte)]
+        if not unread:
+            return out
+        if out is node:
+            out = node.copy()
+            unread = [cte for cte in out.find_all(exp.CTE) if not _read(out, cte)]
+        for cte in unread:
+            with_ = cte.parent
+            cte.pop()
+            if isinstance(with_, exp.With) and not with_.expressions:
+                with_.pop()
+
+
+def _read(root: exp.Expression, cte: exp.CTE) -> bool:
+    """Whether a table outside ``cte``'s own body reads it by name."""
+    name = cte.alias_or_name.lower()
+    return any(_outside(t, cte) for t in root.find_all(exp.Table)
+               if t.name.lower() == name and not t.args.get("db"))
+
+
+def _outside(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    """Whether ``node`` is not inside ``ancestor``."""
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return False
+        parent = parent.parent
+    return True
