@@ -108,7 +108,7 @@ def _segments_of_inline_relations(node: exp.Expression, ctx: BindContext):
             node, copied = node.copy(), True
             select = follow(node, path)
             source = select.args["from_"].this
-        name = f"__wavesql_inline_{len(stages)}"
+        name = f"__wavesql_segments_{len(stages)}"  # (temporal.py names its own *_inline_*)
         alias = source.alias_or_name
         table = exp.Table(this=exp.to_identifier(name),
                           alias=exp.TableAlias(this=exp.to_identifier(alias)))
