@@ -141,7 +141,9 @@ class SignalStage(Relation):
 
     def label(self) -> str:
         keep = f" passthrough[{', '.join(self.passthrough)}]" if self.passthrough else ""
-        return "SignalStage " + program_label(self.program) + keep
+        order = (" sequential: one ordered pass (state carried from segment to segment)"
+                 if self.program.stateful else "")
+        return "SignalStage " + program_label(self.program) + keep + order
 
 
 def program_label(program) -> str:

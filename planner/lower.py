@@ -228,17 +228,13 @@ def _partition_samples(signal, width: int, rt: Runtime) -> int:
 
 def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
     """The program as a ``mapInArrow`` over the input's rows (segments not read straight
-    from a WAV signal, e.g. a view's): one Python pass per Arrow batch."""
-    if rel.program.stateful:
-        # State carried from row to row is only right over one ordered pass of the samples;
-        # a mapInArrow sees partitions in any order and restarts per partition. The binder
-        # refuses stateful functions over views, and optimize pushes those over a signal into
-        # its scan, so reaching here is a planner bug, not a wrong result to hand back.
-        raise WaveSQLError("NOT_IMPLEMENTED", "a stateful signal function ("
-                           + ", ".join(sorted(c["call"] for c in rel.program.calls()
-                                              if _is_stateful(c["call"])))
-                           + ") was left outside the signal's scan",
-                           hint="this is a WaveSQL bug: please report the query")
+    from a WAV signal: a view's, a subquery's): one Python pass per Arrow batch.
+
+    A stateful program (a filter, a detector) carries its state from segment to segment,
+    which is only right over the samples in order: its rows are then read in one ordered
+    pass -- one task, sorted by the first channel's start sample. The kernels reset the
+    state at a gap and refuse overlapping segments (``[SAMPLES n SLIDE m]`` windows with
+    m < n, or two sources' segments in one column), so no order is made up."""
     program_json = rel.program.to_json()
     passthrough = tuple(rel.passthrough)
 
@@ -253,13 +249,9 @@ def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
 
     columns = dict.fromkeys(rel.program.channels + passthrough)  # a channel may pass too
     df = lower_relation(rel.input, rt).select(*[quote(c) for c in columns])
+    if rel.program.stateful:
+        df = df.repartition(1).sortWithinPartitions(f"{quote(rel.program.channels[0])}.start")
     return df.mapInArrow(run, rel.schema.ddl())
-
-
-def _is_stateful(name: str) -> bool:
-    from wavesql.udfs import registry
-
-    return registry.require(name).stateful
 
 
 def _lower_window_scan(rel: ir.WindowScan, rt: Runtime):

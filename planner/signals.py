@@ -333,10 +333,13 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
                             {table.name.lower(), alias.lower()}
                             | {q.lower() for q in qualifiers}, fold)
     program = _build_program(select, table, builder)
-    if program.stateful:
-        raise WaveSQLError("NOT_IMPLEMENTED", "stateful signal functions over "
-                           f"`{name}` (not a signal) are not implemented yet", Span.of(table),
-                           hint="apply them in the SELECT that reads the signal")
+    if program.stateful and name == "SYNC JOIN":
+        # SYNC ranges may overlap or repeat: one state carried across them has no meaning
+        raise WaveSQLError("NOT_IMPLEMENTED", "stateful signal functions over SYNC results "
+                           "(their ranges may overlap, so there is no one order of samples "
+                           "to carry a filter's state along)", Span.of(table),
+                           hint="filter the signal first (a view of lowpass(...) over it), "
+                                "then SYNC that")
     outputs = {o.name.lower() for o in program.outputs}
     wanted = {c.name.lower() for c in select.find_all(exp.Column)
               if (not c.table or c.table.lower() == alias.lower())}
