@@ -150,7 +150,7 @@ def _filtered_stream(window: ir.WindowScan, stmt) -> cat.StreamDef:
         except WaveSQLError:
             raise refuse("it is not row by row (an aggregate, join, DISTINCT or LIMIT)") \
                 from None
-        if any(isinstance(w, exp.Window) for w in tree.find_all(exp.Window)):
+        if tree.find(exp.Window) is not None:
             raise refuse("it holds an OVER window")
         if not _passes_through(tree, stream.event_time):
             raise refuse(f"it changes or renames the EVENT TIME column `{stream.event_time}`")
