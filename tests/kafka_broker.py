@@ -101,8 +101,11 @@ class KafkaBroker:
         self.folder.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
         if not self._formatted:
+            # A cluster id is 22 URL-safe base64 characters; one in 64 starts with '-', which
+            # the storage tool's argument parser reads as an option (CI failed once on it), so
+            # pass it as --cluster-id=<id>, the form argparse never splits.
             cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            fmt = self._java("kafka.tools.StorageTool", "format", "-t", cluster,
+            fmt = self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster}",
                              "-c", str(config), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
             out, _ = fmt.communicate(timeout=120)
