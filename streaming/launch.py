@@ -99,12 +99,14 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
         if plan.signal.scan.signal.source == "kafka":  # sample blocks: kafka_signals.py
             cls = KafkaSignalQuery
         bound = plan.signal.bound
-    elif plan.mode == "windowed":  # incremental on Spark's state store where it can be
+    elif plan.mode in ("windowed", "over"):  # on Spark's state store where it can be
         windowed, _ = stateful_plan(session.spark, stmt, bound.relation,
-                                    absolute(checkpoint))
+                                    absolute(checkpoint), plan)
         if windowed is not None:
-            from .stateful.query import StatefulWindowQuery as cls
+            from .stateful import query as stateful
 
+            cls = (stateful.StatefulWindowQuery if plan.mode == "windowed"
+                   else stateful.StatefulOverQuery)
             extra = {"windowed": windowed}
     # Relative paths resolve against this process's current directory, as CREATE's do:
     # Spark would resolve them against the JVM's, which os.chdir does not move.

@@ -126,3 +126,18 @@ def require_event_time(stream: cat.StreamDef, column: str, why: str, stmt) -> No
                            "EVENT TIME", Span.of(stmt.node),
                            hint=f"declare it: CREATE OR REPLACE STREAM ... EVENT TIME {column} "
                                 "WATERMARK ...")
+
+
+def passes_through(tree: exp.Expression, column: str) -> bool:
+    """Every SELECT of ``tree`` that outputs ``column`` outputs it as the bare column."""
+    for select in tree.find_all(exp.Select):
+        for item in select.expressions:
+            if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
+                                              and isinstance(item.this, exp.Star)):
+                continue
+            if item.alias_or_name.lower() != column.lower():
+                continue
+            inner = item.this if isinstance(item, exp.Alias) else item
+            if not (isinstance(inner, exp.Column) and inner.name.lower() == column.lower()):
+                return False
+    return True

@@ -26,7 +26,7 @@ from wavesql.sqltext import quote
 from . import realtime
 from .joins import plan_asof, plan_band
 from .lookback import nested_lookback, window_lookback
-from .plan import Input, KeepTime, Plan, check_row_by_row, parsed
+from .plan import Input, KeepTime, Plan, check_row_by_row, parsed, passes_through
 from .resample import plan_resample, resample_lookback
 from .signals import plan_signal
 from .sync import plan_sync
@@ -152,41 +152,36 @@ def _filtered_stream(window: ir.WindowScan, stmt) -> cat.StreamDef:
                 from None
         if tree.find(exp.Window) is not None:
             raise refuse("it holds an OVER window")
-        if not _passes_through(tree, stream.event_time):
+        if not passes_through(tree, stream.event_time):
             raise refuse(f"it changes or renames the EVENT TIME column `{stream.event_time}`")
     return stream
 
 
-def _passes_through(tree: exp.Expression, column: str) -> bool:
-    """Every SELECT of ``tree`` that outputs ``column`` outputs it as the bare column."""
-    for select in tree.find_all(exp.Select):
-        for item in select.expressions:
-            if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
-                                              and isinstance(item.this, exp.Star)):
-                continue
-            if item.alias_or_name.lower() != column.lower():
-                continue
-            inner = item.this if isinstance(item, exp.Alias) else item
-            if not (isinstance(inner, exp.Column) and inner.name.lower() == column.lower()):
-                return False
-    return True
-
-
-def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None):
-    """``(WindowedPlan, None)`` for a windowed continuous query that runs on Spark's state
-    store, else ``(None, why not)`` -- the buffer is then re-evaluated each micro-batch.
-    ``WAVESQL_STATEFUL=0`` forces the re-evaluating runner (comparisons, diagnosis)."""
+def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None,
+                  plan: Plan | None = None):
+    """``(plan, None)`` for a continuous query that runs on Spark's state store -- a
+    windowed aggregate's ``WindowedPlan`` or OVER windows' ``OverPlan`` -- else ``(None,
+    why not)``: the buffer is then re-evaluated each micro-batch. ``plan``: the query's
+    :func:`plan_continuous` (made here if not given). ``WAVESQL_STATEFUL=0`` forces the
+    re-evaluating runner (comparisons, diagnosis)."""
+    from .stateful import over_plan
     from .stateful import plan as stateful
 
     if os.environ.get("WAVESQL_STATEFUL", "1") == "0":
         return None, "WAVESQL_STATEFUL=0"
+    plan = plan if plan is not None else plan_continuous(relation, stmt)
     emit = next(iter(stmt.node.find_all(wn.Emit)), None)
+    changes = emit is not None and emit.kind == "CHANGES"
+    buckets = stateful.buckets_for(spark, checkpoint)
     try:
-        return stateful.recognize(spark, stmt, relation,
-                                  emit is not None and emit.kind == "CHANGES",
-                                  stateful.buckets_for(spark, checkpoint)), None
+        if plan.mode == "over":
+            trees = [parsed(q) for q in ir.walk(relation) if isinstance(q, ir.SqlQuery)]
+            return over_plan.recognize_over(spark, plan, trees, changes, buckets), None
+        if plan.mode == "windowed":
+            return stateful.recognize(spark, stmt, relation, changes, buckets), None
     except stateful.NotIncremental as why:
         return None, str(why)
+    return None, f"a {plan.mode} query"
 
 
 def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
@@ -199,8 +194,8 @@ def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
     lines.append("real-time mode: " + ("possible with a Kafka sink as output" if cannot and
                                        cannot.startswith("its output") else
                                        f"not possible ({cannot})"))
-    if plan.mode == "windowed":
-        windowed, why = stateful_plan(spark, stmt, target.relation)
+    if plan.mode in ("windowed", "over"):
+        windowed, why = stateful_plan(spark, stmt, target.relation, plan=plan)
         lines.append(windowed.explain if windowed is not None else
                      f"re-evaluated over each input's look-back every micro-batch (not on "
                      f"the state store: {why})")

@@ -39,6 +39,7 @@ from wavesql.catalog import objects as cat
 from wavesql.dialect import nodes as wn
 from wavesql.dialect import to_spark_sql, unqualified
 from wavesql.planner import ir
+from wavesql.planner.bad_rows import CORRUPT_COLUMN
 from wavesql.planner.temporal import quote
 from wavesql.planner.windows import TIME
 
@@ -282,17 +283,9 @@ def _pre(stream: cat.StreamDef, pass_sql: str, key_sql, key_types, arg_sql, arg_
     row as JSON (for the late sink). Arguments are evaluated only where the predicate holds
     (CASE WHEN, as Spark's filter-then-aggregate would), keys too unless a ROWS window
     needs every row's partition."""
-    from wavesql.planner.bad_rows import CORRUPT_COLUMN
-
-    ts = quote(stream.event_time)
-    kind = "CASE "
-    kind += f"WHEN {quote(CORRUPT_COLUMN)} IS NOT NULL THEN {MALFORMED} " if _quarantines(
-        stream) else ""
-    if stream.progress_column:
-        kind += f"WHEN {quote(stream.progress_column)} IS NOT NULL THEN {PUNCTUATION} "
-    kind += f"WHEN {ts} IS NULL THEN {NO_TIME} ELSE {RESULT} END"
+    kind = row_kind(stream)
     out = [("__kind", f"CAST({kind} AS TINYINT)"),
-           ("__ts", f"coalesce(unix_micros({ts}), 0L)"),
+           ("__ts", f"coalesce(unix_micros({quote(stream.event_time)}), 0L)"),
            ("__pass", f"({kind}) = {RESULT} AND coalesce(({pass_sql}), false)")]
     for i, (sql_text, t) in enumerate(zip(key_sql, key_types)):
         value = sql_text if keys_of_all_rows else f"CASE WHEN __pass THEN ({sql_text}) END"
@@ -306,6 +299,16 @@ def _pre(stream: cat.StreamDef, pass_sql: str, key_sql, key_types, arg_sql, arg_
     cols = ", ".join(quote(c.name) for c in stream.columns)
     out.append(("__row", f"to_json(struct({cols}))"))
     return out
+
+
+def row_kind(stream: cat.StreamDef) -> str:
+    """Spark SQL of an input row's kind (malformed, punctuation, no event time, data)."""
+    kind = "CASE "
+    kind += f"WHEN {quote(CORRUPT_COLUMN)} IS NOT NULL THEN {MALFORMED} " if _quarantines(
+        stream) else ""
+    if stream.progress_column:
+        kind += f"WHEN {quote(stream.progress_column)} IS NOT NULL THEN {PUNCTUATION} "
+    return kind + f"WHEN {quote(stream.event_time)} IS NULL THEN {NO_TIME} ELSE {RESULT} END"
 
 
 def _encoded(name: str, value: str, spark_type: str) -> list[tuple[str, str]]:

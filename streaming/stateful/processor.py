@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor
 
+from . import lookback
 from . import plan as pl
 from . import windows as kernel
 
@@ -50,18 +52,15 @@ def progress_of(watermark_ms: int | None) -> int | None:
     return int(watermark_ms) - OFFSET
 
 
-class WindowProcessor(StatefulProcessor):
-    """One :class:`~.plan.WindowedPlan`'s kernel per bucket (module docstring)."""
+class BucketProcessor(StatefulProcessor):
+    """What the stateful processors share: one state value per bucket, called with the
+    bucket's new rows or when its timer expired; a kernel step (``_step``) per call."""
 
-    def __init__(self, windowed: pl.WindowedPlan, inputs: list[str]):
+    def __init__(self, output_ddl: str, inputs: list[str]):
         #: the input columns in order: PySpark hands them over renamed when a name starts
         #: with an underscore (its rows travel as namedtuples), so they are named here
         self.inputs = list(inputs)
-        self.op = windowed.operator
-        self.n_keys = len(windowed.key_types)
-        self.n_args = len(windowed.arg_types)
-        self.n_order = len(windowed.order_types)
-        self.types = dict(c.split(" ") for c in windowed.output_ddl.split(", "))
+        self.types = dict(c.split(" ") for c in output_ddl.split(", "))
         self.columns = list(self.types)
 
     def init(self, handle) -> None:
@@ -82,31 +81,76 @@ class WindowProcessor(StatefulProcessor):
     def close(self) -> None:
         pass
 
-    # -----------------------------------------------------------------------------------
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
-        progress = progress_of(timer_values.getCurrentWatermarkInMs())
-        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
-        data = batch[kinds == pl.RESULT] if batch is not None else None
-        rows = self._rows(data)
+        raise NotImplementedError
+
+    def _stored(self) -> bytes | None:
         stored = self.state.get()  # None when the bucket has none (one state call, not two)
-        result = kernel.step(self.op, bytes(stored[0]) if stored else None, rows, progress)
-        if result.state is None:
+        return bytes(stored[0]) if stored else None
+
+    def _keep(self, value: bytes | None, timer: int | None) -> None:
+        """Store the bucket's next state and set its timer (µs; None: none)."""
+        if value is None:
             self.state.clear()
         else:
-            self.state.update((result.state,))
+            self.state.update((value,))
         # Spark (4.3) fires a timer once the watermark reaches it: at the instant + 1 it
         # fires once progress is past the instant. (Registered at the instant itself, it
         # would fire with the instant not final yet, be registered again, and Spark's
         # clean-up of the fired timer would delete that new registration.) A timer already
         # where it should be stays: each state call is a round trip to the JVM.
-        want = (result.timer + 1 + OFFSET if result.timer is not None
-                and -OFFSET <= result.timer < TOP else None)
+        want = (timer + 1 + OFFSET if timer is not None and -OFFSET <= timer < TOP else None)
         timers = list(self.handle.listTimers())
         for t in timers:
             if t != want:
                 self.handle.deleteTimer(t)
         if want is not None and want not in timers:
             self.handle.registerTimer(want)
+
+    def _stats(self, kinds: np.ndarray, on_time: int, late: int, state_rows: int,
+               value: bytes | None) -> pd.DataFrame:
+        stats = [on_time, late, int((kinds == pl.NO_TIME).sum()),
+                 int((kinds == pl.PUNCTUATION).sum()), int((kinds == pl.MALFORMED).sum()),
+                 state_rows, len(value) if value is not None else 0]
+        return self._frame(1, pl.STATS, {f"__n{i}": np.array([v], np.int64)
+                                         for i, v in enumerate(stats)})
+
+    def _frame(self, n: int, kind: int, cols: dict) -> pd.DataFrame:
+        """``n`` output rows of ``kind``: ``cols`` given, every other column its zero
+        (NULL flags set, strings NULL)."""
+        zeros = {"TINYINT": np.int8, "BIGINT": np.int64, "DOUBLE": np.float64}
+        out = {}
+        for name, spark_type in self.types.items():
+            if name in cols:
+                out[name] = cols[name]
+            elif name == "__kind":
+                out[name] = np.full(n, kind, np.int8)
+            elif spark_type == "STRING":
+                out[name] = np.full(n, None, object)
+            elif spark_type == "BOOLEAN":
+                out[name] = np.full(n, name.startswith(("__kn", "__gn", "__cn")), bool)
+            else:
+                out[name] = np.zeros(n, zeros[spark_type])
+        return pd.DataFrame(out)
+
+
+class WindowProcessor(BucketProcessor):
+    """One :class:`~.plan.WindowedPlan`'s kernel per bucket (module docstring)."""
+
+    def __init__(self, windowed: pl.WindowedPlan, inputs: list[str]):
+        super().__init__(windowed.output_ddl, inputs)
+        self.op = windowed.operator
+        self.n_keys = len(windowed.key_types)
+        self.n_args = len(windowed.arg_types)
+        self.n_order = len(windowed.order_types)
+
+    def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
+        progress = progress_of(timer_values.getCurrentWatermarkInMs())
+        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
+        data = batch[kinds == pl.RESULT] if batch is not None else None
+        rows = self._rows(data)
+        result = kernel.step(self.op, self._stored(), rows, progress)
+        self._keep(result.state, result.timer)
         parts = [self._results(result.results)]
         if data is not None and result.late.any():
             late = data[result.late]
@@ -115,13 +159,9 @@ class WindowProcessor(StatefulProcessor):
             for kind in (pl.NO_TIME, pl.MALFORMED):
                 if (kinds == kind).any():
                     parts.append(self._passthrough(batch[kinds == kind], kind))
-        n = len(rows)
         late_n = int(result.late.sum())
-        stats = [n - late_n, late_n, int((kinds == pl.NO_TIME).sum()), int((kinds == pl.PUNCTUATION).sum()),
-                 int((kinds == pl.MALFORMED).sum()), result.state_rows,
-                 len(result.state) if result.state is not None else 0]
-        parts.append(self._frame(1, pl.STATS, {f"__n{i}": np.array([v], np.int64)
-                                               for i, v in enumerate(stats)}))
+        parts.append(self._stats(kinds, len(rows) - late_n, late_n, result.state_rows,
+                                 result.state))
         return pd.concat(parts, ignore_index=True)[self.columns]
 
     def _rows(self, data: pd.DataFrame | None) -> kernel.Rows:
@@ -153,20 +193,49 @@ class WindowProcessor(StatefulProcessor):
                 cols[name] = rows[name].to_numpy(object)
         return self._frame(len(rows), kind, cols)
 
-    def _frame(self, n: int, kind: int, cols: dict) -> pd.DataFrame:
-        """``n`` output rows of ``kind``: ``cols`` given, every other column its zero
-        (NULL flags set, strings NULL)."""
-        zeros = {"TINYINT": np.int8, "BIGINT": np.int64, "DOUBLE": np.float64}
-        out = {}
-        for name, spark_type in self.types.items():
-            if name in cols:
-                out[name] = cols[name]
-            elif name == "__kind":
-                out[name] = np.full(n, kind, np.int8)
-            elif spark_type == "STRING":
-                out[name] = np.full(n, None, object)
-            elif spark_type == "BOOLEAN":
-                out[name] = np.full(n, name.startswith(("__kn", "__gn")), bool)
-            else:
-                out[name] = np.zeros(n, zeros[spark_type])
-        return pd.DataFrame(out)
+
+class LookbackProcessor(BucketProcessor):
+    """One :class:`~.over_plan.OverPlan`'s look-back kernel per bucket: hands back the
+    rows over which the batch plan computes the OVER windows of the rows that became final
+    (:mod:`.lookback`), late rows, timeless and malformed ones, and the counts."""
+
+    def __init__(self, over, inputs: list[str]):
+        super().__init__(over.output_ddl, inputs)
+        self.op = over.operator
+        self.schema = self.op.schema()
+        #: the kernel's column of each output column (``__c0`` -> ``c0``)
+        self.encoded = [f.name for f in self.schema]
+
+    def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
+        progress = progress_of(timer_values.getCurrentWatermarkInMs())
+        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
+        data = batch[kinds == pl.RESULT] if batch is not None else batch
+        new = self._table(data)
+        result = lookback.step(self.op, self._stored(), new, progress)
+        self._keep(result.state, result.timer)
+        parts = [self._out(result.context, pl.RESULT)]
+        late_n = int(result.late.sum())
+        if late_n:
+            parts.append(self._out(new.filter(pa.array(result.late)), pl.LATE))
+        if batch is not None:
+            for kind in (pl.NO_TIME, pl.MALFORMED):
+                if (kinds == kind).any():
+                    rows = batch[kinds == kind]
+                    extra = {name: rows[name].to_numpy(object)
+                             for name in ("__record", "__file") if name in rows}
+                    parts.append(self._out(self._table(rows), kind, extra))
+        parts.append(self._stats(kinds, new.num_rows - late_n, late_n, result.state_rows,
+                                 result.state))
+        return pd.concat(parts, ignore_index=True)[self.columns]
+
+    def _table(self, rows: pd.DataFrame | None) -> pa.Table:
+        """The encoded rows as the kernel's Arrow table (no NULLs: values and flags)."""
+        if rows is None:
+            return self.schema.empty_table()
+        return pa.table([pa.array(rows[f"__{f.name}"].to_numpy(), f.type)
+                         for f in self.schema], schema=self.schema)
+
+    def _out(self, table: pa.Table, kind: int, extra: dict | None = None) -> pd.DataFrame:
+        cols = {f"__{name}": table.column(name).to_numpy(zero_copy_only=False)
+                for name in self.encoded if f"__{name}" in self.types}
+        return self._frame(table.num_rows, kind, {**cols, **(extra or {})})

@@ -27,24 +27,43 @@ from wavesql.planner.bad_rows import CORRUPT_COLUMN
 from wavesql.planner.temporal import quote
 from wavesql.streaming import sinks
 from wavesql.streaming.query import ContinuousQuery
-from wavesql.streaming.report import PROGRESS, REASON, BatchReport, format_us, timestamp_lit
+from wavesql.streaming.report import (FINAL, PROGRESS, REASON, BatchReport, format_us,
+                                     timestamp_lit)
 from wavesql.streaming.source import stream_source
 
 from . import plan as pl
-from .processor import WindowProcessor, progress_of, watermark_sql
+from .processor import LookbackProcessor, WindowProcessor, progress_of, watermark_sql
 
 #: The state store every stateful query uses (transformWithState requires RocksDB).
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
-class StatefulWindowQuery(ContinuousQuery):
-    """A running continuous windowed aggregate (module docstring); the public API is
-    :class:`~wavesql.streaming.query.ContinuousQuery`'s."""
+class StatefulQuery(ContinuousQuery):
+    """A running continuous query on Spark's state store (module docstring); the public API
+    is :class:`~wavesql.streaming.query.ContinuousQuery`'s. ``self.windowed`` is its plan
+    (a :class:`~.plan.WindowedPlan` or :class:`~.over_plan.OverPlan`); a subclass says
+    which processor runs it and how a micro-batch's kernel rows become results."""
 
-    def __init__(self, session, text, bound, plan, windowed: pl.WindowedPlan, **kw):
+    engine = ""
+
+    def __init__(self, session, text, bound, plan, windowed, **kw):
         self.windowed = windowed
         super().__init__(session, text, bound, plan, **kw)
+
+    def _processor(self, columns: list[str]):
+        raise NotImplementedError
+
+    def _deliver_results(self, spark, df, batch_id: int, progress: int | None,
+                         report: BatchReport) -> dict:
+        """Deliver the batch's results; return the kernel's counts (``STAT_NAMES``)."""
+        raise NotImplementedError
+
+    def _row_json(self):
+        """The Spark column of a late or malformed kernel row as JSON text."""
+        from pyspark.sql import functions as F
+
+        return F.col("__row")
 
     # -- setup -------------------------------------------------------------------------
     def _start(self, trigger: str, max_files: int | None):
@@ -69,7 +88,7 @@ class StatefulWindowQuery(ContinuousQuery):
         else:
             frame = self._watermarked(stream_source(self.spark, s, max_files), trigger)
         out = frame.groupBy("__bucket").transformWithStateInPandas(
-            WindowProcessor(w, frame.columns), w.output_ddl, "Append", "EventTime")
+            self._processor(frame.columns), w.output_ddl, "Append", "EventTime")
         return self._start_writer(out, trigger)
 
     def _watermarked(self, frame, trigger: str):
@@ -112,7 +131,7 @@ class StatefulWindowQuery(ContinuousQuery):
         """A checkpoint belongs to one plan: restarting a changed query on it would read the
         state with another meaning (``CHECKPOINT_MISMATCH``)."""
         marker = storage.join(self.checkpoint, "wavesql.json")
-        mine = {"engine": "stateful-window", "plan": self.windowed.fingerprint,
+        mine = {"engine": self.engine, "plan": self.windowed.fingerprint,
                 "explain": self.windowed.explain, "buckets": self.windowed.buckets}
         if storage.is_file(marker):
             theirs = json.loads(storage.read_text(marker))
@@ -133,7 +152,6 @@ class StatefulWindowQuery(ContinuousQuery):
 
     # -- one micro-batch ---------------------------------------------------------------
     def _run_batch(self, batch_df, batch_id: int) -> None:
-        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         from wavesql.streaming import files
@@ -152,19 +170,7 @@ class StatefulWindowQuery(ContinuousQuery):
             _unchanged_since_listed(logged)
         df = batch_df.persist()
         try:
-            # The kernel's counts ride along the job that writes the results (an
-            # observation: no job of their own); late and bad rows, rare, are read back from
-            # the cached batch only when there are some.
-            counted = Observation(f"wavesql_batch_{batch_id}")
-            observed = df.observe(counted, *[
-                F.sum(F.when(F.col("__kind") == pl.STATS, F.col(f"__n{i}"))).alias(n)
-                for i, n in enumerate(pl.STAT_NAMES)])
-            (observed.where(f"__kind = {pl.RESULT}")
-             .withColumn("_time", F.timestamp_micros("__time"))
-             .createOrReplaceTempView(pl.VIEW))
-            out = spark.sql(w.post).withColumn(PROGRESS, timestamp_lit(progress))
-            self._deliver_counted(out, batch_id, report, by_final=True)
-            counts = {n: int(counted.get.get(n) or 0) for n in pl.STAT_NAMES}
+            counts = self._deliver_results(spark, df, batch_id, progress, report)
             report.on_time, report.late = counts["on_time"], counts["late"]
             report.no_time, report.punctuation = counts["no_time"], counts["punctuation"]
             report.quarantined = counts["quarantined"]
@@ -177,14 +183,14 @@ class StatefulWindowQuery(ContinuousQuery):
                 reason = reason.otherwise(F.lit(f"no event time ({s.event_time} is NULL)"))
                 late = df.where(f"__kind IN ({pl.LATE}, {pl.NO_TIME})").select(
                     F.lit(s.name).alias("_stream"), reason.alias(REASON),
-                    F.col("__row").alias("_row"))
+                    self._row_json().alias("_row"))
                 sinks.commit(late, self.late_path, batch_id, self.late_format)
             bad = []
             if report.quarantined:
                 bad.append(df.where(f"__kind = {pl.MALFORMED}").select(
                     F.lit(s.name).alias("_stream"), F.col("__file").alias("_file"),
                     F.col("__record").alias("_record"),
-                    F.concat(F.lit("malformed: read as "), F.col("__row")).alias(REASON)))
+                    F.concat(F.lit("malformed: read as "), self._row_json()).alias(REASON)))
             bad += self._changed_files(spark, batch_id, listed)
             sinks.commit_all(bad, self.quarantine_path, batch_id)
         finally:
@@ -210,6 +216,73 @@ class StatefulWindowQuery(ContinuousQuery):
         ids = sorted(int(name) for name, _ in storage.children(done) if name.isdigit())
         return progress_of(self._batch_watermark(ids[-1])) if ids else None
 
+
+
+class StatefulWindowQuery(StatefulQuery):
+    """A continuous windowed aggregate: partial aggregates per pane or the rows of each
+    window per bucket (:mod:`.windows`), the user's SELECT over the kernel's rows."""
+
+    engine = "stateful-window"
+
+    def _processor(self, columns: list[str]):
+        return WindowProcessor(self.windowed, columns)
+
+    def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        # The kernel's counts ride along the job that writes the results (an observation:
+        # no job of their own); late and bad rows, rare, are read back from the cached
+        # batch only when there are some.
+        counted = Observation(f"wavesql_batch_{batch_id}")
+        observed = df.observe(counted, *[
+            F.sum(F.when(F.col("__kind") == pl.STATS, F.col(f"__n{i}"))).alias(n)
+            for i, n in enumerate(pl.STAT_NAMES)])
+        (observed.where(f"__kind = {pl.RESULT}")
+         .withColumn("_time", F.timestamp_micros("__time"))
+         .createOrReplaceTempView(pl.VIEW))
+        out = spark.sql(self.windowed.post).withColumn(PROGRESS, timestamp_lit(progress))
+        self._deliver_counted(out, batch_id, report, by_final=True)
+        return {n: int(counted.get.get(n) or 0) for n in pl.STAT_NAMES}
+
+
+class StatefulOverQuery(StatefulQuery):
+    """A continuous query of OVER windows: each bucket keeps its rows' look-back
+    (:mod:`.lookback`) and hands back, when rows became final, those rows and their
+    look-back; the batch plan runs over them and its rows that became final are emitted
+    (``previous progress <= event time < progress``, as the re-evaluating runner would)."""
+
+    engine = "stateful-over"
+
+    def _processor(self, columns: list[str]):
+        return LookbackProcessor(self.windowed, columns)
+
+    def _row_json(self):
+        from pyspark.sql import functions as F
+
+        return F.to_json(F.struct(*[F.expr(d) for d in self.windowed.decoded()]))
+
+    def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
+        from pyspark.sql import functions as F
+
+        from wavesql.planner.lower import Runtime, lower
+
+        # The counts first (a few rows of the cached batch): the plan below may run jobs
+        # of its own over its input while planning, which an observation would count.
+        stats = df.where(f"__kind = {pl.STATS}").groupBy().agg(*[
+            F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)]).collect()[0]
+        s = self.windowed.stream
+        rows = df.where(f"__kind = {pl.RESULT}").selectExpr(*self.windowed.decoded())
+        rt = Runtime(spark, self.session.catalog, self.text, streams={s.key: rows})
+        result = lower(self.bound, rt)
+        previous = progress_of(self._batch_watermark(batch_id - 1)) if batch_id else None
+        t = F.unix_micros(F.col(quote(self.plan.time_column)))
+        after = t >= F.lit(previous) if previous is not None else F.lit(True)
+        before = t < F.lit(progress) if progress is not None else F.lit(False)
+        out = (result.where(after & before).withColumn(FINAL, F.lit(True))
+               .withColumn(PROGRESS, timestamp_lit(progress)))
+        self._deliver_counted(out, batch_id, report, by_final=True)
+        return {n: int(stats[n] or 0) for n in pl.STAT_NAMES}
 
 
 def _unchanged_since_listed(logged: list[tuple[str, int]]) -> None:

@@ -1,0 +1,159 @@
+"""Incremental OVER windows: one bucket of keys, one micro-batch (numpy and Arrow, no Spark).
+
+A continuous query whose windows are OVER windows with bounded PRECEDING frames (TiLT's
+trend, RSI, fraud; ``lag``) gives each input row one output row, final once progress
+passes the row's event time; the row's value depends on the rows of its frame, all at or
+before it. What a later row can still need of the past is the query's **look-back**
+(``streaming/lookback.py``: ``RANGE r`` keeps ``r`` of event time, ``ROWS n`` / ``lag(n)``
+the last ``n`` rows per partition, summed along nested windows). :func:`step` gets the
+state of one bucket of partition keys (those rows), the bucket's new rows and the query's
+progress ``W``, and
+
+1. sets aside the **late** rows (event time below ``W``: their results are final already);
+2. adds the on-time rows to the bucket's rows (kept sorted by event time, arrival order
+   among equal times);
+3. when some rows became final (``bound <= t < W``, ``bound`` the progress of the bucket's
+   previous step), hands back the bucket's rows below ``W`` -- those rows plus exactly the
+   look-back they need (the state was pruned at ``bound``) -- as the **context** over
+   which the caller evaluates the user's query with Spark, keeping the results with
+   ``bound <= t < W``;
+4. prunes the rows to what results at or after ``W`` can need (the look-back before ``W``
+   and every row from ``W`` on), and names the next event time that will need work, so
+   the caller sets a timer there (a key that gets no new rows is still emitted when
+   progress passes its rows).
+
+So a micro-batch reads the rows that arrived and, for the buckets that have results due,
+their look-back -- never the other keys' rows. The windows themselves are Spark's (the
+batch plan, evaluated over the context): any aggregate, nesting, ``lag``, expressions over
+window values -- the same results as the batch query by construction.
+
+Rows travel encoded (``streaming/stateful/plan.py`` ``KEY_TYPES``): each of the stream's
+columns as values plus a NULL mask, the event time as integer microseconds, and per ROWS
+rule the partition's two hashes and whether the row counts (it passes the WHERE the frame
+counts after).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from . import state as st
+
+#: Arrow type of each encoded column type.
+ARROW = {"bigint": pa.int64(), "double": pa.float64(), "string": pa.string(),
+         "boolean": pa.bool_()}
+
+
+@dataclass(frozen=True)
+class KeepTime:
+    """Keep the rows whose event time is at least the cut - ``us``."""
+
+    us: int
+
+
+@dataclass(frozen=True)
+class KeepRows:
+    """Keep the last ``n`` counted rows per partition before the cut - ``within_us``, and
+    every row from there on (``streaming/plan.py`` ``KeepRows``, with its partition and
+    predicate evaluated by Spark into the rule's columns)."""
+
+    n: int
+    within_us: int = 0
+
+
+@dataclass(frozen=True)
+class LookbackOperator:
+    """The encoded types of the stream's columns (``c0, cn0, c1, ...``) and the look-back
+    rules (rule ``j``'s partition hashes ``rk{j}``/``rh{j}``, counted flag ``rp{j}``)."""
+
+    columns: tuple[str, ...]
+    rules: tuple  # KeepTime | KeepRows
+
+    kind = "over-lookback"
+
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of a bucket's rows."""
+        fields = [pa.field("ts", pa.int64())]
+        for i, t in enumerate(self.columns):
+            fields += [pa.field(f"cn{i}", pa.bool_()), pa.field(f"c{i}", ARROW[t])]
+        for j, rule in enumerate(self.rules):
+            if isinstance(rule, KeepRows):
+                fields += [pa.field(f"rk{j}", pa.int64()), pa.field(f"rh{j}", pa.int64()),
+                           pa.field(f"rp{j}", pa.bool_())]
+        return pa.schema(fields)
+
+
+@dataclass
+class LookbackStep:
+    context: pa.Table  # the rows to evaluate the query over now (empty: nothing is due)
+    late: np.ndarray  # mask over the new rows: event time below the progress
+    state: bytes | None  # None: nothing left to keep
+    timer: int | None  # the next event time that becomes due once progress passes it
+    state_rows: int
+
+
+def step(op: LookbackOperator, value: bytes | None, new: pa.Table,
+         watermark: int | None) -> LookbackStep:
+    """One micro-batch of ``op`` over one bucket (module docstring). ``watermark`` None: no
+    progress yet (nothing late, nothing due)."""
+    meta, tables = st.decode(op.kind, value) if value is not None else ({}, {})
+    bound = meta.get("bound")
+    new_ts = _ts(new)
+    late = new_ts < watermark if watermark is not None else np.zeros(len(new_ts), bool)
+    if watermark is not None and bound is not None and watermark < bound:
+        watermark = bound  # progress never goes back
+    fresh = new.filter(pa.array(~late)) if late.any() else new
+    kept = tables.get("rows")
+    rows = pa.concat_tables([kept, fresh]) if kept is not None and kept.num_rows else fresh
+    ts = _ts(rows)
+    if len(ts) > 1 and (np.diff(ts) < 0).any():
+        order = np.argsort(ts, kind="stable")  # the kept rows first among equal times
+        rows, ts = rows.take(pa.array(order)), ts[order]
+    empty = rows.slice(0, 0)
+    if watermark is None:
+        context, after = empty, rows
+        pending = ts
+    else:
+        due = (ts < watermark) & ((ts >= bound) if bound is not None else True)
+        context = rows.filter(pa.array(ts < watermark)) if due.any() else empty
+        after = rows.filter(pa.array(_keep(op, rows, ts, watermark)))
+        pending = ts[ts >= watermark]
+    timer = int(pending.min()) if len(pending) else None
+    new_bound = watermark if watermark is not None else bound
+    out = (st.encode(op.kind, {"bound": new_bound}, {"rows": after}) if after.num_rows
+           else None)
+    return LookbackStep(context, late, out, timer, after.num_rows)
+
+
+def _keep(op: LookbackOperator, rows: pa.Table, ts: np.ndarray, cut: int) -> np.ndarray:
+    """Which of ``rows`` (sorted by event time) results at or after ``cut`` can need."""
+    keep = ts >= cut
+    for j, rule in enumerate(op.rules):
+        if isinstance(rule, KeepTime):
+            keep |= ts >= cut - rule.us
+            continue
+        keep |= ts >= cut - rule.within_us
+        counted = (ts < cut - rule.within_us) & _np(rows, f"rp{j}")
+        idx = np.nonzero(counted)[0]
+        if not len(idx):
+            continue
+        k1, k2 = _np(rows, f"rk{j}")[idx], _np(rows, f"rh{j}")[idx]
+        order = np.lexsort((idx, k2, k1))  # by partition, then time (= position)
+        a, b = k1[order], k2[order]
+        last = np.ones(len(order), bool)  # the last row of its partition
+        last[:-1] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+        ends = np.nonzero(last)[0]
+        from_end = ends[np.searchsorted(ends, np.arange(len(order)))] - np.arange(len(order))
+        keep[idx[order[from_end < rule.n]]] = True
+    return keep
+
+
+def _ts(table: pa.Table) -> np.ndarray:
+    return _np(table, "ts").astype(np.int64, copy=False)
+
+
+def _np(table: pa.Table, name: str) -> np.ndarray:
+    return table.column(name).to_numpy(zero_copy_only=False)
