@@ -234,3 +234,69 @@ def test_a_file_changed_after_it_was_listed_fails_the_batch(tmp_path):
     with pytest.raises(WaveSQLError) as err:
         _unchanged_since_listed([(f"file://{path}", listed_ms)])
     assert err.value.code == "INCOMPLETE_FILE" and "run the query again" in err.value.hint
+
+
+def _over_oracle(on_time: pd.DataFrame, progress: int) -> Counter:
+    """avg(v) over the 3 s before each row (RANGE, peers included) and v - lag(v) per key,
+    over the rows with v NULL or >= 10 (the WHERE filters before the windows), for the rows
+    below ``progress``."""
+    rows = on_time[on_time.v.isna() | (on_time.v >= 10)]
+    out = Counter()
+    for k, g in rows.groupby("k"):
+        g = g.sort_values("ts")
+        ts, v = g.ts.to_numpy(), g.v.to_numpy()
+        for i in range(len(g)):
+            if ts[i] >= progress:
+                continue
+            frame = v[(ts >= ts[i] - 3 * SECOND) & (ts <= ts[i])]
+            frame = frame[~np.isnan(frame)]
+            mean = round(float(frame.mean()), 9) if len(frame) else None
+            d = v[i] - v[i - 1] if i and not np.isnan(v[i]) and not np.isnan(v[i - 1]) else None
+            out[(int(ts[i]), k, None if np.isnan(v[i]) else v[i], mean, d)] += 1
+    return out
+
+
+def test_over_windows_on_the_state_store_against_pandas(ws, spark, tmp_path):
+    """OVER windows per key (a RANGE frame and lag, after a WHERE) on Spark's state store,
+    run in two rounds on one checkpoint (the second restores the state), late rows in the
+    late sink, every micro-batch's rows accounted for."""
+    import shutil
+
+    parts = _files(tmp_path / "staging", seed=21, n_files=6, per_file=80)
+    on_time, late, progress = _late_split(parts)
+    assert not on_time.duplicated(["k", "ts"]).any()  # lag is defined up to ties only
+    (tmp_path / "in").mkdir()
+    _stream(ws, tmp_path / "in")
+    sql = ("SELECT ts, k, v, avg(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL "
+           "3 SECONDS PRECEDING AND CURRENT ROW) AS m, v - lag(v) OVER (PARTITION BY k "
+           "ORDER BY ts) AS d FROM kv WHERE v IS NULL OR v >= 10")
+    shown = ws.explain(sql, "STREAM")
+    assert "stateful OVER windows on Spark's state store" in shown and "buckets of k" in shown
+    reports = []
+    for files in (sorted(tmp_path.joinpath("staging").iterdir())[:3],
+                  sorted(tmp_path.joinpath("staging").iterdir())[3:]):
+        for f in files:
+            stamp = f.stat().st_mtime
+            shutil.move(f, tmp_path / "in" / f.name)
+            os.utime(tmp_path / "in" / f.name, (stamp, stamp))
+        cq = _run(ws, tmp_path, sql)
+        assert type(cq).__name__ == "StatefulOverQuery"
+        reports += cq.reports
+    got = Counter()
+    for row in spark.read.parquet(str(tmp_path / "out")).collect():
+        assert row["_final"]
+        m = None if row["m"] is None or np.isnan(row["m"]) else round(row["m"], 9)
+        v = None if row["v"] is None or np.isnan(row["v"]) else row["v"]
+        d = None if row["d"] is None or np.isnan(row["d"]) else row["d"]
+        got[(_micros(row["ts"]), row["k"], v, m, d)] += 1
+    want = _over_oracle(on_time, progress)
+    assert sum(want.values()) > 300 and len(late) > 0
+    assert got == want
+    late_rows = spark.read.parquet(str(tmp_path / "ckpt" / "late")).collect()
+    assert sorted(json.loads(r["_row"])["ts"] for r in late_rows) == sorted(
+        pd.to_datetime(late.ts, unit="us").dt.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3] + "Z")
+    for r in reports:
+        assert r.rows_in == r.on_time + r.late + r.no_time + r.punctuation + r.quarantined
+    assert sum(r.rows_in for r in reports) == sum(len(p) for p in parts)
+    # the state is the look-back and the rows not final yet, not the stream
+    assert 0 < max(r.buffered for r in reports) < len(on_time) // 3
