@@ -10,8 +10,12 @@ final; a micro-batch is committed whole or redone):
   DSTREAM. A ``transformWithStateInPandas`` processor keeps partial aggregates per pane (or
   the rows of the window) per bucket of keys in the RocksDB state store; progress is
   Spark's watermark; a micro-batch touches what arrived and the windows that closed.
-* **Re-evaluating** (:mod:`.runner`): every other shape -- joins of windowed streams, OVER
-  windows, RESAMPLE, ASOF and interval joins, SYNC, row-by-row queries, unslid RSTREAM --
+  OVER windows over one stream (bounded PRECEDING frames, ``lag``, nested through CTEs)
+  too: each bucket of partition keys keeps its rows' look-back, and a micro-batch
+  evaluates the batch plan over the buckets that have rows becoming final.
+* **Re-evaluating** (:mod:`.runner`): every other shape -- joins of windowed streams,
+  RESAMPLE, ASOF and interval joins, SYNC, row-by-row queries, unslid RSTREAM, OVER
+  windows with ``EMIT CHANGES`` or columns of complex types --
   evaluates the batch plan over each input's buffered look-back every micro-batch, with
   progress kept by WaveSQL in ``<checkpoint>/state/``. Its cost follows the look-back, not
   what arrived.
@@ -47,9 +51,15 @@ late rows                          not Spark's: the watermark column is dropped 
 files still being written          the runner waits for a batch's files before reading
                                    them (:mod:`.files`); Spark fixed their sizes when it
                                    listed them, so write files aside and rename them in.
-the rest (second runner)           not yet: OVER windows, RESAMPLE, ASOF/interval joins
-                                   and per-instant joins keep WaveSQL's buffer; their move
-                                   is the next step of issue 26.
+OVER windows                       the same processor shape, one ``ValueState`` per
+                                   bucket holding the bucket's rows (Arrow bytes) pruned
+                                   to the look-back; the windows themselves are the batch
+                                   plan's (Spark SQL over the rows handed back), so any
+                                   aggregate, nesting and ``lag`` mean what they mean in
+                                   a batch query. Buckets are hashes of the partition keys
+                                   every window shares; none shared: one bucket.
+the rest (second runner)           not yet: RESAMPLE, ASOF/interval joins and per-instant
+                                   joins keep WaveSQL's buffer.
 =================================  =====================================================
 
 ``EXPLAIN STREAM <query>`` says which runner a query gets and why; ``WAVESQL_STATEFUL=0``

@@ -157,23 +157,50 @@ def wait_until_ready(paths: Sequence[str], fmt: str, *, settle: float | None = N
 def batch_files(checkpoint: str, source: int, batch_id: int) -> list[tuple[str, int]]:
     """``(path, modification time in ms when Spark listed it)`` of the files micro-batch
     ``batch_id`` reads from source ``source``, from Spark's file-source log
-    (``<checkpoint>/offsets/sources/<source>/<batch>[.compact]``: a ``v1`` line, then one JSON
-    line per file), in the log's order."""
+    (``<checkpoint>/offsets/sources/<source>/<n>[.compact]``: a ``v1`` line, then one JSON
+    line per file), in the log's order.
+
+    The file source numbers its log entries itself, one per micro-batch that found new
+    files: a micro-batch without new files (the one Spark runs to close windows when its
+    watermark moved, or a HEARTBEAT's tick) has none, and from then on the log's numbers
+    lag the query's batch ids. The query's offset log says which entries a batch reads:
+    ``<checkpoint>/offsets/offsets/<batch>`` holds each source's ``logOffset`` (a line per
+    source, in the sources' order), and the batch reads the entries after the previous
+    batch's offset up to its own."""
     folder = storage.join(str(checkpoint), "offsets", "sources", str(source))
+    upto = _log_offset(checkpoint, source, batch_id)
+    if upto is None:
+        return []
+    after = _log_offset(checkpoint, source, batch_id - 1) if batch_id > 0 else None
+    after = -1 if after is None else after
     found: dict[str, int] = {}
-    for name in (str(batch_id), f"{batch_id}.compact"):
-        try:
-            lines = storage.read_text(storage.join(folder, name)).splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
+    for entry_id in range(after + 1, upto + 1):
+        for name in (str(entry_id), f"{entry_id}.compact"):
             try:
-                entry = json.loads(line)
-            except ValueError:
+                lines = storage.read_text(storage.join(folder, name)).splitlines()[1:]
+            except OSError:
                 continue
-            if entry.get("batchId") == batch_id and entry.get("path"):
-                found.setdefault(entry["path"], int(entry.get("timestamp") or 0))
+            for line in lines:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if entry.get("batchId") == entry_id and entry.get("path"):
+                    found.setdefault(entry["path"], int(entry.get("timestamp") or 0))
     return list(found.items())
+
+
+def _log_offset(checkpoint: str, source: int, batch_id: int) -> int | None:
+    """The file-source log entry up to which micro-batch ``batch_id`` reads source
+    ``source`` (None: no such batch, or not a file source)."""
+    path = storage.join(str(checkpoint), "offsets", "offsets", str(batch_id))
+    try:
+        lines = storage.read_text(path).splitlines()
+        entry = json.loads(lines[2 + source])
+    except (OSError, IndexError, ValueError):
+        return None
+    offset = entry.get("logOffset") if isinstance(entry, dict) else None
+    return int(offset) if isinstance(offset, int) else None
 
 
 # -- files read, and files that changed after they were read --------------------------------

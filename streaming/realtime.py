@@ -45,8 +45,9 @@ def parse_trigger(trigger: str) -> str | None:
 def why_not(plan, output) -> str | None:
     """Why a continuous plan cannot run in real-time mode (None: it can)."""
     if plan.mode != "rows":
-        return (f"it is a {plan.mode} query; real-time mode runs row-by-row queries only "
-                "(filters, projections)")
+        article = "an" if plan.mode[0] in "aeiou" else "a"
+        return (f"it is {article} {plan.mode} query; real-time mode runs row-by-row queries "
+                "only (filters, projections)")
     if len(plan.inputs) != 1:
         return "it reads several streams; real-time mode reads one"
     stream = plan.inputs[0].stream

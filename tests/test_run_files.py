@@ -406,3 +406,58 @@ def test_a_windowed_job_on_the_state_store_killed_mid_run_is_exactly_once(tmp_pa
     got = windows_of(per_sensor)
     assert len(got) == len(set(got)), "a window twice in the sink"
     assert got == oracle_windows(input_frame(tmp_path / "in"))
+
+
+OVER_JOB = textwrap.dedent(f"""\
+    CREATE STREAM IF NOT EXISTS readings (id BIGINT, sensor STRING, v DOUBLE, ts TIMESTAMP)
+      FROM 'in/' FORMAT parquet
+      EVENT TIME ts WATERMARK {WATERMARK_S} SECOND;
+    CREATE SINK IF NOT EXISTS smoothed TO 'out/smoothed/' FORMAT parquet;
+
+    INSERT INTO smoothed
+      SELECT id, ts, sum(id) OVER (PARTITION BY sensor ORDER BY ts
+                                   RANGE BETWEEN INTERVAL 2 SECONDS PRECEDING AND CURRENT ROW)
+               AS recent, id - lag(id) OVER (PARTITION BY sensor ORDER BY ts) AS gap
+      FROM readings;
+""")
+
+
+def oracle_over(data: pd.DataFrame) -> list[tuple]:
+    """Per sensor: the sum of ids over the 2 s up to each row, and the id step from the
+    sensor's previous row; a row final once its time is below max(ts) - 1 s."""
+    us = to_us(data.ts)
+    progress = int(us.max()) - WATERMARK_S * 1_000_000
+    out = []
+    for _, g in data.assign(us=us).sort_values("us").groupby("sensor"):
+        t, ids = g.us.to_numpy(), g.id.to_numpy()
+        for i in range(len(g)):
+            if t[i] < progress:
+                recent = int(ids[(t >= t[i] - 2_000_000) & (t <= t[i])].sum())
+                out.append((int(ids[i]), int(t[i]), recent,
+                            int(ids[i] - ids[i - 1]) if i else None))
+    return sorted(out, key=lambda r: r[0])
+
+
+@pytest.mark.spark
+def test_an_over_window_job_on_the_state_store_killed_mid_run_is_exactly_once(tmp_path):
+    """An OVER-window job (per-key look-back on Spark's state store), SIGKILLed as soon as
+    its second micro-batch's results are in the sink, then run again: the sink equals the
+    pandas oracle, each row once."""
+    (tmp_path / "job.wsql").write_text(OVER_JOB)
+    smoothed = tmp_path / "out" / "smoothed"
+    for i in range(6):
+        write_input(tmp_path / "in", i)
+    proc = start(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
+    killed = kill_when(proc, lambda: len(batches(smoothed)) >= 2)
+    assert killed, "the run finished before it could be killed: " + proc.stdout.read()
+    markers = list(smoothed.glob("_wavesql/*/checkpoint/wavesql.json"))
+    assert markers and json.loads(markers[0].read_text())["engine"] == "stateful-over"
+    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
+    assert again.returncode == 0, again.stdout + again.stderr
+    rows = sink_rows(smoothed)
+    assert rows["_final"].all()
+    got = sorted(((int(i), int(t), int(r), None if pd.isna(g) else int(g))
+                  for i, t, r, g in zip(rows.id, to_us(rows.ts), rows.recent, rows.gap)),
+                 key=lambda r: r[0])
+    assert len(got) == len({r[0] for r in got}), "a row twice in the sink"
+    assert got == oracle_over(input_frame(tmp_path / "in"))

@@ -1,18 +1,21 @@
-"""A continuous windowed aggregate on Spark's state store (the shapes :mod:`.plan` accepts).
+"""Continuous queries on Spark's state store: windowed aggregates (:mod:`.plan`) and OVER
+windows (:mod:`.over_plan`).
 
 One Spark streaming query does the work::
 
     stream files --> row encoding (Spark SQL, plan.pre) + __wm --> withWatermark(__wm)
-      --> groupBy(__bucket).transformWithStateInPandas(WindowProcessor)   [state store]
-      --> foreachBatch: results through the user's SELECT (plan.post) to the output,
+      --> groupBy(__bucket).transformWithStateInPandas(processor)   [state store]
+      --> foreachBatch: the kernel's rows to results (windowed: the user's SELECT over
+          them, plan.post; OVER: the batch plan over the rows handed back) to the output,
           late / timeless rows to the late sink, malformed ones to the quarantine,
           counts to the batch's _progress record
 
-so a micro-batch's cost follows the rows that arrived and the windows that closed, not
-the state; Spark checkpoints the offsets, the watermark (= progress) and the state
-together under ``<checkpoint>/offsets``. Exactly once: a batch re-run after a crash gets
-the same rows and the state of the batch before it (Spark's state store is versioned by
-batch), and every file it writes is named by the batch id and replaced on a re-run.
+so a micro-batch's cost follows the rows that arrived and the windows (or rows) that
+became final, not the state; Spark checkpoints the offsets, the watermark (= progress) and
+the state together under ``<checkpoint>/offsets``. Exactly once: a batch re-run after a
+crash gets the same rows and the state of the batch before it (Spark's state store is
+versioned by batch), and every file it writes is named by the batch id and replaced on a
+re-run.
 """
 
 from __future__ import annotations
@@ -164,7 +167,11 @@ class StatefulQuery(ContinuousQuery):
         report = BatchReport(batch_id, progress, started_at=self.clock())
         logged = files.batch_files(self.checkpoint, 0, batch_id)
         listed = [p for p, _ in logged]
-        arrived = [ms / 1000.0 for _, ms in logged if ms]  # for the result latency
+        # The result latency: a batch emits what the batch before it made final (its
+        # watermark is the one those rows raised), so it is measured from the arrival of
+        # that batch's files.
+        before = files.batch_files(self.checkpoint, 0, batch_id - 1) if batch_id else []
+        arrived = [ms / 1000.0 for _, ms in before if ms]
         if listed:
             files.wait_until_ready(listed, s.format)
             _unchanged_since_listed(logged)
@@ -195,7 +202,7 @@ class StatefulQuery(ContinuousQuery):
             sinks.commit_all(bad, self.quarantine_path, batch_id)
         finally:
             df.unpersist()
-        self._finish(report, began, arrived)
+        self._finish(report, began, arrived if report.final_out else [])
 
     def _batch_watermark(self, batch_id: int) -> int | None:
         """Spark's watermark of batch ``batch_id`` (its offset log entry: written before the
