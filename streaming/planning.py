@@ -176,7 +176,8 @@ def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = N
     try:
         if plan.mode == "over":
             trees = [parsed(q) for q in ir.walk(relation) if isinstance(q, ir.SqlQuery)]
-            return over_plan.recognize_over(spark, plan, trees, changes, buckets), None
+            return over_plan.recognize_over(spark, plan, trees, changes, buckets,
+                                            tuple(relation.schema.names)), None
         if plan.mode == "windowed":
             return stateful.recognize(spark, stmt, relation, changes, buckets), None
     except stateful.NotIncremental as why:

@@ -300,3 +300,42 @@ def test_over_windows_on_the_state_store_against_pandas(ws, spark, tmp_path):
     assert sum(r.rows_in for r in reports) == sum(len(p) for p in parts)
     # the state is the look-back and the rows not final yet, not the stream
     assert 0 < max(r.buffered for r in reports) < len(on_time) // 3
+
+
+def test_over_windows_the_kernel_evaluates_against_pandas(ws, spark, tmp_path):
+    """RANGE-frame aggregates per key in one SELECT: the kernel computes the frames of the
+    rows that became final itself (numpy prefix sums over the look-back) -- count, avg, max,
+    stddev_pop, an expression over them and the row, after a WHERE, with NULL values."""
+    parts = _files(tmp_path / "in", seed=23, n_files=5, per_file=90)
+    on_time, late, progress = _late_split(parts)
+    _stream(ws, tmp_path / "in")
+    frame = "PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 4 SECONDS PRECEDING AND CURRENT ROW"
+    sql = (f"SELECT ts, k, count(*) OVER ({frame}) AS n, avg(v) OVER ({frame}) AS m, "
+           f"v - max(v) OVER ({frame}) AS below, stddev_pop(v) OVER ({frame}) AS sd "
+           "FROM kv WHERE v IS NULL OR v >= 10")
+    assert "computes the frames of the rows that became final in the kernel" in ws.explain(
+        sql, "STREAM")
+    cq = _run(ws, tmp_path, sql)
+    assert type(cq).__name__ == "StatefulOverQuery" and cq.progress_us == progress
+    rows = on_time[on_time.v.isna() | (on_time.v >= 10)]
+    want = Counter()
+    for k, g in rows.groupby("k"):
+        ts, v = g.ts.to_numpy(), g.v.to_numpy()
+        for i in range(len(g)):
+            if ts[i] >= progress:
+                continue
+            inside = v[(ts >= ts[i] - 4 * SECOND) & (ts <= ts[i])]  # peers included
+            vals = inside[~np.isnan(inside)]
+            r = lambda x: round(float(x), 9)  # noqa: E731
+            want[(int(ts[i]), k, len(inside), r(vals.mean()) if len(vals) else None,
+                  r(v[i] - vals.max()) if len(vals) and not np.isnan(v[i]) else None,
+                  r(vals.std()) if len(vals) else None)] += 1
+    got = Counter()
+    for row in spark.read.parquet(str(tmp_path / "out")).collect():
+        assert row["_final"]
+        r = lambda x: None if x is None or np.isnan(x) else round(x, 9)  # noqa: E731
+        got[(_micros(row["ts"]), row["k"], row["n"], r(row["m"]), r(row["below"]),
+             r(row["sd"]))] += 1
+    assert sum(want.values()) > 200 and len(late) > 0
+    assert got == want
+    assert sum(r.late for r in cq.reports) == len(late)

@@ -71,6 +71,9 @@ class LookbackOperator:
 
     columns: tuple[str, ...]
     rules: tuple  # KeepTime | KeepRows
+    #: Set when the kernel evaluates the windows itself (:func:`frames`): RANGE frames of
+    #: ``count / sum / avg / min / max / stddev / variance``, one partition for all.
+    windows: "Windows | None" = None
 
     kind = "over-lookback"
 
@@ -83,12 +86,30 @@ class LookbackOperator:
             if isinstance(rule, KeepRows):
                 fields += [pa.field(f"rk{j}", pa.int64()), pa.field(f"rh{j}", pa.int64()),
                            pa.field(f"rp{j}", pa.bool_())]
+        if self.windows is not None:
+            fields.append(pa.field("p", pa.bool_()))
+            for i, t in enumerate(self.windows.keys):
+                fields += [pa.field(f"kn{i}", pa.bool_()), pa.field(f"k{i}", ARROW[t])]
+            for j, t in enumerate(self.windows.args):
+                fields += [pa.field(f"an{j}", pa.bool_()), pa.field(f"a{j}", ARROW[t])]
         return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class Windows:
+    """OVER windows the kernel evaluates: ``specs`` (``udfs.time_windows.Spec``, their
+    ``arg`` the name ``a{j}`` of an argument column), the encoded types of the partition
+    keys (``k{i}``) and arguments (``a{j}``); rows count where ``p`` (the WHERE) holds."""
+
+    specs: tuple
+    keys: tuple[str, ...]
+    args: tuple[str, ...]
 
 
 @dataclass
 class LookbackStep:
     context: pa.Table  # the rows to evaluate the query over now (empty: nothing is due)
+    due_from: int | None  # the rows of the context from this event time on are due
     late: np.ndarray  # mask over the new rows: event time below the progress
     state: bytes | None  # None: nothing left to keep
     timer: int | None  # the next event time that becomes due once progress passes it
@@ -125,7 +146,35 @@ def step(op: LookbackOperator, value: bytes | None, new: pa.Table,
     new_bound = watermark if watermark is not None else bound
     out = (st.encode(op.kind, {"bound": new_bound}, {"rows": after}) if after.num_rows
            else None)
-    return LookbackStep(context, late, out, timer, after.num_rows)
+    return LookbackStep(context, bound, late, out, timer, after.num_rows)
+
+
+def frames(op: LookbackOperator, step_: LookbackStep) -> pa.Table:
+    """The due rows of ``step_``'s context that pass the WHERE, each with its windows'
+    values (``w{j}``), computed over the context: a RANGE frame needs only the rows of its
+    interval, all of which the context holds (``udfs.time_windows``: Spark's semantics and
+    arithmetic)."""
+    from wavesql.udfs import time_windows as tw
+
+    w = op.windows
+    table = step_.context
+    table = table.filter(pa.array(_np(table, "p").astype(bool))) if table.num_rows else table
+    ts = _ts(table)
+    own = (ts >= step_.due_from) if step_.due_from is not None else np.ones(len(ts), bool)
+    cols = {"ts": table.column("ts"), tw.CONTEXT: pa.array(~own)}
+    for i in range(len(w.keys)):
+        cols[tw.key_column(i)] = pa.array(_np(table, f"k{i}"), mask=_np(table, f"kn{i}"))
+    for j in range(len(w.args)):
+        cols[f"a{j}"] = pa.array(_np(table, f"a{j}"), mask=_np(table, f"an{j}"))
+    passthrough = tuple(n for n in table.column_names if n == "ts" or n.startswith("c"))
+    for name in passthrough:
+        cols[name] = table.column(name)
+    out = tw.evaluate(pa.table(cols), w.specs, "ts", len(w.keys), passthrough)
+    for j in range(len(w.specs)):
+        result = out.column(tw.result_column(j))
+        out = out.append_column(f"wn{j}", result.is_null()).append_column(
+            f"w{j}", result.fill_null(0))
+    return out
 
 
 def _keep(op: LookbackOperator, rows: pa.Table, ts: np.ndarray, cut: int) -> np.ndarray:

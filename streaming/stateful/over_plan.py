@@ -29,13 +29,17 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from wavesql.catalog import objects as cat
-from wavesql.dialect import unqualified
+from wavesql.dialect import to_spark_sql, unqualified
 from wavesql.planner import ir
 from wavesql.planner.temporal import quote
 
 from .. import plan as stream_plan
 from . import lookback as kernel
-from .plan import _FILL, KEY_TYPES, STAT_NAMES, NotIncremental, _types, row_kind
+from .plan import (_FILL, FLOATING, INTEGRAL, KEY_TYPES, RESULT, STAT_NAMES, NotIncremental,
+                   _types, row_kind)
+
+#: The kernel's evaluated rows in the post-projection.
+VIEW = "__wavesql_over"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,10 @@ class OverPlan:
     output_ddl: str  # the kernel rows' Spark schema
     buckets: int
     explain: str
+    #: Windows the kernel evaluates itself (``operator.windows`` set): the user's SELECT
+    #: over the due rows and their window values (view :data:`VIEW`); None: the batch
+    #: plan runs over the rows the kernel hands back.
+    post: str | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -67,9 +75,10 @@ class OverPlan:
 
 
 def recognize_over(spark, plan: stream_plan.Plan, trees: list, emit_changes: bool,
-                   buckets: int) -> OverPlan:
+                   buckets: int, names: tuple[str, ...] = ()) -> OverPlan:
     """The :class:`OverPlan` of a continuous query planned as ``over`` (its ``trees``: the
-    ASTs of its SQL queries), or :class:`~.plan.NotIncremental` saying why not."""
+    ASTs of its SQL queries; ``names``: its output columns), or
+    :class:`~.plan.NotIncremental` saying why not."""
     if plan.mode != "over" or len(plan.inputs) != 1:
         raise NotIncremental("not OVER windows over one stream")
     if emit_changes:
@@ -108,11 +117,19 @@ def recognize_over(spark, plan: stream_plan.Plan, trees: list, emit_changes: boo
         enc = KEY_TYPES[c.type.lower()][0].format(v=f"({quote(c.name)})")
         pre += [(f"__cn{i}", f"{quote(c.name)} IS NULL"),
                 (f"__c{i}", f"coalesce({enc}, {_FILL[encoded[i]]})")]
-    pre += rule_sql + [("__bucket", bucket)]
-    op = kernel.LookbackOperator(tuple(encoded), tuple(rules))
+    pre += rule_sql
+    evaluated = _kernel_windows(spark, trees, stream, columns, list(names))
+    windows = post = None
     ddl = ["__kind TINYINT", "__ts BIGINT"]
     for i, t in enumerate(encoded):
         ddl += [f"__cn{i} BOOLEAN", f"__c{i} {t.upper()}"]
+    if evaluated is not None:
+        windows, extra_pre, post, value_types = evaluated
+        pre += [(name, sql_text.replace("{kind}", kind)) for name, sql_text in extra_pre]
+        for j, t in enumerate(value_types):
+            ddl += [f"__wn{j} BOOLEAN", f"__w{j} {t.upper()}"]
+    pre.append(("__bucket", bucket))
+    op = kernel.LookbackOperator(tuple(encoded), tuple(rules), windows)
     ddl += ["__record STRING", "__file STRING"] + [f"__n{i} BIGINT"
                                                    for i in range(len(STAT_NAMES))]
     kept = "; ".join(str(r) for r in plan.inputs[0].lookback)
@@ -120,8 +137,119 @@ def recognize_over(spark, plan: stream_plan.Plan, trees: list, emit_changes: boo
                f"look-back ({kept}), "
                + (f"{n_buckets} buckets of {', '.join(shared)}" if shared
                   else "1 bucket (a window over the whole stream)")
-               + "; a micro-batch evaluates the query over the buckets with rows due")
-    return OverPlan(stream, op, tuple(pre), ", ".join(ddl), n_buckets, explain)
+               + ("; a micro-batch computes the frames of the rows that became final in "
+                  "the kernel (RANGE frames, numpy)" if windows is not None else
+                  "; a micro-batch evaluates the query over the buckets with rows due"))
+    return OverPlan(stream, op, tuple(pre), ", ".join(ddl), n_buckets, explain, post)
+
+
+#: Aggregates the kernel evaluates over RANGE frames (``udfs.time_windows.FUNCTIONS``).
+_KERNEL_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
+                 exp.Max: "max", exp.StddevPop: "stddev_pop", exp.StddevSamp: "stddev_samp",
+                 exp.Stddev: "stddev_samp", exp.VariancePop: "var_pop",
+                 exp.Variance: "var_samp"}
+
+
+def _kernel_windows(spark, trees: list, stream: cat.StreamDef, columns: ir.Schema,
+                    names: list[str]):
+    """``(Windows, pre columns, post SQL, value types)`` when the kernel can evaluate the
+    query's windows itself: one SELECT over the stream, no nesting, each window an
+    aggregate above over a RANGE frame ending at the current row, all partitioned alike;
+    else None (the batch plan runs over the rows handed back). Spark's own sliding frames
+    recompute each row's aggregate over its whole frame, so a long frame costs rows x
+    frame per batch; the kernel's prefix sums cost the due rows and the look-back once."""
+    from wavesql.planner.types import interval_us
+    from wavesql.udfs import time_windows as tw
+
+    if len(trees) != 1 or not isinstance(trees[0], exp.Select):
+        return None
+    select = trees[0]
+    for arg in ("with_", "with", "joins", "group", "having", "distinct", "order", "limit",
+                "offset", "qualify"):
+        if select.args.get(arg):
+            return None
+    source = select.args.get("from_") or select.args.get("from")
+    if (source is None or not isinstance(source.this, exp.Table)
+            or len(select.expressions) != len(names)
+            or any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(
+                e.this, exp.Star)) for e in select.expressions)
+            or any(isinstance(n, exp.Subquery) or (isinstance(n, exp.Select)
+                                                   and n is not select) for n in select.walk())):
+        return None
+    windows = list(select.find_all(exp.Window))
+    partition, specs, args, arg_sql, window_sql = None, [], [], [], []
+    for w in windows:
+        func = _KERNEL_FUNCS.get(type(w.this))
+        spec = w.args.get("spec")
+        if (func is None or spec is None or w.this.args.get("distinct")
+                or str(spec.args.get("kind")).upper() != "RANGE"
+                or any(isinstance(n, exp.Window) for n in w.this.walk() if n is not w.this)):
+            return None
+        keys = tuple(_sql(e) for e in w.args.get("partition_by") or ())
+        if partition is not None and keys != partition:
+            return None
+        partition = keys
+        arg = w.this.this
+        if isinstance(arg, exp.Star) or (func == "count" and arg is None):
+            name = None
+        else:
+            if arg is None or isinstance(arg, exp.Distinct):
+                return None
+            name = f"a{len(arg_sql)}"
+            arg_sql.append(_sql(arg))
+        specs.append(tw.Spec(func, name, interval_us(spec.args["start"]), 0))
+        window_sql.append(_sql(w))
+    if not windows:
+        return None
+    try:
+        types = _types(spark, columns, list(partition) + arg_sql + window_sql)
+    except NotIncremental:
+        return None
+    key_types = types[:len(partition)]
+    arg_types = types[len(partition):len(partition) + len(arg_sql)]
+    value_types = types[len(partition) + len(arg_sql):]
+    if any(t not in KEY_TYPES for t in key_types) or any(
+            t not in INTEGRAL + FLOATING for t in arg_types):
+        return None
+    enc_keys = tuple(KEY_TYPES[t][1] for t in key_types)
+    enc_args = tuple("bigint" if t in INTEGRAL else "double" for t in arg_types)
+    where = select.args.get("where")
+    passes = f"coalesce(({_sql(where.this)}), false)" if where is not None else "true"
+    pre = [("__p", f"({{kind}}) = {RESULT} AND {passes}")]
+    for i, (sql_text, t) in enumerate(zip(partition, key_types)):
+        enc = KEY_TYPES[t][0].format(v=f"({sql_text})")
+        pre += [(f"__kn{i}", f"({sql_text}) IS NULL"),
+                (f"__k{i}", f"coalesce({enc}, {_FILL[enc_keys[i]]})")]
+    for j, (sql_text, enc) in enumerate(zip(arg_sql, enc_args)):
+        value = f"CAST(CASE WHEN __p THEN ({sql_text}) END AS {enc.upper()})"
+        pre += [(f"__an{j}", f"({value}) IS NULL"), (f"__a{j}", f"coalesce({value}, "
+                                                            f"{_FILL[enc]})")]
+    out_types = []
+    for spec, t in zip(specs, value_types):
+        integral = (spec.func == "count" or (spec.func in ("sum", "min", "max")
+                                             and enc_args[int(spec.arg[1:])] == "bigint"))
+        out_types.append("bigint" if integral else "double")
+    post = _post(select, windows, value_types, source.this, names)
+    return kernel.Windows(tuple(specs), enc_keys, enc_args), pre, post, out_types
+
+
+def _post(select: exp.Select, windows: list, value_types: list[str], table: exp.Table,
+          names: list[str]) -> str:
+    """The user's SELECT over the kernel's evaluated rows (:data:`VIEW`): each window
+    replaced by its value, the WHERE dropped (the kernel emits only rows that pass it),
+    each item named as the batch query names it (``names``)."""
+    tree = select.copy()
+    tree.set("expressions", [exp.alias_(e.this if isinstance(e, exp.Alias) else e, name,
+                                        quoted=True)
+                             for e, name in zip(tree.expressions, names)])
+    copies = list(tree.find_all(exp.Window))
+    for j, (w, t) in enumerate(zip(copies, value_types)):
+        w.replace(exp.maybe_parse(f"CAST(CASE WHEN __wn{j} THEN NULL ELSE __w{j} END AS {t})",
+                                  dialect="spark"))
+    tree.set("where", None)
+    alias = table.alias_or_name
+    tree.set("from_", exp.From(this=exp.to_table(VIEW).as_(alias, quoted=True)))
+    return to_spark_sql(tree)
 
 
 def _shared_partition(trees: list, stream: cat.StreamDef) -> list[str]:
@@ -145,3 +273,7 @@ def _shared_partition(trees: list, stream: cat.StreamDef) -> list[str]:
         return []
     kept = [n for n in sorted(shared) if all(stream_plan.passes_through(t, n) for t in trees)]
     return [names[n] for n in kept]
+
+
+def _sql(e) -> str:
+    return to_spark_sql(unqualified(e))

@@ -128,7 +128,7 @@ class BucketProcessor(StatefulProcessor):
             elif spark_type == "STRING":
                 out[name] = np.full(n, None, object)
             elif spark_type == "BOOLEAN":
-                out[name] = np.full(n, name.startswith(("__kn", "__gn", "__cn")), bool)
+                out[name] = np.full(n, name.startswith(("__kn", "__gn", "__cn", "__wn")), bool)
             else:
                 out[name] = np.zeros(n, zeros[spark_type])
         return pd.DataFrame(out)
@@ -203,8 +203,8 @@ class LookbackProcessor(BucketProcessor):
         super().__init__(over.output_ddl, inputs)
         self.op = over.operator
         self.schema = self.op.schema()
-        #: the kernel's column of each output column (``__c0`` -> ``c0``)
-        self.encoded = [f.name for f in self.schema]
+        #: the kernel's columns the output carries (``__c0`` <- ``c0``, ``__w0`` <- ``w0``)
+        self.encoded = [name[2:] for name in self.types if name != "__kind"]
 
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
         progress = progress_of(timer_values.getCurrentWatermarkInMs())
@@ -213,7 +213,10 @@ class LookbackProcessor(BucketProcessor):
         new = self._table(data)
         result = lookback.step(self.op, self._stored(), new, progress)
         self._keep(result.state, result.timer)
-        parts = [self._out(result.context, pl.RESULT)]
+        if self.op.windows is not None and result.context.num_rows:
+            parts = [self._out(lookback.frames(self.op, result), pl.RESULT)]
+        else:
+            parts = [self._out(result.context, pl.RESULT)]
         late_n = int(result.late.sum())
         if late_n:
             parts.append(self._out(new.filter(pa.array(result.late)), pl.LATE))
@@ -237,5 +240,5 @@ class LookbackProcessor(BucketProcessor):
 
     def _out(self, table: pa.Table, kind: int, extra: dict | None = None) -> pd.DataFrame:
         cols = {f"__{name}": table.column(name).to_numpy(zero_copy_only=False)
-                for name in self.encoded if f"__{name}" in self.types}
+                for name in self.encoded if name in table.column_names}
         return self._frame(table.num_rows, kind, {**cols, **(extra or {})})

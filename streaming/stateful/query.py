@@ -34,6 +34,7 @@ from wavesql.streaming.report import (FINAL, PROGRESS, REASON, BatchReport, form
                                      timestamp_lit)
 from wavesql.streaming.source import stream_source
 
+from . import over_plan
 from . import plan as pl
 from .processor import LookbackProcessor, WindowProcessor, progress_of, watermark_sql
 
@@ -279,6 +280,14 @@ class StatefulOverQuery(StatefulQuery):
         stats = df.where(f"__kind = {pl.STATS}").groupBy().agg(*[
             F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)]).collect()[0]
         s = self.windowed.stream
+        if self.windowed.post is not None:  # the kernel evaluated the windows: due rows
+            values = [c for c in df.columns if c.startswith(("__w", "__wn"))]
+            (df.where(f"__kind = {pl.RESULT}").selectExpr(*self.windowed.decoded(), *values)
+             .createOrReplaceTempView(over_plan.VIEW))
+            out = (spark.sql(self.windowed.post).withColumn(FINAL, F.lit(True))
+                   .withColumn(PROGRESS, timestamp_lit(progress)))
+            self._deliver_counted(out, batch_id, report, by_final=True)
+            return {n: int(stats[n] or 0) for n in pl.STAT_NAMES}
         rows = df.where(f"__kind = {pl.RESULT}").selectExpr(*self.windowed.decoded())
         rt = Runtime(spark, self.session.catalog, self.text, streams={s.key: rows})
         result = lower(self.bound, rt)
