@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import asdict
 
-from wavesql import storage
+from wavesql import faults, storage
 from wavesql.errors import WaveSQLError
 
 from . import sinks
@@ -175,6 +175,7 @@ class ContinuousQuery:
                 raise _Stopping(f"batch {batch_id} not run: the query is stopping")
             try:
                 self._run_batch(batch_df, batch_id)
+                faults.point("batch-done")
             except BaseException as err:  # noqa: BLE001 - surfaced by await_termination
                 from wavesql.spark_errors import translate_runtime_error
 
@@ -272,6 +273,7 @@ class ContinuousQuery:
         a rename locally, one object on a store), and keep the last two batches' state."""
         storage.write_text(storage.join(self._state_dir(batch_id), "state.json"),
                            json.dumps(state))
+        faults.point("state-written")
         for name, is_dir in storage.children(storage.join(self.checkpoint, "state")):
             if name.isdigit() and int(name) < batch_id - 1:
                 storage.delete(storage.join(self.checkpoint, "state", name), recursive=True)
@@ -283,6 +285,7 @@ class ContinuousQuery:
         storage.write_text(storage.join(self.output, "_progress",
                                         f"batch={report.batch:09d}.json"),
                            json.dumps(asdict(report)))
+        faults.point("progress-written")
 
 
 def await_timeout_seconds() -> float | None:

@@ -37,7 +37,7 @@ import json
 import os
 from urllib.parse import quote
 
-from wavesql import storage
+from wavesql import faults, storage
 
 FORMATS = ("parquet", "csv", "json")
 
@@ -93,14 +93,18 @@ def commit(df, root: str, batch_id: int, fmt: str = "parquet", *,
 
         staging = os.path.join(root, "_staging", os.path.basename(target))
         write(df, staging, fmt)
+        faults.point("staged")
         if os.path.exists(target):
             shutil.rmtree(target)
         os.replace(staging, target)
+        faults.point("renamed")
         return [e.location for e in data_files(target)]
     before = {e.location for e in storage.list_files(target)}
     df.write.mode("append").options(**_OPTIONS[fmt]).format(fmt).save(target)
     written = [e for e in data_files(target) if e.location not in before]
+    faults.point("staged")
     SinkLog(root).commit(target, written)
+    faults.point("renamed")
     if not keep_replaced:
         for stale in before - {e.location for e in written}:  # an earlier attempt's files
             storage.delete(stale)

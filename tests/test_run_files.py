@@ -461,3 +461,57 @@ def test_an_over_window_job_on_the_state_store_killed_mid_run_is_exactly_once(tm
                  key=lambda r: r[0])
     assert len(got) == len({r[0] for r in got}), "a row twice in the sink"
     assert got == oracle_over(input_frame(tmp_path / "in"))
+
+
+HOT_JOB = "\n".join(line for line in JOB.splitlines() if "per_sensor" not in line
+                    and "_time, sensor" not in line and "[RANGE" not in line
+                    and "GROUP BY sensor" not in line)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("stage", ["staged", "renamed", "state-written", "progress-written",
+                                   "batch-done"])
+def test_a_job_killed_at_each_commit_stage_is_exactly_once(tmp_path, stage):
+    """WAVESQL_FAULT kills `wavesql run` (driver and JVM, SIGKILL) the second time a
+    micro-batch reaches ``stage`` of its commit; the next run redoes what was half done: the
+    sink equals the pandas oracle, every row once, and no reader sees a staged batch."""
+    (tmp_path / "job.wsql").write_text(HOT_JOB)
+    hot = tmp_path / "out" / "hot"
+    for i in range(4):
+        write_input(tmp_path / "in", i)
+    killed = subprocess.run(wavesql_cmd(tmp_path, "run", "--max-files-per-trigger", "1",
+                                        "job.wsql"), cwd=tmp_path,
+                            env={**env(), "WAVESQL_FAULT": f"{stage}@2"},
+                            capture_output=True, text=True, timeout=600,
+                            start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    done = len(batches(hot))
+    assert done == (1 if stage == "staged" else 2)  # the first batch, and the second once renamed
+    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
+    assert again.returncode == 0, again.stdout + again.stderr
+    got = hot_of(hot)
+    assert len(got) == len(set(got)), "a row twice in the sink"
+    assert got == oracle_hot(input_frame(tmp_path / "in"))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("stage", ["renamed", "batch-done"])
+def test_a_windowed_job_on_the_state_store_killed_at_a_commit_stage(tmp_path, stage):
+    """The same for the tumbling-window job on Spark's state store: killed once its second
+    batch's output is visible (state store and commit log one batch behind), or once the
+    batch is done but before Spark's commit log; the rerun's sink equals the oracle."""
+    (tmp_path / "job.wsql").write_text(WINDOW_JOB)
+    per_sensor = tmp_path / "out" / "per_sensor"
+    for i in range(5):
+        write_input(tmp_path / "in", i)
+    killed = subprocess.run(wavesql_cmd(tmp_path, "run", "--max-files-per-trigger", "1",
+                                        "job.wsql"), cwd=tmp_path,
+                            env={**env(), "WAVESQL_FAULT": f"{stage}@2"},
+                            capture_output=True, text=True, timeout=600,
+                            start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
+    assert again.returncode == 0, again.stdout + again.stderr
+    got = windows_of(per_sensor)
+    assert len(got) == len(set(got)), "a window twice in the sink"
+    assert got == oracle_windows(input_frame(tmp_path / "in"))
