@@ -162,6 +162,18 @@ def kill_when(proc: subprocess.Popen, ready, timeout: float = 400) -> bool:
     raise AssertionError("the run neither produced output nor ended in time")
 
 
+def run_killed_at(tmp: Path, stage: str) -> subprocess.CompletedProcess:
+    """``wavesql run job.wsql`` (a file per micro-batch) with WAVESQL_FAULT set: it SIGKILLs
+    itself and its JVM the second time a micro-batch reaches ``stage`` (wavesql/faults.py)."""
+    killed = subprocess.run(wavesql_cmd(tmp, "run", "--max-files-per-trigger", "1",
+                                        "job.wsql"), cwd=tmp,
+                            env={**env(), "WAVESQL_FAULT": f"{stage}@2"},
+                            capture_output=True, text=True, timeout=600,
+                            start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    return killed
+
+
 # -- tests -------------------------------------------------------------------------------------
 @pytest.mark.spark
 def test_incremental_runs_and_a_killed_run_are_exactly_once(tmp_path):
@@ -387,27 +399,6 @@ WINDOW_JOB = "\n".join(line for line in JOB.splitlines()
                        if "hot" not in line and "v >= 0.5" not in line)
 
 
-@pytest.mark.spark
-def test_a_windowed_job_on_the_state_store_killed_mid_run_is_exactly_once(tmp_path):
-    """The tumbling-window job alone (it runs on Spark's state store), SIGKILLed as soon as
-    its second micro-batch's results are in the sink -- its state store and commit log may
-    be a batch behind -- then run again: the sink equals the pandas oracle, each window once."""
-    (tmp_path / "job.wsql").write_text(WINDOW_JOB)
-    per_sensor = tmp_path / "out" / "per_sensor"
-    for i in range(6):
-        write_input(tmp_path / "in", i)
-    proc = start(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
-    killed = kill_when(proc, lambda: len(batches(per_sensor)) >= 2)
-    assert killed, "the run finished before it could be killed: " + proc.stdout.read()
-    markers = list(per_sensor.glob("_wavesql/*/checkpoint/wavesql.json"))
-    assert markers and json.loads(markers[0].read_text())["engine"] == "stateful-window"
-    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
-    assert again.returncode == 0, again.stdout + again.stderr
-    got = windows_of(per_sensor)
-    assert len(got) == len(set(got)), "a window twice in the sink"
-    assert got == oracle_windows(input_frame(tmp_path / "in"))
-
-
 OVER_JOB = textwrap.dedent(f"""\
     CREATE STREAM IF NOT EXISTS readings (id BIGINT, sensor STRING, v DOUBLE, ts TIMESTAMP)
       FROM 'in/' FORMAT parquet
@@ -440,16 +431,16 @@ def oracle_over(data: pd.DataFrame) -> list[tuple]:
 
 @pytest.mark.spark
 def test_an_over_window_job_on_the_state_store_killed_mid_run_is_exactly_once(tmp_path):
-    """An OVER-window job (per-key look-back on Spark's state store), SIGKILLed as soon as
-    its second micro-batch's results are in the sink, then run again: the sink equals the
-    pandas oracle, each row once."""
+    """An OVER-window job (per-key look-back on Spark's state store, the batch plan over the
+    rows handed back: lag is not a frame the kernel computes), SIGKILLed once its second micro-batch's results are in the sink (its state and
+    Spark's commit log a batch behind), then run again: the sink equals the pandas oracle,
+    each row once."""
     (tmp_path / "job.wsql").write_text(OVER_JOB)
     smoothed = tmp_path / "out" / "smoothed"
     for i in range(6):
         write_input(tmp_path / "in", i)
-    proc = start(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
-    killed = kill_when(proc, lambda: len(batches(smoothed)) >= 2)
-    assert killed, "the run finished before it could be killed: " + proc.stdout.read()
+    run_killed_at(tmp_path, "renamed")  # its second batch's output just visible
+    assert len(batches(smoothed)) == 2
     markers = list(smoothed.glob("_wavesql/*/checkpoint/wavesql.json"))
     assert markers and json.loads(markers[0].read_text())["engine"] == "stateful-over"
     again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
@@ -468,9 +459,16 @@ HOT_JOB = "\n".join(line for line in JOB.splitlines() if "per_sensor" not in lin
                     and "GROUP BY sensor" not in line)
 
 
+# Every stage runs with `make test-all`; CI runs three (25 s each): the output staged but
+# not visible, the state committed after the output, and the batch done before Spark's
+# commit log. "renamed" is also what test_incremental_runs_and_a_killed_run_... kills at.
+_SLOW_STAGE = pytest.mark.slow
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("stage", ["staged", "renamed", "state-written", "progress-written",
-                                   "batch-done"])
+@pytest.mark.parametrize("stage", [
+    "staged", pytest.param("renamed", marks=_SLOW_STAGE), "state-written",
+    pytest.param("progress-written", marks=_SLOW_STAGE), "batch-done"])
 def test_a_job_killed_at_each_commit_stage_is_exactly_once(tmp_path, stage):
     """WAVESQL_FAULT kills `wavesql run` (driver and JVM, SIGKILL) the second time a
     micro-batch reaches ``stage`` of its commit; the next run redoes what was half done: the
@@ -479,12 +477,7 @@ def test_a_job_killed_at_each_commit_stage_is_exactly_once(tmp_path, stage):
     hot = tmp_path / "out" / "hot"
     for i in range(4):
         write_input(tmp_path / "in", i)
-    killed = subprocess.run(wavesql_cmd(tmp_path, "run", "--max-files-per-trigger", "1",
-                                        "job.wsql"), cwd=tmp_path,
-                            env={**env(), "WAVESQL_FAULT": f"{stage}@2"},
-                            capture_output=True, text=True, timeout=600,
-                            start_new_session=True)
-    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    run_killed_at(tmp_path, stage)
     done = len(batches(hot))
     assert done == (1 if stage == "staged" else 2)  # the first batch, and the second once renamed
     again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
@@ -495,7 +488,7 @@ def test_a_job_killed_at_each_commit_stage_is_exactly_once(tmp_path, stage):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("stage", ["renamed", "batch-done"])
+@pytest.mark.parametrize("stage", ["renamed", pytest.param("batch-done", marks=_SLOW_STAGE)])
 def test_a_windowed_job_on_the_state_store_killed_at_a_commit_stage(tmp_path, stage):
     """The same for the tumbling-window job on Spark's state store: killed once its second
     batch's output is visible (state store and commit log one batch behind), or once the
@@ -504,12 +497,9 @@ def test_a_windowed_job_on_the_state_store_killed_at_a_commit_stage(tmp_path, st
     per_sensor = tmp_path / "out" / "per_sensor"
     for i in range(5):
         write_input(tmp_path / "in", i)
-    killed = subprocess.run(wavesql_cmd(tmp_path, "run", "--max-files-per-trigger", "1",
-                                        "job.wsql"), cwd=tmp_path,
-                            env={**env(), "WAVESQL_FAULT": f"{stage}@2"},
-                            capture_output=True, text=True, timeout=600,
-                            start_new_session=True)
-    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    run_killed_at(tmp_path, stage)
+    markers = list(per_sensor.glob("_wavesql/*/checkpoint/wavesql.json"))
+    assert markers and json.loads(markers[0].read_text())["engine"] == "stateful-window"
     again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
     assert again.returncode == 0, again.stdout + again.stderr
     got = windows_of(per_sensor)
