@@ -21,7 +21,7 @@ FOLDERS = {"wavesql": "wavesql", "catalog": "wavesql.catalog", "planner": "waves
 #: ``base`` modules import nothing of WaveSQL's but each other.
 LAYERS = [
     ("base", ("wavesql.errors", "wavesql.sqltext", "wavesql.settings",
-              "wavesql.spark_errors")),
+              "wavesql.spark_errors", "wavesql.faults")),
     ("core", ("wavesql.udfs", "wavesql.storage", "wavesql.dialect")),
     ("catalog", ("wavesql.catalog",)),
     ("sources", ("wavesql.sources",)),
