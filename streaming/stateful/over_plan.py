@@ -15,9 +15,17 @@ hashes (``xxhash64`` and ``hash``: 96 bits, so two partitions that would share b
 astronomically unlikely) and whether the row counts, and the row's **bucket**: a hash of
 the partition keys every window shares (``PARTITION BY customer`` in all of them: buckets
 of customers, evaluated apart), else one bucket holding the whole stream (a window over
-the whole stream needs every row of its look-back, in order). After the kernel: the
-columns decoded back into the stream's own rows, and the batch plan over them
-(:class:`.query.StatefulOverQuery`).
+the whole stream needs every row of its look-back, in order). After the kernel, one of:
+
+* **the kernel's windows** -- when the query is one SELECT over the stream whose windows
+  are ``count / sum / avg / min / max / stddev / variance`` over RANGE frames ending at the
+  current row, all partitioned alike (:func:`_kernel_windows`): the kernel computes the
+  frames of the rows that became final itself (``udfs.time_windows``, Spark's semantics,
+  prefix sums: a frame's length costs nothing), and the user's SELECT runs over those rows
+  with each window replaced by its value (:attr:`OverPlan.post`);
+* **the batch plan** -- otherwise (``lag``, ROWS frames, nesting, other functions): the
+  columns are decoded back into the stream's own rows, and the batch plan runs over the
+  rows each bucket hands back (:class:`.query.StatefulOverQuery`).
 """
 
 from __future__ import annotations
