@@ -432,9 +432,9 @@ def oracle_over(data: pd.DataFrame) -> list[tuple]:
 @pytest.mark.spark
 def test_an_over_window_job_on_the_state_store_killed_mid_run_is_exactly_once(tmp_path):
     """An OVER-window job (per-key look-back on Spark's state store, the batch plan over the
-    rows handed back: lag is not a frame the kernel computes), SIGKILLed once its second micro-batch's results are in the sink (its state and
-    Spark's commit log a batch behind), then run again: the sink equals the pandas oracle,
-    each row once."""
+    rows handed back: lag is not a frame the kernel computes), SIGKILLed once its second
+    micro-batch's results are in the sink (its state and Spark's commit log a batch
+    behind), then run again: the sink equals the pandas oracle, each row once."""
     (tmp_path / "job.wsql").write_text(OVER_JOB)
     smoothed = tmp_path / "out" / "smoothed"
     for i in range(6):
@@ -459,16 +459,36 @@ HOT_JOB = "\n".join(line for line in JOB.splitlines() if "per_sensor" not in lin
                     and "GROUP BY sensor" not in line)
 
 
-# Every stage runs with `make test-all`; CI runs three (25 s each): the output staged but
-# not visible, the state committed after the output, and the batch done before Spark's
-# commit log. "renamed" is also what test_incremental_runs_and_a_killed_run_... kills at.
 _SLOW_STAGE = pytest.mark.slow
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("stage", [
-    "staged", pytest.param("renamed", marks=_SLOW_STAGE), "state-written",
-    pytest.param("progress-written", marks=_SLOW_STAGE), "batch-done"])
+def test_a_job_killed_at_three_stages_in_a_row_is_exactly_once(tmp_path):
+    """Three runs in a row die at a different stage of their second micro-batch's commit --
+    output staged but not visible; output and state committed, Spark's commit log not; the
+    batch done, its commit log not written -- each resuming what the one before left; a
+    fourth completes. The sink equals the pandas oracle, every row once. (Each stage alone,
+    and the other two, in the `slow` test below.)"""
+    (tmp_path / "job.wsql").write_text(HOT_JOB)
+    hot = tmp_path / "out" / "hot"
+    for i in range(6):
+        write_input(tmp_path / "in", i)
+    for stage in ("staged", "state-written", "batch-done"):
+        run_killed_at(tmp_path, stage)
+    # batches 0-3 visible; Spark never logged 3's commit, so the next run redoes it,
+    # replacing its folder
+    assert len(batches(hot)) == 4
+    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
+    assert again.returncode == 0, again.stdout + again.stderr
+    got = hot_of(hot)
+    assert len(got) == len(set(got)), "a row twice in the sink"
+    assert got == oracle_hot(input_frame(tmp_path / "in"))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["staged", "renamed", "state-written", "progress-written",
+                                   "batch-done"])
 def test_a_job_killed_at_each_commit_stage_is_exactly_once(tmp_path, stage):
     """WAVESQL_FAULT kills `wavesql run` (driver and JVM, SIGKILL) the second time a
     micro-batch reaches ``stage`` of its commit; the next run redoes what was half done: the
