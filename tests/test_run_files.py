@@ -462,6 +462,15 @@ HOT_JOB = "\n".join(line for line in JOB.splitlines() if "per_sensor" not in lin
 _SLOW_STAGE = pytest.mark.slow
 
 
+def rerun_equals_the_oracle(tmp: Path, hot: Path) -> None:
+    """Run the job to its end; its sink holds every row of the oracle exactly once."""
+    again = run(tmp, "run", "--max-files-per-trigger", "1", "job.wsql")
+    assert again.returncode == 0, again.stdout + again.stderr
+    got = hot_of(hot)
+    assert len(got) == len(set(got)), "a row twice in the sink"
+    assert got == oracle_hot(input_frame(tmp / "in"))
+
+
 @pytest.mark.spark
 def test_a_job_killed_at_three_stages_in_a_row_is_exactly_once(tmp_path):
     """Three runs in a row die at a different stage of their second micro-batch's commit --
@@ -478,11 +487,7 @@ def test_a_job_killed_at_three_stages_in_a_row_is_exactly_once(tmp_path):
     # batches 0-3 visible; Spark never logged 3's commit, so the next run redoes it,
     # replacing its folder
     assert len(batches(hot)) == 4
-    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
-    assert again.returncode == 0, again.stdout + again.stderr
-    got = hot_of(hot)
-    assert len(got) == len(set(got)), "a row twice in the sink"
-    assert got == oracle_hot(input_frame(tmp_path / "in"))
+    rerun_equals_the_oracle(tmp_path, hot)
 
 
 @pytest.mark.spark
@@ -500,11 +505,7 @@ def test_a_job_killed_at_each_commit_stage_is_exactly_once(tmp_path, stage):
     run_killed_at(tmp_path, stage)
     done = len(batches(hot))
     assert done == (1 if stage == "staged" else 2)  # the first batch, and the second once renamed
-    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
-    assert again.returncode == 0, again.stdout + again.stderr
-    got = hot_of(hot)
-    assert len(got) == len(set(got)), "a row twice in the sink"
-    assert got == oracle_hot(input_frame(tmp_path / "in"))
+    rerun_equals_the_oracle(tmp_path, hot)
 
 
 @pytest.mark.spark

@@ -30,8 +30,6 @@ the whole stream needs every row of its look-back, in order). After the kernel, 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -44,7 +42,7 @@ from wavesql.planner.temporal import quote
 from .. import plan as stream_plan
 from . import lookback as kernel
 from .plan import (_FILL, FLOATING, INTEGRAL, KEY_TYPES, RESULT, STAT_NAMES, NotIncremental,
-                   _types, row_kind)
+                   _types, fingerprint, row_kind)
 
 #: The kernel's evaluated rows in the post-projection.
 VIEW = "__wavesql_over"
@@ -68,10 +66,7 @@ class OverPlan:
 
     @property
     def fingerprint(self) -> str:
-        """What a checkpoint of this plan depends on (compared on restart)."""
-        text = json.dumps([repr(self.operator), self.pre, self.output_ddl, self.buckets,
-                           self.stream.key], default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return fingerprint(self)
 
     def decoded(self) -> list[str]:
         """Spark SQL of the stream's columns from the kernel's encoded ones."""
@@ -185,7 +180,7 @@ def _kernel_windows(spark, trees: list, stream: cat.StreamDef, columns: ir.Schem
                                                    and n is not select) for n in select.walk())):
         return None
     windows = list(select.find_all(exp.Window))
-    partition, specs, args, arg_sql, window_sql = None, [], [], [], []
+    partition, specs, arg_sql, window_sql = None, [], [], []
     for w in windows:
         func = _KERNEL_FUNCS.get(type(w.this))
         spec = w.args.get("spec")

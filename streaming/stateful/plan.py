@@ -96,10 +96,15 @@ class WindowedPlan:
 
     @property
     def fingerprint(self) -> str:
-        """What a checkpoint of this plan depends on (compared on restart)."""
-        text = json.dumps([repr(self.operator), self.pre, self.output_ddl, self.buckets,
-                           self.stream.key], default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return fingerprint(self)
+
+
+def fingerprint(plan) -> str:
+    """What a checkpoint of a state-store plan (windowed or OVER) depends on, compared on
+    restart: its operator, the per-row SQL before it, its output schema, buckets, stream."""
+    text = json.dumps([repr(plan.operator), plan.pre, plan.output_ddl, plan.buckets,
+                       plan.stream.key], default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def buckets_for(spark, checkpoint) -> int:
