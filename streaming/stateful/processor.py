@@ -1,6 +1,8 @@
-"""The Spark stateful processor (``transformWithStateInPandas``) around the window kernel.
+"""The Spark stateful processors (``transformWithStateInPandas``) around the kernels: the
+window kernel (:class:`WindowProcessor`) and the OVER windows' look-back
+(:class:`LookbackProcessor`), on what they share (:class:`BucketProcessor`).
 
-Spark calls it once per micro-batch for each bucket of group keys that has new rows, and
+Spark calls one once per micro-batch for each bucket of keys that has new rows, and
 once for each bucket whose timer expired (a window closed with no new row for its keys);
 it keeps the bucket's state -- the kernel's bytes (:mod:`.state`: Arrow, never a pickle)
 -- in one ``ValueState`` of Spark's state store, so Spark checkpoints it with the offsets,
