@@ -116,14 +116,24 @@ def split_options(options) -> tuple[dict, dict]:
     return source, parser
 
 
-def load(spark, stream, *, streaming: bool, partition: int | None = None):
+def load(spark, stream, *, streaming: bool, partition: int | None = None,
+         offsets: dict[int, tuple[int, int]] | None = None):
     """Spark's Kafka source over the stream's topic (``spark.read`` or ``readStream``), or
-    over one of its partitions."""
+    over one of its partitions; ``offsets`` (a batch read): only these partitions, each
+    from its first offset up to (not including) its second."""
     options, _ = split_options(stream.options)
     reader = spark.readStream if streaming else spark.read
     if streaming:
         options.pop("endingOffsets", None)  # a live read has no end
     reader = reader.format("kafka").options(**options)
+    if offsets is not None:
+        topic = stream.path
+        return (reader.option("assign", json.dumps({topic: sorted(offsets)}))
+                .option("startingOffsets", json.dumps(
+                    {topic: {str(p): lo for p, (lo, _) in offsets.items()}}))
+                .option("endingOffsets", json.dumps(
+                    {topic: {str(p): hi for p, (_, hi) in offsets.items()}}))
+                .load())
     if partition is None:
         reader = reader.option("subscribe", stream.path)
     else:

@@ -124,9 +124,10 @@ _HEADER_SCHEMA = ("partition INT, offset BIGINT, first BIGINT, frames BIGINT, "
                   "problem STRING, digest STRING")
 
 
-def headers(raw, channels: int):
+def headers(raw, channels: int, *, keep_value: bool = False):
     """Per record of ``raw`` (Spark's Kafka columns): its block header, or its problem, and
-    a digest of its bytes (to tell a resent block from an overlapping one)."""
+    a digest of its bytes (to tell a resent block from an overlapping one); with
+    ``keep_value``, the record's bytes too (column ``value``)."""
     import pyarrow as pa
 
     def decode(batches):
@@ -141,13 +142,17 @@ def headers(raw, channels: int):
                 else:
                     firsts.append(got[0]), frames.append(got[1]), problems.append(None)
                     digests.append(digest(value))
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(parts, pa.int32()), pa.array(offs, pa.int64()),
-                 pa.array(firsts, pa.int64()), pa.array(frames, pa.int64()),
-                 pa.array(problems, pa.string()), pa.array(digests, pa.string())],
-                names=["partition", "offset", "first", "frames", "problem", "digest"])
+            arrays = [pa.array(parts, pa.int32()), pa.array(offs, pa.int64()),
+                      pa.array(firsts, pa.int64()), pa.array(frames, pa.int64()),
+                      pa.array(problems, pa.string()), pa.array(digests, pa.string())]
+            names = ["partition", "offset", "first", "frames", "problem", "digest"]
+            if keep_value:
+                arrays.append(b.column(2))
+                names.append("value")
+            yield pa.RecordBatch.from_arrays(arrays, names=names)
 
-    return raw.select("partition", "offset", "value").mapInArrow(decode, _HEADER_SCHEMA)
+    schema = _HEADER_SCHEMA + (", value BINARY" if keep_value else "")
+    return raw.select("partition", "offset", "value").mapInArrow(decode, schema)
 
 
 def place(rows, topic: str) -> tuple[list[BlockPlacement], int]:

@@ -61,7 +61,7 @@ from wavesql.planner import bad_rows, ir
 from wavesql.planner.lower import Runtime, lower
 from wavesql.sqltext import quote
 
-from . import sinks
+from . import kafka_sync, sinks
 from .joins import asof_split
 from .plan import Input, KeepTime, Plan
 from .query import ContinuousQuery
@@ -104,7 +104,18 @@ class ReEvaluatingQuery(ContinuousQuery):
             parts.append(ticks.select(F.lit(-1).alias("__src"), *[
                 F.lit(None).cast(df.schema).alias(o.column)
                 for o, df in zip(self.inputs, rows)], F.lit(None).cast("string").alias("__file")))
-        if self.plan.mode == "sync":
+        if self.plan.mode == "sync" and self._kafka_signal():
+            # New sample blocks must run a micro-batch too (control rows wait for them):
+            # Spark's Kafka source reads the signal's topic, tagged -2, each record's header
+            # and bytes in one struct column (streaming/kafka_sync.py)
+            parts = [p.withColumn(kafka_sync.BLOCK, F.lit(None).cast(kafka_sync.BLOCK_TYPE))
+                     for p in parts]
+            watch = kafka_sync.watch(self.spark, self.plan.sync.signal.signal)
+            parts.append(watch.select(F.lit(-2).alias("__src"), *[
+                F.lit(None).cast(df.schema).alias(o.column)
+                for o, df in zip(self.inputs, rows)],
+                F.lit(None).cast("string").alias("__file"), kafka_sync.BLOCK))
+        elif self.plan.mode == "sync":
             # New WAV files must run a micro-batch too (control rows wait for them): Spark's
             # binaryFile source lists them, tagged -2; the content column is never read.
             watch = (self.spark.readStream.format("binaryFile")
@@ -225,7 +236,19 @@ class ReEvaluatingQuery(ContinuousQuery):
         report.inputs = {k: v["progress"] for k, v in progress.items()}
 
         sync_state = None
-        if self.plan.mode == "sync":  # synced: the rows the recording now covers
+        if self.plan.mode == "sync" and self._kafka_signal():  # the blocks now cover
+            key, signal = self.inputs[0].stream.key, self.plan.sync.signal.signal
+            blocks = batch_df.where(F.col("__src") == -2).select(f"{kafka_sync.BLOCK}.*")
+            got = kafka_sync.split(spark, self.plan, buffers[key], blocks, state)
+            buffers[key], sync_state = got.waiting, got.state
+            cached.append(got.cached)
+            fresh = {key: got.ready, ("signal", signal.key): got.segments}
+            report.rows_in += got.blocks
+            report.on_time += got.blocks - got.quarantined
+            report.quarantined += got.quarantined
+            if got.quarantine is not None:
+                quarantine_parts.append(got.quarantine)
+        elif self.plan.mode == "sync":  # synced: the rows the recording now covers
             key = self.inputs[0].stream.key
             ready, buffers[key], sync_state, placements = sync_split(
                 self.plan, buffers[key], state, self.clock())
@@ -254,6 +277,10 @@ class ReEvaluatingQuery(ContinuousQuery):
         for df in cached + [out]:
             df.unpersist()
         self._resample.release()
+
+    def _kafka_signal(self) -> bool:
+        """Whether this is a SYNC JOIN over a signal read from Kafka."""
+        return self.plan.sync.signal.signal.source == "kafka"
 
     def _kafka_partitions(self, batch_id: int, s: cat.StreamDef) -> list[int]:
         """The partitions of a Kafka stream's topic, as Spark's offset log of this batch

@@ -1,7 +1,8 @@
 """A continuous SYNC JOIN: a control stream's rows, each synced with a signal's samples
 once the recording covers its range.
 
-The control is a catalog stream read row by row; the signal's WAV folder is watched too
+The control is a catalog stream read row by row. A signal read from Kafka is handled by
+:mod:`.kafka_sync`; for a WAV signal, its folder is watched too
 (Spark's binaryFile source over :func:`watch_path`, so that a new file runs a micro-batch).
 Each micro-batch the re-evaluating runner (:mod:`.runner`) splits the control rows it keeps
 with :func:`sync_split`: those the signal's complete files now cover are synced and final,
@@ -38,10 +39,17 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
                            Span.of(stmt.node), hint="write the control rows to a stream's "
                            "folder (INSERT INTO a sink it reads), then SYNC over that stream")
     signal = sync.signal.signal
-    if signal.source != "files" or signal.format != "wav":
+    if not ((signal.source == "files" and signal.format == "wav")
+            or (signal.source == "kafka" and signal.format == "samples")):
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN watches a signal's WAV "
-                           f"folder; `{signal.name}` is {signal.format}", Span.of(stmt.node),
+                           f"folder or Kafka topic of sample blocks; `{signal.name}` is "
+                           f"{signal.format}", Span.of(stmt.node),
                            hint="run the SYNC as a batch query (or a scheduled query file)")
+    if sync.signal.program is not None:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN over a signal's "
+                           "processed segments", Span.of(stmt.node),
+                           hint="SYNC over the signal itself; apply signal functions to "
+                                "the synced segments in a query over the results")
     stream = sync.control.stream
     if stream.event_time is None:
         raise WaveSQLError("STREAMING_RULE", f"stream `{stream.name}` has no EVENT TIME",

@@ -622,7 +622,7 @@ def test_bad_sample_blocks_are_errors_naming_the_record(ws, kafka):
 def test_sync_over_a_kafka_signal_is_sample_exact(ws, kafka, tmp_path):
     """Batch SYNC over a signal published as shuffled blocks with a gap: each range's
     samples are numpy's slice of the signal; a range over the gap is NULL (MISSING NULL).
-    Continuously, SYNC over a Kafka signal is refused, saying so."""
+    (Continuously: tests/test_kafka_sync.py.)"""
     topic = _topic(kafka, 2)
     x, blocks = _signal_blocks(3, 12_000)
     gap_at = 8_000  # blocks from here on are placed 2,000 samples later
@@ -650,12 +650,6 @@ def test_sync_over_a_kafka_signal_is_sample_exact(ws, kafka, tmp_path):
         assert rows[i].a.start == lo
         np.testing.assert_array_equal(np.asarray(rows[i].a.samples, np.float32), x[0, src])
         np.testing.assert_array_equal(np.asarray(rows[i].b.samples, np.float32), x[1, src])
-    ws.sql(f"CREATE STREAM live (id BIGINT, t0 BIGINT, t1 BIGINT, ts TIMESTAMP) FROM "
-           f"'{marks}' FORMAT parquet EVENT TIME ts")
-    with pytest.raises(WaveSQLError) as err:
-        ws.stream("SELECT m.id, s.a FROM live m SYNC JOIN mic s ON RANGE (m.t0, m.t1)",
-                  tmp_path / "o", tmp_path / "c")
-    assert err.value.code == "NOT_IMPLEMENTED" and "samples" in err.value.message
 
 
 def test_continuous_signal_from_kafka_equals_scipy_and_quarantines_bad_blocks(
