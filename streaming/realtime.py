@@ -21,6 +21,10 @@ progress records) cannot ride along; what each guarantee becomes here:
 
 Spark asks for the ``update`` output mode here; a row-by-row query's rows are appended
 either way.
+
+Spellings: ``trigger="real-time"`` (Python), ``STREAM REAL-TIME INTO <sink> <query>;`` in the
+REPL (wavesql/repl/streams.py) and in query files, which ``wavesql run`` then runs as a
+service until SIGINT/SIGTERM (wavesql/services.py).
 """
 
 from __future__ import annotations

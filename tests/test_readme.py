@@ -40,6 +40,10 @@ NOT_RUNNABLE = {
     "make kafka-broker && ": "starts a broker in the foreground until Ctrl-C: the tests start "
                              "the same one (tests/kafka_broker.py) as the `kafka` fixture, "
                              "which test_kafka_quick_start uses",
+    "-- alarms.wsql: wavesql run alarms.wsql": "a service that runs until SIGTERM: "
+                                               "tests/test_kafka_jobs.py runs a file of the "
+                                               "same shape through `wavesql run` against the "
+                                               "test broker",
     "ws = wavesql.connect(config={": "object storage in the cloud: the same connect(config="
                                      "{spark.hadoop.fs.s3a.*}) reaches the tests' S3 server "
                                      "in tests/object_store.py (_stream_main) and the cluster "

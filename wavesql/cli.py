@@ -6,7 +6,9 @@
                                     in a terminal (wavesql.repl), a line shell otherwise
     wavesql -c "SELECT ..."         run statements given on the command line
     wavesql run FILE.wsql ...       run statement files in order; INSERT INTO a sink processes
-                                    only the input that is new since the last run (exactly once)
+                                    only the input that is new since the last run (exactly once);
+                                    a file with STREAM REAL-TIME INTO runs as a service until
+                                    SIGINT/SIGTERM (wavesql/services.py)
     wavesql check FILE.wsql ...     parse and bind without running; every error as file:line:col
     wavesql schedule DIR            run DIR's .wsql files on the cron expressions in their
                                     headers (`-- schedule: */5 * * * *`); history in the catalog
@@ -18,8 +20,9 @@ Common options: ``--master URL`` (any Spark master; default ``local[*]``), ``--c
 (the SQLite catalog; default ``./wavesql_catalog.db``), ``--conf KEY=VALUE`` (a Spark
 setting, repeatable, as spark-submit takes it: ``--conf spark.hadoop.fs.s3a.endpoint=...``),
 ``--max-rows N``.
-Exit status: 0 on success, 1 when a statement failed, 2 for usage errors, 75 (EX_TEMPFAIL)
-when `wavesql run` found the file already running (another run holds its lock).
+Exit status: 0 on success (for a file run as a service: stopped by SIGINT/SIGTERM), 1 when a
+statement failed, 2 for usage errors, 75 (EX_TEMPFAIL) when `wavesql run` found the file
+already running (another run holds its lock).
 """
 
 from __future__ import annotations
@@ -219,7 +222,8 @@ def _run_files(ws, files: list[str], max_rows: int) -> int:
             out.print(f"{name}:{line}: {result.kind} · {seconds:.2f} s", markup=False)
 
         try:
-            run = run_file(ws, name, trigger="run", on_statement=report)
+            run = run_file(ws, name, trigger="run", on_statement=report,
+                           say=lambda m: err.print(m, markup=False))
         except KeyboardInterrupt:  # recorded as interrupted; a re-run redoes it exactly once
             err.print(f"{name}: interrupted", markup=False)
             return 130
@@ -265,10 +269,14 @@ def check_text(ws, text: str, base_dir: str = ".") -> list[WaveSQLError]:
     Each statement is parsed on its own (so a syntax error does not hide the statements
     after it) and bound against a scratch copy of the catalog that the text's own DDL
     updates (a file that creates a stream and then queries it checks cleanly). A statement
-    whose CREATE failed leaves its object undefined, so later uses report it too.
+    whose CREATE failed leaves its object undefined, so later uses report it too. A
+    ``STREAM REAL-TIME INTO <sink> <query>`` has its sink and its query checked (whether
+    real-time mode can run the plan is for ``EXPLAIN STREAM``, or the run, to say).
     """
+    from wavesql import services
     from wavesql.catalog import Catalog
     from wavesql.dialect import parse_statements, split_statements
+    from wavesql.dialect.stream_prefix import stream_prefix
     from wavesql.planner.insert import blank_outside
 
     try:
@@ -280,10 +288,17 @@ def check_text(ws, text: str, base_dir: str = ".") -> list[WaveSQLError]:
     try:
         for defn in ws.catalog.list():
             scratch.create(defn)
+        # STREAM statements after the others, as `wavesql run` starts them (services.py)
+        chunks.sort(key=lambda c: stream_prefix(text, c.start, c.end) is not None)
         for chunk in chunks:
             try:
-                for stmt in parse_statements(blank_outside(text, [(chunk.start, chunk.end)]),
-                                             lenient=True):
+                keep = (chunk.start, chunk.end)
+                prefix = stream_prefix(text, chunk.start, chunk.end)
+                if prefix is not None:  # STREAM REAL-TIME INTO <sink>: its sink, its query
+                    services.refuse_repl_only(prefix, text)
+                    services.sink_of(scratch, prefix, text)
+                    keep = (prefix.query_start, chunk.end)
+                for stmt in parse_statements(blank_outside(text, [keep]), lenient=True):
                     ws.bind_into(stmt, text, scratch, base_dir)
             except WaveSQLError as e:
                 errors.append(e)

@@ -112,6 +112,8 @@ ERROR_CODES: dict[str, str] = {
     "SINK_MISMATCH": "an INSERT INTO query does not produce the columns its sink declares",
     "RUN_IN_PROGRESS": "the same query file (or INSERT job) is already running elsewhere",
     "INVALID_SCHEDULE": "a `-- schedule:` header is not a valid cron expression",
+    "NOT_SCHEDULABLE": "a scheduled query file holds a statement that never ends (STREAM "
+                       "REAL-TIME INTO): run it as a service with `wavesql run`",
 }
 
 

@@ -60,6 +60,22 @@ Query files as a whole (``wavesql run``, ``wavesql schedule``) are run by :func:
 one run at a time per file (an ``flock`` on a file next to the catalog, released by the
 kernel even when the process is SIGKILLed), each run recorded in the catalog's ``runs``
 table with its status, figures and error.
+
+Real-time statements: a file run as a service
+---------------------------------------------
+``STREAM REAL-TIME INTO <kafka sink> <query>;`` -- the REPL's spelling of Spark's real-time
+mode -- may stand in a query file too. A real-time query never ends, so such a file is a
+**service** (details in :mod:`wavesql.services`): ``wavesql run`` runs the file's other
+statements first, in order, then starts **every** real-time statement of it (in the
+file's order) and keeps them running until SIGINT or SIGTERM, which stops them and ends
+the run ``ok`` (exit status 0); when one fails, the others are stopped and the run ends
+``failed`` with its error (exit 1). A plan real-time mode cannot run fails at its
+statement as in the REPL (``STREAMING_RULE``; ``EXPLAIN STREAM`` says why). Each keeps its
+checkpoint like a Kafka sink's ``INSERT INTO`` job (``<root>/_wavesql/J/checkpoint``, ``J``
+the statement's job id), so a restarted service continues where the last one stopped.
+``wavesql schedule`` refuses such a file (``NOT_SCHEDULABLE``, at the statement), and the
+REPL's other ``STREAM`` statements have no place in a file (``UNSUPPORTED_STATEMENT``):
+both are found before any statement runs.
 """
 
 from __future__ import annotations
@@ -87,7 +103,8 @@ class InsertReport:
 
     sink: str
     job: str
-    mode: str  # "incremental" (reads streams) or "replace" (batch, replaces its output)
+    mode: str  # "incremental" (reads streams), "replace" (batch, replaces its output) or
+    #           "real-time" (STREAM REAL-TIME INTO: a service, wavesql/services.py)
     batches: int = 0
     rows_in: int = 0
     late: int = 0  # late rows and rows without event time (both go to the late sink)
@@ -98,6 +115,9 @@ class InsertReport:
     output: str = ""
 
     def summary(self) -> str:
+        if self.mode == "real-time":
+            return (f"stream real-time into {self.sink}: running in Spark's real-time mode "
+                    f"(job {self.job}); SIGINT or SIGTERM stops it")
         if self.mode == "replace":
             return (f"insert into {self.sink}: {self.rows_out} rows (replaced this statement's "
                     f"output) · {self.seconds:.2f} s")
@@ -226,14 +246,7 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
     report = InsertReport(sink.name, job, "incremental" if bound.continuous else "replace",
                           output=str(output))
     late = _late_target(bound, session, base_dir)
-    what = f"INSERT INTO {sink.name} (job {job})"
-    hint = ("another process runs the same statement of the same file; wait for it (one "
-            "checkpoint takes one writer at a time)")
-    # local disk: the kernel's flock, released however the process dies; an object store
-    # has no lock to take, so the catalog keeps a lease (catalog/leases.py: Leases.lease)
-    guard = (session.catalog.lease(f"job:{root}/{job}", what, hint) if remote
-             else _flock(Path(home) / "lock", what, hint))
-    with guard:
+    with _job_guard(session, root, job, f"INSERT INTO {sink.name} (job {job})"):
         _describe_job(home, job, source, bound)
         if bound.continuous:
             keep = [bound.query_span]
@@ -270,6 +283,19 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
     return report
 
 
+def _job_guard(session, root: str, job: str, what: str):
+    """One writer per job's checkpoint. Local disk: the kernel's flock, released however
+    the process dies; an object store has no lock to take, so the catalog keeps a lease
+    (catalog/leases.py: Leases.lease)."""
+    from wavesql import storage
+
+    hint = ("another process runs the same statement of the same file; wait for it (one "
+            "checkpoint takes one writer at a time)")
+    if storage.is_remote(root):
+        return session.catalog.lease(f"job:{root}/{job}", what, hint)
+    return _flock(Path(storage.join(root, "_wavesql", job)) / "lock", what, hint)
+
+
 def _publish(session, root: str, output: str, name: str) -> None:
     """An object-store sink's index: what every job committed, readable at the sink's root
     (streaming/sinks.py ``publish``). One publisher at a time: a short lease on the sink,
@@ -281,7 +307,8 @@ def _publish(session, root: str, output: str, name: str) -> None:
         sinks.publish(root, output)
 
 
-def _describe_job(home: str, job: str, source: str | None, bound) -> None:
+def _describe_job(home: str, job: str, source: str | None, bound=None, *,
+                  statement: str | None = None, sink: str | None = None) -> None:
     """``job.json``: which file and statement a job folder belongs to (for people)."""
     from wavesql import storage
 
@@ -290,7 +317,8 @@ def _describe_job(home: str, job: str, source: str | None, bound) -> None:
         return
     storage.write_text(info, json.dumps({
         "job": job, "file": os.path.realpath(source) if source else None,
-        "statement": bound.statement_text, "sink": bound.sink.name}, indent=2))
+        "statement": bound.statement_text if bound is not None else statement,
+        "sink": bound.sink.name if bound is not None else sink}, indent=2))
 
 
 def _batch_result(session, bound, text: str):
@@ -334,6 +362,17 @@ def _replace_output(session, bound, text: str, output: str, remote: bool = False
 
 # -- query files ------------------------------------------------------------------------------
 @dataclass
+class ServiceResult:
+    """A started ``STREAM REAL-TIME INTO`` statement of a file, as ``run_file`` reports each
+    statement (``session.Result``'s fields): its status line and its report."""
+
+    statement: object  # wavesql.dialect.Statement
+    dataframe: object
+    report: InsertReport
+    kind: str = "stream"
+
+
+@dataclass
 class FileRun:
     """One run of a query file: its status and the figures of its statements."""
 
@@ -375,7 +414,8 @@ def file_lock(catalog, file: str):
 
 def run_file(session, file: str, *, trigger: str = "run",
              on_statement: Callable | None = None,
-             stop: Callable[[], bool] | None = None) -> FileRun:
+             stop: Callable[[], bool] | None = None,
+             say: Callable[[str], None] | None = None) -> FileRun:
     """Run every statement of query file ``file`` in order, under the file's lock, and
     record the run in the catalog's run history.
 
@@ -384,7 +424,12 @@ def run_file(session, file: str, *, trigger: str = "run",
     between statements: True ends the run as ``interrupted``. A run refused because the file
     is already running is recorded as ``skipped`` and returned with the ``RUN_IN_PROGRESS``
     error; other errors end the run as ``failed`` (the remaining statements are not run).
+
+    ``STREAM REAL-TIME INTO`` statements (wavesql/services.py) start after the others and
+    run until SIGINT/SIGTERM or ``stop()``, which end the run ``ok``; ``say(message)`` hears
+    of the signal. ``trigger="schedule"`` refuses such a file (``NOT_SCHEDULABLE``).
     """
+    from wavesql import services
     from wavesql.dialect import parse_statements
 
     catalog = session.catalog
@@ -407,7 +452,13 @@ def run_file(session, file: str, *, trigger: str = "run",
                                    hint="check the path (relative to the current directory)")
             text = p.read_text()
             base_dir = str(p.resolve().parent)
-            for stmt in parse_statements(text, lenient=True):
+            try:  # found before anything runs, without Spark
+                realtime = services.real_time_statements(text)
+                if realtime and trigger == "schedule":
+                    services.refuse_in_schedule(text, file)
+            except WaveSQLError as err:
+                raise err.with_query(err.query or text, source=file) from None
+            for stmt in parse_statements(services.without(text, realtime), lenient=True):
                 if stop is not None and stop():
                     run.status = "interrupted"
                     break
@@ -423,6 +474,8 @@ def run_file(session, file: str, *, trigger: str = "run",
                 if on_statement is not None:
                     on_statement(result, time.monotonic() - started)
             else:
+                if realtime:  # a service: until SIGINT/SIGTERM (then ok) or a failure
+                    _serve(session, run, realtime, text, file, on_statement, stop, say)
                 run.status = "ok"
         except WaveSQLError as err:
             run.status, run.error = "failed", err
@@ -449,3 +502,53 @@ def run_file(session, file: str, *, trigger: str = "run",
     finally:
         lock.__exit__(None, None, None)
     return run
+
+
+def _serve(session, run: FileRun, statements: list, text: str, file: str,
+           on_statement: Callable | None, stop: Callable[[], bool] | None,
+           say: Callable[[str], None] | None) -> None:
+    """Start a file's real-time statements (after its others) and run them until a signal,
+    ``stop()`` or a failure (wavesql/services.py); each holds its job's lock meanwhile."""
+    from wavesql import services, storage
+    from wavesql.dialect import Statement
+
+    queries: list = []
+    with contextlib.ExitStack() as held, services.StopRequest(say) as requested:
+        def stopping() -> bool:
+            return requested.is_set() or (stop is not None and stop())
+
+        try:
+            for rt in statements:
+                if stopping():
+                    break
+                started = time.monotonic()
+                try:
+                    sink = services.sink_of(session.catalog, rt.prefix, text)
+                    job = job_id(file, rt.text)
+                    root = _kafka_root(session, sink)
+                    held.enter_context(_job_guard(
+                        session, root, job, f"STREAM REAL-TIME INTO {sink.name} (job {job})"))
+                    home = storage.join(root, "_wavesql", job)
+                    _describe_job(home, job, file, statement=rt.text, sink=sink.name)
+                    queries.append(services.start(session, rt, text, sink,
+                                                  storage.join(home, "checkpoint")))
+                except WaveSQLError as err:
+                    raise err.with_query(err.query or text, source=file) from None
+                report = InsertReport(sink.name, job, "real-time", output=str(sink.path),
+                                      seconds=time.monotonic() - started)
+                status = session.spark.createDataFrame([(report.summary(),)], "status string")
+                run.statements += 1
+                run.results.append(ServiceResult(Statement(None, rt.text, rt.start, rt.end),
+                                                 status, report))
+                if on_statement is not None:
+                    on_statement(run.results[-1], report.seconds)
+            services.serve(queries, stopping)
+        finally:
+            for cq in queries:  # (stopped already, unless starting one of them failed)
+                with contextlib.suppress(Exception):
+                    cq.stop()
+            counted = services.figures(queries)
+            if counted is not None:  # nothing is late in real-time mode (streaming/realtime.py)
+                run.rows_in = (run.rows_in or 0) + counted[0]
+                run.rows_out = (run.rows_out or 0) + counted[1]
+                run.rows_late = run.rows_late or 0

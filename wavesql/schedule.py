@@ -61,7 +61,9 @@ class Entry:
 def read_schedule(path: str | os.PathLike) -> str | None:
     """The cron expression in the header of query file ``path`` (None: not scheduled).
 
-    Raises ``INVALID_SCHEDULE`` (positioned at the expression) when croniter cannot read it.
+    Raises ``INVALID_SCHEDULE`` (positioned at the expression) when croniter cannot read it,
+    and ``NOT_SCHEDULABLE`` (at the statement) when a scheduled file holds a ``STREAM
+    REAL-TIME INTO`` statement: a real-time query never ends (wavesql/services.py).
     """
     from croniter import croniter
 
@@ -81,6 +83,9 @@ def read_schedule(path: str | os.PathLike) -> str | None:
                     Span(begin, begin + max(len(expr), 1)), query=text, source=str(path),
                     hint="five fields (minute hour day month weekday), e.g. */5 * * * *; a "
                          "sixth field is seconds: * * * * * */10; or @hourly, @daily")
+            from wavesql.services import refuse_in_schedule
+
+            refuse_in_schedule(text, str(path))
             return expr
         offset += len(line)
     return None

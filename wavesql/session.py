@@ -231,6 +231,8 @@ class Session:
     def _run(self, stmt: Statement, text: str, base_dir: str,
              source: str | None = None) -> Result:
         self._use_storage_settings()
+        if stmt.error is not None:
+            _refuse_stream_prefix(stmt)
         bound = planner.bind(stmt, self.catalog, self.env.for_text(text), base_dir)
         bound = planner.optimize(bound)
         from wavesql.planner.insert import InsertInto
@@ -246,3 +248,20 @@ class Session:
                 isinstance(bound, ir.SparkCommand)):
             self.env.forget_functions()  # CREATE FUNCTION and friends change what exists
         return Result(stmt, bound, df)
+
+
+def _refuse_stream_prefix(stmt: Statement) -> None:
+    """``STREAM ...`` (the REPL's statement, and query files' real-time one) run here:
+    ``UNSUPPORTED_STATEMENT`` saying where it runs, rather than Spark's syntax error."""
+    from wavesql.dialect.stream_prefix import stream_prefix
+
+    prefix = stream_prefix(stmt.text)
+    if prefix is None:
+        return
+    span = prefix.span
+    raise WaveSQLError(
+        "UNSUPPORTED_STATEMENT", f"`{prefix.spelling}` runs in the REPL"
+        + (" and in query files run by `wavesql run`" if prefix.real_time else ""),
+        span.__class__(stmt.start + span.start, stmt.start + span.end),
+        hint="from Python: ws.stream(query, output, checkpoint"
+             + (", trigger='real-time')" if prefix.real_time else ")"))

@@ -24,12 +24,13 @@ from rich.console import Console
 
 from wavesql import render
 from wavesql.dialect import is_complete, split_statements
+from wavesql.dialect.stream_prefix import STREAM_PREFIX
 from wavesql.errors import WaveSQLError
 from wavesql.repl.completion import WaveSQLCompleter
 from wavesql.repl.jobs import Job, JobControl, anchor
 from wavesql.repl.lexer import WaveSQLLexer
 from wavesql.repl.meta import MetaCommands, Quit
-from wavesql.repl.streams import STREAM_PREFIX, Background, ContinuousQueries
+from wavesql.repl.streams import Background, ContinuousQueries
 
 
 def _pieces(text: str) -> list[tuple[int, str]]:

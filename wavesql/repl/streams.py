@@ -11,7 +11,6 @@ checkpoint, and is stopped between micro-batches (:func:`in_batch` says why).
 from __future__ import annotations
 
 import datetime as dt
-import re
 import shutil
 import tempfile
 import time
@@ -24,12 +23,9 @@ from wavesql import render
 from wavesql.errors import WaveSQLError
 from wavesql.repl.jobs import Job, anchor
 
-#: ``STREAM <query>`` / ``STREAM BACKGROUND <query>``: the REPL's continuous-query spelling.
-#: No WaveSQL or Spark statement starts with the word STREAM (``CREATE STREAM`` and
-#: ``ISTREAM (...)`` do not match), so the prefix is unambiguous.
+#: ``STREAM <query>`` / ``STREAM BACKGROUND <query>``: the REPL's continuous-query spelling;
 #: ``STREAM REAL-TIME INTO <kafka sink> <query>``: Spark's real-time mode, in the background.
-STREAM_PREFIX = re.compile(r"\A(\s*STREAM\s+)(BACKGROUND\s+)?(?:(REAL-?TIME)\s+INTO\s+(\w+)\s+)?",
-                           re.IGNORECASE)
+#: The prefix is read where query files read it too (wavesql/dialect/stream_prefix.py).
 STREAM_TRIGGER = "every 1 second"
 
 
