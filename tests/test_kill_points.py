@@ -1,12 +1,16 @@
-"""Crash safety of a continuous SYNC JOIN job (issue 23): ``wavesql run`` SIGKILLed at each
-named stage of a micro-batch's commit (``WAVESQL_FAULT``, wavesql/faults.py), then run
-again to its end. The oracle is the test's own: the signal written here with scipy from a
-numpy array, each control row's samples sliced from that array -- the sink must hold every
-control row exactly once, with exactly those samples.
+"""Crash safety of a continuous SYNC JOIN job and of a stateful continuous signal query
+(issue 23): SIGKILLed at a named stage of a micro-batch's commit (``WAVESQL_FAULT``,
+wavesql/faults.py), then run again to its end. The oracle is the test's own: the signal
+written here with scipy from a numpy array; each control row's samples sliced from it,
+the filter computed by scipy over all of it -- every row exactly once, with exactly those
+values. (The row-by-row, windowed and OVER jobs: tests/test_run_files.py.)
 """
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import textwrap
 
 import numpy as np
@@ -14,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_run_files import run, run_killed_at
+from tests.test_run_files import env, run, run_killed_at
 
 RATE = 8_000
 ROWS, FILES = 8, 5  # control rows per file, control files
@@ -90,3 +94,69 @@ def test_a_sync_job_killed_at_a_stage_is_exactly_once(tmp_path, stage):
         lo, hi = ranges[i]
         assert start == lo
         np.testing.assert_array_equal(samples, x[lo:hi])
+
+
+# -- a stateful signal query -------------------------------------------------------------------
+SIGNAL_QUERY = ("SELECT lowpass(x, 500.0) AS y, seg_rms(x) AS r FROM sig [SAMPLES 1000]")
+SIGNAL_SCRIPT = textwrap.dedent("""\
+    import sys
+    import wavesql
+    catalog, folder, out, ckpt, query = sys.argv[1:]
+    ws = wavesql.connect(master="local[2]", catalog=catalog,
+                         config={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
+    ws.sql(f"CREATE SIGNAL IF NOT EXISTS sig (x FLOAT) RATE 8000 HZ FROM '{folder}' FORMAT wav")
+    cq = ws.stream(query, out, ckpt, max_files_per_trigger=1)
+    cq.await_termination()
+    if cq.error is not None:
+        raise cq.error
+""")
+
+
+def _signal_run(tmp, fault: str | None) -> subprocess.CompletedProcess:
+    """The continuous signal query in a process of its own (leading its process group: a
+    fault kills its JVM with it)."""
+    extra = {"WAVESQL_FAULT": fault} if fault else {}
+    return subprocess.run(
+        [sys.executable, "-c", SIGNAL_SCRIPT, str(tmp / "c.db"), str(tmp / "sig"),
+         str(tmp / "out"), str(tmp / "ckpt"), SIGNAL_QUERY],
+        cwd=tmp, env={**env(), **extra}, capture_output=True, text=True, timeout=600,
+        start_new_session=True)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("stage", [
+    "renamed",
+    pytest.param("staged", marks=pytest.mark.slow),
+    pytest.param("state-written", marks=pytest.mark.slow),
+    pytest.param("batch-done", marks=pytest.mark.slow),
+])
+def test_a_stateful_signal_query_killed_at_a_stage_is_exactly_once(tmp_path, stage):
+    """A continuous lowpass over WAV files (one file per micro-batch), killed the second
+    time a batch reaches ``stage`` -- its filter state carried from the batch before -- then
+    run to the end: every window once, the filter equal to scipy's over the whole signal,
+    the RMS to numpy's. (`renamed` in CI: the batch visible, its filter state not.)"""
+    import scipy.signal as sps
+    from scipy.io import wavfile
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(5 * RATE).astype(np.float32)
+    (tmp_path / "sig").mkdir()
+    for i in range(5):
+        wavfile.write(tmp_path / "sig" / f"part_{i}.wav", RATE, x[i * RATE:(i + 1) * RATE])
+    killed = _signal_run(tmp_path, f"{stage}@2")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    again = _signal_run(tmp_path, None)
+    assert again.returncode == 0, again.stdout + again.stderr
+    rows = []
+    for f in sorted((tmp_path / "out").glob("batch=*/*.parquet")):
+        rows += pq.read_table(f).to_pylist()
+    starts = sorted(r["y"]["start"] for r in rows)
+    assert starts == list(range(0, 5 * RATE, 1000)), "a window lost or repeated"
+    got = np.concatenate([np.asarray(r["y"]["samples"], np.float64)
+                          for r in sorted(rows, key=lambda r: r["y"]["start"])])
+    sos = sps.butter(4, 500.0, btype="low", fs=RATE, output="sos")
+    np.testing.assert_allclose(got, sps.sosfilt(sos, x.astype(np.float64)), atol=1e-5)
+    for r in rows:
+        s = r["y"]["start"]
+        assert r["r"] == pytest.approx(float(np.sqrt(np.mean(
+            x[s:s + 1000].astype(np.float64) ** 2))), rel=1e-6)
