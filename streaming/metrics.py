@@ -12,8 +12,11 @@ the REPL's ``\\status`` and ``wavesql status OUTPUT_DIR`` show:
 - **progress** (the watermark: results before it are final) and the last batch's;
 - **state**: rows kept as state and bytes of state on disk after the last batch;
 - **result latency**: per batch, the wall-clock time from the earliest of its input files
-  becoming available (the file's modification time) to the batch's results being delivered
-  (final); the last, p50, p99 and max over the recent batches.
+  becoming available (the file's modification time; a Kafka record's: its Kafka timestamp)
+  to the batch's results being delivered (final); the last, p50, p99 and max over the
+  recent batches. On the state store a batch emits what the batch before it made final, so
+  it is measured from that batch's inputs (``BatchReport.arrived_s`` keeps a Kafka batch's
+  figure for the next).
 """
 
 from __future__ import annotations

@@ -43,6 +43,10 @@ class BatchReport:
     #: available (its file's modification time); None when no file was new
     latency_s: float | None = None
     state_bytes: int = 0  # bytes of state kept after the batch (buffers, signal state)
+    #: the state-store runner over Kafka: the earliest Kafka timestamp of the batch's
+    #: records (s since 1970), kept here because the *next* batch's latency is measured
+    #: from it (that batch emits what this one made final); None: no record had one
+    arrived_s: float | None = None
 
 
 def timestamp_lit(us: int | None):

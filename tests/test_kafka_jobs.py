@@ -195,3 +195,102 @@ def test_schedule_refuses_a_file_with_a_real_time_statement(tmp_path):
         run = run_file(session, str(repl_only))
         assert run.status == "failed" and run.error.code == "UNSUPPORTED_STATEMENT"
         assert run.statements == 0 and f"{repl_only}:2:1" in str(run.error)
+
+
+# -- result latency on the state store ----------------------------------------------------
+
+def _kafka_timestamps(kafka, topic: str) -> dict[int, int]:
+    """offset -> the record's Kafka timestamp (ms), as a consumer of our own reads it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"o-{uuid.uuid4()}",
+                         "log_level": 0, "enable.auto.commit": False})
+    try:
+        end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out, deadline = {}, time.monotonic() + 30
+        while len(out) < end and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                out[msg.offset()] = msg.timestamp()[1]
+        return out
+    finally:
+        consumer.close()
+
+
+def _windows_oracle(frame: pd.DataFrame, progress: int) -> list[tuple]:
+    """(end, k, n): windows (t - 2 s, t], t a multiple of 2 s, final below ``progress``."""
+    ends = -(-frame.ts // (2 * SECOND)) * 2 * SECOND
+    return sorted((int(t), k, len(g)) for (t, k), g in frame.assign(t=ends).groupby(["t", "k"])
+                  if t < progress)
+
+
+def _over_oracle(frame: pd.DataFrame, progress: int) -> list[tuple]:
+    """(ts, k, c): each row final below ``progress``, with the count of its key's rows in
+    [ts - 2 s, ts]."""
+    return sorted((int(r.ts), r.k, int(((frame.k == r.k) & (frame.ts >= r.ts - 2 * SECOND)
+                                        & (frame.ts <= r.ts)).sum()))
+                  for r in frame.itertuples() if r.ts < progress)
+
+
+@pytest.mark.parametrize("sql,time_column,oracle", [
+    ("SELECT k, count(*) AS n FROM ev [RANGE 2 SECONDS SLIDE 2 SECONDS] GROUP BY k", "_time",
+     _windows_oracle),
+    ("SELECT ts, k, count(*) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 2 SECONDS "
+     "PRECEDING AND CURRENT ROW) AS n FROM ev", "ts", _over_oracle)], ids=["windows", "over"])
+def test_state_store_over_kafka_reports_latency_from_the_batch_before(
+        ws, spark, kafka, tmp_path, sql, time_column, oracle):
+    """A tumbling-window count (and an OVER window) over a Kafka topic on the state-store
+    runner, 50 records a micro-batch: every batch that emits final rows reports a latency,
+    measured from the earliest Kafka timestamp of the batch before it (which made those
+    rows final) -- equal to its finish time minus that timestamp as our own consumer reads
+    it, >= 0 and within the wall-clock time since that record was produced. The figure each
+    batch keeps for the next is in its _progress record; the results are pandas'."""
+    from wavesql.streaming.metrics import read_reports
+
+    topic, n, per_batch = _topic(kafka), 150, 50
+    ws.sql(f"CREATE STREAM ev (k STRING, v INT, ts TIMESTAMP) FROM KAFKA '{topic}' OPTIONS "
+           f"(bootstrap = '{kafka.bootstrap}', maxOffsetsPerTrigger = '{per_batch}') "
+           "FORMAT json EVENT TIME ts WATERMARK 1 SECOND")
+    assert "state store" in ws.explain(sql, "STREAM")
+    frame = pd.DataFrame({"k": [("a", "b", "c")[i % 3] for i in range(n)],
+                          "ts": [i * 200_000 for i in range(n)]})  # 10 s of events a batch
+    kafka.produce(topic, [(None, json.dumps({"k": r.k, "v": i, "ts": _iso(r.ts)}), 0)
+                          for i, r in enumerate(frame.itertuples())])
+    stamps = _kafka_timestamps(kafka, topic)
+    assert len(stamps) == n
+    cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    cq.await_termination()
+    done = time.time()
+
+    reports = {r.batch: r for r in cq.reports}
+    data = [b for b in sorted(reports) if reports[b].rows_in]
+    assert data == list(range(n // per_batch))  # batch b reads offsets [50 b, 50 b + 50)
+    assert all(reports[b].rows_in == per_batch for b in data)
+
+    def earliest(b):  # the oracle: batch b's earliest record, in seconds
+        return min(stamps[o] for o in range(b * per_batch, (b + 1) * per_batch)) / 1000
+
+    for b in data:
+        assert reports[b].arrived_s == pytest.approx(earliest(b), abs=1e-6)
+    emitting = [b for b in sorted(reports) if reports[b].final_out]
+    assert emitting == list(range(1, n // per_batch + 1))  # the last: Spark's no-data batch
+    for b in emitting:
+        latency = reports[b].latency_s
+        assert latency is not None, f"batch {b} emitted final rows without a latency"
+        assert latency == pytest.approx(reports[b].finished_at - earliest(b - 1), abs=1e-3)
+        assert 0 <= latency <= done - earliest(b - 1)
+    assert all(reports[b].latency_s is None for b in reports if not reports[b].final_out)
+    # what a restarted query reads for the batch before its first: the _progress records
+    records = {r["batch"]: r for r in read_reports(tmp_path / "out")}
+    assert {b: records[b]["arrived_s"] for b in data} == {b: reports[b].arrived_s for b in data}
+    assert {b: records[b]["latency_s"] for b in emitting} == {
+        b: reports[b].latency_s for b in emitting}
+    figures = cq.metrics
+    assert figures["latency_max_s"] == max(reports[b].latency_s for b in emitting)
+
+    # the results, final below the progress
+    epoch = (T0 - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+    got = sorted(((r[time_column] - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+                  - epoch, r.k, r.n) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert got == oracle(frame, frame.ts.max() - SECOND)

@@ -42,7 +42,7 @@ from wavesql.planner.temporal import quote
 from .. import plan as stream_plan
 from . import lookback as kernel
 from .plan import (_FILL, FLOATING, INTEGRAL, KEY_TYPES, RESULT, STAT_NAMES, NotIncremental,
-                   _types, fingerprint, row_kind)
+                   _types, arrival, fingerprint, row_kind)
 
 #: The kernel's evaluated rows in the post-projection.
 VIEW = "__wavesql_over"
@@ -131,10 +131,12 @@ def recognize_over(spark, plan: stream_plan.Plan, trees: list, emit_changes: boo
         pre += [(name, sql_text.replace("{kind}", kind)) for name, sql_text in extra_pre]
         for j, t in enumerate(value_types):
             ddl += [f"__wn{j} BOOLEAN", f"__w{j} {t.upper()}"]
+    pre += arrival(stream)
     pre.append(("__bucket", bucket))
     op = kernel.LookbackOperator(tuple(encoded), tuple(rules), windows)
     ddl += ["__record STRING", "__file STRING"] + [f"__n{i} BIGINT"
                                                    for i in range(len(STAT_NAMES))]
+    ddl += [f"{name} BIGINT" for name, _ in arrival(stream)]
     kept = "; ".join(str(r) for r in plan.inputs[0].lookback)
     explain = (f"stateful OVER windows on Spark's state store: each bucket keeps its rows' "
                f"look-back ({kept}), "

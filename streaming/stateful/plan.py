@@ -75,6 +75,17 @@ STAT_NAMES = ("on_time", "late", "no_time", "punctuation", "quarantined", "state
               "state_bytes")
 #: The kernel output's view in the post-projection, and its instant column.
 VIEW = "__wavesql_windowed"
+#: A Kafka stream's input rows carry their record's Kafka timestamp (µs) in this column, and
+#: a stats row the earliest of its call's rows (0: none), so that a micro-batch knows when
+#: its records arrived -- the next batch's result latency (query.py) -- without a job.
+ARRIVED = "__arrived"
+
+
+def arrival(stream: cat.StreamDef) -> list[tuple[str, str]]:
+    """The ``pre`` column of a Kafka stream's arrival time (none for files)."""
+    if stream.source != "kafka":
+        return []
+    return [(ARRIVED, "coalesce(unix_micros(_timestamp), 0L)")]
 
 
 @dataclass(frozen=True)
@@ -205,10 +216,12 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
     pass_sql = to_spark_sql(unqualified(where.this)) if where is not None else "true"
     pre = _pre(stream, pass_sql, key_sql, key_types, arg_sql, arg_enc, order_cols,
                keys_of_all_rows=operator_window == "ROWS")
+    pre += arrival(stream)
     pre.append(("__bucket", _bucket(len(key_sql), buckets)))
     enc_keys = tuple(KEY_TYPES[t][1] for t in key_types)
     ddl = _output_ddl(enc_keys, [("bigint" if a.func == "count" or (a.integral and a.func in (
         "sum", "min", "max")) else "double") for a in aggregates])
+    ddl += "".join(f", {name} BIGINT" for name, _ in arrival(stream))
     explain = (f"stateful {op.window.lower()} window on Spark's state store "
                f"({'panes of ' + str(op.pane) + ' us' if op.window == 'SLIDE' else 'rows'}), "
                f"{output}, {len(key_sql)} key(s) in {buckets if key_sql else 1} bucket(s), "

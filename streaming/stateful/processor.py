@@ -110,12 +110,14 @@ class BucketProcessor(StatefulProcessor):
             self.handle.registerTimer(want)
 
     def _stats(self, kinds: np.ndarray, on_time: int, late: int, state_rows: int,
-               value: bytes | None) -> pd.DataFrame:
+               value: bytes | None, batch: pd.DataFrame | None) -> pd.DataFrame:
         stats = [on_time, late, int((kinds == pl.NO_TIME).sum()),
                  int((kinds == pl.PUNCTUATION).sum()), int((kinds == pl.MALFORMED).sum()),
                  state_rows, len(value) if value is not None else 0]
-        return self._frame(1, pl.STATS, {f"__n{i}": np.array([v], np.int64)
-                                         for i, v in enumerate(stats)})
+        cols = {f"__n{i}": np.array([v], np.int64) for i, v in enumerate(stats)}
+        if pl.ARRIVED in self.types:  # a Kafka stream: its rows' earliest arrival (0: none)
+            cols[pl.ARRIVED] = np.array([_earliest(batch)], np.int64)
+        return self._frame(1, pl.STATS, cols)
 
     def _frame(self, n: int, kind: int, cols: dict) -> pd.DataFrame:
         """``n`` output rows of ``kind``: ``cols`` given, every other column its zero
@@ -134,6 +136,16 @@ class BucketProcessor(StatefulProcessor):
             else:
                 out[name] = np.zeros(n, zeros[spark_type])
         return pd.DataFrame(out)
+
+
+def _earliest(batch: pd.DataFrame | None) -> int:
+    """The earliest Kafka timestamp (µs) of a call's input rows; 0 when none has one (no
+    rows, or a HEARTBEAT's ticks only)."""
+    if batch is None or pl.ARRIVED not in batch:
+        return 0
+    values = pd.to_numeric(batch[pl.ARRIVED], errors="coerce").to_numpy(np.float64)
+    values = values[values > 0]
+    return int(values.min()) if len(values) else 0
 
 
 class WindowProcessor(BucketProcessor):
@@ -163,7 +175,7 @@ class WindowProcessor(BucketProcessor):
                     parts.append(self._passthrough(batch[kinds == kind], kind))
         late_n = int(result.late.sum())
         parts.append(self._stats(kinds, len(rows) - late_n, late_n, result.state_rows,
-                                 result.state))
+                                 result.state, batch))
         return pd.concat(parts, ignore_index=True)[self.columns]
 
     def _rows(self, data: pd.DataFrame | None) -> kernel.Rows:
@@ -230,7 +242,7 @@ class LookbackProcessor(BucketProcessor):
                              for name in ("__record", "__file") if name in rows}
                     parts.append(self._out(self._table(rows), kind, extra))
         parts.append(self._stats(kinds, new.num_rows - late_n, late_n, result.state_rows,
-                                 result.state))
+                                 result.state, batch))
         return pd.concat(parts, ignore_index=True)[self.columns]
 
     def _table(self, rows: pd.DataFrame | None) -> pa.Table:

@@ -8,7 +8,8 @@ One Spark streaming query does the work::
       --> foreachBatch: the kernel's rows to results (windowed: the user's SELECT over
           them, plan.post; OVER: the batch plan over the rows handed back) to the output,
           late / timeless rows to the late sink, malformed ones to the quarantine,
-          counts to the batch's _progress record
+          counts to the batch's _progress record (over Kafka with the batch's earliest
+          record timestamp, from which the next batch's result latency is measured)
 
 so a micro-batch's cost follows the rows that arrived and the windows (or rows) that
 became final, not the state; Spark checkpoints the offsets, the watermark (= progress) and
@@ -170,9 +171,13 @@ class StatefulQuery(ContinuousQuery):
         listed = [p for p, _ in logged]
         # The result latency: a batch emits what the batch before it made final (its
         # watermark is the one those rows raised), so it is measured from the arrival of
-        # that batch's files.
+        # that batch's files -- or of its Kafka records (their earliest timestamp, which
+        # that batch counted and kept in its report: _arrival_of).
         before = files.batch_files(self.checkpoint, 0, batch_id - 1) if batch_id else []
         arrived = [ms / 1000.0 for _, ms in before if ms]
+        if s.source == "kafka" and batch_id:
+            previous = self._arrival_of(batch_id - 1)
+            arrived += [previous] if previous is not None else []
         if listed:
             files.wait_until_ready(listed, s.format)
             _unchanged_since_listed(logged)
@@ -184,6 +189,8 @@ class StatefulQuery(ContinuousQuery):
             report.quarantined = counts["quarantined"]
             report.rows_in = sum(counts[n] for n in pl.STAT_NAMES[:5])
             report.buffered, report.state_bytes = counts["state_rows"], counts["state_bytes"]
+            if counts.get("arrived"):
+                report.arrived_s = counts["arrived"] / 1e6
             report.inputs = {s.key: progress}
             if report.late or report.no_time:
                 reason = F.when(F.col("__kind") == pl.LATE, F.lit(
@@ -204,6 +211,21 @@ class StatefulQuery(ContinuousQuery):
         finally:
             df.unpersist()
         self._finish(report, began, arrived if report.final_out else [])
+
+    def _arrival_of(self, batch_id: int) -> float | None:
+        """The earliest Kafka timestamp (s) of batch ``batch_id``'s records: from its report
+        -- in memory when this process ran it, else from its ``_progress`` record (a
+        callable output keeps none: the first batch after a restart then has no latency)."""
+        for report in reversed(self.reports):
+            if report.batch == batch_id:
+                return report.arrived_s
+        if callable(self.output):
+            return None
+        record = storage.join(self.output, "_progress", f"batch={batch_id:09d}.json")
+        try:
+            return json.loads(storage.read_text(record)).get("arrived_s")
+        except (OSError, ValueError):
+            return None
 
     def _batch_watermark(self, batch_id: int) -> int | None:
         """Spark's watermark of batch ``batch_id`` (its offset log entry: written before the
@@ -245,13 +267,15 @@ class StatefulWindowQuery(StatefulQuery):
         counted = Observation(f"wavesql_batch_{batch_id}")
         observed = df.observe(counted, *[
             F.sum(F.when(F.col("__kind") == pl.STATS, F.col(f"__n{i}"))).alias(n)
-            for i, n in enumerate(pl.STAT_NAMES)])
+            for i, n in enumerate(pl.STAT_NAMES)], *_earliest_arrival(df))
         (observed.where(f"__kind = {pl.RESULT}")
          .withColumn("_time", F.timestamp_micros("__time"))
          .createOrReplaceTempView(pl.VIEW))
         out = spark.sql(self.windowed.post).withColumn(PROGRESS, timestamp_lit(progress))
         self._deliver_counted(out, batch_id, report, by_final=True)
-        return {n: int(counted.get.get(n) or 0) for n in pl.STAT_NAMES}
+        figures = counted.get
+        return {**{n: int(figures.get(n) or 0) for n in pl.STAT_NAMES},
+                "arrived": figures.get("arrived")}
 
 
 class StatefulOverQuery(StatefulQuery):
@@ -278,7 +302,8 @@ class StatefulOverQuery(StatefulQuery):
         # The counts first (a few rows of the cached batch): the plan below may run jobs
         # of its own over its input while planning, which an observation would count.
         stats = df.where(f"__kind = {pl.STATS}").groupBy().agg(*[
-            F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)]).collect()[0]
+            F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)],
+            *_earliest_arrival(df)).collect()[0].asDict()
         s = self.windowed.stream
         if self.windowed.post is not None:  # the kernel evaluated the windows: due rows
             values = [c for c in df.columns if c.startswith(("__w", "__wn"))]
@@ -287,7 +312,8 @@ class StatefulOverQuery(StatefulQuery):
             out = (spark.sql(self.windowed.post).withColumn(FINAL, F.lit(True))
                    .withColumn(PROGRESS, timestamp_lit(progress)))
             self._deliver_counted(out, batch_id, report, by_final=True)
-            return {n: int(stats[n] or 0) for n in pl.STAT_NAMES}
+            return {**{n: int(stats[n] or 0) for n in pl.STAT_NAMES},
+                    "arrived": stats.get("arrived")}
         rows = df.where(f"__kind = {pl.RESULT}").selectExpr(*self.windowed.decoded())
         rt = Runtime(spark, self.session.catalog, self.text, streams={s.key: rows})
         result = lower(self.bound, rt)
@@ -298,7 +324,19 @@ class StatefulOverQuery(StatefulQuery):
         out = (result.where(after & before).withColumn(FINAL, F.lit(True))
                .withColumn(PROGRESS, timestamp_lit(progress)))
         self._deliver_counted(out, batch_id, report, by_final=True)
-        return {n: int(stats[n] or 0) for n in pl.STAT_NAMES}
+        return {**{n: int(stats[n] or 0) for n in pl.STAT_NAMES},
+                "arrived": stats.get("arrived")}
+
+
+def _earliest_arrival(df) -> list:
+    """The aggregate of a batch's earliest Kafka arrival (µs, ``arrived``) over the kernel's
+    stats rows (processor.py), for a Kafka stream's batch; none for files."""
+    from pyspark.sql import functions as F
+
+    if pl.ARRIVED not in df.columns:
+        return []
+    at = F.col(pl.ARRIVED)
+    return [F.min(F.when((F.col("__kind") == pl.STATS) & (at > 0), at)).alias("arrived")]
 
 
 def _unchanged_since_listed(logged: list[tuple[str, int]]) -> None:
