@@ -45,7 +45,9 @@ ERROR_CODES: dict[str, str] = {
     "UNSUPPORTED_SCHEME": "a location's scheme (s3a://, gs://, ...) has no filesystem here",
     "STORAGE_UNREACHABLE": "an object store's endpoint did not answer",
     "MISSING_BUCKET": "a location's bucket or container does not exist",
-    "STORAGE_DENIED": "an object store refused the configured credentials",
+    "STORAGE_DENIED": "an object store refused the configured credentials, or a filesystem "
+                      "refused access (permissions, a read-only or immutable location)",
+    "STORAGE_FULL": "a filesystem had no space left (or the user's quota was exceeded)",
     "STORAGE_ERROR": "an object store failed a read or write for another reason",
     # Kafka (sources/kafka.py): live streams and sinks
     "KAFKA_UNREACHABLE": "no Kafka broker answered at a stream's or sink's bootstrap servers",

@@ -11,6 +11,7 @@ WaveSQL module but ``wavesql.errors``.
 
 from __future__ import annotations
 
+import errno
 import re
 from contextlib import contextmanager
 
@@ -242,6 +243,9 @@ def translate_runtime_error(error: BaseException) -> WaveSQLError:
     if text is None or _unavailable(error, text):
         return WaveSQLError("SPARK_UNAVAILABLE", _unavailable_message(error, text),
                             hint=_UNAVAILABLE_HINT)
+    local = _filesystem_error(error, text)
+    if local is not None:
+        return local
     raised = _RAISED_ERROR.search(text)
     if raised and raised.group("code") in ERROR_CODES:
         # a check compiled into the plan (raise_error), e.g. planner/bad_rows.py
@@ -305,8 +309,7 @@ def _storage_error(text: str) -> WaveSQLError | None:
         m = worker[-1]
         return WaveSQLError(m.group("code"), m.group("message").strip(),
                             hint="raised while the query ran, in a Spark task")
-    head = text.split("\n\tat ", 1)[0] + "\n" + "\n".join(
-        ln for ln in text.splitlines() if ln.startswith("Caused by: "))
+    head = _head(text)
     for pattern, code, what, hint in _STORAGE_FAILURES:
         m = pattern.search(head)
         if m:
@@ -315,6 +318,52 @@ def _storage_error(text: str) -> WaveSQLError | None:
             return WaveSQLError(code, (f"`{where.group(0)}`: " if where else "") + message,
                                 hint=hint)
     return None
+
+
+#: What a filesystem's refusal says, in Python (errno) and in Java (message): the code.
+_FS_ERRNOS = {errno.ENOSPC: "STORAGE_FULL", errno.EDQUOT: "STORAGE_FULL",
+              errno.EACCES: "STORAGE_DENIED", errno.EPERM: "STORAGE_DENIED",
+              errno.EROFS: "STORAGE_DENIED"}
+_FS_MESSAGES = re.compile(
+    r"(?P<full>No space left on device|Disk quota exceeded)|"
+    r"(?P<denied>Permission denied|Read-only file system|Operation not permitted|"
+    r"Mkdirs failed to create)")
+#: a local path or file: URI in a Java or Python message
+_FS_LOCATION = re.compile(r"(?:file:)?(/[^\s'\"`:,()]+)")
+_FS_HINTS = {
+    "STORAGE_FULL": "free space on that filesystem, then run again: a failed micro-batch "
+                    "of a continuous query or query file was not committed and is redone",
+    "STORAGE_DENIED": "make the location writable by this user, then run again: a failed "
+                      "micro-batch of a continuous query or query file was not committed "
+                      "and is redone",
+}
+
+
+def _filesystem_error(error: BaseException, text: str) -> WaveSQLError | None:
+    """A local (or mounted) filesystem refusing a write -- full, read-only, no permission --
+    as ``STORAGE_FULL`` / ``STORAGE_DENIED`` naming the location, whether WaveSQL's own
+    Python I/O raised it (an OSError with its errno) or Spark's writer (a Java
+    IOException's message)."""
+    if isinstance(error, OSError) and error.errno in _FS_ERRNOS:
+        code = _FS_ERRNOS[error.errno]
+        where = error.filename2 or error.filename
+        return WaveSQLError(code, (f"`{where}`: " if where else "") + (
+            error.strerror or str(error)), hint=_FS_HINTS[code])
+    head = _head(text)
+    m = _FS_MESSAGES.search(head)
+    if m is None:
+        return None
+    code = "STORAGE_FULL" if m.group("full") else "STORAGE_DENIED"
+    line = next(ln for ln in head.splitlines() if m.group(0) in ln)
+    where = _FS_LOCATION.search(line)
+    return WaveSQLError(code, (f"`{where.group(1)}`: " if where else "") + m.group(0),
+                        hint=_FS_HINTS[code])
+
+
+def _head(text: str) -> str:
+    """An exception's text without its Java stack: the first lines and every cause."""
+    return text.split("\n\tat ", 1)[0] + "\n" + "\n".join(
+        ln for ln in text.splitlines() if ln.startswith("Caused by: "))
 
 
 def _is_py4j(error: BaseException) -> bool:
