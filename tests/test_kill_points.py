@@ -160,3 +160,71 @@ def test_a_stateful_signal_query_killed_at_a_stage_is_exactly_once(tmp_path, sta
         s = r["y"]["start"]
         assert r["r"] == pytest.approx(float(np.sqrt(np.mean(
             x[s:s + 1000].astype(np.float64) ** 2))), rel=1e-6)
+
+
+# -- a replace-mode job --------------------------------------------------------------------------
+REPLACE_JOB = textwrap.dedent("""\
+    CREATE SIGNAL IF NOT EXISTS sig (x FLOAT) RATE 8000 HZ FROM 'sig/' FORMAT wav;
+    CREATE SINK IF NOT EXISTS levels TO 'out/levels/' FORMAT parquet;
+
+    INSERT INTO levels
+      SELECT start_sample(x) AS s, seg_rms(x) AS r FROM sig [SAMPLES 1000];
+""")
+
+
+def _levels(sink) -> list[tuple[int, float]]:
+    rows = []
+    for f in sorted(sink.glob("job=*/batch=*/*.parquet")):
+        rows += [(r["s"], r["r"]) for r in pq.read_table(f).to_pylist()]
+    return sorted(rows)
+
+
+def _levels_oracle(x: np.ndarray) -> list[tuple[int, float]]:
+    return [(s, float(np.sqrt(np.mean(x[s:s + 1000].astype(np.float64) ** 2))))
+            for s in range(0, len(x), 1000)]
+
+
+def _same_levels(got, want) -> bool:
+    return [s for s, _ in got] == [s for s, _ in want] and all(
+        g == pytest.approx(w, rel=1e-6) for (_, g), (_, w) in zip(got, want))
+
+
+@pytest.mark.spark
+def test_a_replace_mode_job_killed_before_and_after_its_swap_shows_one_whole_output(tmp_path):
+    """A query over a signal runs in replace mode (its output is the whole result, swapped
+    in for the previous one). Killed after the new result is staged, the sink still holds
+    the previous run's result, whole; killed right after the swap, the new one, whole; a
+    last run leaves it once -- each equal to numpy over the files present then."""
+    from scipy.io import wavfile
+
+    x = np.random.default_rng(9).standard_normal(4 * RATE).astype(np.float32)
+    (tmp_path / "sig").mkdir()
+    (tmp_path / "job.wsql").write_text(REPLACE_JOB)
+    levels = tmp_path / "out" / "levels"
+
+    def arrive(i):
+        wavfile.write(tmp_path / "sig" / f"part_{i}.wav", RATE, x[i * RATE:(i + 1) * RATE])
+
+    def killed_at(stage):
+        done = subprocess.run(
+            [sys.executable, "-m", "wavesql", "--master", "local[2]", "--catalog",
+             str(tmp_path / "catalog.db"), "run", "job.wsql"], cwd=tmp_path,
+            env={**env(), "WAVESQL_FAULT": stage}, capture_output=True, text=True,
+            timeout=600, start_new_session=True)
+        assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
+
+    for i in range(2):
+        arrive(i)
+    first = run(tmp_path, "run", "job.wsql")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert _same_levels(_levels(levels), _levels_oracle(x[:2 * RATE]))
+    arrive(2)
+    killed_at("staged")  # the new result written aside, not swapped in
+    assert _same_levels(_levels(levels), _levels_oracle(x[:2 * RATE]))
+    killed_at("renamed")  # swapped in; the old one not yet deleted
+    assert _same_levels(_levels(levels), _levels_oracle(x[:3 * RATE]))
+    arrive(3)
+    last = run(tmp_path, "run", "job.wsql")
+    assert last.returncode == 0, last.stdout + last.stderr
+    assert _same_levels(_levels(levels), _levels_oracle(x))
+    assert [p.name for p in (levels).glob("job=*/_staging/*")] == []  # nothing left aside

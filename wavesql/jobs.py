@@ -346,17 +346,26 @@ def _replace_output(session, bound, text: str, output: str, remote: bool = False
             return sinks.parquet_rows(files)
         return session.spark.read.format(bound.sink.format).options(
             **sinks.reader_options(bound.sink.format)).schema(df.schema).load(files).count()
+    from wavesql import faults
+    from wavesql.storage.local import exchange
+
     output = Path(output)
     target = output / "batch=000000000"
     staging = output / "_staging" / target.name
     sinks.write(df, str(staging), bound.sink.format)
-    old = output / "_staging" / "replaced"
-    if old.exists():
-        shutil.rmtree(old)
-    if target.exists():
-        os.replace(target, old)
-    os.replace(staging, target)
-    shutil.rmtree(old, ignore_errors=True)
+    faults.point("staged")
+    # the new output takes the old one's place in one step (the old one is then at
+    # `staging`): a reader, or a run killed here, sees one or the other, never neither
+    if not (target.exists() and exchange(str(staging), str(target))):
+        old = output / "_staging" / "replaced"  # (no atomic swap here: two renames)
+        if old.exists():
+            shutil.rmtree(old)
+        if target.exists():
+            os.replace(target, old)
+        os.replace(staging, target)
+        staging = old
+    faults.point("renamed")
+    shutil.rmtree(staging, ignore_errors=True)
     return sinks.count(session.spark, str(target), bound.sink.format, df.schema)
 
 
