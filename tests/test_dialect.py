@@ -59,6 +59,8 @@ IDENTITY = [
     "FROM 'recordings/array*.wav' FORMAT wav SEGMENT 4096",
     "CREATE SIGNAL s (x FLOAT) RATE 44.1 KHZ FROM 'a.wav' FORMAT wav EPOCH '2024-01-01 00:00:00'",
     "CREATE SIGNAL s (x FLOAT) RATE 100 FROM 'a.wav' FORMAT wav OPTIONS (channels = 1)",
+    "CREATE OR REPLACE SIGNAL acc (x FLOAT, y FLOAT) RATE 64 HZ OPTIONS (sample_column = 'n') "
+    "SEGMENT 64 AS SELECT n, ax AS x, ay AS y FROM readings WHERE device = 'a'",
     "CREATE SINK alerts TO 'out/alerts/' FORMAT parquet",
     "CREATE OR REPLACE SINK alerts (sym STRING, n BIGINT) TO 'out/' FORMAT parquet "
     "OPTIONS (compression = 'snappy')",
@@ -397,6 +399,10 @@ ERRORS = [
      "expected a time unit after 5", None),
     ("CREATE STREAM s (a INT) FROM 'x' FORMAT csv RATE 5", "RATE is not a clause of CREATE STREAM", "RATE"),
     ("CREATE SIGNAL m (a FLOAT) FROM 'x' FORMAT wav", "needs a RATE clause", "FROM"),
+    ("CREATE SIGNAL m (a FLOAT) RATE 1 HZ FORMAT csv AS SELECT a FROM t", "has no FORMAT",
+     "FORMAT"),
+    ("CREATE SIGNAL m (a FLOAT) RATE 1 HZ AS SELECT a FROM t WHERE a > 0 "
+     "OPTIONS (time_column = 'ts')", "after the query", "OPTIONS"),
     ("SELECT * FROM d SYNC JOIN m ON d.a = m.a", "SYNC JOIN needs ON RANGE", "d"),
     ("SELECT a FROM t EMIT FINAL EMIT CHANGES", "duplicate EMIT clause", "EMIT"),
     ("SHOW STREAMS LIKE 'x'", "unexpected `LIKE`", "LIKE"),

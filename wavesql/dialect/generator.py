@@ -128,6 +128,8 @@ class WaveSQLGenerator(SparkOutGenerator):
                 text = self.wave_interval_sql(value)
             elif clause == "RATE" and e.args.get("rate_unit"):
                 text = f"{self.sql(value)} {e.args['rate_unit']}"
+            elif clause == "AS":
+                text = self.sql(value)
             elif clause in ("FROM", "TO") and e.args.get("source"):
                 text = f"{self.sql(e, 'source')} {self.sql(value)}"
             else:

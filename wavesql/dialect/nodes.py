@@ -100,6 +100,8 @@ class CreateStream(WaveSQLNode):
         rate_unit: ``"HZ"``, ``"KHZ"`` or ``None`` when no unit was written.
         segment: ``exp.Literal`` number -- ``SEGMENT <samples per segment>``.
         epoch: ``exp.Literal`` string -- ``EPOCH '<timestamp>'``.
+        query: ``exp.Query`` -- ``AS <query>`` of a signal defined by a query (then no
+            ``path``/``format``; sources/query_signal.py).
         replace: ``True`` for ``CREATE OR REPLACE``.
         exists: ``True`` for ``IF NOT EXISTS``.
     """
@@ -120,6 +122,7 @@ class CreateStream(WaveSQLNode):
         "rate_unit": False,
         "segment": False,
         "epoch": False,
+        "query": False,
         "replace": False,
         "exists": False,
     }

@@ -19,7 +19,7 @@ from wavesql.dialect.syntax import CLAUSE_ARGS, CLAUSES, REQUIRED_CLAUSES
 
 # Every clause, multi-word ones first (matched in this order).
 _ALL_CLAUSES = ("EVENT TIME", "PROGRESS COLUMN", "FROM", "TO", "FORMAT", "OPTIONS",
-                "WATERMARK", "HEARTBEAT", "RATE", "SEGMENT", "EPOCH")
+                "WATERMARK", "HEARTBEAT", "RATE", "SEGMENT", "EPOCH", "AS")
 # A complete statement of each kind, for the hints.
 _EXAMPLES = {
     "STREAM": "CREATE STREAM s (ts TIMESTAMP, x DOUBLE) FROM 'data/s/' FORMAT parquet",
@@ -99,9 +99,26 @@ class DDLParser(ParserBase):
                 args["source"] = self.expression(exp.Var(this="KAFKA"), self._curr)
                 self._advance()
                 args["path"] = self._parse_ddl_clause(clause)
+            elif clause == "AS":  # a signal defined by a query: the query ends the statement
+                query = self._parse_ddl_select()
+                if not isinstance(query, exp.Query):
+                    self._fail("AS needs a query", token, hint="e.g. CREATE SIGNAL s (x FLOAT) "
+                               "RATE 64 HZ OPTIONS (sample_column = 'n') AS SELECT n, x FROM t")
+                args["query"] = query
+                if self._curr:
+                    self._fail(f"unexpected `{self._curr.text}` after the query of CREATE "
+                               f"{kind} ... AS", hint="the query ends the statement: write "
+                               "OPTIONS, SEGMENT and EPOCH before AS")
             else:
                 args[CLAUSE_ARGS[clause]] = self._parse_ddl_clause(clause)
+        if "AS" in seen:  # a query gives the samples: no files to read
+            for clause in ("FROM", "FORMAT"):
+                if clause in seen:
+                    self._fail(f"a signal defined by a query (AS ...) has no {clause} clause",
+                               seen[clause], hint="either FROM 'path' FORMAT ... or AS <query>")
         for clause in REQUIRED_CLAUSES[kind]:
+            if "AS" in seen and clause in ("FROM", "FORMAT"):
+                continue
             if clause not in seen:
                 what = f"{clause} 'path'" if clause in ("FROM", "TO") else clause
                 self._fail(f"CREATE {kind} needs a {what} clause", after_columns,

@@ -17,7 +17,8 @@ TIME_UNITS: dict[str, str] = {
 CLAUSES: dict[str, tuple[str, ...]] = {
     "STREAM": ("FROM", "FORMAT", "OPTIONS", "EVENT TIME", "WATERMARK", "PROGRESS COLUMN",
                "HEARTBEAT"),
-    "SIGNAL": ("RATE", "FROM", "FORMAT", "OPTIONS", "SEGMENT", "EPOCH"),
+    # AS <query>: a signal defined by a query (instead of FROM/FORMAT), always last
+    "SIGNAL": ("RATE", "FROM", "FORMAT", "OPTIONS", "SEGMENT", "EPOCH", "AS"),
     "SINK": ("TO", "FORMAT", "OPTIONS"),
 }
 REQUIRED_CLAUSES: dict[str, tuple[str, ...]] = {
@@ -29,4 +30,5 @@ REQUIRED_CLAUSES: dict[str, tuple[str, ...]] = {
 CLAUSE_ARGS: dict[str, str] = {
     "FROM": "path", "TO": "path", "FORMAT": "format", "OPTIONS": "options",
     "EVENT TIME": "event_time", "WATERMARK": "watermark", "PROGRESS COLUMN": "progress_column",
-    "HEARTBEAT": "heartbeat", "RATE": "rate", "SEGMENT": "segment", "EPOCH": "epoch"}
+    "HEARTBEAT": "heartbeat", "RATE": "rate", "SEGMENT": "segment", "EPOCH": "epoch",
+    "AS": "query"}
