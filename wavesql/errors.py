@@ -94,6 +94,9 @@ ERROR_CODES: dict[str, str] = {
                      "fail on it; continuous queries quarantine it)",
     "INCOMPLETE_FILE": "an input file of a continuous query was still being written when its "
                        "micro-batch had to read it (nothing of the batch is committed)",
+    "FILE_SCHEMA_MISMATCH": "a stream's file does not hold the stream's columns as declared (a "
+                            "column of another type, or -- a continuous query's new file -- "
+                            "a declared column missing)",
     "FILE_CHANGED": "a file a continuous query already read changed afterwards (grew, shrank "
                     "or was rewritten)",
     "OVERLAPPING_FILES": "two files of one signal claim the same samples",
@@ -107,6 +110,8 @@ ERROR_CODES: dict[str, str] = {
                          "SparkContext was stopped while a query ran",
     "STREAM_TIMEOUT": "a continuous query was still running when the wait for it "
                       "(WAVESQL_AWAIT_TIMEOUT_SECONDS) ran out",
+    "CHECKPOINT_CORRUPT": "a continuous query's checkpoint holds a file that cannot be read "
+                          "(truncated or edited)",
     "CHECKPOINT_MISMATCH": "a continuous query was started on a checkpoint written by a "
                            "different query plan (or an older runner)",
     "FILE_NOT_FOUND": "a query file passed to execute_file does not exist",
