@@ -100,6 +100,8 @@ ERROR_CODES: dict[str, str] = {
     "FILE_CHANGED": "a file a continuous query already read changed afterwards (grew, shrank "
                     "or was rewritten)",
     "OVERLAPPING_FILES": "two files of one signal claim the same samples",
+    "QUERY_CHANGED": "a signal defined by a query returned other rows when read than when "
+                     "its runs were planned (a non-deterministic query, data written meanwhile)",
     "INVALID_FILE_TIMESTAMP": "a file name does not carry a readable start time",
     "OUT_OF_ORDER_FILE": "a new file sorts before one a stream already read (it would rewrite "
                          "the timeline)",
