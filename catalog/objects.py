@@ -127,12 +127,14 @@ def _check_options(value: Any, owner: str) -> tuple[tuple[str, str], ...]:
 
 #: Where a stream's rows come from, or a sink's go: files (a location) or a Kafka topic.
 SOURCES = ("files", "kafka")
+#: A signal's samples may also be the rows of a query (``CREATE SIGNAL ... AS SELECT``).
+SIGNAL_SOURCES = SOURCES + ("query",)
 
 
-def _check_source(value: Any, owner: str) -> None:
-    if value not in SOURCES:
+def _check_source(value: Any, owner: str, allowed: tuple[str, ...] = SOURCES) -> None:
+    if value not in allowed:
         raise WaveSQLError("INVALID_OPTION", f"the source of {owner} must be one of "
-                           f"{', '.join(SOURCES)}, got {value!r}")
+                           f"{', '.join(allowed)}, got {value!r}")
 
 
 def _find_column(columns: tuple[Column, ...], name: str) -> Column | None:
@@ -373,14 +375,18 @@ class SignalDef(Definition):
     rate_hz : float
         Samples per second; finite and > 0.
     path : str
-        Where the samples are read from (a file or glob).
+        Where the samples are read from (a file or glob); with ``source="query"``, the
+        query's text (bound again wherever the signal is read, like a view's).
     format : str, default "wav"
-        Stored lower-cased.
+        Stored lower-cased; ``"query"`` for a signal defined by a query.
     options : mapping or sequence of (str, str), optional
     segment : int, default 4096
         Samples per stored signal segment; > 0.
     epoch_us : int, default 0
         Time of sample 0 in microseconds since 1970 (sample n is at ``epoch + n / rate``).
+    source : str, default "files"
+        ``"files"``, ``"kafka"`` (``path`` is the topic) or ``"query"`` (``CREATE SIGNAL
+        ... AS SELECT``: each row of the query is one sample, sources/query_signal.py).
 
     Examples
     --------
@@ -404,7 +410,10 @@ class SignalDef(Definition):
     def __post_init__(self) -> None:
         super().__post_init__()
         owner = self._owner
-        _check_source(self.source, owner)
+        _check_source(self.source, owner, SIGNAL_SOURCES)
+        if (self.source == "query") != (str(self.format).lower() == "query"):
+            raise WaveSQLError("INVALID_OPTION", f"{owner}: a signal defined by a query has "
+                               "source and format `query`, and only such a signal")
         self._set("channels", _check_columns(self.channels, owner, "channel"))
         if not self.channels:
             raise WaveSQLError("INVALID_OPTION", f"{owner} declares no channels",
@@ -419,7 +428,8 @@ class SignalDef(Definition):
                 hint="e.g. RATE 48000 HZ",
             )
         self._set("rate_hz", float(rate))
-        _check_text(self.path, f"the FROM path of {owner}")
+        _check_text(self.path, f"the query of {owner}" if self.source == "query"
+                    else f"the FROM path of {owner}")
         self._set("format", _check_text(self.format, f"the FORMAT of {owner}").lower())
         self._set("options", _check_options(self.options, owner))
         _check_int(self.segment, f"the SEGMENT size of {owner} (samples)", 1)

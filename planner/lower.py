@@ -127,13 +127,15 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
             options["lookback"] = str(lookback)
     if s.source == "kafka" or s.format != "wav":
         # sample blocks in a topic (sources/kafka_signal.py), rows of a table
-        # (sources/table_signal.py): placed on the timeline first, then the WAV scan's plan
-        from wavesql.sources import kafka_signal, table_signal
+        # (table_signal.py) or of a query (query_signal.py): placed on the timeline first,
+        # then the WAV scan's plan
+        from wavesql.sources import kafka_signal, query_signal, table_signal
 
-        source = kafka_signal if s.source == "kafka" else table_signal
+        source = {"kafka": kafka_signal, "query": query_signal}.get(s.source, table_signal)
+        rows = (_query_signal_rows(s, rt),) if s.source == "query" else ()
         tasks = TASKS_PER_CORE * max(1, rt.spark.sparkContext.defaultParallelism)
         return source.batch_frame(
-            rt.spark, s, program, width, slide, lookback=options.get("lookback") and
+            rt.spark, s, *rows, program, width, slide, lookback=options.get("lookback") and
             int(options["lookback"]), sequential=options.get("sequential") == "true",
             tasks=tasks)
     if settings.get(rt.spark, "wavesql.wav.scan") == "source":
@@ -145,6 +147,35 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
                                       read=_cached_header)
     except WavError as err:
         raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
+
+
+def _query_signal_rows(signal, rt: Runtime):
+    """The DataFrame of a signal's query, bound again now (like a view's body: what it
+    reads may have changed or gone); an error points into the query, under the signal."""
+    from wavesql.dialect import parse_one
+
+    from .analyze.context import BindContext
+    from .bind import bind_query
+    from .optimize import optimize
+    from .spark_environment import SparkEnvironment
+
+    stack = rt.prepared.setdefault("query signals being read", [])
+    if signal.key in stack:  # its query reads a signal whose query reads it
+        raise WaveSQLError("INVALID_OPTION", f"signal `{signal.name}` reads itself",
+                           hint=" -> ".join(stack + [signal.key]))
+    stack.append(signal.key)
+    try:
+        ctx = BindContext(rt.catalog, SparkEnvironment(rt.spark).for_text(signal.path),
+                          binder=bind_query)
+        bound = optimize(ir.QueryStatement(bind_query(parse_one(signal.path), None, ctx)))
+        return lower_relation(bound.relation, rt)
+    except WaveSQLError as err:
+        if err.query is not None and err.query != signal.path:
+            raise
+        raise WaveSQLError(err.code, f"in the query of signal `{signal.name}`: {err.message}",
+                           err.span, err.hint, signal.path, f"signal {signal.name}") from None
+    finally:
+        stack.pop()
 
 
 def _wav_options(signal, program, width: int, slide: int) -> dict:
@@ -443,6 +474,8 @@ def _lower_describe(stmt: ir.DescribeObject, rt: Runtime, offset):
     for key, value in defn.to_dict().items():
         if key in ("columns", "channels", "name") or value in (None, (), [], ""):
             continue
+        if key == "path" and getattr(defn, "source", None) == "query":
+            key = "query"  # CREATE SIGNAL ... AS <query>: its text
         if key == "options":  # secrets stay in the catalog, not on the screen
             value = [[k, "<redacted>" if _SECRET_OPTION.search(k) else v] for k, v in value]
         text = value if isinstance(value, str) else json.dumps(value)

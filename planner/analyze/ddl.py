@@ -23,7 +23,7 @@ from wavesql.dialect import Statement as ParsedStatement
 from wavesql.dialect import nodes as wn
 from wavesql.dialect import to_sql
 from wavesql.errors import Span, WaveSQLError, did_you_mean
-from wavesql.sources import kafka, kafka_signal, table_signal
+from wavesql.sources import kafka, kafka_signal, query_signal, table_signal
 from wavesql.udfs import registry, wav
 
 from .. import ir
@@ -78,6 +78,11 @@ def bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement:
             raise WaveSQLError("INVALID_OPTION", f"SEGMENT must be positive, got {segment}",
                                Span.of(segment_node), hint="e.g. SEGMENT 4096")
         epoch = node.args.get("epoch")
+        if node.args.get("query") is not None:  # CREATE SIGNAL ... AS SELECT
+            defn = _query_signal(node, ctx, columns, rate, segment,
+                                 _epoch_us(epoch) if epoch is not None else 0)
+            _check_create(defn, node.this, replace, exists, ctx)
+            return ir.CreateObject(defn, replace, exists)
         from_kafka = source == "kafka"
         defn = cat.SignalDef(
             name=name, channels=columns, rate_hz=rate, source=source,
@@ -104,6 +109,41 @@ def bind_create_stream(node: wn.CreateStream, ctx: BindContext) -> ir.Statement:
                            Span.of(node))
     _check_create(defn, node.this, replace, exists, ctx)
     return ir.CreateObject(defn, replace, exists)
+
+
+def _query_signal(node: wn.CreateStream, ctx: BindContext, channels, rate: float,
+                  segment: int, epoch_us: int) -> cat.SignalDef:
+    """A signal defined by a query: the catalog keeps the query's text (bound again at each
+    use, like a view's: sources/query_signal.py); it is bound now for its columns, to
+    refuse a query that cannot be a signal before anything is stored."""
+    query = node.args["query"]
+    name = node.name
+    ctes = {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}
+    for table in query.find_all(exp.Table):
+        if table.name.lower() == name.lower() and table.name.lower() not in ctes \
+                and not table.args.get("db"):
+            raise WaveSQLError("INVALID_OPTION", f"signal `{name}` is defined by a query "
+                               "that reads itself", Span.of(table),
+                               hint="a signal's query reads other streams, views or signals")
+    defn = cat.SignalDef(name=name, channels=channels, rate_hz=rate, source="query",
+                         path=to_sql(query), format="query", options=_options(node),
+                         segment=segment, epoch_us=epoch_us)
+    options = node.args.get("options")
+    try:
+        query_signal.layout_of(defn)
+    except WaveSQLError as err:
+        raise WaveSQLError(err.code, err.message, Span.of(options[0] if options else query),
+                           hint=err.hint) from None
+    body = ctx.bind_query(query)
+    if not body.bounded:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a signal defined by an unbounded query",
+                           Span.of(query), hint="define the signal over the stream's rows "
+                                                "(batch); continuous queries do not read it")
+    try:
+        query_signal.check_columns(defn, [(f.name, f.type) for f in body.schema.fields])
+    except WaveSQLError as err:
+        raise WaveSQLError(err.code, err.message, Span.of(query), hint=err.hint) from None
+    return defn
 
 
 def _check_recordings(defn: cat.SignalDef, node: wn.CreateStream) -> None:
