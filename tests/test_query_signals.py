@@ -104,6 +104,50 @@ def test_signal_over_a_stream_with_a_where_a_gap_and_rows_out_of_order(ws, tmp_p
         assert xs.tolist() == xyz[0][present].tolist(), k
 
 
+def test_small_partitions_stateful_filters_and_overlapping_windows(ws, tmp_path,
+                                                                     monkeypatch):
+    """Partitions of 256 samples (the planner's are >= 1 M): rows reach every partition
+    whose windows or warm-up read them; the filters equal scipy over each gap-free run,
+    overlapping windows cross the partitions' edges."""
+    import dataclasses
+
+    from wavesql.sources import placed as placed_module
+
+    plan, parts = placed_module.placed_plan, []
+
+    def small(*args, **kwargs):
+        got = plan(*args, **kwargs)
+        parts.append(got.plan.partitions(partition_samples=256))
+        return dataclasses.replace(got, parts=parts[-1])
+
+    monkeypatch.setattr(placed_module, "placed_plan", small)
+    xyz = _signal(5)
+    _stream(ws, _readings(tmp_path / "r", xyz), "parquet")
+    ws.sql("CREATE SIGNAL acc (x FLOAT, y FLOAT) RATE 64 HZ OPTIONS (sample_column = 'n') "
+           "AS SELECT n, ax AS x, ay AS y FROM readings WHERE device = 'a'")
+    got = ws.sql("SELECT start_sample(x) AS s, lowpass(x, 4.0) AS f, "
+                 "fir(y, array(0.25, 0.5, 0.25)) AS g FROM acc [SAMPLES 128]"
+                 ).toPandas().sort_values("s")
+    sos = scipy.signal.butter(4, 4.0, fs=RATE, output="sos")
+    for column, run in (("f", lambda v: scipy.signal.sosfilt(sos, v)),
+                        ("g", lambda v: scipy.signal.lfilter([0.25, 0.5, 0.25], [1.0], v))):
+        out = np.concatenate([np.asarray(f["samples"], np.float32) for f in got[column]])
+        want = np.concatenate([run(xyz[0 if column == "f" else 1][a:b].astype(np.float64))
+                               for a, b in RUNS]).astype(np.float32)
+        np.testing.assert_allclose(out, want, rtol=0, atol=2e-6)
+    assert len(parts[-1]) > 8  # the filters were warmed up at every partition's start
+    got = ws.sql("SELECT start_sample(x) AS s, width(x) AS w, seg_avg(x) AS m "
+                 "FROM acc [SAMPLES 100 SLIDE 30]").toPandas().sort_values(["s", "w"])
+    # as over WAV files with this gap: a run's windows are those starting in it, from
+    # the one holding its first sample (README: Windows)
+    want = [(max(k * 30, a), min(k * 30 + 100, b)) for a, b in RUNS
+            for k in range(a // 30, (b - 1) // 30 + 1)]
+    assert list(zip(got.s, got.s + got.w)) == want
+    np.testing.assert_allclose(
+        got.m, [np.mean(xyz[0][a:b].astype(np.float64)) for a, b in want], rtol=1e-9,
+        atol=1e-12)
+
+
 def _pieces(value):
     return value if isinstance(value, (list, np.ndarray)) else [value]
 
