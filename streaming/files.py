@@ -154,6 +154,40 @@ def wait_until_ready(paths: Sequence[str], fmt: str, *, settle: float | None = N
         sleep(min(0.1, max(settle / 4, 0.01)))
 
 
+def check_columns(paths: Sequence[str], stream) -> None:
+    """``FILE_SCHEMA_MISMATCH`` for the first new Parquet file of ``stream`` that lacks a
+    column the stream declares (not in its schema, nor a ``name=value`` folder of its path).
+
+    Spark's reader would give such a column NULL in every row: right for the files of a
+    table written before the column was added (batch queries keep that rule), but in a
+    continuous query a *new* file without it means its producer changed -- its rows would
+    enter the results with NULLs nobody wrote. A column of another type is caught by Spark's
+    reader itself (wavesql/spark_errors.py); extra columns are not the stream's and are not
+    read. Costs one footer read per new file."""
+    import pyarrow.parquet as pq
+
+    from wavesql.errors import WaveSQLError
+
+    if stream.format != "parquet":
+        return
+    declared = [c.name for c in stream.columns]
+    for path in paths:
+        with storage.open_input(local_path(path) or path) as f:
+            names = {n.lower() for n in pq.ParquetFile(f).schema_arrow.names}
+        folders = {part.split("=", 1)[0].lower() for part in path.replace("\\", "/").split("/")
+                   if "=" in part}
+        missing = [c for c in declared if c.lower() not in names | folders]
+        if missing:
+            listed = ", ".join(f"`{c}`" for c in missing)
+            raise WaveSQLError(
+                "FILE_SCHEMA_MISMATCH", f"`{path}`: a new file of stream `{stream.name}` has "
+                f"no column {listed} (its columns: {', '.join(sorted(names))})",
+                hint="nothing of this micro-batch was committed; move the file out of the "
+                     "stream's folder (or rewrite it with the stream's columns) and run again; "
+                     "if the producers dropped the column, CREATE OR REPLACE STREAM without it "
+                     "(and a new checkpoint)")
+
+
 def batch_files(checkpoint: str, source: int, batch_id: int) -> list[tuple[str, int]]:
     """``(path, modification time in ms when Spark listed it)`` of the files micro-batch
     ``batch_id`` reads from source ``source``, from Spark's file-source log

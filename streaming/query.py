@@ -80,10 +80,13 @@ class ContinuousQuery:
         default = timeout is None and await_timeout_seconds()
         try:
             done = self._query.awaitTermination(default or timeout)
-        except StreamingQueryException:
+        except StreamingQueryException as err:
             if isinstance(self.error, WaveSQLError):
                 raise self.error from None
-            raise
+            # failed outside a micro-batch (Spark reading its checkpoint, its source)
+            from wavesql.spark_errors import translate_runtime_error
+
+            raise translate_runtime_error(err) from None
         if self.error is not None:
             raise self.error
         if default and done is False:
@@ -153,6 +156,9 @@ class ContinuousQuery:
 
     def _start_writer(self, source, trigger: str):
         """Run ``source`` through this query's micro-batch callback on ``trigger``."""
+        # Spark plans each batch's reads after this (streaming/stateful/query.py
+        # ``_unchanged_since_listed``: a batch re-run after a restart reads files as now)
+        self.started_ms = int(time.time() * 1000)
         writer = (source.writeStream.foreachBatch(self._guarded_batch)
                   .option("checkpointLocation", storage.join(self.checkpoint, "offsets")))
         if trigger == "availableNow":
@@ -259,11 +265,22 @@ class ContinuousQuery:
         for b in done:
             if batch_id is not None and b >= batch_id:
                 continue
+            where = storage.join(self._state_dir(b), "state.json")
             try:
-                state = json.loads(storage.read_text(
-                    storage.join(self._state_dir(b), "state.json")))
+                text = storage.read_text(where)
             except FileNotFoundError:
                 continue  # a batch killed before its state was committed
+            try:
+                state = json.loads(text)
+            except ValueError:
+                state = None
+            if not isinstance(state, dict):  # (committed whole: so edited or damaged since)
+                raise WaveSQLError(
+                    "CHECKPOINT_CORRUPT", f"`{where}` is not the state this query committed "
+                    "(not a JSON object: truncated or edited)",
+                    hint="restore the checkpoint folder from a backup, or start the query "
+                         "with a new checkpoint (and a new output folder: the old output "
+                         "would be written again)")
             state["dir"] = self._state_dir(b)
             return state
         return None

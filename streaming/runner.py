@@ -320,6 +320,7 @@ class ReEvaluatingQuery(ContinuousQuery):
             return batch_df.where(F.col("__src") == inp.index).select(
                 f"{inp.column}.*", "__file")
         files.wait_until_ready(listed, inp.stream.format)
+        files.check_columns(listed, inp.stream)
         if read_files is not None:
             read_files.extend(listed)
         s = inp.stream

@@ -243,7 +243,7 @@ def translate_runtime_error(error: BaseException) -> WaveSQLError:
     if text is None or _unavailable(error, text):
         return WaveSQLError("SPARK_UNAVAILABLE", _unavailable_message(error, text),
                             hint=_UNAVAILABLE_HINT)
-    local = _filesystem_error(error, text)
+    local = _filesystem_error(error, text) or _file_or_checkpoint_error(text)
     if local is not None:
         return local
     raised = _RAISED_ERROR.search(text)
@@ -358,6 +358,36 @@ def _filesystem_error(error: BaseException, text: str) -> WaveSQLError | None:
     where = _FS_LOCATION.search(line)
     return WaveSQLError(code, (f"`{where.group(1)}`: " if where else "") + m.group(0),
                         hint=_FS_HINTS[code])
+
+
+_PARQUET_TYPE = re.compile(
+    r"reading file (?P<file>\S+?)\. Data type mismatches when reading Parquet column "
+    r"\[(?P<column>[^\]]+)\]\. Expected Spark type (?P<want>[\w()<>,: ]+?), actual Parquet "
+    r"type (?P<found>\w+)")
+_MALFORMED_LOG = re.compile(r"Failed to read log file (?P<file>\S+?)\. \[MALFORMED_LOG_FILE\]")
+
+
+def _file_or_checkpoint_error(text: str) -> WaveSQLError | None:
+    """A stream's file whose column has another type than declared (Spark's Parquet reader)
+    as ``FILE_SCHEMA_MISMATCH``; a damaged file of Spark's own checkpoint logs (offsets,
+    commits, sources) as ``CHECKPOINT_CORRUPT``; each naming the file."""
+    m = _PARQUET_TYPE.search(text)
+    if m is not None:
+        return WaveSQLError(
+            "FILE_SCHEMA_MISMATCH", f"`{m.group('file')}`: column `{m.group('column')}` is "
+            f"{m.group('found')} in the file; the stream declares {m.group('want').upper()}",
+            hint="move the file out of the stream's folder (or rewrite it with the declared "
+                 "types) and run again; if the producers changed the schema, CREATE OR "
+                 "REPLACE STREAM with the new types (and a new checkpoint for continuous "
+                 "queries)")
+    m = _MALFORMED_LOG.search(text)
+    if m is not None:
+        return WaveSQLError(
+            "CHECKPOINT_CORRUPT", f"`{m.group('file')}`: Spark's checkpoint log file is "
+            "malformed (truncated or edited)",
+            hint="restore the checkpoint folder from a backup, or start the query with a new "
+                 "checkpoint (and a new output folder: the old output would be written again)")
+    return None
 
 
 def _head(text: str) -> str:

@@ -180,7 +180,8 @@ class StatefulQuery(ContinuousQuery):
             arrived += [previous] if previous is not None else []
         if listed:
             files.wait_until_ready(listed, s.format)
-            _unchanged_since_listed(logged)
+            files.check_columns(listed, s)
+            _unchanged_since_listed(logged, self._planned_after(batch_id))
         df = batch_df.persist()
         try:
             counts = self._deliver_results(spark, df, batch_id, progress, report)
@@ -226,6 +227,17 @@ class StatefulQuery(ContinuousQuery):
             return json.loads(storage.read_text(record)).get("arrived_s")
         except (OSError, ValueError):
             return None
+
+    def _planned_after(self, batch_id: int) -> int:
+        """A time (ms) before Spark planned this batch's read: when its offset log entry
+        was written (just before), or -- a batch re-run after a restart, whose entry is
+        older -- when this run started."""
+        path = storage.join(self.checkpoint, "offsets", "offsets", str(batch_id))
+        try:
+            logged = storage.stat(path).mtime_ns // 1_000_000
+        except (OSError, WaveSQLError):
+            logged = 0
+        return max(logged, getattr(self, "started_ms", 0))
 
     def _batch_watermark(self, batch_id: int) -> int | None:
         """Spark's watermark of batch ``batch_id`` (its offset log entry: written before the
@@ -339,12 +351,14 @@ def _earliest_arrival(df) -> list:
     return [F.min(F.when((F.col("__kind") == pl.STATS) & (at > 0), at)).alias("arrived")]
 
 
-def _unchanged_since_listed(logged: list[tuple[str, int]]) -> None:
-    """Spark reads a batch's files with the sizes it saw when it listed them: a file that
-    changed since (still being written then) would be read in part, so the batch fails
-    with ``INCOMPLETE_FILE`` before anything is committed; running the query again lists
-    it anew and reads it whole. (The re-evaluating runner reads the files itself and
-    waits instead; writing files aside and renaming them into place avoids both.)"""
+def _unchanged_since_listed(logged: list[tuple[str, int]], planned_ms: int = 0) -> None:
+    """Spark reads a batch's files with the sizes it saw when it planned the batch's read
+    (after ``planned_ms``: :meth:`StatefulQuery._planned_after`): a file changed since it
+    was listed, and after that, was still being written then and would be read in part, so
+    the batch fails with ``INCOMPLETE_FILE`` before anything is committed. Running the query
+    again re-plans the read after the file's last change and reads it whole. (The
+    re-evaluating runner reads the files itself and waits instead; writing files aside and
+    renaming them into place avoids both.)"""
     from wavesql.streaming.files import local_path
 
     for uri, listed_ms in logged:
@@ -353,7 +367,8 @@ def _unchanged_since_listed(logged: list[tuple[str, int]]) -> None:
             now_ms = os.stat(path).st_mtime_ns // 1_000_000 if path else None
         except OSError:
             now_ms = None
-        if path and listed_ms and now_ms is not None and now_ms != listed_ms:
+        if path and listed_ms and now_ms is not None and now_ms != listed_ms \
+                and now_ms >= planned_ms:
             raise WaveSQLError(
                 "INCOMPLETE_FILE", f"{path} changed after this micro-batch listed it (it was "
                 "still being written): nothing of the batch is committed",
