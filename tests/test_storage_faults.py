@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_run_files import (HOT_JOB, batches, hot_of, input_frame, oracle_hot, run,
+from tests.test_run_files import (HOT_JOB, batches, hot_of, input_frame, oracle_hot,
                                   write_input)
 
 
@@ -54,29 +54,32 @@ def unwritable(folder: Path):
 
 
 @pytest.mark.spark
-def test_an_unwritable_sink_is_a_clear_error_and_the_next_run_recovers(tmp_path):
-    (tmp_path / "job.wsql").write_text(HOT_JOB)
+def test_an_unwritable_sink_is_a_clear_error_and_the_next_run_recovers(ws, tmp_path):
+    """A query file's job (run in this process, as `wavesql run` runs it) meets its sink
+    unwritable twice -- Spark's writer cannot create the batch's staging folder, then the
+    staged batch cannot be renamed into the job's folder -- each a failed run with
+    STORAGE_DENIED naming the location and nothing of the batch visible; once writable,
+    the next run leaves the sink equal to the pandas oracle, every row once."""
+    from wavesql.jobs import run_file
+
+    job_file = tmp_path / "job.wsql"
+    job_file.write_text(HOT_JOB)
     hot = tmp_path / "out" / "hot"
     for i in range(2):
         write_input(tmp_path / "in", i)
-    first = run(tmp_path, "run", "job.wsql")
-    assert first.returncode == 0, first.stdout + first.stderr
+    assert run_file(ws, str(job_file)).status == "ok"
     committed = batches(hot)
     (job,) = hot.glob("job=*")
     for i in range(2, 4):
         write_input(tmp_path / "in", i)
-    # Spark's writer cannot create the batch's staging folder; then WaveSQL cannot rename
-    # the staged batch into the job's folder
     for folder in (job / "_staging", job):
         with unwritable(folder):
-            failed = run(tmp_path, "run", "job.wsql")
-        assert failed.returncode != 0
-        assert "error[STORAGE_DENIED]" in failed.stderr, failed.stderr
-        assert str(job) in failed.stderr and "Traceback" not in failed.stderr
-        assert "run again" in failed.stderr  # the hint
+            failed = run_file(ws, str(job_file))
+        assert failed.status == "failed"
+        assert failed.error.code == "STORAGE_DENIED", failed.error
+        assert str(job) in failed.error.message and "run again" in failed.error.hint
         assert batches(hot) == committed  # nothing of the failed batch is visible
-    again = run(tmp_path, "run", "job.wsql")
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert run_file(ws, str(job_file)).status == "ok"
     got = hot_of(hot)
     assert len(got) == len(set(got)), "a row twice in the sink"
     assert got == oracle_hot(input_frame(tmp_path / "in"))
