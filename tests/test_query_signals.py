@@ -246,6 +246,14 @@ def test_errors(ws, tmp_path):
     err = _bad(ws, "CREATE OR REPLACE SIGNAL bad (x FLOAT) RATE 10 HZ "
                "OPTIONS (sample_column = 'n') AS SELECT n, v AS x FROM nosuch")
     assert err.code == "UNKNOWN_STREAM"
+    # two signals reading each other: refused when read, naming the cycle
+    one = ("CREATE OR REPLACE SIGNAL {} (x FLOAT) RATE 10 HZ OPTIONS (sample_column = 'n') "
+           "AS SELECT start_sample(x) AS n, seg_avg(x) AS x FROM {} [SAMPLES 1]")
+    ws.sql("CREATE SIGNAL c1 (x FLOAT) RATE 10 HZ OPTIONS (sample_column = 'n') "
+           "AS SELECT n, v AS x FROM dup WHERE v <> 4")
+    ws.sql(one.format("c2", "c1"))
+    err = _bad(ws, one.format("c1", "c2"), "SELECT seg_avg(x) FROM c1")
+    assert err.code == "INVALID_OPTION" and "c1 -> c2 -> c1" in err.hint
 
 
 def test_a_continuous_query_is_refused(ws, tmp_path):
