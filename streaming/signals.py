@@ -110,8 +110,13 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
         refuse("NOT_IMPLEMENTED", "a continuous query over several signals")
     scan = scans[0]
     if scan.signal.format not in ("wav", "samples"):
+        what = ("a signal defined by a query" if scan.signal.format == "query"
+                else f"{scan.signal.format} files")
         refuse("NOT_IMPLEMENTED", f"continuous queries read WAV signals and Kafka sample "
-               f"blocks, not {scan.signal.format}")
+               f"blocks, not {what}",
+               "run it as a batch query (or a scheduled query file: INSERT INTO a sink, "
+               "`wavesql schedule`); a continuous query can read the stream the signal "
+               "is built from")
     if not (isinstance(root, ir.SqlQuery) and len(root.inputs) == 1
             and root.inputs[0][1] is scan):
         refuse("NOT_IMPLEMENTED", "this shape of continuous signal query",

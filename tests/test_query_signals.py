@@ -265,3 +265,4 @@ def test_a_continuous_query_is_refused(ws, tmp_path):
         ws.stream("SELECT seg_rms(x) AS r FROM q [SAMPLES 5]", str(tmp_path / "out"),
                   checkpoint=str(tmp_path / "ck"))
     assert info.value.code == "NOT_IMPLEMENTED" and "query" in info.value.message
+    assert "batch query" in info.value.hint
