@@ -109,6 +109,16 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "parallel ranges of time (planner/physical/direct_resample.py); false: Spark SQL."),
     Setting("wavesql.resample.min_rows", 100_000, _count(0), "0",
             "Below this many rows, RESAMPLE stays Spark SQL."),
+    Setting("wavesql.temporal.parallel", True, _boolean, "false",
+            "An un-keyed RESAMPLE or ASOF JOIN that no direct pass takes (CSV or JSON "
+            "streams, views, subqueries, ...) runs in parallel chunks of event time "
+            "(planner/physical/chunked_temporal.py); false: Spark SQL, in one partition."),
+    Setting("wavesql.temporal.min_rows", 100_000, _count(0), "0",
+            "Below this many rows (RESAMPLE's input, an ASOF JOIN's left side), un-keyed "
+            "RESAMPLE and ASOF JOIN stay Spark SQL."),
+    Setting("wavesql.temporal.chunk_rows", None, _count(1), "1000000",
+            "Rows (and grid points) per chunk of the parallel RESAMPLE / ASOF JOIN; unset: "
+            "about four chunks per core, at most 262,144 each."),
     Setting("wavesql.python.task_memory", None, parse_size, "'512m'",
             "What one Python task may hold; the direct passes cut their ranges until each "
             "fits half of it. Unset: spark.executor.pyspark.memory shared by the executor's "
