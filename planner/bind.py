@@ -71,7 +71,8 @@ class Environment(Protocol):
         ``MISSING_TOPIC`` (sources/kafka.py)."""
 
 
-def bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str = ".") -> ir.Statement:
+def bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str = ".",
+         path_roots: tuple[str, ...] = ()) -> ir.Statement:
     """Bind one parsed statement against the catalog.
 
     Parameters
@@ -83,13 +84,16 @@ def bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str = ".") 
         Spark-side facts (tables, functions, analysis). ``wavesql.session`` provides it.
     base_dir : str
         Directory against which relative paths in DDL are resolved.
+    path_roots : tuple of str
+        Folders a relative path may not lead out of (``PATH_ESCAPES``; a query file's
+        statements: wavesql/session.py ``path_roots``); empty: no such rule.
 
     Returns
     -------
     ir.Statement
     """
     try:
-        return _bind(stmt, catalog, env, base_dir)
+        return _bind(stmt, catalog, env, base_dir, path_roots)
     except WaveSQLError as err:
         # Every error about the user's text points somewhere in it: one raised far from the
         # AST (the catalog store, Spark's analysis of generated SQL) gets the statement.
@@ -98,8 +102,9 @@ def bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str = ".") 
         raise
 
 
-def _bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str) -> ir.Statement:
-    ctx = BindContext(catalog, env, base_dir, binder=bind_query)
+def _bind(stmt: ParsedStatement, catalog, env: Environment, base_dir: str,
+          path_roots: tuple[str, ...] = ()) -> ir.Statement:
+    ctx = BindContext(catalog, env, base_dir, path_roots, binder=bind_query)
     if stmt.error is not None:
         # sqlglot could not parse it; if Spark can, it is Spark SQL WaveSQL has no AST for:
         # run the text as is, with the catalog objects it names made visible to Spark.

@@ -1,4 +1,4 @@
-"""Local-disk primitives the commit protocols need beyond ``os``.
+"""Local-disk primitives beyond ``os``: an atomic swap, and where a relative path leads.
 
 :func:`exchange` swaps two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``), so a
 replace-mode job's new output takes the place of its old one with no moment where neither
@@ -12,6 +12,8 @@ import ctypes
 import ctypes.util
 import errno
 import os
+
+from wavesql import storage
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
@@ -43,3 +45,19 @@ def exchange(a: str, b: str) -> bool:
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False  # a filesystem without RENAME_EXCHANGE (or an old kernel)
     raise OSError(err, os.strerror(err), a, None, b)
+
+
+def escaping(raw: str, base_dir: str, roots: tuple[str, ...]) -> str | None:
+    """Where the relative local path ``raw`` resolves against ``base_dir``, when that is
+    outside every folder of ``roots`` (a query file's ``..`` reaching out of the file's
+    folder and of the folder it is run from); None when inside one, when ``roots`` is empty
+    (no rule) or when ``raw`` is absolute or a URI (the author said exactly where)."""
+    if not roots or storage.scheme(raw) != "file" or raw.lower().startswith("file://") \
+            or os.path.isabs(os.path.expanduser(raw)):
+        return None
+    resolved = os.path.normpath(os.path.join(os.path.abspath(base_dir), raw))
+    for root in roots:
+        root = os.path.normpath(os.path.abspath(root))
+        if resolved == root or resolved.startswith(root.rstrip(os.sep) + os.sep):
+            return None
+    return resolved

@@ -80,8 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("files", nargs="+")
     run_p.add_argument("--max-files-per-trigger", type=int, metavar="N",
                        help="INSERT INTO jobs read at most N new files per micro-batch")
+    run_p.add_argument("--allow-parent-paths", action="store_true",
+                       help="let the files' relative paths lead out of their folder and of "
+                            "the current one (`..`)")
     check_p = sub.add_parser("check", help="compile statement files without running them")
     check_p.add_argument("files", nargs="+")
+    check_p.add_argument("--allow-parent-paths", action="store_true",
+                       help="let the files' relative paths lead out of their folder and of "
+                            "the current one (`..`)")
     sched_p = sub.add_parser("schedule", help="run a folder's .wsql files on their cron "
                              "expressions (`-- schedule: <cron>` in the file header)")
     sched_p.add_argument("directory")
@@ -91,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="stop after SECONDS (the run in progress is finished)")
     sched_p.add_argument("--max-files-per-trigger", type=int, metavar="N",
                          help="INSERT INTO jobs read at most N new files per micro-batch")
+    sched_p.add_argument("--allow-parent-paths", action="store_true",
+                       help="let the files' relative paths lead out of their folder and of "
+                            "the current one (`..`)")
     runs_p = sub.add_parser("runs", help="show the run history kept in the catalog")
     runs_p.add_argument("--file", help="only the runs of this query file")
     runs_p.add_argument("--limit", type=int, default=20, help="newest N runs (default 20)")
@@ -120,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.verb == "status":  # the output's _progress/ records alone: no Spark needed
             return _show_status(args)
         ws = _connect(args)
+        ws.allow_parent_paths = bool(getattr(args, "allow_parent_paths", False))
         if args.verb in ("run", "schedule") and args.max_files_per_trigger is not None:
             ws.job_options["max_files_per_trigger"] = args.max_files_per_trigger
         if args.verb == "run":
@@ -251,7 +261,7 @@ def _check_files(ws, files: list[str]) -> int:
             err.print(f"{name}: no such file", markup=False)
             failures += 1
             continue
-        errors = check_text(ws, path.read_text(), str(path.resolve().parent))
+        errors = check_text(ws, path.read_text(), str(path.resolve().parent), str(path))
         for e in errors:
             err.print(str(e.with_query(path.read_text(), source=name)), markup=False)
         if errors:
@@ -263,7 +273,8 @@ def _check_files(ws, files: list[str]) -> int:
     return 1 if failures else 0
 
 
-def check_text(ws, text: str, base_dir: str = ".") -> list[WaveSQLError]:
+def check_text(ws, text: str, base_dir: str = ".", source: str | None = None
+               ) -> list[WaveSQLError]:
     """Every error of ``text``, statement by statement, without running anything.
 
     Each statement is parsed on its own (so a syntax error does not hide the statements
@@ -299,7 +310,7 @@ def check_text(ws, text: str, base_dir: str = ".") -> list[WaveSQLError]:
                     services.sink_of(scratch, prefix, text)
                     keep = (prefix.query_start, chunk.end)
                 for stmt in parse_statements(blank_outside(text, [keep]), lenient=True):
-                    ws.bind_into(stmt, text, scratch, base_dir)
+                    ws.bind_into(stmt, text, scratch, base_dir, source)
             except WaveSQLError as e:
                 errors.append(e)
     finally:

@@ -116,6 +116,8 @@ ERROR_CODES: dict[str, str] = {
                           "(truncated or edited)",
     "CHECKPOINT_MISMATCH": "a continuous query was started on a checkpoint written by a "
                            "different query plan (or an older runner)",
+    "PATH_ESCAPES": "a relative path in a query file leads out of the file's folder and of the "
+                    "folder it is run from (`..`), which the run did not allow",
     "FILE_NOT_FOUND": "a query file passed to execute_file does not exist",
     # query files, sinks and schedules (wavesql run / schedule)
     "SINK_MISMATCH": "an INSERT INTO query does not produce the columns its sink declares",

@@ -175,7 +175,7 @@ def _resolve(path: str, base_dir: str) -> str:
     return path if os.path.isabs(path) or "://" in path else os.path.join(base_dir, path)
 
 
-def _late_target(bound, session, base_dir: str):
+def _late_target(bound, session, base_dir: str, roots: tuple[str, ...] = ()):
     """The job's LATE INTO as ``(where, format)``: a folder, a Kafka sink's records; or None
     (the job's own folder)."""
     from sqlglot import exp
@@ -186,6 +186,14 @@ def _late_target(bound, session, base_dir: str):
         return None
     target = bound.late_into.this  # a quoted path or a sink's name
     if isinstance(target, exp.Literal) and target.is_string:
+        from wavesql.storage.local import escaping
+
+        outside = escaping(target.name, base_dir, roots)
+        if outside is not None:
+            from wavesql.planner.analyze.ddl import path_escapes
+
+            err = path_escapes(target.name, outside)
+            raise WaveSQLError(err.code, err.message, Span.of(target), hint=err.hint)
         return _resolve(target.name, base_dir), "parquet"
     defn = session.catalog.get(target.name)
     if not isinstance(defn, cat.SinkDef):
@@ -245,7 +253,7 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
         output = KafkaOutput(sink)
     report = InsertReport(sink.name, job, "incremental" if bound.continuous else "replace",
                           output=str(output))
-    late = _late_target(bound, session, base_dir)
+    late = _late_target(bound, session, base_dir, session.path_roots(source, base_dir))
     with _job_guard(session, root, job, f"INSERT INTO {sink.name} (job {job})"):
         _describe_job(home, job, source, bound)
         if bound.continuous:

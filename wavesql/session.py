@@ -82,6 +82,9 @@ class Session:
         #: Keyword arguments for ``INSERT INTO`` jobs (``wavesql.jobs.run_insert``), e.g.
         #: ``{"max_files_per_trigger": 1}``; ``wavesql run`` sets them from its options.
         self.job_options: dict = {}
+        #: let a query file's relative paths lead out of its folder and of the folder it
+        #: is run from (``..``; ``wavesql run --allow-parent-paths``)
+        self.allow_parent_paths = False
 
     # -- public API ---------------------------------------------------------------------
     def sql(self, text: str, *, base_dir: str | os.PathLike = "."):
@@ -138,12 +141,21 @@ class Session:
             scratch.close()
         return out
 
-    def bind_into(self, stmt: Statement, text: str, scratch, base_dir: str = "."
-                  ) -> ir.Statement:
+    def path_roots(self, source: str | None, base_dir: str) -> tuple[str, ...]:
+        """The folders a query file's relative paths may not lead out of: its own and the
+        one it is run from; none for statements typed or passed as text (``source`` None),
+        or when :attr:`allow_parent_paths` is set."""
+        if source is None or self.allow_parent_paths:
+            return ()
+        return (os.path.abspath(base_dir), os.getcwd())
+
+    def bind_into(self, stmt: Statement, text: str, scratch, base_dir: str = ".",
+                  source: str | None = None) -> ir.Statement:
         """Bind one statement against the catalog ``scratch`` and apply its DDL there, so
         that later statements of the same text see what it creates or drops."""
         self._use_storage_settings()
-        bound = planner.optimize(planner.bind(stmt, scratch, self.env.for_text(text), base_dir))
+        bound = planner.optimize(planner.bind(stmt, scratch, self.env.for_text(text), base_dir,
+                                              self.path_roots(source, base_dir)))
         if isinstance(bound, ir.CreateObject):
             scratch.create(bound.definition, replace=bound.replace,
                            if_not_exists=bound.if_not_exists)
@@ -233,7 +245,8 @@ class Session:
         self._use_storage_settings()
         if stmt.error is not None:
             _refuse_stream_prefix(stmt)
-        bound = planner.bind(stmt, self.catalog, self.env.for_text(text), base_dir)
+        bound = planner.bind(stmt, self.catalog, self.env.for_text(text), base_dir,
+                             self.path_roots(source, base_dir))
         bound = planner.optimize(bound)
         from wavesql.planner.insert import InsertInto
 

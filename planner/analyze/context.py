@@ -25,6 +25,8 @@ class BindContext:
     catalog: object  # wavesql.catalog.Catalog
     env: object  # planner.bind.Environment
     base_dir: str = "."  # relative DDL paths resolve against this (a query file's folder)
+    #: folders relative paths may not lead out of (a query file's; empty: no rule)
+    path_roots: tuple[str, ...] = ()
     view_stack: tuple[str, ...] = ()  # the views being expanded, outermost first
     binder: Callable[..., ir.Relation] = field(kw_only=True, repr=False)
 

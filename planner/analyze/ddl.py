@@ -18,6 +18,7 @@ import re
 from sqlglot import exp
 
 from wavesql import settings, storage
+from wavesql.storage.local import escaping
 from wavesql.catalog import objects as cat
 from wavesql.dialect import Statement as ParsedStatement
 from wavesql.dialect import nodes as wn
@@ -241,6 +242,9 @@ def _path(node: wn.CreateStream, ctx: BindContext, must_exist: bool = True) -> s
     lit = node.args.get("path")
     raw = lit.name if lit is not None else ""
     try:
+        outside = escaping(raw, ctx.base_dir, ctx.path_roots)
+        if outside is not None:
+            raise path_escapes(raw, outside)
         path = storage.normalize(raw, ctx.base_dir)
         if storage.is_remote(path):
             storage.resolve(path)  # an unknown scheme is an error here, at the clause
@@ -253,6 +257,16 @@ def _path(node: wn.CreateStream, ctx: BindContext, must_exist: bool = True) -> s
     except WaveSQLError as err:
         raise WaveSQLError(err.code, err.message, Span.of(lit), hint=err.hint) from None
     return path
+
+
+def path_escapes(raw: str, resolved: str) -> WaveSQLError:
+    """``PATH_ESCAPES`` for query-file path ``raw`` (resolving to ``resolved``)."""
+    return WaveSQLError(
+        "PATH_ESCAPES", f"path `{raw}` leads to {resolved}, out of the query file's folder "
+        "and of the folder it is run from",
+        hint="write the path inside one of them, or an absolute path; or allow it for this "
+             "run: `wavesql run --allow-parent-paths` (Python: session.allow_parent_paths = "
+             "True)")
 
 
 def _kafka_topic(node: wn.CreateStream, ctx: BindContext) -> str:
