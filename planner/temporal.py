@@ -65,10 +65,9 @@ window as the pairing, so the whole operator is one shuffle and one sort. The wi
 partitioned by the keys: **an un-keyed series is processed in a single Spark partition**
 (one task) by this SQL. A batch RESAMPLE of a catalog Parquet stream runs instead in
 parallel ranges of event time, in numpy, with these semantics (planner/physical/direct_resample.py);
-a batch un-keyed RESAMPLE of any other input in parallel chunks of event time
-(planner/physical/chunked_temporal.py); this SQL remains for keyed series, continuous
-queries, small inputs and ``SET wavesql.resample.direct = false`` /
-``wavesql.temporal.parallel = false``.
+other batch un-keyed inputs in parallel chunks (planner/physical/chunked_temporal.py);
+this SQL remains for keyed series, continuous queries, small inputs and ``SET
+wavesql.resample.direct`` / ``wavesql.temporal.parallel = false``.
 
 ASOF JOIN
 =========
@@ -99,10 +98,8 @@ DuckDB. Rules:
 How it runs: both sides are tagged and unioned, and one window partitioned by the keys and
 ordered by time carries the latest right row forward (``last_value(...) IGNORE NULLS``);
 the left rows then read it. One shuffle and one sort, no pairwise comparison. As with
-RESAMPLE, **an ASOF JOIN without keys runs in one Spark partition** by this SQL; in batch
-queries planner/physical/chunked_temporal.py runs it instead in parallel chunks of the left
-side's event time, each with the right rows of its range and the nearest one before (or
-after) it, with these semantics.
+RESAMPLE, **an ASOF JOIN without keys runs in one Spark partition** by this SQL (batch
+queries: in parallel chunks instead, planner/physical/chunked_temporal.py).
 
 The joined relation exposes each side as a struct column named after its alias, so
 ``t.px`` and ``q.*`` resolve as field accesses, plus a top-level copy of every column whose
