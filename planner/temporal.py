@@ -65,9 +65,9 @@ window as the pairing, so the whole operator is one shuffle and one sort. The wi
 partitioned by the keys: **an un-keyed series is processed in a single Spark partition**
 (one task) by this SQL. A batch RESAMPLE of a catalog Parquet stream runs instead in
 parallel ranges of event time, in numpy, with these semantics (planner/physical/direct_resample.py);
-other batch un-keyed inputs in parallel chunks (planner/physical/chunked_temporal.py);
-this SQL remains for keyed series, continuous queries, small inputs and ``SET
-wavesql.resample.direct`` / ``wavesql.temporal.parallel = false``.
+other batch un-keyed inputs in parallel chunks with ``SET wavesql.temporal.parallel =
+true`` (planner/physical/chunked_temporal.py; off by default until it reads its input
+once); this SQL remains for everything else.
 
 ASOF JOIN
 =========

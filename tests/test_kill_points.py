@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_run_files import env, run, run_killed_at
+from tests.test_run_files import env, run_in_process, run_killed_at
 
 RATE = 8_000
 ROWS, FILES = 8, 5  # control rows per file, control files
@@ -79,15 +79,14 @@ def _synced(sink) -> list[tuple[int, int, np.ndarray]]:
     pytest.param("progress-written", marks=pytest.mark.slow),
     pytest.param("batch-done", marks=pytest.mark.slow),
 ])
-def test_a_sync_job_killed_at_a_stage_is_exactly_once(tmp_path, stage):
+def test_a_sync_job_killed_at_a_stage_is_exactly_once(ws, tmp_path, stage):
     """Killed the second time a micro-batch reaches ``stage`` (one control file per batch),
     then run to the end: every control row once, its samples numpy's slice of the signal.
     (`renamed` in CI: the batch visible, its state not; the other stages `slow`.)"""
     x, ranges = _write_inputs(tmp_path)
     (tmp_path / "job.wsql").write_text(SYNC_JOB)
     run_killed_at(tmp_path, stage)
-    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
-    assert again.returncode == 0, again.stdout + again.stderr
+    run_in_process(ws, tmp_path)  # to the end, in this process
     rows = _synced(tmp_path / "out" / "synced")
     assert sorted(r[0] for r in rows) == sorted(ranges), "a control row lost or repeated"
     for i, start, samples in rows:
@@ -130,7 +129,7 @@ def _signal_run(tmp, fault: str | None) -> subprocess.CompletedProcess:
     pytest.param("state-written", marks=pytest.mark.slow),
     pytest.param("batch-done", marks=pytest.mark.slow),
 ])
-def test_a_stateful_signal_query_killed_at_a_stage_is_exactly_once(tmp_path, stage):
+def test_a_stateful_signal_query_killed_at_a_stage_is_exactly_once(ws, tmp_path, stage):
     """A continuous lowpass over WAV files (one file per micro-batch), killed the second
     time a batch reaches ``stage`` -- its filter state carried from the batch before -- then
     run to the end: every window once, the filter equal to scipy's over the whole signal,
@@ -145,8 +144,11 @@ def test_a_stateful_signal_query_killed_at_a_stage_is_exactly_once(tmp_path, sta
         wavfile.write(tmp_path / "sig" / f"part_{i}.wav", RATE, x[i * RATE:(i + 1) * RATE])
     killed = _signal_run(tmp_path, f"{stage}@2")
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
-    again = _signal_run(tmp_path, None)
-    assert again.returncode == 0, again.stdout + again.stderr
+    # run again to the end, in this process (the same catalog and checkpoint)
+    ws.sql(f"CREATE SIGNAL IF NOT EXISTS sig (x FLOAT) RATE 8000 HZ FROM '{tmp_path / 'sig'}' "
+           "FORMAT wav")
+    ws.stream(SIGNAL_QUERY, tmp_path / "out", tmp_path / "ckpt",
+              max_files_per_trigger=1).await_termination()
     rows = []
     for f in sorted((tmp_path / "out").glob("batch=*/*.parquet")):
         rows += pq.read_table(f).to_pylist()
@@ -190,7 +192,8 @@ def _same_levels(got, want) -> bool:
 
 
 @pytest.mark.spark
-def test_a_replace_mode_job_killed_before_and_after_its_swap_shows_one_whole_output(tmp_path):
+def test_a_replace_mode_job_killed_before_and_after_its_swap_shows_one_whole_output(
+        ws, tmp_path):
     """A query over a signal runs in replace mode (its output is the whole result, swapped
     in for the previous one). Killed after the new result is staged, the sink still holds
     the previous run's result, whole; killed right after the swap, the new one, whole; a
@@ -215,8 +218,7 @@ def test_a_replace_mode_job_killed_before_and_after_its_swap_shows_one_whole_out
 
     for i in range(2):
         arrive(i)
-    first = run(tmp_path, "run", "job.wsql")
-    assert first.returncode == 0, first.stdout + first.stderr
+    run_in_process(ws, tmp_path)
     assert _same_levels(_levels(levels), _levels_oracle(x[:2 * RATE]))
     arrive(2)
     killed_at("staged")  # the new result written aside, not swapped in
@@ -224,7 +226,6 @@ def test_a_replace_mode_job_killed_before_and_after_its_swap_shows_one_whole_out
     killed_at("renamed")  # swapped in; the old one not yet deleted
     assert _same_levels(_levels(levels), _levels_oracle(x[:3 * RATE]))
     arrive(3)
-    last = run(tmp_path, "run", "job.wsql")
-    assert last.returncode == 0, last.stdout + last.stderr
+    run_in_process(ws, tmp_path)
     assert _same_levels(_levels(levels), _levels_oracle(x))
     assert [p.name for p in (levels).glob("job=*/_staging/*")] == []  # nothing left aside

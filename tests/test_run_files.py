@@ -430,7 +430,7 @@ def oracle_over(data: pd.DataFrame) -> list[tuple]:
 
 
 @pytest.mark.spark
-def test_an_over_window_job_on_the_state_store_killed_mid_run_is_exactly_once(tmp_path):
+def test_an_over_window_job_on_the_state_store_killed_mid_run_is_exactly_once(ws, tmp_path):
     """An OVER-window job (per-key look-back on Spark's state store, the batch plan over the
     rows handed back: lag is not a frame the kernel computes), SIGKILLed once its second
     micro-batch's results are in the sink (its state and Spark's commit log a batch
@@ -443,8 +443,7 @@ def test_an_over_window_job_on_the_state_store_killed_mid_run_is_exactly_once(tm
     assert len(batches(smoothed)) == 2
     markers = list(smoothed.glob("_wavesql/*/checkpoint/wavesql.json"))
     assert markers and json.loads(markers[0].read_text())["engine"] == "stateful-over"
-    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
-    assert again.returncode == 0, again.stdout + again.stderr
+    run_in_process(ws, tmp_path)
     rows = sink_rows(smoothed)
     assert rows["_final"].all()
     got = sorted(((int(i), int(t), int(r), None if pd.isna(g) else int(g))
@@ -462,17 +461,29 @@ HOT_JOB = "\n".join(line for line in JOB.splitlines() if "per_sensor" not in lin
 _SLOW_STAGE = pytest.mark.slow
 
 
-def rerun_equals_the_oracle(tmp: Path, hot: Path) -> None:
+def run_in_process(ws, tmp: Path, max_files: int | None = 1):
+    """``job.wsql`` run to its end in this process, as `wavesql run --max-files-per-trigger
+    1` runs it -- for the runs after a killed one (a process of its own: SIGKILL takes its
+    JVM), which saves starting a JVM. The ``ws`` fixture's catalog is ``tmp/catalog.db``,
+    the file the command uses."""
+    from wavesql.jobs import run_file
+
+    ws.job_options["max_files_per_trigger"] = max_files
+    done = run_file(ws, str(tmp / "job.wsql"))
+    assert done.status == "ok", done.error
+    return done
+
+
+def rerun_equals_the_oracle(ws, tmp: Path, hot: Path) -> None:
     """Run the job to its end; its sink holds every row of the oracle exactly once."""
-    again = run(tmp, "run", "--max-files-per-trigger", "1", "job.wsql")
-    assert again.returncode == 0, again.stdout + again.stderr
+    run_in_process(ws, tmp)
     got = hot_of(hot)
     assert len(got) == len(set(got)), "a row twice in the sink"
     assert got == oracle_hot(input_frame(tmp / "in"))
 
 
 @pytest.mark.spark
-def test_a_job_killed_at_three_stages_in_a_row_is_exactly_once(tmp_path):
+def test_a_job_killed_at_three_stages_in_a_row_is_exactly_once(ws, tmp_path):
     """Three runs in a row die at a different stage of their second micro-batch's commit --
     output staged but not visible; output and state committed, Spark's commit log not; the
     batch done, its commit log not written -- each resuming what the one before left; a
@@ -487,14 +498,14 @@ def test_a_job_killed_at_three_stages_in_a_row_is_exactly_once(tmp_path):
     # batches 0-3 visible; Spark never logged 3's commit, so the next run redoes it,
     # replacing its folder
     assert len(batches(hot)) == 4
-    rerun_equals_the_oracle(tmp_path, hot)
+    rerun_equals_the_oracle(ws, tmp_path, hot)
 
 
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["staged", "renamed", "state-written", "progress-written",
                                    "batch-done"])
-def test_a_job_killed_at_each_commit_stage_is_exactly_once(tmp_path, stage):
+def test_a_job_killed_at_each_commit_stage_is_exactly_once(ws, tmp_path, stage):
     """WAVESQL_FAULT kills `wavesql run` (driver and JVM, SIGKILL) the second time a
     micro-batch reaches ``stage`` of its commit; the next run redoes what was half done: the
     sink equals the pandas oracle, every row once, and no reader sees a staged batch."""
@@ -505,12 +516,12 @@ def test_a_job_killed_at_each_commit_stage_is_exactly_once(tmp_path, stage):
     run_killed_at(tmp_path, stage)
     done = len(batches(hot))
     assert done == (1 if stage == "staged" else 2)  # the first batch, and the second once renamed
-    rerun_equals_the_oracle(tmp_path, hot)
+    rerun_equals_the_oracle(ws, tmp_path, hot)
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("stage", ["renamed", pytest.param("batch-done", marks=_SLOW_STAGE)])
-def test_a_windowed_job_on_the_state_store_killed_at_a_commit_stage(tmp_path, stage):
+def test_a_windowed_job_on_the_state_store_killed_at_a_commit_stage(ws, tmp_path, stage):
     """The same for the tumbling-window job on Spark's state store: killed once its second
     batch's output is visible (state store and commit log one batch behind), or once the
     batch is done but before Spark's commit log; the rerun's sink equals the oracle."""
@@ -521,8 +532,7 @@ def test_a_windowed_job_on_the_state_store_killed_at_a_commit_stage(tmp_path, st
     run_killed_at(tmp_path, stage)
     markers = list(per_sensor.glob("_wavesql/*/checkpoint/wavesql.json"))
     assert markers and json.loads(markers[0].read_text())["engine"] == "stateful-window"
-    again = run(tmp_path, "run", "--max-files-per-trigger", "1", "job.wsql")
-    assert again.returncode == 0, again.stdout + again.stderr
+    run_in_process(ws, tmp_path)
     got = windows_of(per_sensor)
     assert len(got) == len(set(got)), "a window twice in the sink"
     assert got == oracle_windows(input_frame(tmp_path / "in"))

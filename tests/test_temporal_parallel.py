@@ -118,6 +118,7 @@ def _pandas(df):
 def _run(ws, sql, marker, compare=True):
     """``sql`` with the pass (``marker`` in its plan) and, when ``compare``, with the SQL
     (not in it; else None)."""
+    ws.spark.conf.set("wavesql.temporal.parallel", "true")  # (off by default: settings.py)
     ws.spark.conf.set("wavesql.temporal.min_rows", "0")
     ws.spark.conf.set("wavesql.temporal.chunk_rows", "400")
     try:
@@ -179,10 +180,12 @@ def test_resample_of_a_subquery_in_chunks_shows_in_explain(ws, tmp_path):
     sql = ("SELECT ts, v FROM RESAMPLE((SELECT ts, v FROM s WHERE q > -5), ts, "
            "INTERVAL 3 MILLISECONDS, 'linear') r")
     ws.spark.conf.set("wavesql.temporal.min_rows", "0")
+    ws.spark.conf.set("wavesql.temporal.parallel", "true")
     try:
         assert "resample_chunks" in ws.explain(sql, "SPARK")
     finally:
         ws.spark.conf.unset("wavesql.temporal.min_rows")
+        ws.spark.conf.unset("wavesql.temporal.parallel")
     got, sql_rows = _run(ws, sql, "resample_chunks")
     kept = frame[frame["q"].fillna(-100) > -5][["t", "v"]]
     want = _resample_oracle(kept.assign(q=0, s="a"), 3 * MS, "linear")[["ts", "v"]]
@@ -194,8 +197,14 @@ def test_small_inputs_and_the_setting_keep_the_sql(ws, tmp_path):
     rng = np.random.default_rng(5)
     _stream(ws, "s", _write(tmp_path / "s", _series(rng, 500), "csv"), "csv")
     sql = "SELECT * FROM RESAMPLE(s, ts, INTERVAL 5 MILLISECONDS, 'prev')"
-    # 500 rows: under wavesql.temporal.min_rows (100,000)
     assert "resample_chunks" not in ws.sql(sql)._jdf.queryExecution().executedPlan().toString()
+    # 500 rows: under wavesql.temporal.min_rows (100,000)
+    ws.spark.conf.set("wavesql.temporal.parallel", "true")
+    try:
+        assert "resample_chunks" not in \
+            ws.sql(sql)._jdf.queryExecution().executedPlan().toString()
+    finally:
+        ws.spark.conf.unset("wavesql.temporal.parallel")
     ws.spark.conf.set("wavesql.temporal.min_rows", "0")
     ws.spark.conf.set("wavesql.temporal.parallel", "false")
     try:
@@ -228,8 +237,10 @@ def _asof_oracle(left, right, direction, inclusive, outer):
     return m[["lt", "lv", "lq", "ls", "rt", "rv", "rq", "rs"]].reset_index(drop=True)
 
 
-@pytest.mark.parametrize("op,outer,fmt", [(">=", False, "csv"), (">", True, "json"),
-                                          ("<=", True, "csv"), ("<", False, "json")])
+@pytest.mark.parametrize("op,outer,fmt", [
+    (">=", False, "csv"), (">", True, "json"),
+    pytest.param("<=", True, "csv", marks=pytest.mark.slow),
+    pytest.param("<", False, "json", marks=pytest.mark.slow)])
 def test_asof_join_in_chunks_equals_merge_asof_and_the_sql(ws, tmp_path, op, outer, fmt):
     rng = np.random.default_rng(len(op) + 2 * outer)
     left = _series(rng, 3000, gaps=1)
@@ -269,10 +280,12 @@ def test_asof_join_of_a_view_on_itself_shows_in_explain(ws, tmp_path):
     sql = ("SELECT a.ts, a.v, b.ts AS bts, b.v AS bv FROM s a ASOF JOIN odd b "
            "ON a.ts > b.ts")
     ws.spark.conf.set("wavesql.temporal.min_rows", "0")
+    ws.spark.conf.set("wavesql.temporal.parallel", "true")
     try:
         assert "asof_chunks" in ws.explain(sql, "SPARK")
     finally:
         ws.spark.conf.unset("wavesql.temporal.min_rows")
+        ws.spark.conf.unset("wavesql.temporal.parallel")
     got, _ = _run(ws, sql, "asof_chunks", compare=False)
     q = frame["q"].fillna(0)
     odd = frame[(q > 0) & (q % 2 == 1)]  # Spark's % keeps the sign: -3 % 2 = -1

@@ -109,10 +109,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "parallel ranges of time (planner/physical/direct_resample.py); false: Spark SQL."),
     Setting("wavesql.resample.min_rows", 100_000, _count(0), "0",
             "Below this many rows, RESAMPLE stays Spark SQL."),
-    Setting("wavesql.temporal.parallel", True, _boolean, "false",
-            "An un-keyed RESAMPLE or ASOF JOIN that no direct pass takes (CSV or JSON "
+    Setting("wavesql.temporal.parallel", False, _boolean, "true",
+            "true: an un-keyed RESAMPLE or ASOF JOIN that no direct pass takes (CSV or JSON "
             "streams, views, subqueries, ...) runs in parallel chunks of event time "
-            "(planner/physical/chunked_temporal.py); false: Spark SQL, in one partition."),
+            "(planner/physical/chunked_temporal.py). Off by default: it reads its input "
+            "three times, and measured 0.58x Spark SQL's one partition over 300k CSV rows "
+            "(benchmarks/temporal_parallel/results.md)."),
     Setting("wavesql.temporal.min_rows", 100_000, _count(0), "0",
             "Below this many rows (RESAMPLE's input, an ASOF JOIN's left side), un-keyed "
             "RESAMPLE and ASOF JOIN stay Spark SQL."),
