@@ -71,14 +71,14 @@ def _synced(sink) -> list[tuple[int, int, np.ndarray]]:
     return rows
 
 
+def _stages(*slow: str) -> list:
+    """``renamed`` (in CI: a batch visible, its state not), then ``slow`` stages."""
+    return ["renamed"] + [pytest.param(stage, marks=pytest.mark.slow) for stage in slow]
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("stage", [
-    "renamed",
-    pytest.param("staged", marks=pytest.mark.slow),
-    pytest.param("state-written", marks=pytest.mark.slow),
-    pytest.param("progress-written", marks=pytest.mark.slow),
-    pytest.param("batch-done", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize("stage", _stages("staged", "state-written", "progress-written",
+                                          "batch-done"))
 def test_a_sync_job_killed_at_a_stage_is_exactly_once(ws, tmp_path, stage):
     """Killed the second time a micro-batch reaches ``stage`` (one control file per batch),
     then run to the end: every control row once, its samples numpy's slice of the signal.
@@ -123,12 +123,7 @@ def _signal_run(tmp, fault: str | None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("stage", [
-    "renamed",
-    pytest.param("staged", marks=pytest.mark.slow),
-    pytest.param("state-written", marks=pytest.mark.slow),
-    pytest.param("batch-done", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize("stage", _stages("staged", "state-written", "batch-done"))
 def test_a_stateful_signal_query_killed_at_a_stage_is_exactly_once(ws, tmp_path, stage):
     """A continuous lowpass over WAV files (one file per micro-batch), killed the second
     time a batch reaches ``stage`` -- its filter state carried from the batch before -- then

@@ -176,24 +176,22 @@ def run_killed_at(tmp: Path, stage: str) -> subprocess.CompletedProcess:
 
 # -- tests -------------------------------------------------------------------------------------
 @pytest.mark.spark
-def test_incremental_runs_and_a_killed_run_are_exactly_once(tmp_path):
+def test_incremental_runs_and_a_killed_run_are_exactly_once(ws, tmp_path):
     """Run 1 over 3 files; 4 more files arrive; run 2 (two files per micro-batch) is SIGKILLed
     right after its first new batch is in the sink; run 3 restarts it. Then: each sink equals
     the pandas oracle over all 7 files (no duplicates, no gaps), run 1's batches are
-    untouched, and every batch written after run 1 holds only rows of the new files."""
+    untouched, and every batch written after run 1 holds only rows of the new files. (Runs 1
+    and 3 run in this process, as `wavesql run` does; run 2 is a process of its own.)"""
     (tmp_path / "job.wsql").write_text(JOB)
     hot, per_sensor = tmp_path / "out" / "hot", tmp_path / "out" / "per_sensor"
     for i in range(3):
         write_input(tmp_path / "in", i)
 
-    first = run(tmp_path, "run", "job.wsql")
-    assert first.returncode == 0, first.stdout + first.stderr
+    first = run_in_process(ws, tmp_path, None)
     data = input_frame(tmp_path / "in")
     assert hot_of(hot) == oracle_hot(data)
     assert windows_of(per_sensor) == oracle_windows(data)
-    assert (f"job.wsql:8: insert into hot: 1 batch · in {3 * ROWS} · late 0 · quarantined 0"
-            in first.stdout)
-    assert "job.wsql: 5 statement(s) ok" in first.stdout
+    assert first.statements == 5 and first.rows_in == 2 * 3 * ROWS  # (both INSERTs read all)
     after_first = {p: sorted(f.name for f in p.iterdir()) for p in batches(hot)}
     after_first_windows = batches(per_sensor)
 
@@ -205,9 +203,7 @@ def test_incremental_runs_and_a_killed_run_are_exactly_once(tmp_path):
     assert len(batches(hot)) < len(after_first) + 2, "killed after all of its batches"
     assert not batches(per_sensor) - set(after_first_windows), "killed after statement 1"
 
-    third = run(tmp_path, "run", "--max-files-per-trigger", "2", "job.wsql")
-    assert third.returncode == 0, third.stdout + third.stderr
-    assert "job.wsql: 5 statement(s) ok" in third.stdout
+    run_in_process(ws, tmp_path, 2)
 
     data = input_frame(tmp_path / "in")
     got = hot_of(hot)

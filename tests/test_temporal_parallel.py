@@ -138,6 +138,17 @@ def _run(ws, sql, marker, compare=True):
     return got, want
 
 
+def _explained(ws, sql) -> str:
+    """``EXPLAIN SPARK`` of ``sql`` with the pass on and no row minimum."""
+    ws.spark.conf.set("wavesql.temporal.min_rows", "0")
+    ws.spark.conf.set("wavesql.temporal.parallel", "true")
+    try:
+        return ws.explain(sql, "SPARK")
+    finally:
+        ws.spark.conf.unset("wavesql.temporal.min_rows")
+        ws.spark.conf.unset("wavesql.temporal.parallel")
+
+
 def _same(got, want, key):
     got = got.sort_values(key).reset_index(drop=True)
     want = want.sort_values(key).reset_index(drop=True)
@@ -179,13 +190,7 @@ def test_resample_of_a_subquery_in_chunks_shows_in_explain(ws, tmp_path):
     _stream(ws, "s", _write(tmp_path / "s", frame, "csv"), "csv")
     sql = ("SELECT ts, v FROM RESAMPLE((SELECT ts, v FROM s WHERE q > -5), ts, "
            "INTERVAL 3 MILLISECONDS, 'linear') r")
-    ws.spark.conf.set("wavesql.temporal.min_rows", "0")
-    ws.spark.conf.set("wavesql.temporal.parallel", "true")
-    try:
-        assert "resample_chunks" in ws.explain(sql, "SPARK")
-    finally:
-        ws.spark.conf.unset("wavesql.temporal.min_rows")
-        ws.spark.conf.unset("wavesql.temporal.parallel")
+    assert "resample_chunks" in _explained(ws, sql)
     got, sql_rows = _run(ws, sql, "resample_chunks")
     kept = frame[frame["q"].fillna(-100) > -5][["t", "v"]]
     want = _resample_oracle(kept.assign(q=0, s="a"), 3 * MS, "linear")[["ts", "v"]]
@@ -279,13 +284,7 @@ def test_asof_join_of_a_view_on_itself_shows_in_explain(ws, tmp_path):
     ws.sql("CREATE OR REPLACE TEMPORARY VIEW odd AS SELECT * FROM s WHERE q % 2 = 1")
     sql = ("SELECT a.ts, a.v, b.ts AS bts, b.v AS bv FROM s a ASOF JOIN odd b "
            "ON a.ts > b.ts")
-    ws.spark.conf.set("wavesql.temporal.min_rows", "0")
-    ws.spark.conf.set("wavesql.temporal.parallel", "true")
-    try:
-        assert "asof_chunks" in ws.explain(sql, "SPARK")
-    finally:
-        ws.spark.conf.unset("wavesql.temporal.min_rows")
-        ws.spark.conf.unset("wavesql.temporal.parallel")
+    assert "asof_chunks" in _explained(ws, sql)
     got, _ = _run(ws, sql, "asof_chunks", compare=False)
     q = frame["q"].fillna(0)
     odd = frame[(q > 0) & (q % 2 == 1)]  # Spark's % keeps the sign: -3 % 2 = -1
