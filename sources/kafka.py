@@ -43,7 +43,7 @@ import json
 
 from wavesql.catalog.objects import Column
 from wavesql.errors import WaveSQLError
-from wavesql.sqltext import quote
+from wavesql.sqltext import JSON_OPTIONS, quote
 
 #: The record's envelope, as columns of every Kafka stream (appended to the declared ones).
 METADATA = (Column("_key", "STRING"), Column("_topic", "STRING"),
@@ -305,7 +305,7 @@ def row_records(df, fmt: str):
 def _row_json(df):
     from pyspark.sql import functions as F
 
-    return F.to_json(F.struct(*[F.col(quote(name)) for name in df.columns]))
+    return F.to_json(F.struct(*[F.col(quote(name)) for name in df.columns]), JSON_OPTIONS)
 
 
 def _value(df, fmt: str):
@@ -314,7 +314,7 @@ def _value(df, fmt: str):
 
     cols = [F.col(quote(name)) for name in df.columns]
     if fmt == "json":
-        return F.to_json(F.struct(*cols))
+        return F.to_json(F.struct(*cols), JSON_OPTIONS)
     if fmt == "csv":
         return F.to_csv(F.struct(*cols), {"timestampFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS"})
     if fmt == "avro":

@@ -59,7 +59,7 @@ from wavesql.catalog import objects as cat
 from wavesql.errors import WaveSQLError
 from wavesql.planner import bad_rows, ir
 from wavesql.planner.lower import Runtime, lower
-from wavesql.sqltext import quote
+from wavesql.sqltext import JSON_OPTIONS, quote
 
 from . import kafka_sync, sinks
 from .joins import asof_split
@@ -200,8 +200,8 @@ class ReEvaluatingQuery(ContinuousQuery):
                                          f"({format_us(before)})"))
                             .otherwise(F.lit(f"no event time ({s.event_time} is NULL)"))
                             .alias(REASON),
-                            F.to_json(F.struct(*[F.col(quote(c.name)) for c in s.columns]))
-                            .alias("_row")))
+                            F.to_json(F.struct(*[F.col(quote(c.name)) for c in s.columns]),
+                                      JSON_OPTIONS).alias("_row")))
             newest = by_kind["on_time"]["max_ts"] if "on_time" in by_kind else None
             seen = [v for v in (mine["max_ts"], newest) if v is not None]
             max_ts = max(seen) if seen else None

@@ -234,7 +234,7 @@ def test_late_rows_go_to_the_late_sink_counted(ws, spark, tmp_path, target):
                           "ts": [10 * SECOND, 11 * SECOND, 20 * SECOND]})
     # progress after the first file: 20 s - 2 s = 18 s; 17 s is late, 18 s is not
     second = pd.DataFrame({"sym": ["a", "b", "c"], "px": [4.0, 5.0, 6.0],
-                           "ts": [17 * SECOND, 18 * SECOND, None]})
+                           "ts": [17 * SECOND + 123_457, 18 * SECOND, None]})
     _write(tmp_path / "in", "part-0.parquet", first)
     _write(tmp_path / "in", "part-1.parquet", second)
     _stream(ws, tmp_path / "in")
@@ -250,6 +250,9 @@ def test_late_rows_go_to_the_late_sink_counted(ws, spark, tmp_path, target):
     reasons = sorted((json.loads(r["_row"])["px"], r["_reason"].split(" (")[0]) for r in late)
     assert reasons == [(4.0, "event time before the progress already promised"),
                        (6.0, "no event time")]
+    # the late row as it was, to the microsecond (Spark's to_json would write milliseconds)
+    (row,) = [json.loads(r["_row"]) for r in late if json.loads(r["_row"])["px"] == 4.0]
+    assert row["ts"].endswith(":17.123457Z"), row
     out = _rows(_output(spark, tmp_path), ["_time", "sym", "px"])
     assert out == Counter({(10 * SECOND, "a", 1.0): 1, (11 * SECOND, "b", 2.0): 1})
 

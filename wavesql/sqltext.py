@@ -12,6 +12,13 @@ is one identifier, never SQL (``a` = 1 OR `b`` stays a name).
 from __future__ import annotations
 
 
+#: ``to_json`` options that keep a timestamp's microseconds (Spark's default writes
+#: milliseconds, so two rows a few microseconds apart would read as one): the JSON of a
+#: late row, a Kafka record and its key.
+JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+                "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
+
+
 def quote(name: str) -> str:
     """A Spark SQL identifier: ``name`` in backticks, inner backticks doubled."""
     return "`" + str(name).replace("`", "``") + "`"

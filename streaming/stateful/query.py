@@ -29,6 +29,7 @@ from wavesql import storage
 from wavesql.errors import WaveSQLError
 from wavesql.planner.bad_rows import CORRUPT_COLUMN
 from wavesql.planner.temporal import quote
+from wavesql.sqltext import JSON_OPTIONS
 from wavesql.streaming import sinks
 from wavesql.streaming.query import ContinuousQuery
 from wavesql.streaming.report import (FINAL, PROGRESS, REASON, BatchReport, format_us,
@@ -304,7 +305,7 @@ class StatefulOverQuery(StatefulQuery):
     def _row_json(self):
         from pyspark.sql import functions as F
 
-        return F.to_json(F.struct(*[F.expr(d) for d in self.windowed.decoded()]))
+        return F.to_json(F.struct(*[F.expr(d) for d in self.windowed.decoded()]), JSON_OPTIONS)
 
     def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
         from pyspark.sql import functions as F
