@@ -294,7 +294,7 @@ def test_over_windows_on_the_state_store_against_pandas(ws, spark, tmp_path):
     assert got == want
     late_rows = spark.read.parquet(str(tmp_path / "ckpt" / "late")).collect()
     assert sorted(json.loads(r["_row"])["ts"] for r in late_rows) == sorted(
-        pd.to_datetime(late.ts, unit="us").dt.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3] + "Z")
+        pd.to_datetime(late.ts, unit="us").dt.strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z")
     for r in reports:
         assert r.rows_in == r.on_time + r.late + r.no_time + r.punctuation + r.quarantined
     assert sum(r.rows_in for r in reports) == sum(len(p) for p in parts)
