@@ -54,7 +54,8 @@ import numpy as np
 
 from wavesql.errors import WaveSQLError, did_you_mean
 from wavesql.sources.placed import Frames
-from wavesql.sources.table_signal import Layout, RowsPlacement, channel_samples, to_samples
+from wavesql.sources.table_signal import (Layout, RowsPlacement, channel_samples, sample_runs,
+                                          to_samples)
 from wavesql.spark_errors import runtime_errors
 
 #: the OPTIONS a query signal takes
@@ -157,22 +158,6 @@ def sample_numbers(column, layout: Layout, where: str) -> np.ndarray:
     return values.astype(np.int64, copy=False)
 
 
-def _runs(numbers: np.ndarray, where: str) -> list[tuple[int, int]]:
-    """``(first, count)`` of each gap-free run of ``numbers`` (any order); a number held
-    twice is ``OVERLAPPING_SAMPLES``."""
-    if numbers.size == 0:
-        return []
-    numbers = np.sort(numbers)
-    step = np.diff(numbers)
-    if (step == 0).any():
-        twice = int(numbers[int(np.argmax(step == 0))])
-        raise WaveSQLError("OVERLAPPING_SAMPLES", f"{where}: two rows hold sample {twice}",
-                           hint="every sample number may appear once")
-    cuts = np.flatnonzero(step > 1) + 1
-    firsts, lasts = np.concatenate(([0], cuts)), np.concatenate((cuts, [numbers.size]))
-    return [(int(numbers[a]), int(b - a)) for a, b in zip(firsts, lasts)]
-
-
 def placements(signal, layout: Layout, rows, column: str) -> list[RowsPlacement]:
     """The runs of the query's rows (``rows``, position in ``column``) on the timeline, in
     order, computed by Spark tasks over the position column alone (module docstring)."""
@@ -181,7 +166,8 @@ def placements(signal, layout: Layout, rows, column: str) -> list[RowsPlacement]
     def runs_of(table):
         import pyarrow as pa
 
-        found = _runs(sample_numbers(table.column(1).combine_chunks(), layout, where), where)
+        numbers = np.sort(sample_numbers(table.column(1).combine_chunks(), layout, where))
+        found = [(a, n) for a, n, _ in sample_runs(numbers, where)]
         return pa.table({"start": pa.array([a for a, _ in found], pa.int64()),
                          "frames": pa.array([n for _, n in found], pa.int64())})
 

@@ -251,7 +251,7 @@ def file_runs(path: str, layout: Layout) -> tuple[list[tuple[int, int, int, int]
         rows = read_file(path, layout, layout.channels[:1]).num_rows
         return ([(0, rows, -1, 0)] if rows else []), rows
     numbers = sample_numbers(read_file(path, layout, [layout.position]), layout, path)
-    return [(a, n, -1, r) for a, n, r in _runs(np.sort(numbers, kind="stable"), path)], int(
+    return [(a, n, -1, r) for a, n, r in sample_runs(np.sort(numbers, kind="stable"), path)], int(
         numbers.size)
 
 
@@ -282,12 +282,12 @@ def _parquet_runs(path: str, layout: Layout):
                     table = pf.read_row_group(g, columns=[column])
                     numbers = np.sort(sample_numbers(
                         table.rename_columns([layout.position]), layout, path), kind="stable")
-                    runs.extend((a, n, g, r) for a, n, r in _runs(numbers, path))
+                    runs.extend((a, n, g, r) for a, n, r in sample_runs(numbers, path))
             at += rows
     return runs, at
 
 
-def _runs(numbers: np.ndarray, path: str) -> list[tuple[int, int, int]]:
+def sample_runs(numbers: np.ndarray, path: str) -> list[tuple[int, int, int]]:
     """``(start sample, frames, first row)`` of each gap-free run of sorted ``numbers``;
     a number held twice is ``OVERLAPPING_SAMPLES``."""
     if numbers.size == 0:
@@ -324,7 +324,7 @@ def unit_samples(path: str, layout: Layout, group: int, parquet=None) -> np.ndar
         numbers = sample_numbers(table, layout, path)
         if (numbers[1:] <= numbers[:-1]).any():  # not in sample order
             order = np.argsort(numbers, kind="stable")
-            _runs(numbers[order], path)  # two rows holding one sample: the error
+            sample_runs(numbers[order], path)  # two rows holding one sample: the error
             data = data[:, order]
     return data
 
