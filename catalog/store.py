@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from wavesql.errors import WaveSQLError, did_you_mean
+from wavesql.errors import WaveSQLError
 
+from . import rules
 from .leases import Leases
 from .objects import Definition, Tombstone, normalize_kind
 from .runs import RunHistory
@@ -76,10 +77,6 @@ class Catalog(RunHistory, Leases):
             rows = conn.execute("SELECT name FROM objects WHERE kind = ? ORDER BY key", (kind,))
         return [row[0] for row in rows]
 
-    @staticmethod
-    def _what(kind: str | None) -> str:
-        return kind.lower() if kind else "object"
-
     # -- writing -----------------------------------------------------------------------------
     def create(self, defn: Definition, *, replace: bool = False, if_not_exists: bool = False,
                expected_version: int | None = None) -> Definition:
@@ -105,44 +102,18 @@ class Catalog(RunHistory, Leases):
             ``WRONG_OBJECT_KIND`` if ``replace``/``if_not_exists`` meet an object of another
             kind; ``CONFLICT``; ``CATALOG_BUSY``.
         """
-        if not isinstance(defn, Definition):
-            raise TypeError(f"expected a catalog definition, got {type(defn).__name__}")
-        if replace and if_not_exists:
-            raise WaveSQLError("INVALID_OPTION",
-                               "OR REPLACE and IF NOT EXISTS cannot be used together",
-                               hint="keep one: OR REPLACE overwrites, IF NOT EXISTS keeps")
-        if expected_version is not None and not replace:
-            raise ValueError("expected_version only applies with replace=True")
-        kind, what, name = defn.kind, defn.kind.lower(), defn.name
+        rules.check_create_call(defn, replace, if_not_exists, expected_version)
+        kind, name = defn.kind, defn.name
         now = utc_now()
         with self._write() as conn:
             row = conn.execute("SELECT version, definition FROM objects WHERE key = ?",
                                (defn.key,)).fetchone()
-            if row is not None:
-                old = self._decode(row[1], name)
-                if old.kind != kind and (replace or if_not_exists):
-                    raise WaveSQLError(
-                        "WRONG_OBJECT_KIND",
-                        f"`{old.name}` is a {old.kind.lower()}, not a {what}",
-                        hint=f"DROP {old.kind} {old.name} first, or choose another name",
-                    )
-                if old.kind != kind:
-                    raise WaveSQLError(
-                        "DUPLICATE_OBJECT",
-                        f"cannot create {what} `{name}`: a {old.kind.lower()} named "
-                        f"`{old.name}` already exists",
-                        hint=f"choose another name, or DROP {old.kind} {old.name} first",
-                    )
-                if if_not_exists:
-                    return old
-                if not replace:
-                    raise WaveSQLError(
-                        "DUPLICATE_OBJECT", f"{what} `{old.name}` already exists",
-                        hint=f"use CREATE OR REPLACE {kind} {name} to replace it, or "
-                             f"CREATE {kind} IF NOT EXISTS to keep the existing one",
-                    )
-                if expected_version is not None and old.version != expected_version:
-                    raise self._conflict(old.name, what, expected_version, old.version)
+            old = None if row is None else self._decode(row[1], name)
+            kept = rules.decide_create(old, defn, replace=replace, if_not_exists=if_not_exists,
+                                       expected_version=expected_version)
+            if kept is not None:
+                return kept
+            if old is not None:
                 stored = defn.with_version(old.version + 1, old.created_at, now)
                 conn.execute(
                     "UPDATE objects SET name = ?, kind = ?, version = ?, definition = ?, "
@@ -151,8 +122,6 @@ class Catalog(RunHistory, Leases):
                 )
                 self._record(conn, stored, "REPLACE", now)
                 return stored
-            if expected_version not in (None, 0):
-                raise self._conflict(name, what, expected_version, None)
             # Numbering continues across DROP + CREATE so a version never names two
             # different definitions (an expected_version from before the drop cannot match).
             last = conn.execute("SELECT MAX(version) FROM history WHERE key = ?",
@@ -165,15 +134,6 @@ class Catalog(RunHistory, Leases):
             )
             self._record(conn, stored, "CREATE", now)
             return stored
-
-    def _conflict(self, name: str, what: str, expected: int, found: int | None) -> WaveSQLError:
-        state = "it no longer exists" if found is None else f"it is at version {found}"
-        return WaveSQLError(
-            "CONFLICT",
-            f"{what} `{name}` was changed concurrently: expected version {expected}, but "
-            f"{state}",
-            hint="read it again (Catalog.get) and retry the change",
-        )
 
     @staticmethod
     def _record(conn: sqlite3.Connection, defn: Definition, action: str, when: str) -> None:
@@ -204,18 +164,9 @@ class Catalog(RunHistory, Leases):
             if row is None:
                 if if_exists:
                     return None
-                raise WaveSQLError(
-                    "UNKNOWN_OBJECT", f"unknown {self._what(kind)} `{name}`",
-                    hint=did_you_mean(name, self._names_in(conn, kind),
-                                      f"{self._what(kind)}s"),
-                )
+                raise rules.unknown(name, kind, self._names_in(conn, kind))
             old = self._decode(row[1], name)
-            if kind is not None and old.kind != kind:
-                raise WaveSQLError(
-                    "WRONG_OBJECT_KIND",
-                    f"`{old.name}` is a {old.kind.lower()}, not a {kind.lower()}",
-                    hint=f"use DROP {old.kind} {old.name}",
-                )
+            rules.check_drop_kind(old, kind)
             conn.execute("DELETE FROM objects WHERE key = ?", (old.key,))
             conn.execute(
                 "INSERT INTO history (key, name, kind, version, action, definition, "
@@ -240,18 +191,8 @@ class Catalog(RunHistory, Leases):
                                (name.lower(),)).fetchone()
             candidates = self._names_in(conn, kind) if row is None or kind else []
         if row is None:
-            raise WaveSQLError(
-                "UNKNOWN_OBJECT", f"unknown {self._what(kind)} `{name}`",
-                hint=did_you_mean(name, candidates, f"{self._what(kind)}s"),
-            )
-        defn = self._decode(row[0], name)
-        if kind is not None and defn.kind != kind:
-            raise WaveSQLError(
-                "WRONG_OBJECT_KIND",
-                f"`{defn.name}` is a {defn.kind.lower()}, not a {kind.lower()}",
-                hint=did_you_mean(name, candidates, f"{kind.lower()}s"),
-            )
-        return defn
+            raise rules.unknown(name, kind, candidates)
+        return rules.check_required_kind(self._decode(row[0], name), name, kind, candidates)
 
     def list(self, kind: str | type[Definition] | None = None) -> list[Definition]:
         """All live definitions (of ``kind`` if given), sorted by name case-insensitively."""
