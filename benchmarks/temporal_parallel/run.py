@@ -1,13 +1,15 @@
-"""Un-keyed RESAMPLE and ASOF JOIN over CSV streams: the parallel chunked pass
+"""Un-keyed RESAMPLE and ASOF JOIN over CSV and Parquet streams: the parallel chunked pass
 (planner/physical/chunked_temporal.py) vs the Spark SQL lowering in one partition
 (``SET wavesql.temporal.parallel = false``) vs pandas, on this machine (local[2]).
 
-    .venv/bin/python benchmarks/temporal_parallel/run.py [--rows 2000000] [--repeats 3]
+    .venv/bin/python benchmarks/temporal_parallel/run.py [--rows 300000 2000000]
+        [--formats csv parquet] [--repeats 3]
 
 Every measurement runs in a fresh process, the modes interleaved round-robin; each times
 the query from its text to its collected result (planning jobs included, Spark start-up
-and the CSV written beforehand excluded; pandas includes reading the CSV). Writes
-results.md next to this file.
+and the files written beforehand excluded; pandas includes reading the files). The pass's
+planning (its estimate and summary jobs) is also timed on its own. The load average is
+recorded before and after. Writes results.md next to this file.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ QUERIES = {
 }
 
 
-def write(folder: Path, rows: int, seed: int, names) -> None:
+def write(folder: Path, rows: int, seed: int, names, fmt: str = "csv") -> None:
     import numpy as np
     import pandas as pd
 
@@ -43,18 +45,23 @@ def write(folder: Path, rows: int, seed: int, names) -> None:
     us = T0 + np.cumsum(steps)
     v = rng.normal(0, 5, rows)
     v[rng.random(rows) < 0.02] = np.nan
-    frame = pd.DataFrame({names[0]: pd.to_datetime(us, unit="us", utc=True)
-                          .strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                          names[1]: v, "q": rng.integers(-100, 100, rows)})
+    stamps = pd.to_datetime(us, unit="us", utc=True)
+    frame = pd.DataFrame({names[0]: stamps.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if fmt == "csv"
+                          else stamps,
+                          names[1]: v, "q": rng.integers(-100, 100, rows).astype("int32")})
     frame = frame.sample(frac=1.0, random_state=seed)  # files are not in time order
     for i, part in enumerate(np.array_split(frame, 4)):
-        part.to_csv(folder / f"part-{i}.csv", index=False)
+        if fmt == "csv":
+            part.to_csv(folder / f"part-{i}.csv", index=False)
+        else:  # NaN -> NULL, as the CSV's empty field
+            part.to_parquet(folder / f"part-{i}.parquet", index=False,
+                            coerce_timestamps="us", allow_truncated_timestamps=True)
     (folder / "_done").write_text("")
 
 
-def one(query: str, mode: str, data: Path) -> dict:
+def one(query: str, mode: str, data: Path, fmt: str) -> dict:
     if mode == "pandas":
-        return _pandas(query, data)
+        return _pandas(query, data, fmt)
     from wavesql.spark import start_spark
 
     import wavesql
@@ -63,30 +70,42 @@ def one(query: str, mode: str, data: Path) -> dict:
                                      "spark.sql.session.timeZone": "UTC",
                                      "spark.driver.memory": "4g"})
     ws = wavesql.connect(spark=spark, catalog=data / f"catalog-{mode}-{time.time_ns()}.db")
-    ws.sql(f"CREATE STREAM s (ts TIMESTAMP, v DOUBLE, q INT) FROM '{data / 's'}' FORMAT csv "
-           "EVENT TIME ts")
+    ws.sql(f"CREATE STREAM s (ts TIMESTAMP, v DOUBLE, q INT) FROM '{data / 's'}' "
+           f"FORMAT {fmt} EVENT TIME ts")
     ws.sql(f"CREATE STREAM r (rts TIMESTAMP, w DOUBLE, q INT) FROM '{data / 'r'}' "
-           "FORMAT csv EVENT TIME rts")
-    if mode == "sql":
-        spark.conf.set("wavesql.temporal.parallel", "false")
+           f"FORMAT {fmt} EVENT TIME rts")
+    spark.conf.set("wavesql.temporal.parallel", "true" if mode == "pass" else "false")
     start = time.perf_counter()
     df = ws.sql(QUERIES[query])
     plan = df._jdf.queryExecution().executedPlan().toString()
+    planned = time.perf_counter() - start
     row = df.collect()[0]
     elapsed = time.perf_counter() - start
     marker = "resample_chunks" if query == "resample" else "asof_chunks"
     assert (marker in plan) == (mode == "pass"), plan
     spark.stop()
-    return {"seconds": elapsed, "result": [float(x) if x is not None else None for x in row]}
+    return {"seconds": elapsed, "planned": planned,
+            "result": [float(x) if x is not None else None for x in row]}
 
 
-def _pandas(query: str, data: Path) -> dict:
+def _read(folder: Path, fmt: str, time_col: str):
+    import pandas as pd
+
+    if fmt == "csv":
+        frame = pd.concat(pd.read_csv(p) for p in sorted(folder.glob("*.csv")))
+        frame["t"] = pd.to_datetime(frame[time_col], utc=True).astype("int64") // 1000
+    else:
+        frame = pd.concat(pd.read_parquet(p) for p in sorted(folder.glob("*.parquet")))
+        frame["t"] = frame[time_col].astype("datetime64[us, UTC]").astype("int64")
+    return frame
+
+
+def _pandas(query: str, data: Path, fmt: str) -> dict:
     import numpy as np
     import pandas as pd
 
     start = time.perf_counter()
-    s = pd.concat(pd.read_csv(p) for p in sorted((data / "s").glob("*.csv")))
-    s["t"] = pd.to_datetime(s["ts"], utc=True).astype("int64") // 1000
+    s = _read(data / "s", fmt, "ts")
     if query == "resample":
         # duplicate times: the greatest row (NULL lowest) wins, as WaveSQL's rule
         s = s.assign(_hv=s["v"].notna()).sort_values(["t", "_hv", "v", "q"], kind="stable")
@@ -102,8 +121,7 @@ def _pandas(query: str, data: Path) -> dict:
             out.append(np.where((grid >= tc[0]) & (grid <= tc[-1]), y, np.nan))
         result = [len(grid), float(np.nansum(out[0])), float(np.nansum(out[1]))]
     else:
-        r = pd.concat(pd.read_csv(p) for p in sorted((data / "r").glob("*.csv")))
-        r["rt"] = pd.to_datetime(r["rts"], utc=True).astype("int64") // 1000
+        r = _read(data / "r", fmt, "rts").rename(columns={"t": "rt"})
         r = r.assign(_hw=r["w"].notna()).sort_values(["rt", "_hw", "w", "q"], kind="stable")
         r = r.drop_duplicates("rt", keep="last")
         m = pd.merge_asof(s.sort_values("t"), r[["rt", "w"]], left_on="t", right_on="rt")
@@ -112,50 +130,75 @@ def _pandas(query: str, data: Path) -> dict:
     return {"seconds": time.perf_counter() - start, "result": result}
 
 
+def _load() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--rows", type=int, nargs="+", default=[300_000, 2_000_000])
+    ap.add_argument("--formats", nargs="+", default=["csv", "parquet"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--data", type=Path, default=Path("/tmp/wavesql_bench_temporal"))
-    ap.add_argument("--one", nargs=2, metavar=("QUERY", "MODE"))
+    ap.add_argument("--one", nargs=4, metavar=("QUERY", "MODE", "ROWS", "FORMAT"))
     args = ap.parse_args()
-    data = args.data / str(args.rows)
     if args.one:
-        print(json.dumps(one(args.one[0], args.one[1], data)))
+        q, m, rows, fmt = args.one
+        print(json.dumps(one(q, m, args.data / f"{fmt}-{rows}", fmt)))
         return
-    write(data / "s", args.rows, 1, ("ts", "v"))
-    write(data / "r", args.rows, 2, ("rts", "w"))
+    cases = [(rows, fmt) for rows in args.rows for fmt in args.formats]
+    for rows, fmt in cases:
+        data = args.data / f"{fmt}-{rows}"
+        write(data / "s", rows, 1, ("ts", "v"), fmt)
+        write(data / "r", rows, 2, ("rts", "w"), fmt)
     modes = ("pass", "sql", "pandas")
-    times = {(q, m): [] for q in QUERIES for m in modes}
+    keys = [(rows, fmt, q) for rows, fmt in cases for q in QUERIES]
+    times = {(k, m): [] for k in keys for m in modes}
+    planned = {k: [] for k in keys}
     results = {}
+    load_before = _load()
     for rep in range(args.repeats):
-        for q in QUERIES:
+        for k in keys:
+            rows, fmt, q = k
             for m in modes:
-                out = subprocess.run([sys.executable, __file__, "--one", q, m, "--rows",
-                                      str(args.rows), "--data", str(args.data)],
+                out = subprocess.run([sys.executable, __file__, "--one", q, m, str(rows), fmt,
+                                      "--data", str(args.data)],
                                      capture_output=True, text=True, check=True)
                 got = json.loads(out.stdout.strip().splitlines()[-1])
-                times[(q, m)].append(got["seconds"])
-                results[(q, m)] = got["result"]
-                print(rep, q, m, f"{got['seconds']:.2f}s", got["result"], flush=True)
-    lines = [f"# Un-keyed RESAMPLE and ASOF JOIN in parallel chunks ({args.rows:,} CSV rows "
-             "per stream)", "",
+                times[(k, m)].append(got["seconds"])
+                if m == "pass":
+                    planned[k].append(got["planned"])
+                results[(k, m)] = got["result"]
+                print(rep, rows, fmt, q, m, f"{got['seconds']:.2f}s", got["result"],
+                      f"load {_load()}", flush=True)
+    load_after = _load()
+    lines = ["# Un-keyed RESAMPLE and ASOF JOIN in parallel chunks", "",
              "`benchmarks/temporal_parallel/run.py`: local[2] on this 2-core machine, each "
              f"run in a fresh process, modes interleaved; median of {args.repeats} "
-             "runs (min - max). *pass*: planner/physical/chunked_temporal.py; *sql*: "
-             "`SET wavesql.temporal.parallel = false` (the window in one partition); "
-             "*pandas*: one thread, reading the CSV included.", "",
-             "| query | pass | sql | pandas | sql / pass | pandas / pass |",
-             "|---|---|---|---|---|---|"]
-    for q, text in QUERIES.items():
-        med = {m: statistics.median(times[(q, m)]) for m in modes}
-        cells = [f"{med[m]:.2f} s ({min(times[(q, m)]):.2f} - {max(times[(q, m)]):.2f})"
-                 for m in modes]
-        lines.append(f"| {q} | " + " | ".join(cells)
-                     + f" | {med['sql'] / med['pass']:.2f}x | {med['pandas'] / med['pass']:.2f}x |")
+             "runs (min - max). *pass*: planner/physical/chunked_temporal.py "
+             "(`SET wavesql.temporal.parallel = true`); *plan*: of which its planning (the "
+             "estimate and summary jobs); *sql*: `SET wavesql.temporal.parallel = false` "
+             "(the window in one partition); *pandas*: one thread, reading the files "
+             f"included. Load average (1, 5, 15 min) before: {load_before}; after: "
+             f"{load_after}.", "",
+             "| rows per stream | input | query | pass | plan | sql | pandas | sql / pass "
+             "| pandas / pass |",
+             "|---|---|---|---|---|---|---|---|---|"]
+
+    def cell(values):
+        return f"{statistics.median(values):.2f} s ({min(values):.2f} - {max(values):.2f})"
+
+    for k in keys:
+        rows, fmt, q = k
+        med = {m: statistics.median(times[(k, m)]) for m in modes}
+        lines.append(f"| {rows:,} | {fmt} | {q} | {cell(times[(k, 'pass')])} | "
+                     f"{statistics.median(planned[k]):.2f} s | {cell(times[(k, 'sql')])} | "
+                     f"{cell(times[(k, 'pandas')])} | {med['sql'] / med['pass']:.2f}x | "
+                     f"{med['pandas'] / med['pass']:.2f}x |")
     lines += ["", "Queries:", ""] + [f"- {q}: `{text}`" for q, text in QUERIES.items()]
     lines += ["", "Results (the last run of each mode; sums differ only by rounding):", ""]
-    lines += [f"- {q} {m}: {results[(q, m)]}" for q in QUERIES for m in modes]
+    lines += [f"- {rows:,} {fmt} {q} {m}: {results[((rows, fmt, q), m)]}"
+              for rows, fmt, q in keys for m in modes]
     (HERE / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -73,14 +73,86 @@ def temporal_in_chunks(plan: SqlPlan) -> SqlPlan:
         return plan
     if not settings.get(plan.rt.spark, "wavesql.temporal.parallel"):
         return plan
+    inputs = _Inputs(plan)
     if q.resample is not None:
-        df = _resample(q, plan.rt, dict(plan.frames))
+        df = _resample(q, plan.rt, inputs)
     else:
-        df = _asof(q, plan.rt, dict(plan.frames))
-    return plan if df is None else dataclasses.replace(plan, result=df)
+        df = _asof(q, plan.rt, inputs)
+    if df is not None:
+        return dataclasses.replace(plan, result=df)
+    # the SQL then; an input this rule has read already is read from the copy it holds
+    return inputs.sql_plan()
 
 
 # ------------------------------------------------------------------------------ shared
+class _Inputs:
+    """The query's inputs, each read once (module docstring, "Reading the input once"):
+    :meth:`held` is an input's DataFrame as the rule reads it -- a Parquet stream read as it
+    is stays Spark's scan of its files (its estimate comes from their footers:
+    :meth:`footer`), any other input becomes a lazy local checkpoint, which the first job
+    over it (the estimate, or for an ASOF's right side the summaries) fills while it reads
+    the input, and every later job reads from the executors' block stores."""
+
+    def __init__(self, plan: SqlPlan):
+        self.plan = plan
+        self.frames = dict(plan.frames)
+        self.copies: dict[str, object] = {}   # name -> its held copy, once a job filled it
+        self._held: dict[str, object] = {}
+
+    def frame(self, name):
+        return self.frames.get(name)
+
+    def stream(self, name):
+        """The catalog Parquet stream ``name`` scans as it is (no OPTIONS), else None."""
+        s = self.plan.scans().get(name.lower())
+        return s if s is not None and s.format == "parquet" and not dict(s.options) else None
+
+    def held(self, name):
+        if name not in self._held:
+            frame = self.frames[name]
+            self._held[name] = frame if self.stream(name) is not None else \
+                frame.localCheckpoint(eager=False)
+        return self._held[name]
+
+    def filled(self, name) -> None:
+        """A job over :meth:`held` ``name`` succeeded: its copy holds the input."""
+        if self._held.get(name) is not self.frames[name]:
+            self.copies[name] = self._held[name]
+
+    def footer(self, name, time_field, columns=()):
+        """``(rows with a time, first time, last time, NULLs in columns)`` of a Parquet
+        stream read as it is, from its files' footers (no job), None when they cannot say
+        (sources/parquet_chunks.py: ``index``; NULL times, ...). ``columns``: whose NULLs
+        count (None: they may hold some)."""
+        stream = self.stream(name)
+        if stream is None or stream.progress_column or \
+                time_field.dataType.simpleString() != "timestamp":
+            return None
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from .file_ranges import direct_groups
+
+        frame, rt = self.frames[name], self.plan.rt
+        wanted = {f.name: f.type for f in to_arrow_schema(frame.schema, timezone="UTC")}
+        holes = False
+        groups = direct_groups(frame, stream, rt, time_field.name, wanted, None, 0,
+                               no_nulls=columns)
+        if groups is None and columns:
+            holes = True
+            groups = direct_groups(frame, stream, rt, time_field.name, wanted, None, 0)
+        if not groups:
+            return None
+        return (sum(g.rows for g in groups), min(g.lo for g in groups),
+                max(g.hi for g in groups), holes)
+
+    def sql_plan(self) -> SqlPlan:
+        """The plan for the SQL, its inputs read from the copies filled so far."""
+        if not self.copies:
+            return self.plan
+        return dataclasses.replace(self.plan, frames=[
+            (n, self.copies.get(n, df)) for n, df in self.plan.frames])
+
+
 def _carried(fields) -> bool:
     names = [f.name.lower() for f in fields]
     return (len(set(names)) == len(names) and not any(n.startswith("__ws_") for n in names)
@@ -104,18 +176,6 @@ def _micros(field):
     if field.dataType.simpleString() == "timestamp":
         return F.unix_micros(_col(field.name))
     return _col(field.name).cast("bigint")
-
-
-def _flat(summary):
-    """The summary with each edge column ``struct(k, w)`` replaced by its row ``w``: a
-    nullable column (as a field of a struct, Spark types it never NULL, and PySpark's
-    ``toArrow`` refuses the NULL that ``max`` gives a bucket without such a row)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    return summary.select(*[F.col(f.name).getField("w").alias(f.name)
-                            if isinstance(f.dataType, T.StructType) else F.col(f.name)
-                            for f in summary.schema.fields])
 
 
 def _run(job):
@@ -145,7 +205,7 @@ class _Buckets:
 
 
 def _buckets(lo: int, hi: int, cost: int, target: int) -> _Buckets:
-    count = min(MAX_BUCKETS, max(1, 8 * math.ceil(cost / target)))
+    count = min(MAX_BUCKETS, max(1, 64 * math.ceil(cost / target)))
     width = max(1, math.ceil((hi - lo + 1) / count))
     return _Buckets(lo, width, math.ceil((hi - lo + 1) / width))
 
@@ -173,33 +233,62 @@ def _pack(costs, target: int, limit: int):
     return starts
 
 
-def _chunk_of(bucket, starts):
-    """The chunk of a bucket column: a balanced CASE tree over the chunks' first buckets."""
+def _labels(count: int) -> list[int]:
+    """A label for each chunk ``0 .. count - 1``: the value the pass groups it by, chosen
+    so that Spark's hash partitioning into ``count`` partitions (Murmur3 of a BIGINT, seed
+    42, ``pmod``: ``HashPartitioning``) puts chunk ``c`` alone in partition ``c``. Grouped
+    by their index instead, eight chunks hashed into four partitions landed 3, 3, 0 and 2
+    to a task (then coalesced unevenly): a core idle while the other ran most chunks. A
+    label that Spark hashes otherwise (it cannot: it is the same function) would only cost
+    balance, never a wrong group."""
+    labels, taken, value = [None] * count, 0, 0
+    while taken < count:
+        c = _murmur3_long(value) % count
+        if labels[c] is None:
+            labels[c] = value
+            taken += 1
+        value += 1
+    return labels
+
+
+def _murmur3_long(value: int) -> int:
+    """Spark's ``Murmur3_x86_32.hashLong(value, 42)`` as a signed 32-bit int."""
+    m = 0xFFFFFFFF
+
+    def rotl(x, r):
+        return ((x << r) | (x >> (32 - r))) & m
+
+    def mix(h, k):
+        k = rotl((k * 0xCC9E2D51) & m, 15) * 0x1B873593 & m
+        return (rotl(h ^ k, 13) * 5 + 0xE6546B64) & m
+
+    value &= 0xFFFFFFFFFFFFFFFF
+    h = mix(mix(42, value & m), value >> 32) ^ 8
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _chunk_of(bucket, starts, labels):
+    """The label of the chunk of a bucket column: a balanced CASE tree over the chunks'
+    first buckets."""
     from pyspark.sql import functions as F
 
     def tree(a, b):
         if b - a == 1:
-            return F.lit(a)
+            return F.lit(labels[a])
         m = (a + b) // 2
         return F.when(bucket < F.lit(starts[m]), tree(a, m)).otherwise(tree(m, b))
 
     return tree(0, len(starts)).cast("bigint")
 
 
-def _edge_rows(summary, column: str, index):
-    """The rows (an Arrow table, the input's columns) of the struct ``column`` (``struct(k,
-    w: struct(row))``) of the collected summary at the positions ``index``."""
-    import pyarrow as pa
-
-    w = summary.column(column).combine_chunks()
-    rows = w.take(pa.array(index, pa.int64()))
-    return pa.Table.from_struct_array(rows) if len(rows) else \
-        pa.schema([pa.field(f.name, f.type) for f in w.type]).empty_table()
-
-
-def _context_frame(spark, parts, fields):
+def _context_frame(spark, parts, fields, labels):
     """A DataFrame of context rows: ``parts`` is a list of ``(chunk, Arrow table)``;
-    columns: CHUNK, ``fields``, CONTEXT (true)."""
+    columns: CHUNK (the chunk's label), ``fields``, CONTEXT (true)."""
     import pyarrow as pa
     from pyspark.sql import types as T
 
@@ -210,7 +299,7 @@ def _context_frame(spark, parts, fields):
     tables = []
     for chunk, table in parts:
         if table.num_rows:
-            tables.append(pa.table([pa.array([chunk] * table.num_rows, pa.int64()),
+            tables.append(pa.table([pa.array([labels[chunk]] * table.num_rows, pa.int64()),
                                     *table.columns,
                                     pa.array([True] * table.num_rows)],
                                    names=[CHUNK, *table.column_names, CONTEXT]))
@@ -248,8 +337,75 @@ def _nearest(present, count):
     return before, after
 
 
+def _winners(rows, time_col, condition):
+    """The rows of ``rows`` meeting ``condition``, collapsed per time (the greatest wins:
+    udfs/temporal_chunks.py ``latest_per_time``, the SQL's duplicate-time rule), sorted by
+    time, and their times as int64 (microseconds for a timestamp); None if Spark fails."""
+    from wavesql.udfs.temporal_chunks import latest_per_time, micros
+
+    table = _run(lambda: rows.where(condition).toArrow())
+    if table is None:
+        return None
+    table = latest_per_time(table, time_col)
+    return table, micros(table.column(time_col))
+
+
+def _resolve(rows, us, time_col, buckets, wants, kinds):
+    """RESAMPLE's context rows, ``[(chunk, one-row Arrow table)]``, from ``wants``: per
+    chunk, the row wanted (``column`` None: at the latest time before the chunk, or the
+    earliest after; else the latest row before / earliest after whose ``column`` holds a
+    value), first looked for at the ``time`` the summaries give (the last / first time of
+    the nearest bucket with such a row). The row at a time is the one that wins its ties;
+    when that winner holds NULL in ``column`` although another row at that time had a
+    value (the SQL sees a hole there), the rest of the bucket is searched, then the next
+    bucket with a value, until found. Each round is one small job over the held rows: the
+    rows at the times wanted, then (rarely) the rows of the buckets still searched.
+    ``wants``: ``[chunk, column, before?, bucket, time]``; ``kinds``: ``(column, first
+    times, last times)`` by bucket. None if a job fails."""
+    import numpy as np
+
+    parts, pending = [], []
+    times = sorted({w[4] for w in wants})
+    if times:
+        got = _winners(rows, time_col, us.isin(times))
+        if got is None:
+            return None
+        table, at = got
+        index = {int(t): i for i, t in enumerate(at)}
+        for w in wants:
+            i = index[w[4]]
+            if w[1] is None or table.column(w[1])[i].is_valid:
+                parts.append((w[0], table.slice(i, 1)))
+            else:
+                pending.append(w)
+    spans = {column: (los, his) for column, los, his in kinds}
+    nearest = {column: _nearest({bk for bk, v in his.items() if v is not None},
+                                buckets.count) for column, _, his in kinds}
+    while pending:
+        got = _winners(rows, time_col, buckets.expr(us).isin(sorted({w[3] for w in pending})))
+        if got is None:
+            return None
+        table, at = got
+        of = (at - buckets.lo) // buckets.width  # each time's bucket
+        left = []
+        for chunk, column, back, bk, time in pending:
+            has = table.column(column).is_valid().to_numpy(zero_copy_only=False)
+            found = np.flatnonzero((of == bk) & has & ((at < time) if back else (at > time)))
+            if len(found):
+                i = int(found[-1] if back else found[0])
+                parts.append((chunk, table.slice(i, 1)))
+                continue
+            los, his = spans[column]
+            before, after = nearest[column]
+            nxt = before[bk] if back else after[bk + 1]
+            if nxt is not None:  # search that bucket from its last (first) value on
+                left.append([chunk, column, back, nxt, his[nxt] + 1 if back else los[nxt] - 1])
+        pending = left
+    return parts
+
+
 # ------------------------------------------------------------------------------ RESAMPLE
-def _resample(rel, rt, frames):
+def _resample(rel, rt, inputs):
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -259,7 +415,7 @@ def _resample(rel, rt, frames):
     from ..types import spark_struct
 
     r = rel.resample
-    frame = frames.get(r.input)
+    frame = inputs.frame(r.input)
     if r.keys or frame is None or rel.schema is None:
         return None
     fields = frame.schema.fields
@@ -278,45 +434,44 @@ def _resample(rel, rt, frames):
         return None
     spark, P = rt.spark, int(r.period_us)
     us = _micros(time_field)
-    rows = frame.where(_col(time_col).isNotNull())
 
-    # 1. estimate
-    stats = _run(lambda: rows.agg(F.count(F.lit(1)), F.min(us), F.max(us),
-                                  *[F.count(_col(c)) for c in interp]).first())
-    if stats is None or not stats[0] or stats[0] < settings.get(spark, "wavesql.temporal.min_rows"):
+    # 1. estimate: from a Parquet stream's footers, else the job that fills the held copy
+    stats = inputs.footer(r.input, time_field, interp)
+    if stats is None:
+        held = inputs.held(r.input)
+        got = _run(lambda: held.agg(F.count(_col(time_col)), F.min(us), F.max(us),
+                                    *[F.count(F.when(_col(time_col).isNotNull(), _col(c)))
+                                      for c in interp]).first())
+        if got is None:
+            return None
+        inputs.filled(r.input)
+        stats = (got[0], got[1], got[2], any(got[3 + i] < got[0] for i in range(len(interp))))
+    n, lo, hi, holes = stats
+    if not n or n < settings.get(spark, "wavesql.temporal.min_rows"):
         return None
-    n, lo, hi = stats[0], stats[1], stats[2]
-    holes = any(stats[3 + i] < n for i in range(len(interp)))
+    rows = inputs.held(r.input).where(_col(time_col).isNotNull())
     points = max(0, hi // P - (-(-lo // P)) + 1)
     target = _target(spark, n + points)
     buckets = _buckets(lo, hi, n + points, target)
 
-    # 2. summaries per bucket
+    # 2. summaries per bucket, fixed-width (a hash aggregate): rows, first and last time,
+    # for 'linear' with NULLs each interpolated column's first and last time with a value
     b = buckets.expr(us)
-    row = F.struct(*[_col(c) for c in names])
-    if holes:  # collapse each time first: a NULL that wins a tie is a hole
-        base = rows.groupBy(b.alias("b"), us.alias("t")).agg(F.max(row).alias("w"),
-                                                               F.count(F.lit(1)).alias("n"))
-        t, w, count = F.col("t"), F.col("w"), F.sum("n")
-    else:
-        base = rows.select(b.alias("b"), us.alias("t"), row.alias("w"))
-        t, w, count = F.col("t"), F.col("w"), F.count(F.lit(1))
-    last = F.struct(t.alias("k"), w.alias("w"))
-    first = F.struct((F.lit(-1) - t).alias("k"), w.alias("w"))
-    aggs = [count.alias("n"), F.max(last).alias("last"), F.max(first).alias("first")]
-    if holes:
-        for i, c in enumerate(interp):
-            has = w.getField(c).isNotNull()
-            aggs += [F.max(F.when(has, last)).alias(f"last{i}"),
-                     F.max(F.when(has, first)).alias(f"first{i}")]
-    summary = _run(lambda: _flat(base.groupBy("b").agg(*aggs)).toArrow())
+    aggs = [F.count(F.lit(1)).alias("n"), F.min(us).alias("lo"), F.max(us).alias("hi")]
+    for i, c in enumerate(interp if holes else ()):
+        has = _col(c).isNotNull()
+        aggs += [F.min(F.when(has, us)).alias(f"lo{i}"), F.max(F.when(has, us)).alias(f"hi{i}")]
+    summary = _run(lambda: rows.groupBy(b.alias("b")).agg(*aggs).toArrow())
     if summary is None:
         return None
 
     # 3. chunks and their context
     bs = summary.column("b").to_pylist()
-    at = {bk: i for i, bk in enumerate(bs)}
-    counts = dict(zip(bs, summary.column("n").to_pylist()))
+
+    def per_bucket(name):
+        return dict(zip(bs, summary.column(name).to_pylist()))
+
+    counts = per_bucket("n")
     costs = []
     for k in range(buckets.count):
         s, e = max(buckets.edge(k), lo), min(buckets.edge(k + 1) - 1, hi)
@@ -326,32 +481,37 @@ def _resample(rel, rt, frames):
     if starts is None:
         return None
     ends = starts[1:] + [buckets.count]
-    kinds = [("last", "first", set(bs))]
-    for i in range(len(interp) if holes else 0):
-        kinds.append((f"last{i}", f"first{i}",
-                      {bk for bk, v in zip(bs, summary.column(f"last{i}").to_pylist())
-                       if v is not None}))
-    parts = []
-    for lname, fname, present in kinds:
+    # what each chunk needs: the row at the latest time before it and at the earliest after
+    # it, and for 'linear' with NULLs each column's latest value before and earliest after
+    kinds = [(None, per_bucket("lo"), per_bucket("hi"))]
+    kinds += [(interp[i], per_bucket(f"lo{i}"), per_bucket(f"hi{i}"))
+              for i in range(len(interp) if holes else 0)]
+    wants = []  # [chunk, column or None, before?, bucket, time]
+    for column, los, his in kinds:
+        present = {bk for bk, v in his.items() if v is not None}
         before, after = _nearest(present, buckets.count)
-        prev = [(c, at[before[s]]) for c, s in enumerate(starts) if before[s] is not None]
-        nxt = [(c, at[after[e]]) for c, e in enumerate(ends) if after[e] is not None]
-        for name, picks in ((lname, prev), (fname, nxt)):
-            table = _edge_rows(summary, name, [i for _, i in picks])
-            for c, j in zip([c for c, _ in picks], range(len(picks))):
-                parts.append((c, table.slice(j, 1)))
-    context = _context_frame(spark, parts, fields)
+        wants += [[c, column, True, before[s], his[before[s]]]
+                  for c, s in enumerate(starts) if before[s] is not None]
+        wants += [[c, column, False, after[e], los[after[e]]]
+                  for c, e in enumerate(ends) if after[e] is not None]
+    parts = _resolve(rows, us, time_col, buckets, wants, kinds)
+    if parts is None:
+        return None
+    labels = _labels(len(starts))
+    chunk = {label: c for c, label in enumerate(labels)}
+    context = _context_frame(spark, parts, fields, labels)
 
-    # 4. the pass
-    staged = rows.select(_chunk_of(b, starts).alias(CHUNK), *[_col(c) for c in names],
-                         F.lit(False).alias(CONTEXT)).unionByName(context)
+    # 4. the pass: a partition per chunk (_labels)
+    staged = rows.select(_chunk_of(b, starts, labels).alias(CHUNK), *[_col(c) for c in names],
+                         F.lit(False).alias(CONTEXT)).unionByName(context) \
+        .repartition(len(starts), CHUNK)
     start_us = [buckets.edge(s) for s in starts]
     end_us = [buckets.edge(e) for e in ends]
     target_schema = to_arrow_schema(out_type, timezone="UTC")
     method = r.method
 
     def resample_chunks(table):  # the name shows in Spark's plans
-        c = table.column(CHUNK)[0].as_py()
+        c = chunk[table.column(CHUNK)[0].as_py()]
         out = resample_chunk(table, time_col, P, method, start_us[c], end_us[c], interp,
                              drop=(CHUNK,))
         return _conform(out, target_schema)
@@ -360,7 +520,7 @@ def _resample(rel, rt, frames):
 
 
 # ------------------------------------------------------------------------------ ASOF JOIN
-def _asof(rel, rt, frames):
+def _asof(rel, rt, inputs):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -370,7 +530,7 @@ def _asof(rel, rt, frames):
     from . import task_memory
 
     a = rel.asof
-    left, right = frames.get(a.left), frames.get(a.right)
+    left, right = inputs.frame(a.left), inputs.frame(a.right)
     if a.keys or left is None or right is None or rel.schema is None:
         return None
     lfields, rfields = left.schema.fields, right.schema.fields
@@ -394,41 +554,48 @@ def _asof(rel, rt, frames):
     spark, backward = rt.spark, a.direction == "backward"
     lus, rus = _micros(lt), _micros(rt_)
 
-    # 1. estimate: the left side's rows with a time
-    stats = _run(lambda: left.where(_col(lt.name).isNotNull())
-                 .agg(F.count(F.lit(1)), F.min(lus), F.max(lus)).first())
-    if stats is None or not stats[0] or stats[0] < settings.get(spark, "wavesql.temporal.min_rows"):
+    # 1. estimate: the left side's rows with a time, from a Parquet stream's footers, else
+    # the job that fills the left side's held copy
+    stats = inputs.footer(a.left, lt)
+    if stats is None:
+        held = inputs.held(a.left)
+        stats = _run(lambda: held.agg(F.count(_col(lt.name)), F.min(lus), F.max(lus)).first())
+        if stats is None:
+            return None
+        inputs.filled(a.left)
+    n, lo, hi = stats[0], stats[1], stats[2]
+    if not n or n < settings.get(spark, "wavesql.temporal.min_rows"):
         return None
-    n, lo, hi = stats
+    left = inputs.held(a.left)
     target = _target(spark, 2 * n)
     buckets = _buckets(lo, hi, 2 * n, target)
 
-    # 2. summaries: left and right rows per bucket, the right rows at each bucket's edge
-    # (the latest for a backward join, the earliest for a forward one); right rows before
-    # the left's first time go to bucket -1, after its last to bucket `count`
+    # 2. summaries, fixed-width (a hash aggregate): left and right rows per bucket and the
+    # right side's latest time in it (backward join) or earliest (forward); right rows
+    # before the left's first time go to bucket -1, after its last to bucket `count`
     lb = F.coalesce(buckets.expr(lus), F.lit(0).cast("bigint"))
     rb = (F.when(rus < F.lit(lo), F.lit(-1).cast("bigint"))
           .when(rus > F.lit(hi), F.lit(buckets.count).cast("bigint"))
           .otherwise(buckets.expr(rus)))
-    key = rus if backward else F.lit(-1) - rus
-    wrow = F.struct(key.alias("k"), F.struct(*[_col(c) for c in rnames]).alias("w"))
+    right = inputs.held(a.right)  # filled by the summaries' job
     rights = right.where(_col(rt_.name).isNotNull())
-    both = left.select(lb.alias("b"), F.lit(1).alias("l"),
-                       F.lit(None).cast(_struct_type(rights, rnames, key, F))
-                       .alias("r")) \
-        .unionByName(rights.select(rb.alias("b"), F.lit(0).alias("l"), wrow.alias("r")))
-    summary = _run(lambda: _flat(both.groupBy("b").agg(F.sum("l").alias("nl"),
-                                                       F.count("r").alias("nr"),
-                                                       F.max("r").alias("edge"))).toArrow())
+    both = left.select(lb.alias("b"), F.lit(1).alias("l"), F.lit(None).cast("bigint").alias("t")) \
+        .unionByName(rights.select(rb.alias("b"), F.lit(0).alias("l"), rus.alias("t")))
+    edge = F.max("t") if backward else F.min("t")
+    summary = _run(lambda: both.groupBy("b").agg(F.sum("l").alias("nl"),
+                                                 F.count("t").alias("nr"),
+                                                 edge.alias("edge")).toArrow())
     if summary is None:
         return None
+    inputs.filled(a.right)
 
-    # 3. chunks and their context: the edge row of the nearest bucket with right rows
-    # before (backward) or after (forward) each chunk
+    # 3. chunks and their context: the right row at the edge time of the nearest bucket
+    # with right rows before (backward) or after (forward) each chunk, the winner of its
+    # ties (one small job over the held right rows at those times)
     bs = summary.column("b").to_pylist()
-    at = {bk: i for i, bk in enumerate(bs)}
     nl = dict(zip(bs, summary.column("nl").to_pylist()))
     nr = dict(zip(bs, summary.column("nr").to_pylist()))
+    edges = dict(zip(bs, summary.column("edge").to_pylist()))
     costs = [(nl.get(k) or 0) + (nr.get(k) or 0) for k in range(buckets.count)]
     limit = task_memory.max_rows(spark, len(lnames) + len(rnames) + 1)
     starts = _pack(costs, target, limit)
@@ -438,20 +605,28 @@ def _asof(rel, rt, frames):
     present = {bk for bk in bs if nr.get(bk)}
     before, after = _nearest(present, buckets.count)
     if backward:
-        picks = [(c, at[before[s]]) for c, s in enumerate(starts) if before[s] is not None]
+        picks = [(c, edges[before[s]]) for c, s in enumerate(starts) if before[s] is not None]
     else:
-        picks = [(c, at[after[e]]) for c, e in enumerate(ends) if after[e] is not None]
-    table = _edge_rows(summary, "edge", [i for _, i in picks])
-    parts = [(c, table.slice(j, 1)) for j, (c, _) in enumerate(picks)]
-    context = _context_frame(spark, parts, rfields)
+        picks = [(c, edges[after[e]]) for c, e in enumerate(ends) if after[e] is not None]
+    parts = []
+    if picks:
+        got = _winners(rights, rt_.name, rus.isin(sorted({t for _, t in picks})))
+        if got is None:
+            return None
+        table, at = got
+        index = {int(t): i for i, t in enumerate(at)}
+        parts = [(c, table.slice(index[t], 1)) for c, t in picks]
+    labels = _labels(len(starts))
+    context = _context_frame(spark, parts, rfields, labels)
 
     # 4. the pass: left rows by chunk, cogrouped with the right rows of the chunk's range
     lcols = [f"__ws_l{i}" for i in range(len(lnames))]
     rcols = [f"__ws_r{i}" for i in range(len(rnames))]
-    staged_left = left.select(_chunk_of(lb, starts).alias(CHUNK),
+    staged_left = left.select(_chunk_of(lb, starts, labels).alias(CHUNK),
                               *[_col(c).alias(x) for c, x in zip(lnames, lcols)])
     own = rights.where((rb >= 0) & (rb < buckets.count))
-    staged_right = own.select(_chunk_of(rb, starts).alias(CHUNK), *[_col(c) for c in rnames],
+    staged_right = own.select(_chunk_of(rb, starts, labels).alias(CHUNK),
+                              *[_col(c) for c in rnames],
                               F.lit(False).alias(CONTEXT)).unionByName(context)
     staged_right = staged_right.select(CHUNK, *[_col(c).alias(x) for c, x in zip(rnames, rcols)],
                                        CONTEXT)
@@ -471,7 +646,9 @@ def _asof(rel, rt, frames):
                          drop=(CHUNK,))
         return _conform(out, target_schema)
 
-    out = staged_left.groupBy(CHUNK).cogroup(staged_right.groupBy(CHUNK)) \
+    parts_ = len(starts)  # a partition per chunk on both sides (_labels)
+    out = staged_left.repartition(parts_, CHUNK).groupBy(CHUNK) \
+        .cogroup(staged_right.repartition(parts_, CHUNK).groupBy(CHUNK)) \
         .applyInArrow(asof_chunks, flat)
     lstruct = F.struct(*[F.col(x).alias(c) for c, x in zip(lnames, lcols)])
     rstruct = F.struct(*[F.col(x).alias(c) for c, x in zip(rnames, rcols)])
@@ -481,8 +658,3 @@ def _asof(rel, rt, frames):
         F.col(quote(lalias if side == "l" else ralias)).getField(c).alias(c)
         for side, c in copies])
 
-
-def _struct_type(rights, rnames, key, F):
-    """The Spark type of the right side's edge struct ``struct(k, w: struct(row))``."""
-    return rights.select(F.struct(key.alias("k"), F.struct(*[
-        _col(c) for c in rnames]).alias("w")).alias("r")).schema["r"].dataType
