@@ -12,10 +12,14 @@ final; a micro-batch is committed whole or redone):
   Spark's watermark; a micro-batch touches what arrived and the windows that closed.
   OVER windows over one stream (bounded PRECEDING frames, ``lag``, nested through CTEs)
   too: each bucket of partition keys keeps its rows' look-back, and a micro-batch
-  evaluates the batch plan over the buckets that have rows becoming final.
+  evaluates the batch plan over the buckets that have rows becoming final. A RESAMPLE of
+  one stream (per key or not) too: each series keeps its rows from its bound on and the
+  rows bracketing its next grid points, and a micro-batch evaluates the RESAMPLE over the
+  series whose grid points became final.
 * **Re-evaluating** (:mod:`.runner`): every other shape -- joins of windowed streams,
-  RESAMPLE, ASOF and interval joins, SYNC, row-by-row queries, unslid RSTREAM, OVER
-  windows with ``EMIT CHANGES`` or columns of complex types --
+  RESAMPLE under CQL windows or with ``EMIT CHANGES``, ASOF and interval joins, SYNC,
+  row-by-row queries, unslid RSTREAM, OVER windows with ``EMIT CHANGES``, and OVER windows
+  or RESAMPLE over columns of complex types --
   evaluates the batch plan over each input's buffered look-back every micro-batch, with
   progress kept by WaveSQL in ``<checkpoint>/state/``. Its cost follows the look-back, not
   what arrived.
@@ -58,8 +62,30 @@ OVER windows                       the same processor shape, one ``ValueState`` 
                                    aggregate, nesting and ``lag`` mean what they mean in
                                    a batch query. Buckets are hashes of the partition keys
                                    every window shares; none shared: one bucket.
-the rest (second runner)           not yet: RESAMPLE, ASOF/interval joins and per-instant
-                                   joins keep WaveSQL's buffer.
+RESAMPLE (alone, per key or not)   the same processor shape (:mod:`.stateful.resample`):
+                                   one ``ValueState`` per bucket of keys (un-keyed: one
+                                   bucket) holding its series' rows (Arrow bytes), one per
+                                   instant (the row the batch SQL keeps), pruned at each
+                                   series' bound to the rows from it on, the last row
+                                   before it and ('linear') each interpolated column's
+                                   last value before it. Grid points are final when
+                                   :class:`.resample.ResampleProgress` says (below
+                                   progress, not past the series' last row, 'linear' not
+                                   past a column's last value); each series emits the
+                                   points between its previous bound and its bound once,
+                                   the batch plan evaluated over its rows. Timers fire at
+                                   the next grid point that can become final. Per key,
+                                   ``_progress`` is the stalest key's bound: each bucket
+                                   reports its keys' smallest cap, kept by the driver in
+                                   ``<checkpoint>/resample/`` (one number per bucket,
+                                   versioned JSON).
+RESAMPLE under CQL windows         stays re-evaluated: TiLT's imputation joins each grid
+                                   point to its window's bucket, final by the window
+                                   instant and bounded by the stalest key of every
+                                   series -- two operators' state (the grid, the windows
+                                   over it) with one bound; not yet moved.
+the rest (second runner)           not yet: ASOF/interval joins and per-instant joins
+                                   keep WaveSQL's buffer.
 =================================  =====================================================
 
 ``EXPLAIN STREAM <query>`` says which runner a query gets and why; ``WAVESQL_STATEFUL=0``

@@ -6,9 +6,9 @@ continuously before anything runs, resolves where the results and late rows go
 runner: Spark's real-time mode (:mod:`.realtime`) when the trigger asks for it; a query
 over a SIGNAL on :class:`.signals.SignalContinuousQuery`, or
 :class:`.kafka_signals.KafkaSignalQuery` for sample blocks from Kafka; a windowed aggregate
-on Spark's state store (:class:`.stateful.query.StatefulWindowQuery`) where
-:func:`.planning.stateful_plan` accepts it; and every other shape on the re-evaluating
-runner (:class:`.runner.ReEvaluatingQuery`). Each is a
+on Spark's state store (:class:`.stateful.query.StatefulWindowQuery`; OVER windows and a
+RESAMPLE likewise) where :func:`.planning.stateful_plan` accepts it; and every other shape
+on the re-evaluating runner (:class:`.runner.ReEvaluatingQuery`). Each is a
 :class:`~.query.ContinuousQuery` (the real-time one has its API).
 """
 
@@ -99,14 +99,16 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
         if plan.signal.scan.signal.source == "kafka":  # sample blocks: kafka_signals.py
             cls = KafkaSignalQuery
         bound = plan.signal.bound
-    elif plan.mode in ("windowed", "over"):  # on Spark's state store where it can be
+    elif plan.mode in ("windowed", "over", "resample"):  # on Spark's state store if it can
         windowed, _ = stateful_plan(session.spark, stmt, bound.relation,
                                     absolute(checkpoint), plan)
         if windowed is not None:
             from .stateful import query as stateful
+            from .stateful.resample_query import StatefulResampleQuery
 
-            cls = (stateful.StatefulWindowQuery if plan.mode == "windowed"
-                   else stateful.StatefulOverQuery)
+            cls = {"windowed": stateful.StatefulWindowQuery,
+                   "over": stateful.StatefulOverQuery,
+                   "resample": StatefulResampleQuery}[plan.mode]
             extra = {"windowed": windowed}
     # Relative paths resolve against this process's current directory, as CREATE's do:
     # Spark would resolve them against the JVM's, which os.chdir does not move.
