@@ -2,7 +2,10 @@
 
 :mod:`.objects` holds the validated, JSON-serialisable definition dataclasses;
 :mod:`.store` keeps them, with their version history, in an SQLite file that several
-processes may share. Nothing here imports Spark or the planner.
+processes of one host may share (the embedded default); :mod:`.spark_catalog` keeps them in
+Spark's Hive metastore, which several hosts share (``catalog="spark"``), with the same API.
+Nothing here imports the planner; only :mod:`.metastore` talks to Spark (through the session
+it is given).
 
 Examples
 --------
@@ -26,11 +29,15 @@ from .objects import (
     normalize_kind,
 )
 from .schema import FORMAT_VERSION, MIGRATIONS
+from .spark_catalog import HIVE_CONFIG, SparkCatalog, shared_database
 from .sqlite_file import CATALOG_ENV, DEFAULT_CATALOG_FILE
 from .store import Catalog
 
 __all__ = [
     "Catalog",
+    "SparkCatalog",
+    "shared_database",
+    "HIVE_CONFIG",
     "Column",
     "Definition",
     "StreamDef",

@@ -17,7 +17,8 @@
     wavesql demo [DIR]              generate demo data and run the demo queries
 
 Common options: ``--master URL`` (any Spark master; default ``local[*]``), ``--catalog PATH``
-(the SQLite catalog; default ``./wavesql_catalog.db``), ``--conf KEY=VALUE`` (a Spark
+(the SQLite catalog; default ``./wavesql_catalog.db``; ``spark`` or ``spark:<database>`` for
+the shared catalog in Spark's Hive metastore), ``--conf KEY=VALUE`` (a Spark
 setting, repeatable, as spark-submit takes it: ``--conf spark.hadoop.fs.s3a.endpoint=...``),
 ``--max-rows N``.
 Exit status: 0 on success (for a file run as a service: stopped by SIGINT/SIGTERM), 1 when a
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wavesql", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--master", help="Spark master URL (default local[*])")
-    parser.add_argument("--catalog", help="catalog file (default ./wavesql_catalog.db)")
+    parser.add_argument("--catalog", help="catalog file (default ./wavesql_catalog.db), or "
+                        "`spark` / `spark:<database>`: Spark's Hive metastore, shared by hosts")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting (repeatable), e.g. "
                              "spark.hadoop.fs.s3a.endpoint=http://minio:9000")
@@ -322,10 +324,15 @@ def _show_runs(args) -> int:
     """``wavesql runs``: the run history from the catalog, newest first."""
     import os
 
-    from wavesql.catalog import Catalog
+    from wavesql.catalog import Catalog, shared_database
 
-    with Catalog(args.catalog) as catalog:
-        rows = catalog.runs(os.path.realpath(args.file) if args.file else None, args.limit)
+    file = os.path.realpath(args.file) if args.file else None
+    if shared_database(args.catalog or os.environ.get("WAVESQL_CATALOG")) is not None:
+        with _connect(args) as ws:  # the shared catalog is in Spark's metastore
+            rows = ws.catalog.runs(file, args.limit)
+    else:
+        with Catalog(args.catalog) as catalog:
+            rows = catalog.runs(file, args.limit)
     table = Table(show_lines=False, header_style="bold")
     for c in ("id", "file", "trigger", "started", "seconds", "status", "statements",
               "rows in", "rows out", "late", "error"):

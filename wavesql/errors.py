@@ -64,6 +64,9 @@ ERROR_CODES: dict[str, str] = {
     "CATALOG_CORRUPT": "the catalog file is not a readable WaveSQL catalog",
     "CATALOG_TOO_NEW": "the catalog file was written by a newer WaveSQL",
     "CATALOG_BUSY": "the catalog stayed locked by another process for too long",
+    "CATALOG_UNREACHABLE": "the shared catalog's Hive metastore did not answer, or none is "
+                           "configured (--catalog spark needs hive.metastore.uris)",
+    "CATALOG_ERROR": "the shared catalog's Hive metastore refused a request",
     "CONFLICT": "another process changed the same definition concurrently",
     # types and planning
     "TYPE_ERROR": "an expression has the wrong type for where it is used",

@@ -1,9 +1,9 @@
 """The Python API: ``wavesql.connect()`` and :class:`Session`.
 
-A session owns a catalog (SQLite file) and a SparkSession, and runs WaveSQL text through the
-planner: ``parse -> bind -> rewrite -> lower``, binding against Spark itself
-(``planner.spark_environment``: which tables and functions exist, and the schema of a Spark
-SQL fragment -- analysis only, no job).
+A session owns a catalog (an SQLite file, or Spark's Hive metastore) and a SparkSession, and
+runs WaveSQL text through the planner: ``parse -> bind -> rewrite -> lower``, binding against
+Spark itself (``planner.spark_environment``: which tables and functions exist, and the schema
+of a Spark SQL fragment -- analysis only, no job).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from wavesql.catalog import Catalog
+from wavesql.catalog import HIVE_CONFIG, Catalog, SparkCatalog, shared_database
 from wavesql.catalog.session_views import WithTempViews
 from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import WaveSQLError
@@ -48,8 +48,12 @@ def connect(master: str | None = None, catalog: str | os.PathLike | None = None,
     master : str, optional
         Spark master URL (``local[*]`` by default, or ``$WAVESQL_MASTER``); any master works,
         e.g. ``spark://host:7077``.
-    catalog : path, optional
+    catalog : path or str, optional
         The catalog's SQLite file; ``./wavesql_catalog.db`` by default (or ``$WAVESQL_CATALOG``).
+        ``"spark"`` (or ``"spark:<database>"``) keeps it in Spark's Hive metastore instead,
+        shared by every host that uses that metastore (catalog/spark_catalog.py): Spark is
+        started Hive-enabled, and ``config`` (or a hive-site.xml) must name the metastore,
+        e.g. ``{"spark.hadoop.hive.metastore.uris": "thrift://host:9083"}``.
     spark : SparkSession, optional
         Use an existing session instead of starting one (``master``/``config`` are ignored).
     config : dict, optional
@@ -64,16 +68,22 @@ def connect(master: str | None = None, catalog: str | os.PathLike | None = None,
     """
     if catalog is None:
         catalog = os.environ.get("WAVESQL_CATALOG", "wavesql_catalog.db")
-    cat = Catalog(catalog)
+    database = shared_database(catalog)
+    if database is None:
+        cat = Catalog(catalog)
+        if spark is None:
+            spark = start_spark(master, config)
+        return Session(spark, cat)
+    # The shared catalog (catalog/spark_catalog.py): Spark's Hive metastore.
     if spark is None:
-        spark = start_spark(master, config)
-    return Session(spark, cat)
+        spark = start_spark(master, {**HIVE_CONFIG, **(config or {})})
+    return Session(spark, SparkCatalog(spark, database))
 
 
 class Session:
     """A connection: catalog + Spark. Create with :func:`connect`."""
 
-    def __init__(self, spark, catalog: Catalog):
+    def __init__(self, spark, catalog: "Catalog | SparkCatalog"):
         self.spark = spark
         #: the catalog with this session's temporary views over it (catalog/session_views.py)
         self.catalog = WithTempViews(catalog)

@@ -1,0 +1,525 @@
+"""The shared catalog: WaveSQL's catalog kept in Spark's own catalog (a Hive metastore).
+
+The SQLite file (:mod:`.store`) is the embedded default; it cannot be shared by hosts (SQLite
+over a network filesystem is not safe). ``wavesql.connect(catalog="spark")`` or ``wavesql
+--catalog spark`` (``spark:<database>`` to choose the database; ``wavesql`` by default)
+keeps the catalog in the Hive metastore the Spark session uses, which any number of hosts
+share. :class:`SparkCatalog` has the API of :class:`~.store.Catalog` (definitions, run
+history, leases), so nothing else in WaveSQL changes; the rules of a write are
+:mod:`.rules`'.
+
+Layout (``<db>`` is the chosen database; all objects are views, :mod:`.metastore` says why)::
+
+    <db>.<name>                 one view per live stream, signal, view and sink, under its
+                                name, for plain Spark users: ``SHOW TABLES IN wavesql``,
+                                ``SHOW TBLPROPERTIES wavesql.trades``. Its properties hold
+                                wavesql.kind / .name / .version / .definition (the JSON of
+                                Definition.to_dict). A stream of Parquet or ORC files is a view
+                                over its files (``SELECT * FROM wavesql.trades`` reads them);
+                                any other object is a view of its declared columns that fails
+                                with a message saying to query it through WaveSQL (one
+                                without declared columns, a view with no rows); property
+                                wavesql.view says which (files / declared / empty).
+    <db>_history.<name>__v<n>   version n of <name>: its definition, or a DROP (a tombstone)
+    <db>_runs.r<id>             one run of a query file (wavesql runs)
+    <db>_leases.l<hash>__g<n>   generation n of a lease (who runs a job)
+
+Names that are not plain lower-case identifiers (Hive allows ``[a-z0-9_]``) are kept under
+``wavesql_<hash>``; their properties carry the name as written.
+
+**Versions without compare-and-swap.** The history is the truth, and a version is committed
+by the conditional create of its history entry ``<name>__v<n>`` (:meth:`Metastore.claim`):
+two writers that both read version 1 both try to create ``__v000002``; one wins, the other
+re-reads (a plain ``CREATE OR REPLACE`` then commits version 3 -- serialised, no lost
+update; with ``expected_version`` it gets ``CONFLICT``; a plain ``CREATE`` gets
+``DUPLICATE_OBJECT``). History entries are never changed, so reading them is cached. The view
+under the object's name is a projection of the latest entry, written after the commit; a
+writer rewrites it until it shows the latest version (so of two racing writers the last to
+look fixes what the other wrote), and a projection a crash left stale is fixed by the next
+write to that name. Readers in WaveSQL read the history, never the projection.
+
+**Leases without compare-and-swap** (:meth:`SparkCatalog.lease`, the same guarantees as
+:mod:`.leases`): a lease is a sequence of generations ``l<hash>__g<n>``, each claimed by a
+conditional create, the highest being the current one. A holder renews its generation's
+``expires`` property; releasing marks it free. A contender takes generation n+1 only when
+generation n is free, expired, or held by a process of its own host that no longer exists;
+of two contenders exactly one creates n+1. The winner drops the generations below. Expiry
+compares wall clocks, so hosts' clocks must agree to well within a lease (30 s): NTP.
+
+**Run ids**: ``r<id>`` claimed the same way (max + 1, retried when another process took it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import re
+import socket
+import threading
+import time
+from typing import Iterator
+
+from wavesql.errors import WaveSQLError
+
+from . import rules
+from .leases import _alive
+from .metastore import Metastore, ident, join_text, literal, split_text
+from .objects import Definition, Tombstone, normalize_kind
+from .runs import RunHistory
+from .schema import utc_now
+
+__all__ = ["SparkCatalog", "DEFAULT_DATABASE", "shared_database", "HIVE_CONFIG"]
+
+#: The database of ``--catalog spark``.
+DEFAULT_DATABASE = "wavesql"
+#: Spark settings a session needs for the shared catalog (``wavesql.connect`` adds them).
+HIVE_CONFIG = {"spark.sql.catalogImplementation": "hive"}
+_PLAIN = re.compile(r"[a-z0-9_]{1,100}")
+_ENTRY = re.compile(r"(.+)__v(\d{6,})")
+_RUN = re.compile(r"r(\d{12})")
+
+
+def shared_database(spec: object) -> str | None:
+    """``"spark"`` -> ``"wavesql"``, ``"spark:<database>"`` -> the database; None for a file.
+
+    Examples
+    --------
+    >>> shared_database("spark"), shared_database("SPARK:Ops"), shared_database("cat.db")
+    ('wavesql', 'ops', None)
+    """
+    if not isinstance(spec, str):
+        return None
+    text = spec.strip()
+    head, sep, database = text.partition(":")
+    if head.lower() != "spark" or (sep and database.startswith("/")):
+        return None
+    database = (database.strip() or DEFAULT_DATABASE).lower() if sep else DEFAULT_DATABASE
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,99}", database):
+        raise WaveSQLError("INVALID_OPTION", f"`{spec}`: `{database}` is not a database name "
+                           "the Hive metastore takes",
+                           hint="letters, digits and _, e.g. --catalog spark:wavesql_ops")
+    return database
+
+
+def table_name(key: str) -> str:
+    """The metastore name of the object with lookup key ``key``."""
+    if _PLAIN.fullmatch(key):
+        return key
+    return "wavesql_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+class SparkCatalog:
+    """WaveSQL's catalog in the Hive metastore of ``spark`` (module docstring).
+
+    Parameters
+    ----------
+    spark : SparkSession
+        Hive-enabled (``spark.sql.catalogImplementation=hive``) and pointed at a shared
+        metastore (``hive.metastore.uris``).
+    database : str
+        Where the objects appear to Spark; ``<database>_history``, ``_runs`` and ``_leases``
+        hold the rest.
+    busy_timeout : float
+        Seconds a write keeps retrying while other writers win the same version.
+    """
+
+    RUN_COLUMNS = RunHistory.RUN_COLUMNS
+    LEASE_SECONDS = 30.0
+
+    def __init__(self, spark, database: str = DEFAULT_DATABASE, *, busy_timeout: float = 30.0):
+        self.store = Metastore(spark)
+        self.database = database
+        self.path = f"spark:{database}"
+        self.busy_timeout = float(busy_timeout)
+        self.history_db, self.runs_db, self.leases_db = (
+            f"{database}_history", f"{database}_runs", f"{database}_leases")
+        self._entries: dict[tuple[str, int], dict[str, str]] = {}  # immutable: cached
+        self._closed = False
+        known = self.store.databases()  # the first call: CATALOG_UNREACHABLE if no answer
+        self.store.ensure_database(database, "WaveSQL streams, signals, views and sinks",
+                                   own=False, known=known)
+        for db, what in ((self.history_db, "versions"), (self.runs_db, "run history"),
+                         (self.leases_db, "leases")):
+            self.store.ensure_database(db, f"WaveSQL catalog {database}: {what}", known=known)
+
+    # -- history entries ---------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+
+    def _index(self) -> dict[str, list[int]]:
+        """Table name -> its committed versions, ascending (one listing of the history)."""
+        self._check_open()
+        out: dict[str, list[int]] = {}
+        for entry in self.store.tables(self.history_db):
+            match = _ENTRY.fullmatch(entry)
+            if match:
+                out.setdefault(match.group(1), []).append(int(match.group(2)))
+        for versions in out.values():
+            versions.sort()
+        return out
+
+    def _entry(self, table: str, version: int) -> dict[str, str]:
+        cached = self._entries.get((table, version))
+        if cached is None:
+            cached = self.store.properties(self.history_db, f"{table}__v{version:06d}")
+            if cached is None or "wavesql.action" not in cached:
+                raise self._corrupt(f"{table}__v{version:06d}", "is not a WaveSQL version")
+            self._entries[(table, version)] = cached
+        return cached
+
+    def _corrupt(self, what: str, why: str) -> WaveSQLError:
+        return WaveSQLError("CATALOG_CORRUPT", f"`{self.history_db}.{what}` in the Hive "
+                            f"metastore at {self.store.uri} {why}",
+                            hint="WaveSQL leaves it untouched; restore it or drop it by hand")
+
+    def _decode(self, props: dict[str, str], what: str) -> Definition | Tombstone:
+        if props["wavesql.action"] == "DROP":
+            return Tombstone(props["wavesql.name"], props["wavesql.kind"],
+                             int(props["wavesql.version"]), props["wavesql.recorded_at"])
+        try:
+            return Definition.from_dict(json.loads(join_text("wavesql.definition", props)
+                                                   or ""))
+        except (ValueError, TypeError, WaveSQLError) as exc:
+            raise self._corrupt(what, f"holds an unreadable definition ({exc})") from exc
+
+    def _latest(self, key: str, index: dict[str, list[int]] | None = None
+                ) -> tuple[int, Definition | Tombstone | None]:
+        """(highest version used by ``key``, its entry), or (0, None)."""
+        table = table_name(key)
+        versions = (self._index() if index is None else index).get(table)
+        if not versions:
+            return 0, None
+        props = self._entry(table, versions[-1])
+        if props.get("wavesql.key") != key:
+            raise self._corrupt(table, f"belongs to `{props.get('wavesql.key')}`, not `{key}`")
+        return versions[-1], self._decode(props, table)
+
+    def _live(self, key: str, index=None) -> Definition | None:
+        found = self._latest(key, index)[1]
+        return found if isinstance(found, Definition) else None
+
+    def _commit(self, key: str, version: int, action: str, when: str,
+                defn: Definition) -> bool:
+        """Claim version ``version`` of ``key`` (False: another writer committed it)."""
+        props = {"wavesql.key": key, "wavesql.name": defn.name, "wavesql.kind": defn.kind,
+                 "wavesql.version": str(version), "wavesql.action": action,
+                 "wavesql.recorded_at": when}
+        if action != "DROP":
+            props.update(split_text("wavesql.definition", _encode(defn)))
+        return self.store.claim(self.history_db, f"{table_name(key)}__v{version:06d}", props)
+
+    def _busy(self, name: str) -> WaveSQLError:
+        return WaveSQLError("CATALOG_BUSY", f"`{name}` kept being changed by other processes "
+                            f"for more than {self.busy_timeout:g} s",
+                            hint="retry, or pass a larger busy_timeout")
+
+    # -- writing -----------------------------------------------------------------------------
+    def create(self, defn: Definition, *, replace: bool = False, if_not_exists: bool = False,
+               expected_version: int | None = None) -> Definition:
+        """Store ``defn`` (see :meth:`wavesql.catalog.Catalog.create`)."""
+        rules.check_create_call(defn, replace, if_not_exists, expected_version)
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            last, found = self._latest(defn.key)
+            old = found if isinstance(found, Definition) else None
+            kept = rules.decide_create(old, defn, replace=replace, if_not_exists=if_not_exists,
+                                       expected_version=expected_version)
+            if kept is not None:
+                return kept
+            self._refuse_foreign(defn)
+            now = utc_now()
+            stored = defn.with_version(last + 1, old.created_at if old else now, now)
+            if self._commit(defn.key, stored.version, "REPLACE" if old else "CREATE", now,
+                            stored):
+                self._project(defn.key)
+                return stored
+            if time.monotonic() > deadline:  # others keep winning: look again, then give up
+                raise self._busy(defn.name)
+            time.sleep(random.uniform(0.01, 0.1))
+
+    def drop(self, name: str, kind: str | type[Definition] | None = None, *,
+             if_exists: bool = False) -> Definition | None:
+        """Remove ``name`` (see :meth:`wavesql.catalog.Catalog.drop`)."""
+        kind = normalize_kind(kind) if kind is not None else None
+        key = name.lower()
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            last, found = self._latest(key)
+            if not isinstance(found, Definition):
+                if if_exists:
+                    return None
+                raise rules.unknown(name, kind, self.names(kind))
+            rules.check_drop_kind(found, kind)
+            if self._commit(key, last + 1, "DROP", utc_now(), found):
+                self._project(key)
+                return found
+            if time.monotonic() > deadline:
+                raise self._busy(name)
+            time.sleep(random.uniform(0.01, 0.1))
+
+    def _refuse_foreign(self, defn: Definition) -> None:
+        """A table of the same name in the database that WaveSQL did not make: refused
+        before a version is committed (its projection could never be written)."""
+        props = self.store.properties(self.database, table_name(defn.key))
+        if props is not None and "wavesql.key" not in props:
+            raise WaveSQLError(
+                "DUPLICATE_OBJECT", f"cannot create {defn.kind.lower()} `{defn.name}`: "
+                f"`{self.database}.{table_name(defn.key)}` is a Spark table WaveSQL did not "
+                "create", hint="choose another name, or another database (spark:<database>)")
+
+    # -- the projection: one view per live object, for plain Spark users ----------------------
+    def _project(self, key: str) -> None:
+        """Make ``<db>.<name>`` show the latest version of ``key`` (module docstring)."""
+        table = table_name(key)
+        for _ in range(8):
+            last, found = self._latest(key)
+            live = self.store.properties(self.database, table)
+            if live is not None and "wavesql.key" not in live:
+                return  # somebody else's table: left alone (create refuses the name)
+            want = last if isinstance(found, Definition) else None
+            have = int(live["wavesql.version"]) if live and live.get("wavesql.key") == key \
+                and live.get("wavesql.version", "").isdigit() else None
+            if want == have:
+                return
+            try:
+                if want is None:
+                    self.store.drop_view(self.database, table)
+                else:
+                    self._write_view(table, found)
+            except Exception:  # noqa: BLE001 - another writer's projection raced ours
+                time.sleep(random.uniform(0.05, 0.3))
+
+    def _write_view(self, table: str, defn: Definition) -> None:
+        props = {"wavesql.key": defn.key, "wavesql.name": defn.name,
+                 "wavesql.kind": defn.kind, "wavesql.version": str(defn.version),
+                 "wavesql.updated_at": defn.updated_at,
+                 **split_text("wavesql.definition", _encode(defn))}
+        comment = (f"WaveSQL {defn.kind.lower()} {defn.name} (version {defn.version}); its "
+                   "definition is in the wavesql.* table properties")
+        bodies = [_files_body(defn), _declared_body(defn),
+                  ("empty", "SELECT CAST(NULL AS STRING) AS wavesql_definition WHERE false")]
+        bodies = [b for b in bodies if b]
+        for i, (how, body) in enumerate(bodies):
+            try:
+                self.store.create_view(self.database, table, {**props, "wavesql.view": how},
+                                       body, replace=True, comment=comment)
+                return
+            except Exception:  # noqa: BLE001 - files not readable here: the next body
+                if i == len(bodies) - 1:
+                    raise
+
+    # -- reading -----------------------------------------------------------------------------
+    def get(self, name: str) -> Definition | None:
+        """The live definition called ``name`` (case-insensitive), or None."""
+        return self._live(name.lower())
+
+    def require(self, name: str, kind: str | type[Definition] | None = None) -> Definition:
+        """Like :meth:`get`, but raise ``UNKNOWN_OBJECT`` / ``WRONG_OBJECT_KIND``."""
+        kind = normalize_kind(kind) if kind is not None else None
+        defn = self.get(name)
+        candidates = self.names(kind) if defn is None or kind else []
+        if defn is None:
+            raise rules.unknown(name, kind, candidates)
+        return rules.check_required_kind(defn, name, kind, candidates)
+
+    def list(self, kind: str | type[Definition] | None = None) -> list[Definition]:
+        """All live definitions (of ``kind`` if given), sorted by name case-insensitively."""
+        kind = normalize_kind(kind) if kind is not None else None
+        index = self._index()
+        out = []
+        for table, versions in index.items():
+            found = self._decode(self._entry(table, versions[-1]), table)
+            if isinstance(found, Definition) and (kind is None or found.kind == kind):
+                out.append(found)
+        return sorted(out, key=lambda d: d.key)
+
+    def names(self, kind: str | type[Definition] | None = None) -> list[str]:
+        """Names of the live objects (of ``kind`` if given), as written, sorted."""
+        return [d.name for d in self.list(kind)]
+
+    def history(self, name: str) -> list[Definition | Tombstone]:
+        """Every version ever stored under ``name``, oldest first; a DROP is a Tombstone."""
+        table = table_name(name.lower())
+        return [self._decode(self._entry(table, v), table)
+                for v in self._index().get(table, [])]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    # -- run history (wavesql runs) --------------------------------------------------------
+    def start_run(self, file: str, trigger: str, *, status: str = "running",
+                  error: str | None = None) -> int:
+        """Record that a run of ``file`` began; its id (see :class:`.runs.RunHistory`)."""
+        self._check_open()
+        now = utc_now()
+        props = {"file": file, "trigger": trigger, "started_at": now, "status": status,
+                 "statements": "0", "pid": str(os.getpid()), "host": socket.gethostname()}
+        if status != "running":
+            props["ended_at"] = now
+        if error is not None:
+            props["error"] = error
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            ids = [int(m.group(1)) for m in map(_RUN.fullmatch, self.store.tables(self.runs_db))
+                   if m]
+            run_id = max(ids, default=0) + 1
+            if self.store.claim(self.runs_db, f"r{run_id:012d}",
+                                {f"wavesql.run.{k}": v for k, v in props.items()}):
+                return run_id
+            if time.monotonic() > deadline:
+                raise self._busy("the run history")
+            time.sleep(random.uniform(0.01, 0.1))
+
+    def finish_run(self, run_id: int, status: str, *, statements: int = 0,
+                   rows_in: int | None = None, rows_out: int | None = None,
+                   rows_late: int | None = None, error: str | None = None) -> None:
+        """Record how run ``run_id`` ended."""
+        values = {"ended_at": utc_now(), "status": status, "statements": statements,
+                  "rows_in": rows_in, "rows_out": rows_out, "rows_late": rows_late,
+                  "error": error}
+        self.store.set_properties(self.runs_db, f"r{int(run_id):012d}", {
+            f"wavesql.run.{k}": str(v) for k, v in values.items() if v is not None})
+
+    def runs(self, file: str | None = None, limit: int | None = 20) -> list[dict]:
+        """The run history, newest first (of ``file`` if given), as dicts of RUN_COLUMNS."""
+        ids = sorted((int(m.group(1)) for m in map(_RUN.fullmatch,
+                                                   self.store.tables(self.runs_db)) if m),
+                     reverse=True)
+        out = []
+        for run_id in ids:
+            if limit is not None and len(out) >= limit:
+                break
+            props = self.store.properties(self.runs_db, f"r{run_id:012d}") or {}
+            row = {"id": run_id}
+            for col in self.RUN_COLUMNS[1:]:
+                value = props.get(f"wavesql.run.{col}")
+                if value is not None and col in ("statements", "rows_in", "rows_out",
+                                                 "rows_late", "pid"):
+                    value = int(value)
+                row[col] = value
+            if row["statements"] is None:
+                row["statements"] = 0
+            if file is None or row["file"] == file:
+                out.append(row)
+        return out
+
+    # -- leases ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lease(self, name: str, what: str, hint: str, *, seconds: float | None = None,
+              wait: float = 0.0) -> Iterator[None]:
+        """Hold the lease ``name`` while the block runs, or raise ``RUN_IN_PROGRESS`` (after
+        up to ``wait`` seconds) if a live holder has it (module docstring; the guarantees
+        of :meth:`.leases.Leases.lease`)."""
+        import uuid
+
+        seconds = self.LEASE_SECONDS if seconds is None else float(seconds)
+        me, host, pid = uuid.uuid4().hex, socket.gethostname(), os.getpid()
+        prefix = "l" + hashlib.sha256(name.encode()).hexdigest()[:24] + "__g"
+        deadline = time.monotonic() + wait
+        while True:
+            taken = self._try_lease(prefix, name, me, host, pid, seconds)
+            if isinstance(taken, int):
+                break
+            if time.monotonic() >= deadline:
+                raise WaveSQLError("RUN_IN_PROGRESS", f"{what} is already running ({taken})",
+                                   hint=hint)
+            time.sleep(0.5)
+        table = f"{prefix}{taken:09d}"
+        stop, lock = threading.Event(), threading.Lock()
+
+        def renew() -> None:
+            while not stop.wait(seconds / 3):
+                with lock:
+                    if stop.is_set():
+                        return
+                    try:
+                        self.store.set_properties(self.leases_db, table, {
+                            "wavesql.lease.expires": repr(time.time() + seconds)})
+                    except Exception:  # noqa: BLE001 - a busy metastore: the next round
+                        continue
+
+        renewer = threading.Thread(target=renew, name=f"wavesql-lease-{name}", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            with lock:
+                stop.set()
+            renewer.join(timeout=5)
+            with contextlib.suppress(Exception):  # unreleased, it expires
+                self.store.set_properties(self.leases_db, table, {
+                    "wavesql.lease.state": "free", "wavesql.lease.expires": "0"})
+
+    def _try_lease(self, prefix: str, name: str, me: str, host: str, pid: int,
+                   seconds: float) -> int | str:
+        """Take the lease: its generation, or who holds it."""
+        for _ in range(20):
+            gens = sorted(int(t[len(prefix):]) for t in self.store.tables(self.leases_db)
+                          if t.startswith(prefix) and t[len(prefix):].isdigit())
+            gen = 1
+            if gens:
+                top = self.store.properties(self.leases_db, f"{prefix}{gens[-1]:09d}")
+                if top is None:  # it changed hands while we listed: look again
+                    continue
+                their_host = top.get("wavesql.lease.host", "")
+                their_pid = int(top.get("wavesql.lease.pid", "0") or 0)
+                gone = (top.get("wavesql.lease.state") == "free"
+                        or float(top.get("wavesql.lease.expires", "0")) < time.time()
+                        or (their_host == host and not _alive(their_pid)))
+                if not gone:
+                    return (f"pid {their_pid} on {their_host} since "
+                            f"{top.get('wavesql.lease.acquired_at')}")
+                gen = gens[-1] + 1
+            if self.store.claim(self.leases_db, f"{prefix}{gen:09d}", {
+                    "wavesql.lease.name": name, "wavesql.lease.holder": me,
+                    "wavesql.lease.host": host, "wavesql.lease.pid": str(pid),
+                    "wavesql.lease.acquired_at": utc_now(), "wavesql.lease.state": "held",
+                    "wavesql.lease.expires": repr(time.time() + seconds)}):
+                for old in gens:  # superseded generations: nobody reads them again
+                    with contextlib.suppress(Exception):
+                        self.store.drop_view(self.leases_db, f"{prefix}{old:09d}")
+                return gen
+        return "it keeps changing hands"
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Forget the metastore (the SparkSession is left to its owner)."""
+        self._closed = True
+
+    def __enter__(self) -> "SparkCatalog":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SparkCatalog({self.path!r} at {self.store.uri})"
+
+
+def _encode(defn: Definition) -> str:
+    return json.dumps(defn.to_dict(), sort_keys=True, allow_nan=False)
+
+
+def _files_body(defn: Definition) -> tuple[str, str] | None:
+    """A stream of Parquet/ORC files: a view reading them (Spark's SQL on files)."""
+    if not (defn.kind == "STREAM" and defn.source == "files"
+            and defn.format in ("parquet", "orc") and not defn.options):
+        return None
+    cols = ", ".join(ident(c.name) for c in defn.columns)
+    return "files", f"SELECT {cols} FROM {defn.format}.{ident(defn.path)}"
+
+
+def _declared_body(defn: Definition) -> tuple[str, str] | None:
+    """The declared columns, typed, reading nothing: querying it says where to go."""
+    cols = getattr(defn, "columns", ()) or getattr(defn, "channels", ())
+    if not cols:
+        return None
+    message = literal(f"{defn.name} is a WaveSQL {defn.kind.lower()}: query it through "
+                      "WaveSQL (its definition is in this view's wavesql.* properties)")
+    listed = ", ".join(f"CAST(raise_error({message}) AS {c.type}) AS {ident(c.name)}"
+                       for c in cols)
+    return "declared", f"SELECT {listed}"

@@ -1,0 +1,140 @@
+"""A standalone Hive metastore service on loopback for the shared-catalog tests.
+
+The shared catalog (catalog/spark_catalog.py) must be tested from several processes at once;
+a Spark session's own embedded Derby metastore admits one process only. So the tests start
+Hive's metastore service (thrift), from the Hive 2.3 and Derby jars PySpark ships (nothing
+to download), with an embedded Derby database behind it that only the service opens, and
+point every Spark session at it with :meth:`HiveMetastore.spark_config`. The service and its
+database live in the test's temporary folder and are stopped by the fixture.
+
+``python -m tests.hive_metastore [port]`` runs one in the foreground.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+_LOG4J = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d %p %c{{1}} %m%n
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+def pyspark_jars() -> str:
+    import pyspark
+
+    return os.path.join(os.path.dirname(pyspark.__file__), "jars")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HiveMetastore:
+    """``with HiveMetastore(folder) as hms: hms.uri`` -- one metastore service."""
+
+    def __init__(self, folder: Path, port: int | None = None):
+        self.folder = Path(folder)
+        self.port = port or _free_port()
+        self.uri = f"thrift://127.0.0.1:{self.port}"
+        self.warehouse = self.folder / "warehouse"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120) -> "HiveMetastore":
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.warehouse.mkdir(exist_ok=True)
+        (self.folder / "log4j2.properties").write_text(
+            _LOG4J.format(log=self.folder / "metastore.log"))
+        settings = {
+            # Derby embedded in this service only: every client goes through thrift
+            "javax.jdo.option.ConnectionURL":
+                f"jdbc:derby:;databaseName={self.folder / 'metastore_db'};create=true",
+            "datanucleus.schema.autoCreateAll": "true",
+            "hive.metastore.schema.verification": "false",
+            "hive.metastore.warehouse.dir": self.warehouse.as_uri(),
+            "derby.stream.error.file": str(self.folder / "derby.log"),
+            # Hive would switch log4j to asynchronous loggers (LMAX Disruptor: not shipped)
+            "hive.async.log.enabled": "false",
+            "log4j2.configurationFile": str(self.folder / "log4j2.properties"),
+        }
+        cmd = ["java", "-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+               *(f"-D{k}={v}" for k, v in settings.items()),
+               "-cp", os.path.join(pyspark_jars(), "*"),
+               "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]
+        log = open(self.folder / "stdout.log", "a")
+        self.process = subprocess.Popen(cmd, cwd=self.folder, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the Hive metastore exited; see {self.folder}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"the Hive metastore did not start; see {self.folder}")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+    def __enter__(self) -> "HiveMetastore":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def spark_config(self, scratch: Path) -> dict[str, str]:
+        """The Spark settings of a session using this metastore (``scratch``: a folder of
+        the process's own for Spark's warehouse default and Hive's scratch files)."""
+        return {
+            "spark.sql.catalogImplementation": "hive",
+            "spark.hadoop.hive.metastore.uris": self.uri,
+            "spark.sql.warehouse.dir": str(Path(scratch) / "warehouse"),
+            "spark.hadoop.hive.exec.scratchdir": str(Path(scratch) / "hive-scratch"),
+            "spark.hadoop.hive.exec.local.scratchdir": str(Path(scratch) / "hive-local"),
+            "spark.hadoop.hive.metastore.connect.retries": "2",
+        }
+
+
+@pytest.fixture(scope="session")
+def hive_metastore(tmp_path_factory):
+    """A Hive metastore service on loopback, shared by the session's tests (each test uses
+    a database of its own)."""
+    with HiveMetastore(tmp_path_factory.mktemp("hive-metastore")) as metastore:
+        yield metastore
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with HiveMetastore(Path(tempfile.mkdtemp(prefix="wavesql-hms-")),
+                       int(sys.argv[1]) if len(sys.argv) > 1 else 9083) as hms:
+        print(f"Hive metastore at {hms.uri} (data in {hms.folder}); Ctrl-C stops it")
+        try:
+            hms.process.wait()
+        except KeyboardInterrupt:
+            pass

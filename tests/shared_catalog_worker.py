@@ -1,0 +1,121 @@
+"""One WaveSQL process of tests/test_shared_catalog.py: ``python -m tests.shared_catalog_worker
+ROLE SETTINGS.json``. Two run at once (roles ``a`` and ``b``) against one Hive metastore,
+meeting at files in a shared folder; each writes what it saw to ``<role>.json``.
+
+Role a defines the stream over the test's Parquet files and queries it; role b defines a
+signal and a sink, and at the end reads the metastore with plain Spark SQL (the test's
+oracle: not WaveSQL's code). Both replace one view at once with ``expected_version`` (one
+wins, one gets CONFLICT) and another without (serialised versions). Then the lease: a holds
+one (as if from another host, so only expiry can free it), b is refused, the test SIGKILLs
+a, and b waits until it gets the lease.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def _wait_for(path: Path, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {path.name} after {timeout} s")
+        time.sleep(0.05)
+
+
+def _meet(folder: Path, role: str, step: str) -> None:
+    """Wait until both roles reached ``step``."""
+    (folder / f"{role}.{step}").touch()
+    _wait_for(folder / f"{'b' if role == 'a' else 'a'}.{step}")
+
+
+def main(role: str, settings_file: str) -> None:
+    import wavesql
+    from wavesql.catalog import ViewDef
+    from wavesql.errors import WaveSQLError
+
+    s = json.loads(Path(settings_file).read_text())
+    folder, db = Path(s["folder"]), s["database"]
+    seen: dict = {"role": role}
+    ws = wavesql.connect(master="local[1]", catalog=f"spark:{db}", config=s["spark"])
+    cat = ws.catalog.catalog  # the SparkCatalog under the session's temporary views
+    seen["catalog"] = type(cat).__name__
+    if role == "a":
+        ws.sql(f"CREATE STREAM trades (sym STRING, px DOUBLE, ts TIMESTAMP) "
+               f"FROM '{s['trades']}' FORMAT parquet EVENT TIME ts")
+        cat.create(ViewDef("shared", "SELECT 'first' AS who"))
+    else:
+        ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT, ch2 FLOAT) RATE 8000 HZ FROM "
+               f"'{s['wavs']}' FORMAT wav")
+        ws.sql(f"CREATE SINK alerts TO '{s['sink']}' FORMAT parquet")
+    _meet(folder, role, "created")
+    # each sees what the other process defined
+    seen["names"] = cat.names()
+    seen["others"] = {d.name: d.to_dict() for d in cat.list()}
+
+    # one replace each, at once, both expecting version 1: one wins, one CONFLICT
+    _meet(folder, role, "race")
+    try:
+        stored = cat.create(ViewDef("shared", f"SELECT '{role}' AS who"), replace=True,
+                            expected_version=1)
+        seen["race"] = {"ok": stored.version}
+    except WaveSQLError as err:
+        seen["race"] = {"error": err.code, "message": err.message}
+
+    # five replaces each, at once, without expected_version: serialised, none lost
+    _meet(folder, role, "serial")
+    seen["serial"] = [cat.create(ViewDef("counter", f"SELECT '{role}{i}' AS who"),
+                                 replace=True).version for i in range(5)]
+    _meet(folder, role, "written")
+    seen["counter_history"] = [d.sql for d in cat.history("counter")]
+
+    if role == "a":
+        rows = ws.sql("SELECT sym, px, CAST(ts AS STRING) AS ts FROM trades").collect()
+        seen["query"] = [[r.sym, r.px, r.ts] for r in rows]
+        (folder / "a.json").write_text(json.dumps(seen, default=str))
+        # the lease, held as if by a process of another host: only expiry frees it
+        import socket
+
+        socket.gethostname = lambda: "another-host"
+        with cat.lease("job:shared-test", "job shared-test", "wait for it",
+                       seconds=s["lease_seconds"]):
+            (folder / "a.holds").touch()
+            time.sleep(3600)  # until the test kills this process
+    else:
+        _wait_for(folder / "a.holds")
+        try:
+            with cat.lease("job:shared-test", "job shared-test", "wait for it"):
+                seen["second_holder"] = "got it while a held it"
+        except WaveSQLError as err:
+            seen["refused"] = {"code": err.code, "message": err.message}
+        (folder / "b.refused").touch()
+        _wait_for(folder / "a.killed")
+        with cat.lease("job:shared-test", "job shared-test", "wait for it", wait=120):
+            seen["lease_taken_at"] = time.time()
+        seen["oracle"] = _plain_spark(ws.spark, db)
+        (folder / "b.json").write_text(json.dumps(seen, default=str))
+
+
+def _plain_spark(spark, db: str) -> dict:
+    """What plain Spark SQL reads from the metastore (the test's oracle)."""
+    out: dict = {"tables": {}, "history": []}
+    for row in spark.sql(f"SHOW TABLES IN {db}").collect():
+        if row.isTemporary:
+            continue
+        props = {r.key: r.value for r in spark.sql(
+            f"SHOW TBLPROPERTIES {db}.{row.tableName}").collect()}
+        out["tables"][row.tableName] = props
+    out["history"] = sorted(r.tableName for r in spark.sql(
+        f"SHOW TABLES IN {db}_history").collect() if not r.isTemporary)
+    out["trades_rows"] = [list(r) for r in spark.sql(
+        f"SELECT sym, px, CAST(ts AS STRING) FROM {db}.trades").collect()]
+    return out
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    main(sys.argv[1], sys.argv[2])

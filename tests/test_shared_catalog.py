@@ -1,0 +1,282 @@
+"""The shared catalog (catalog/spark_catalog.py): WaveSQL's catalog in a Hive metastore that
+several processes (hosts) use at once.
+
+A standalone metastore service runs on loopback (tests/hive_metastore.py); WaveSQL runs in
+processes of its own (tests/shared_catalog_worker.py), since the tests' own Spark session is
+not Hive-enabled. The oracles are independent of WaveSQL's code: plain Spark SQL over the
+metastore (``SHOW TABLES``, ``SHOW TBLPROPERTIES``, ``SELECT`` from the stream's view),
+pandas over the Parquet files, and the clock for the lease's expiry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import wave
+from pathlib import Path
+
+import pytest
+
+from tests.hive_metastore import hive_metastore  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parent.parent
+LEASE_SECONDS = 6.0
+#: the workers' Spark: small, no UI (as tests/conftest.py's session)
+SMALL_SPARK = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+               "spark.default.parallelism": "1", "spark.driver.memory": "1g"}
+
+
+def _trades(folder: Path):
+    import pandas as pd
+
+    folder.mkdir()
+    frames = []
+    for i in range(2):
+        df = pd.DataFrame({
+            "sym": ["A", "B", "C"],
+            "px": [10.0 + i, 20.5 + i, 30.25 + i],
+            "ts": pd.to_datetime([f"2024-01-0{i + 1} 00:00:0{k}" for k in range(3)],
+                                 utc=True),
+        })
+        df.to_parquet(folder / f"part-{i}.parquet", index=False, coerce_timestamps="us")
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _wav(folder: Path) -> None:
+    folder.mkdir()
+    with wave.open(str(folder / "rec.wav"), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(8000)
+        w.writeframes(bytes(4 * 800))
+
+
+def _env() -> dict:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def test_two_processes_share_one_catalog(hive_metastore, tmp_path):  # noqa: F811
+    """Both processes see each other's definitions; a concurrent replace of one object with
+    expected_version gives one success and one CONFLICT, without it the versions are
+    serialised; a query over a shared stream matches pandas; plain Spark sees every object
+    under its name with its definition; a lease held by one is refused to the other and,
+    once its holder is SIGKILLed, free after it expires."""
+    db = "shared_" + uuid.uuid4().hex[:8]
+    trades = _trades(tmp_path / "trades")
+    _wav(tmp_path / "wavs")
+    folder = tmp_path / "meet"
+    folder.mkdir()
+    settings = {"folder": str(folder), "database": db, "trades": str(tmp_path / "trades"),
+                "wavs": str(tmp_path / "wavs"), "sink": str(tmp_path / "sink"),
+                "lease_seconds": LEASE_SECONDS}
+    procs = {}
+    for role in "ab":
+        settings["spark"] = {**SMALL_SPARK,
+                             **hive_metastore.spark_config(tmp_path / f"scratch-{role}")}
+        path = tmp_path / f"{role}.settings.json"
+        path.write_text(json.dumps(settings))
+        procs[role] = subprocess.Popen(
+            [sys.executable, "-m", "tests.shared_catalog_worker", role, str(path)],
+            cwd=tmp_path, env=_env(), stdout=open(tmp_path / f"{role}.log", "w"),
+            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (folder / "b.refused").exists():
+            for role, proc in procs.items():
+                assert proc.poll() is None, (tmp_path / f"{role}.log").read_text()[-4000:]
+            assert time.monotonic() < deadline, "the workers did not get to the lease"
+            time.sleep(0.1)
+        os.killpg(procs["a"].pid, signal.SIGKILL)  # the lease's holder dies holding it
+        killed_at = time.time()
+        procs["a"].wait(30)
+        (folder / "a.killed").touch()
+        assert procs["b"].wait(120) == 0, (tmp_path / "b.log").read_text()[-4000:]
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    a = json.loads((folder / "a.json").read_text())
+    b = json.loads((folder / "b.json").read_text())
+
+    # (1) each saw the other's definitions (b's view of the catalog after both created)
+    assert a["catalog"] == b["catalog"] == "SparkCatalog"
+    for seen in (a, b):
+        assert {"trades", "shared", "mic", "alerts"} <= set(seen["names"])
+    assert b["others"]["trades"]["path"] == str(tmp_path / "trades")
+    assert b["others"]["trades"]["event_time"] == "ts"
+    assert a["others"]["mic"]["rate_hz"] == 8000.0
+    assert a["others"]["alerts"]["path"] == str(tmp_path / "sink")
+
+    oracle = b["oracle"]
+    tables = oracle["tables"]
+    # (3) plain Spark: every object under its name, its definition in the properties
+    assert {"trades", "mic", "alerts", "shared", "counter"} <= set(tables)
+    for name, kind in (("trades", "STREAM"), ("mic", "SIGNAL"), ("alerts", "SINK"),
+                       ("shared", "VIEW"), ("counter", "VIEW")):
+        props = tables[name]
+        assert props["wavesql.kind"] == kind
+        definition = json.loads(props["wavesql.definition"])
+        assert definition["name"] == name and definition["kind"] == kind
+        assert int(props["wavesql.version"]) == definition["version"]
+    assert json.loads(tables["mic"]["wavesql.definition"])["rate_hz"] == 8000.0
+
+    # the race with expected_version: the metastore shows exactly one winner at version 2
+    shared = json.loads(tables["shared"]["wavesql.definition"])
+    assert shared["version"] == 2 and shared["sql"] in ("SELECT 'a' AS who", "SELECT 'b' AS who")
+    winner, loser = (a, b) if shared["sql"] == "SELECT 'a' AS who" else (b, a)
+    assert winner["race"] == {"ok": 2}
+    assert loser["race"]["error"] == "CONFLICT", loser["race"]
+    assert "expected version 1, but it is at version 2" in loser["race"]["message"]
+    assert sorted(v for v in oracle["history"] if v.startswith("shared__v")) == \
+        ["shared__v000001", "shared__v000002"]
+
+    # serialised replaces: 10 writes, versions 1..10, none lost, each process's in order
+    counter = json.loads(tables["counter"]["wavesql.definition"])
+    assert counter["version"] == 10
+    assert sorted(v for v in oracle["history"] if v.startswith("counter__v")) == \
+        [f"counter__v{v:06d}" for v in range(1, 11)]
+    assert sorted(a["serial"] + b["serial"]) == list(range(1, 11))
+    written = b["counter_history"]
+    assert len(written) == 10 and a["counter_history"] == written
+    for role in "ab":
+        mine = [w for w in written if w.startswith(f"SELECT '{role}")]
+        assert mine == [f"SELECT '{role}{i}' AS who" for i in range(5)]
+
+    # (2) the query over the shared stream, as pandas reads the files; and plain Spark
+    # reads the stream's view over the same files
+    expected = sorted([r.sym, float(r.px), r.ts.strftime("%Y-%m-%d %H:%M:%S")]
+                      for r in trades.itertuples())
+    assert sorted(a["query"]) == expected
+    assert sorted(oracle["trades_rows"]) == expected
+    assert tables["trades"]["wavesql.view"] == "files"
+
+    # (4) the lease: refused while a held it; free once a's last renewal expired
+    assert "second_holder" not in b
+    assert b["refused"]["code"] == "RUN_IN_PROGRESS"
+    assert "another-host" in b["refused"]["message"]
+    waited = b["lease_taken_at"] - killed_at
+    assert LEASE_SECONDS * 2 / 3 - 1 <= waited <= LEASE_SECONDS + 15, waited
+
+
+class _Conf:
+    def __init__(self, values):
+        self.values = values
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+
+class _FakeSpark:
+    """Just enough of a SparkSession for the configuration checks (no JVM)."""
+
+    def __init__(self, values):
+        self.conf = _Conf(values)
+
+
+@pytest.mark.parametrize("conf, says", [
+    ({}, "keeps an in-memory catalog"),
+    ({"spark.sql.catalogImplementation": "hive"}, "no shared Hive metastore is configured"),
+    ({"spark.sql.catalogImplementation": "hive",
+      "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:derby:;databaseName=m;create=true"},
+     "embedded Derby"),
+])
+def test_a_session_that_cannot_share_is_refused(conf, says):
+    """CATALOG_UNREACHABLE, saying what to configure, before anything is written."""
+    from wavesql.catalog import SparkCatalog
+    from wavesql.errors import WaveSQLError
+
+    with pytest.raises(WaveSQLError) as info:
+        SparkCatalog(_FakeSpark(conf), "wavesql")
+    assert info.value.code == "CATALOG_UNREACHABLE"
+    assert says in info.value.message
+    assert "hive.metastore.uris=thrift://" in info.value.hint
+
+
+def test_catalog_spellings():
+    from wavesql.catalog import shared_database
+    from wavesql.errors import WaveSQLError
+
+    assert shared_database("spark") == "wavesql"
+    assert shared_database("spark:Ops_1") == "ops_1"
+    assert shared_database("catalog.db") is None
+    assert shared_database(Path("spark")) is None  # a path object is always a file
+    with pytest.raises(WaveSQLError) as info:
+        shared_database("spark:no-dashes")
+    assert info.value.code == "INVALID_OPTION"
+
+
+PLAIN_SPARK = """
+import json, sys
+from pyspark.sql import SparkSession
+conf = json.loads(sys.argv[1])
+b = SparkSession.builder.master("local[1]")
+for k, v in conf.items():
+    b = b.config(k, v)
+spark = b.getOrCreate()
+db = sys.argv[2]
+out = {}
+for row in spark.sql(f"SHOW TABLES IN {db}").collect():
+    out[row.tableName] = {r.key: r.value for r in spark.sql(
+        f"SHOW TBLPROPERTIES {db}.{row.tableName}").collect()}
+out["_rows"] = [list(r) for r in spark.sql(
+    f"SELECT sym, px FROM {db}.trades ORDER BY px").collect()]
+try:
+    spark.sql(f"SELECT * FROM {db}.mic").collect()
+    out["_mic"] = "read"
+except Exception as exc:
+    out["_mic"] = str(exc)
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_cli_and_plain_pyspark(hive_metastore, tmp_path):  # noqa: F811
+    """``wavesql --catalog spark:<db>`` defines objects; a PySpark process that never
+    imports WaveSQL lists them, reads their properties and the stream's rows; querying a
+    signal's view from plain Spark says to use WaveSQL; an unreachable metastore is
+    CATALOG_UNREACHABLE naming its URI."""
+    db = "cli_" + uuid.uuid4().hex[:8]
+    _trades(tmp_path / "trades")
+    _wav(tmp_path / "wavs")
+    conf = {**SMALL_SPARK, **hive_metastore.spark_config(tmp_path / "scratch")}
+    args = [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
+    ddl = (f"CREATE STREAM trades (sym STRING, px DOUBLE, ts TIMESTAMP) FROM "
+           f"'{tmp_path / 'trades'}' FORMAT parquet EVENT TIME ts; "
+           f"CREATE SIGNAL mic (ch1 FLOAT, ch2 FLOAT) RATE 8000 HZ FROM '{tmp_path / 'wavs'}' "
+           "FORMAT wav; SELECT count(*) AS n FROM trades")
+    done = subprocess.run([sys.executable, "-m", "wavesql.cli", "--catalog", f"spark:{db}",
+                           *args, "-c", ddl], cwd=tmp_path, env=_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "6" in done.stdout
+
+    plain = subprocess.run([sys.executable, "-c", PLAIN_SPARK, json.dumps(conf), db],
+                           cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                           timeout=300)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    out = json.loads(plain.stdout.split("RESULT ", 1)[1])
+    assert out["trades"]["wavesql.kind"] == "STREAM"
+    assert json.loads(out["trades"]["wavesql.definition"])["event_time"] == "ts"
+    assert out["mic"]["wavesql.kind"] == "SIGNAL"
+    assert len(out["_rows"]) == 6
+    assert "is a WaveSQL signal" in out["_mic"]
+
+    bad = dict(conf, **{"spark.hadoop.hive.metastore.uris": "thrift://127.0.0.1:9",
+                        "spark.hadoop.hive.metastore.connect.retries": "1"})
+    args = [a for k, v in bad.items() for a in ("--conf", f"{k}={v}")]
+    done = subprocess.run([sys.executable, "-m", "wavesql.cli", "--catalog", f"spark:{db}",
+                           *args, "-c", "SELECT 1"], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "CATALOG_UNREACHABLE" in done.stdout + done.stderr
+    assert "thrift://127.0.0.1:9" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
