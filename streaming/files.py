@@ -26,7 +26,11 @@ have *then*. The file list of a batch is fixed in the checkpoint before the batc
 batch re-run after a crash reads the same files: exactly once. A file that is still not
 complete after the timeout fails the batch with ``INCOMPLETE_FILE`` naming it; nothing of
 the batch is committed, and running the query again (``wavesql run``, or restarting it)
-redoes that batch from the same file list. Each batch also records the size and
+redoes that batch from the same file list. A listed file that is gone by the time its batch
+reads it (removed in between) cannot be waited for: the batch goes on without it and puts
+a record of it in ``<checkpoint>/quarantine`` (``_reason`` "file listed for micro-batch B
+was removed before the batch read it ..."), as for a changed file below; being unknown,
+its rows are in no row count. Each batch also records the size and
 modification time of the files it read (``<checkpoint>/files/``) and checks the files of
 the :data:`WATCH_BATCHES` batches before it: a file that changed after it was read (rows
 appended by a writer that had stalled, a rewrite) gets a record in
@@ -64,6 +68,8 @@ SETTLE_SECONDS = float(os.environ.get("WAVESQL_FILE_SETTLE_SECONDS", "1.0"))
 READY_TIMEOUT_SECONDS = float(os.environ.get("WAVESQL_FILE_READY_TIMEOUT_SECONDS", "120"))
 
 _MAGIC = b"PAR1"
+#: :func:`why_not_ready`'s answer for a file that no longer exists.
+GONE = "it is gone"
 
 
 def local_path(path: str) -> str | None:
@@ -117,7 +123,7 @@ def why_not_ready(path: str, fmt: str, settle: float, now: float) -> str | None:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return "it is gone"
+        return GONE
     if fmt == "parquet":  # the footer comes last: a file with one is complete
         return None if parquet_complete(path, st.st_size) else "it has no Parquet footer yet"
     age = now - st.st_mtime
@@ -126,25 +132,46 @@ def why_not_ready(path: str, fmt: str, settle: float, now: float) -> str | None:
     return None
 
 
+def gone(paths: Sequence[str]) -> list[str]:
+    """The files of ``paths`` (as given) no longer on local disk."""
+    return [x for x in paths if (p := local_path(x)) is not None and not os.path.exists(p)]
+
+
+def describe_vanished(batch: int, during: bool = False) -> str:
+    """The quarantine reason for a file listed for micro-batch ``batch`` and gone when the
+    batch came to read it (:func:`wait_until_ready` returns those). Its rows were never
+    read, and waiting cannot bring it back (Spark's file source will not list the same path
+    again), so the batch goes on without it instead of failing every re-run."""
+    if during:  # (a runner whose reader skips missing files: it may have read none)
+        return (f"file listed for micro-batch {batch} was removed while the batch read it: "
+                "some or all of its rows may not have been read (to read them, put the file "
+                "back under a new name)")
+    return (f"file listed for micro-batch {batch} was removed before the batch read it: its "
+            "rows are not read (to read them, put the file back under a new name)")
+
+
 def wait_until_ready(paths: Sequence[str], fmt: str, *, settle: float | None = None,
                      timeout: float | None = None, clock: Callable[[], float] = time.time,
-                     sleep: Callable[[float], None] = time.sleep) -> None:
-    """Return once every file of ``paths`` is complete (module docstring); raise
-    ``INCOMPLETE_FILE`` naming the first that is not after ``timeout`` seconds."""
+                     sleep: Callable[[float], None] = time.sleep) -> list[str]:
+    """Return once every file of ``paths`` is complete (module docstring) or gone; the gone
+    ones are returned (:func:`describe_vanished`). Raise ``INCOMPLETE_FILE`` naming the
+    first that is neither after ``timeout`` seconds."""
     from wavesql.errors import WaveSQLError
 
     settle = SETTLE_SECONDS if settle is None else settle
     timeout = READY_TIMEOUT_SECONDS if timeout is None else timeout
     deadline = clock() + timeout
-    pending = [p for p in (local_path(x) for x in paths) if p is not None]
+    pending = {p: x for x in paths if (p := local_path(x)) is not None}
+    gone: list[str] = []
     while pending:
         now = clock()
         reasons = {p: why_not_ready(p, fmt, settle, now) for p in pending}
-        pending = [p for p, r in reasons.items() if r is not None]
+        gone += [pending[p] for p, r in reasons.items() if r == GONE]
+        pending = {p: x for p, x in pending.items() if reasons[p] not in (None, GONE)}
         if not pending:
-            return
+            break
         if now >= deadline:
-            first = pending[0]
+            first = next(iter(pending))
             raise WaveSQLError(
                 "INCOMPLETE_FILE", f"{first}: not complete after {timeout:g} s: "
                 f"{reasons[first]}",
@@ -152,6 +179,7 @@ def wait_until_ready(paths: Sequence[str], fmt: str, *, settle: float | None = N
                      "run the query again (wavesql run, or restart it) and the batch is redone "
                      "from the same files. Write files aside and rename them into place")
         sleep(min(0.1, max(settle / 4, 0.01)))
+    return gone
 
 
 def check_columns(paths: Sequence[str], stream) -> None:

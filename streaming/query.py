@@ -214,6 +214,25 @@ class ContinuousQuery:
         return [spark.createDataFrame(
             rows, "_stream string, _file string, _record string, " + f"{REASON} string")]
 
+    def _vanished_files(self, spark, batch_id: int, gone: list[str],
+                        during: bool = False) -> list:
+        """Quarantine records (``_record`` NULL) for the files listed for this batch that
+        were removed before it read them (streaming/files.py ``wait_until_ready``) -- or,
+        ``during``, while it read them."""
+        from . import files
+
+        if not gone:
+            return []
+        owner = {}
+        for inp in self.inputs:
+            for uri in gone:
+                if files.belongs(uri, inp.stream.path):
+                    owner.setdefault(uri, inp.stream.name)
+        rows = [(owner.get(uri), uri, None, files.describe_vanished(batch_id, during))
+                for uri in gone]
+        return [spark.createDataFrame(
+            rows, "_stream string, _file string, _record string, " + f"{REASON} string")]
+
     def _deliver_counted(self, out, batch_id: int, report: BatchReport, by_final: bool) -> None:
         """:meth:`_deliver` ``out`` and set the report's rows out (``by_final``: counted per
         ``_final``; else every row is final)."""

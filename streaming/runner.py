@@ -148,10 +148,11 @@ class ReEvaluatingQuery(ContinuousQuery):
         self._resample.release()  # (a batch that failed left its bounds cached)
         late_parts, quarantine_parts, cached = [], [], [batch_df]
         read_files: list[str] = []  # what this batch reads (streaming/files.py)
+        gone: list[str] = []  # listed for it, removed before it could read them
         for inp in self.inputs:
             s = inp.stream
             mine = state["inputs"].get(s.key, {"progress": None, "max_ts": None})
-            rows = self._input_rows(spark, batch_df, inp, batch_id, read_files)
+            rows = self._input_rows(spark, batch_df, inp, batch_id, read_files, gone)
             marked = bad_rows.CORRUPT_COLUMN in rows.columns
             malformed = (F.col(bad_rows.CORRUPT_COLUMN).isNotNull() if marked else F.lit(False))
             ts = F.unix_micros(F.col(quote(s.event_time)))
@@ -226,6 +227,7 @@ class ReEvaluatingQuery(ContinuousQuery):
             olds[s.key] = self._read_buffer(spark, inp, state)
             buffers[s.key] = olds[s.key].unionByName(on_time)
         quarantine_parts += self._changed_files(spark, batch_id, read_files)
+        quarantine_parts += self._vanished_files(spark, batch_id, gone)
         known = [p["progress"] for p in progress.values()]
         overall = None if any(p is None for p in known) else min(known)
         previous = state["progress"]
@@ -302,7 +304,7 @@ class ReEvaluatingQuery(ContinuousQuery):
         return sorted(found)
 
     def _input_rows(self, spark, batch_df, inp: Input, batch_id: int,
-                    read_files: list[str] | None = None):
+                    read_files: list[str] | None = None, gone: list[str] | None = None):
         """The batch's new rows of ``inp`` (its columns and ``__file``), read whole.
 
         Spark's file source fixed each new file's size when it listed it, so a file still
@@ -319,11 +321,17 @@ class ReEvaluatingQuery(ContinuousQuery):
         if not listed or not all(files.belongs(p, inp.stream.path) for p in listed):
             return batch_df.where(F.col("__src") == inp.index).select(
                 f"{inp.column}.*", "__file")
-        files.wait_until_ready(listed, inp.stream.format)
+        removed = files.wait_until_ready(listed, inp.stream.format)
+        if removed:  # quarantined by the caller; waiting would not bring them back
+            listed = [p for p in listed if p not in removed]
+            if gone is not None:
+                gone.extend(removed)
         files.check_columns(listed, inp.stream)
         if read_files is not None:
             read_files.extend(listed)
         s = inp.stream
+        if not listed:  # every file of the batch is gone: no rows
+            return spark.createDataFrame([], f"{reader_settings(s)[0]}, __file STRING")
         ddl, options = reader_settings(s)
         frame = spark.read.format(s.format).schema(ddl).options(**options).load(listed)
         return frame.select(*[F.col(quote(c)) for c in frame.columns],

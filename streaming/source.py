@@ -15,13 +15,16 @@ from wavesql.planner.lower import stream_reader_options
 
 
 def stream_source(spark, s: cat.StreamDef, max_files: int | None = None,
-                  partition: int | None = None):
+                  partition: int | None = None, skip_missing: bool = False):
     """Stream ``s`` read live: its columns, the corrupt-record column of a text format, and
     ``__file`` (the file a row came from; a Kafka record's ``kafka:<topic>/<p>/<offset>``).
 
     A Kafka stream is read through Spark's Kafka source (its offsets in the query's
     checkpoint), ``partition`` alone when given; ``max_files`` (files per micro-batch)
-    does not apply to it (its OPTIONS may set ``maxOffsetsPerTrigger``)."""
+    does not apply to it (its OPTIONS may set ``maxOffsetsPerTrigger``). ``skip_missing``:
+    a file listed for a micro-batch and removed before the batch reads it is skipped
+    (Spark's ``ignoreMissingFiles``) -- for a runner that records such files itself
+    (streaming/files.py ``describe_vanished``), so that the skip is never silent."""
     from pyspark.sql import functions as F
 
     from wavesql.sources import kafka
@@ -32,6 +35,8 @@ def stream_source(spark, s: cat.StreamDef, max_files: int | None = None,
     reader = spark.readStream.format(s.format).schema(ddl).options(**options)
     if max_files is not None:
         reader = reader.option("maxFilesPerTrigger", str(max_files))
+    if skip_missing:
+        reader = reader.option("ignoreMissingFiles", "true")
     return reader.load(s.path).withColumn("__file", F.input_file_name())
 
 

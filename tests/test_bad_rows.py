@@ -3,6 +3,8 @@ quoting the row, whatever columns the query reads -- never a silent row of NULLs
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pyspark.errors import PySparkException
 
@@ -89,6 +91,13 @@ def test_a_continuous_query_quarantines_malformed_rows_and_counts_reconcile(ws, 
     assert totals["rows_in"] == 8 and totals["quarantined"] == 3
     assert totals["rows_in"] == (totals["on_time"] + totals["late"] + totals["no_time"]
                                  + totals["punctuation"] + totals["quarantined"])
+    # ... and per micro-batch, in each batch's _progress/ record: 2 rows, then 6 (3 bad)
+    records = [json.loads(f.read_text())
+               for f in sorted((tmp_path / "out" / "_progress").glob("*.json"))]
+    assert [(r["rows_in"], r["on_time"], r["quarantined"]) for r in records] == [
+        (2, 2, 0), (6, 3, 3)]
+    assert all(r["rows_in"] == r["on_time"] + r["late"] + r["no_time"] + r["punctuation"]
+               + r["quarantined"] for r in records)
     out = spark.read.parquet(str(tmp_path / "out")).collect()
     assert sorted((r.sym, r.px) for r in out) == [
         ("a", 1.0), ("a", 1.0), ("c", 3.0), ("c", 3.0), ("e", 5.0)]

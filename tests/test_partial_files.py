@@ -192,6 +192,51 @@ def test_rows_appended_after_a_file_was_read_are_reported(ws, tmp_path):
     assert cq.reports[-1].quarantined == 0  # not an input row: rows_in is unchanged
 
 
+@pytest.mark.parametrize("query", [
+    "SELECT id, v, ts FROM s",  # row by row: the re-evaluating runner reads the files itself
+    "SELECT count(*) AS n FROM s [RANGE 10 SECONDS SLIDE 10 SECONDS]",  # on the state store
+])
+def test_a_file_removed_after_it_was_listed_is_quarantined_and_the_batch_goes_on(
+        ws, tmp_path, monkeypatch, query):
+    """Before: the batch waited 120 s for the file, failed with INCOMPLETE_FILE, and every
+    re-run did the same (the batch is pinned to its files) until the file came back."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, first in (("a", 0), ("b", N)):
+        (folder / f"{name}.parquet").write_bytes(_parquet_bytes(_rows(first)))
+        _old(folder / f"{name}.parquet")
+    original = files.wait_until_ready
+
+    def removed_first(paths, fmt, **kw):  # b.parquet is deleted after Spark listed it
+        if (folder / "b.parquet").exists():
+            (folder / "b.parquet").unlink()
+        return original(paths, fmt, **kw)
+
+    monkeypatch.setattr(files, "wait_until_ready", removed_first)
+    monkeypatch.setattr(files, "READY_TIMEOUT_SECONDS", 5.0)
+    _stream(ws, "parquet", folder)
+    cq = ws.stream(query, output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"))
+    cq.await_termination()
+    out = pd.concat([pd.read_parquet(p) for p in glob.glob(str(tmp_path / "out/batch=*"))])
+    if "count" in query:  # a's 20 rows, 1 s apart from 0 s; progress 18 s: the instants
+        # 0 s (row 0) and 10 s (rows 1-10: (t - 10 s, t]) are final
+        assert sorted(out[out["_final"]]["n"]) == [1, 10]
+    else:
+        assert sorted(out["id"]) == list(range(N))
+    assert sum(r.rows_in for r in cq.reports) == N  # b's rows were never read
+    bad = _quarantine(tmp_path)
+    assert len(bad) == 1, bad
+    row = bad.iloc[0]
+    assert row["_file"].endswith("b.parquet") and row["_stream"] == "s" and row["_record"] is None
+    assert "was removed before the batch read it" in row["_reason"]
+    # the query goes on: a later file is read, the removed one is not reported again
+    (folder / "c.parquet").write_bytes(_parquet_bytes(_rows(100, 2)))
+    _old(folder / "c.parquet", 30)
+    cq = ws.stream(query, output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"))
+    cq.await_termination()
+    assert sum(r.rows_in for r in cq.reports) == 2 and len(_quarantine(tmp_path)) == 1
+
+
 # -- WAV: the reader defers files that are not complete yet ---------------------------------
 RATE = 8000
 OPTS = {"rate": str(RATE), "channels": '["ch1"]', "window": "100", "settle_ms": "1000"}

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests import cql_reference as ref
 from wavesql.errors import WaveSQLError
 
 SECOND = 1_000_000
@@ -81,18 +82,39 @@ def _output(spark, tmp_path):
     return spark.read.parquet(str(tmp_path / "out"))
 
 
-QUERIES = [
+def _by_sym(rows):
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(r["sym"], []).append(r)
+    return groups
+
+
+# each query with its meaning in the CQL reference evaluator (tests/cql_reference.py, which
+# shares nothing with the planner): (window, the query over one instant's relation, operator)
+QUERIES = {
     "SELECT sym, count(*) AS n, sum(px) AS total FROM trades [RANGE 10 SECONDS SLIDE 5 SECONDS] "
-    "GROUP BY sym",
-    "SELECT sym, max(px) AS top FROM trades [RANGE 3 SECONDS] GROUP BY sym",
-    "ISTREAM (SELECT sym, count(*) AS n FROM trades [RANGE 4 SECONDS] GROUP BY sym)",
-    "DSTREAM (SELECT sym, px FROM trades [PARTITION BY sym ROWS 2])",
-    "SELECT count(*) AS n FROM trades [NOW]",
-    "RSTREAM (SELECT sym, px FROM trades [ROWS 3] WHERE px > 4)",
-]
+    "GROUP BY sym": (ref.Window("SLIDE", 10 * SECOND, 5 * SECOND),
+                     lambda rows: [(k, len(g), sum(r["px"] for r in g))
+                                   for k, g in _by_sym(rows).items()], "RSTREAM"),
+    "SELECT sym, max(px) AS top FROM trades [RANGE 3 SECONDS] GROUP BY sym": (
+        ref.Window("RANGE", 3 * SECOND),
+        lambda rows: [(k, max(r["px"] for r in g)) for k, g in _by_sym(rows).items()],
+        "RSTREAM"),
+    "ISTREAM (SELECT sym, count(*) AS n FROM trades [RANGE 4 SECONDS] GROUP BY sym)": (
+        ref.Window("RANGE", 4 * SECOND),
+        lambda rows: [(k, len(g)) for k, g in _by_sym(rows).items()], "ISTREAM"),
+    "DSTREAM (SELECT sym, px FROM trades [PARTITION BY sym ROWS 2])": (
+        ref.Window("PARTITION_ROWS", 2, partition_by=("sym",)),
+        lambda rows: [(r["sym"], r["px"]) for r in rows], "DSTREAM"),
+    "SELECT count(*) AS n FROM trades [NOW]": (
+        ref.Window("NOW"), lambda rows: [(len(rows),)], "RSTREAM"),
+    "RSTREAM (SELECT sym, px FROM trades [ROWS 3] WHERE px > 4)": (
+        ref.Window("ROWS", 3), lambda rows: [(r["sym"], r["px"]) for r in rows if r["px"] > 4],
+        "RSTREAM"),
+}
 
 
-@pytest.mark.parametrize("sql", QUERIES)
+@pytest.mark.parametrize("sql", list(QUERIES))
 def test_streaming_final_results_equal_batch(ws, spark, tmp_path, sql):
     data = _trades(240, seed=len(sql))
     for i, chunk in enumerate(_split(data, 4)):
@@ -110,6 +132,13 @@ def test_streaming_final_results_equal_batch(ws, spark, tmp_path, sql):
     want = Counter({k: n for k, n in _rows(batch, columns).items() if k[0] < progress})
     out = _output(spark, tmp_path)
     assert _rows(out.where("_final"), columns) == want
+    # ... and the reference evaluator's, computed from the 240 rows by brute force over
+    # every instant (a planner bug shared by batch and continuous would not hide here)
+    window, fn, kind = QUERIES[sql]
+    reference = ref.evaluate(data.to_dict("records"), "ts", window, ("sym", "px", "ts"), fn,
+                             kind)
+    assert _rows(out.where("_final"), columns) == Counter(
+        {k: n for k, n in reference.items() if k[0] < progress})
     # every output row carries the progress of the batch that emitted it, and no row was
     # emitted before it was final
     for row in out.select("_time", "_progress").collect():
@@ -122,15 +151,36 @@ def test_streaming_final_results_equal_batch(ws, spark, tmp_path, sql):
         (per_batch.get(r.batch, 0),) * 2 for r in cq.reports]
 
 
-JOINED = [
+def _inner_by_sym(A, B):
+    pairs = [(a, b) for a in A for b in B if a["sym"] == b["sym"]]
+    groups: dict = {}
+    for a, b in pairs:
+        groups.setdefault(a["sym"], []).append(b["px"])
+    return [(k, len(v), max(v)) for k, v in groups.items()]
+
+
+def _left_quotes(A, B):
+    out = []
+    for a in A:
+        hits = [b["px"] for b in B if b["sym"] == a["sym"] and b["px"] >= a["px"]]
+        out += [(a["sym"], a["px"], q) for q in hits] or [(a["sym"], a["px"], None)]
+    return out
+
+
+# each with its meaning in the reference evaluator: (trades' window, quotes', query, operator)
+JOINED = {
     "SELECT t.sym, count(*) AS n, max(q.px) AS best FROM trades [RANGE 3 SECONDS] t "
-    "JOIN quotes [PARTITION BY sym ROWS 2] q ON t.sym = q.sym GROUP BY t.sym",
+    "JOIN quotes [PARTITION BY sym ROWS 2] q ON t.sym = q.sym GROUP BY t.sym": (
+        ref.Window("RANGE", 3 * SECOND), ref.Window("PARTITION_ROWS", 2, partition_by=("sym",)),
+        _inner_by_sym, "RSTREAM"),
     "DSTREAM (SELECT t.sym, t.px, q.px AS quote FROM trades [RANGE 4 SECONDS SLIDE 2 SECONDS] "
-    "t LEFT JOIN quotes [NOW] q ON t.sym = q.sym AND q.px >= t.px)",
-]
+    "t LEFT JOIN quotes [NOW] q ON t.sym = q.sym AND q.px >= t.px)": (
+        ref.Window("SLIDE", 4 * SECOND, 2 * SECOND), ref.Window("NOW"), _left_quotes,
+        "DSTREAM"),
+}
 
 
-@pytest.mark.parametrize("sql", JOINED)
+@pytest.mark.parametrize("sql", list(JOINED))
 def test_joined_windows_stream_to_the_batch_results(ws, spark, tmp_path, sql):
     """Two windowed streams joined per instant, arriving file by file: the final rows are
     the batch query's, up to the slower input's progress."""
@@ -147,7 +197,13 @@ def test_joined_windows_stream_to_the_batch_results(ws, spark, tmp_path, sql):
     assert progress == min(trades["ts"].max(), quotes["ts"].max()) - 2 * SECOND
     want = Counter({k: n for k, n in _rows(batch, columns).items() if k[0] < progress})
     assert sum(want.values()) > 20
-    assert _rows(_output(spark, tmp_path).where("_final"), columns) == want
+    got = _rows(_output(spark, tmp_path).where("_final"), columns)
+    assert got == want
+    wa, wb, fn, kind = JOINED[sql]  # and the reference evaluator's, by brute force
+    cols = ("sym", "px", "ts")
+    reference = ref.evaluate_join([(trades.to_dict("records"), "ts", wa, cols),
+                                   (quotes.to_dict("records"), "ts", wb, cols)], fn, kind)
+    assert got == Counter({k: n for k, n in reference.items() if k[0] < progress})
     assert sum(r.rows_in for r in cq.reports) == len(trades) + len(quotes)
 
 
@@ -255,6 +311,23 @@ def test_late_rows_go_to_the_late_sink_counted(ws, spark, tmp_path, target):
     assert row["ts"].endswith(":17.123457Z"), row
     out = _rows(_output(spark, tmp_path), ["_time", "sym", "px"])
     assert out == Counter({(10 * SECOND, "a", 1.0): 1, (11 * SECOND, "b", 2.0): 1})
+
+
+def test_late_rows_of_a_windowed_query_on_the_state_store_keep_microseconds(ws, spark,
+                                                                          tmp_path):
+    """The state-store runner writes its late rows' JSON itself (streaming/stateful/plan.py
+    ``__row``): to the microsecond too, as the row was."""
+    _write(tmp_path / "in", "part-0.parquet", pd.DataFrame(
+        {"sym": ["a", "b"], "px": [1.0, 2.0], "ts": [10 * SECOND, 20 * SECOND]}))
+    _write(tmp_path / "in", "part-1.parquet", pd.DataFrame(
+        {"sym": ["a"], "px": [4.0], "ts": [17 * SECOND + 123_457]}))  # < 18 s promised
+    _stream(ws, tmp_path / "in")
+    cq = _run(ws, tmp_path, "SELECT count(*) AS n FROM trades [RANGE 10 SECONDS SLIDE 10 "
+                            f"SECONDS] LATE INTO '{tmp_path / 'late'}'")
+    assert cq.status()["late"] == 1
+    (late,) = spark.read.parquet(str(tmp_path / "late")).collect()
+    assert json.loads(late["_row"]) == {"sym": "a", "px": 4.0,
+                                        "ts": "1970-01-01T00:00:17.123457Z"}
 
 
 @pytest.mark.parametrize("target", ["path", "sink"])

@@ -42,6 +42,7 @@ from wavesql.planner import ir
 from wavesql.planner.bad_rows import CORRUPT_COLUMN
 from wavesql.planner.temporal import quote
 from wavesql.planner.windows import TIME
+from wavesql.sqltext import JSON_OPTIONS
 
 from . import windows as kernel
 
@@ -110,10 +111,23 @@ class WindowedPlan:
         return fingerprint(self)
 
 
+#: The input row as JSON, for the late sink (microsecond timestamps: wavesql.sqltext's
+#: JSON_OPTIONS, as the other runners write it).
+ROW_JSON = "__row"
+_JSON_OPTIONS_SQL = "map({})".format(", ".join(  # (the formats' quotes escaped for SQL)
+    "'{}', '{}'".format(k, v.replace("'", "\\'")) for k, v in JSON_OPTIONS.items()))
+
+
 def fingerprint(plan) -> str:
     """What a checkpoint of a state-store plan (windowed or OVER) depends on, compared on
-    restart: its operator, the per-row SQL before it, its output schema, buckets, stream."""
-    text = json.dumps([repr(plan.operator), plan.pre, plan.output_ddl, plan.buckets,
+    restart: its operator, the per-row SQL before it, its output schema, buckets, stream.
+    The late row's JSON (``__row``) never enters the state: it is fingerprinted as it was
+    first written (Spark's default, milliseconds), so a checkpoint started before it kept
+    microseconds runs on -- its late rows keep microseconds from then on."""
+    cols = ", ".join(quote(c.name) for c in plan.stream.columns)
+    pre = [(n, f"to_json(struct({cols}))") if n == ROW_JSON else (n, sql)
+           for n, sql in plan.pre]
+    text = json.dumps([repr(plan.operator), pre, plan.output_ddl, plan.buckets,
                        plan.stream.key], default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -315,7 +329,7 @@ def _pre(stream: cat.StreamDef, pass_sql: str, key_sql, key_types, arg_sql, arg_
     for m, c in enumerate(order_cols):
         out += _encoded(f"__o{m}", quote(c.name), c.type.lower())
     cols = ", ".join(quote(c.name) for c in stream.columns)
-    out.append(("__row", f"to_json(struct({cols}))"))
+    out.append((ROW_JSON, f"to_json(struct({cols}), {_JSON_OPTIONS_SQL})"))
     return out
 
 

@@ -92,7 +92,8 @@ class StatefulQuery(ContinuousQuery):
             for other in frames[1:]:
                 frame = frame.unionByName(other)
         else:
-            frame = self._watermarked(stream_source(self.spark, s, max_files), trigger)
+            frame = self._watermarked(stream_source(self.spark, s, max_files, skip_missing=True),
+                                       trigger)
         out = frame.groupBy("__bucket").transformWithStateInPandas(
             self._processor(frame.columns), w.output_ddl, "Append", "EventTime")
         return self._start_writer(out, trigger)
@@ -179,8 +180,16 @@ class StatefulQuery(ContinuousQuery):
         if s.source == "kafka" and batch_id:
             previous = self._arrival_of(batch_id - 1)
             arrived += [previous] if previous is not None else []
+        # Spark's file source reads the batch's files itself, so a removed one cannot be
+        # dropped from its list: the source skips missing files (stream_source's
+        # skip_missing), and each gets a quarantine record -- those gone before the read
+        # (found here), and those gone after this check, which the read may have missed
+        # (found after it)
+        gone = files.wait_until_ready(listed, s.format)
+        if gone:
+            listed = [p for p in listed if p not in gone]
+            logged = [(p, ms) for p, ms in logged if p not in gone]
         if listed:
-            files.wait_until_ready(listed, s.format)
             files.check_columns(listed, s)
             _unchanged_since_listed(logged, self._planned_after(batch_id))
         df = batch_df.persist()
@@ -209,6 +218,8 @@ class StatefulQuery(ContinuousQuery):
                     F.col("__record").alias("_record"),
                     F.concat(F.lit("malformed: read as "), self._row_json()).alias(REASON)))
             bad += self._changed_files(spark, batch_id, listed)
+            bad += self._vanished_files(spark, batch_id, gone)
+            bad += self._vanished_files(spark, batch_id, files.gone(listed), during=True)
             sinks.commit_all(bad, self.quarantine_path, batch_id)
         finally:
             df.unpersist()
