@@ -259,9 +259,10 @@ class Metastore:
             + f" TBLPROPERTIES ({listed}) AS {body}").collect()
 
     def claim(self, database: str, table: str, props: dict[str, str],
-              body: str = "SELECT 1 AS wavesql") -> bool:
-        """Create view ``database.table`` unless it exists: True if this call created it
-        (the conditional create of the module docstring), False if another writer had."""
+              body: str = "SELECT 1 AS wavesql") -> dict[str, str] | None:
+        """Create view ``database.table`` unless it exists: its properties as stored if this
+        call created it (the conditional create of the module docstring), None if another
+        writer had."""
         token = uuid.uuid4().hex
         failure: BaseException | None = None
         try:
@@ -272,7 +273,7 @@ class Metastore:
         if found is None:  # not created at all: the create failed for another reason
             raise self.error(failure or RuntimeError("the view vanished"),
                              f"creating {database}.{table}")
-        return found.get("wavesql.writer") == token
+        return found if found.get("wavesql.writer") == token else None
 
     def set_properties(self, database: str, table: str, props: dict[str, str]) -> None:
         listed = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in props.items())

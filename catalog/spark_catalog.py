@@ -210,7 +210,10 @@ class SparkCatalog:
                  "wavesql.recorded_at": when}
         if action != "DROP":
             props.update(split_text("wavesql.definition", _encode(defn)))
-        return self.store.claim(self.history_db, f"{table_name(key)}__v{version:06d}", props)
+        stored = self.store.claim(self.history_db, f"{table_name(key)}__v{version:06d}", props)
+        if stored is not None:
+            self._entries[(table_name(key), version)] = stored
+        return stored is not None
 
     def _busy(self, name: str) -> WaveSQLError:
         return WaveSQLError("CATALOG_BUSY", f"`{name}` kept being changed by other processes "
@@ -235,7 +238,7 @@ class SparkCatalog:
             stored = defn.with_version(last + 1, old.created_at if old else now, now)
             if self._commit(defn.key, stored.version, "REPLACE" if old else "CREATE", now,
                             stored):
-                self._project(defn.key)
+                self._project(defn.key, (stored.version, stored))
                 return stored
             if time.monotonic() > deadline:  # others keep winning: look again, then give up
                 raise self._busy(defn.name)
@@ -255,7 +258,7 @@ class SparkCatalog:
                 raise rules.unknown(name, kind, self.names(kind))
             rules.check_drop_kind(found, kind)
             if self._commit(key, last + 1, "DROP", utc_now(), found):
-                self._project(key)
+                self._project(key, (last + 1, None))
                 return found
             if time.monotonic() > deadline:
                 raise self._busy(name)
@@ -272,19 +275,25 @@ class SparkCatalog:
                 "create", hint="choose another name, or another database (spark:<database>)")
 
     # -- the projection: one view per live object, for plain Spark users ----------------------
-    def _project(self, key: str) -> None:
-        """Make ``<db>.<name>`` show the latest version of ``key`` (module docstring)."""
+    def _project(self, key: str, committed: tuple[int, Definition | None]) -> None:
+        """Make ``<db>.<name>`` show the latest version of ``key`` (module docstring), the
+        version this process just ``committed`` first (None: a DROP), then whatever the
+        history says is latest, until the view shows it."""
         table = table_name(key)
-        for _ in range(8):
-            last, found = self._latest(key)
-            live = self.store.properties(self.database, table)
-            if live is not None and "wavesql.key" not in live:
-                return  # somebody else's table: left alone (create refuses the name)
+        last, found = committed
+        for attempt in range(8):
             want = last if isinstance(found, Definition) else None
-            have = int(live["wavesql.version"]) if live and live.get("wavesql.key") == key \
-                and live.get("wavesql.version", "").isdigit() else None
-            if want == have:
-                return
+            if attempt:  # look again: the history may have moved, or a write of ours failed
+                last, found = self._latest(key)
+                want = last if isinstance(found, Definition) else None
+                live = self.store.properties(self.database, table)
+                if live is not None and "wavesql.key" not in live:
+                    return  # somebody else's table: left alone (create refuses the name)
+                have = int(live["wavesql.version"]) if live and live.get(
+                    "wavesql.key") == key and live.get("wavesql.version", "").isdigit() \
+                    else None
+                if want == have:
+                    return
             try:
                 if want is None:
                     self.store.drop_view(self.database, table)
@@ -368,7 +377,7 @@ class SparkCatalog:
                    if m]
             run_id = max(ids, default=0) + 1
             if self.store.claim(self.runs_db, f"r{run_id:012d}",
-                                {f"wavesql.run.{k}": v for k, v in props.items()}):
+                                {f"wavesql.run.{k}": v for k, v in props.items()}) is not None:
                 return run_id
             if time.monotonic() > deadline:
                 raise self._busy("the run history")
@@ -478,7 +487,7 @@ class SparkCatalog:
                     "wavesql.lease.name": name, "wavesql.lease.holder": me,
                     "wavesql.lease.host": host, "wavesql.lease.pid": str(pid),
                     "wavesql.lease.acquired_at": utc_now(), "wavesql.lease.state": "held",
-                    "wavesql.lease.expires": repr(time.time() + seconds)}):
+                    "wavesql.lease.expires": repr(time.time() + seconds)}) is not None:
                 for old in gens:  # superseded generations: nobody reads them again
                     with contextlib.suppress(Exception):
                         self.store.drop_view(self.leases_db, f"{prefix}{old:09d}")

@@ -5,9 +5,9 @@ meeting at files in a shared folder; each writes what it saw to ``<role>.json``.
 Role a defines the stream over the test's Parquet files and queries it; role b defines a
 signal and a sink, and at the end reads the metastore with plain Spark SQL (the test's
 oracle: not WaveSQL's code). Both replace one view at once with ``expected_version`` (one
-wins, one gets CONFLICT) and another without (serialised versions). Then the lease: a holds
-one (as if from another host, so only expiry can free it), b is refused, the test SIGKILLs
-a, and b waits until it gets the lease.
+wins, one gets CONFLICT) and another, three times each, without (serialised versions). Then
+the lease: a holds one (as if from another host, so only expiry can free it), b is refused,
+the test SIGKILLs a, and b waits until it gets the lease.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ import os
 import sys
 import time
 from pathlib import Path
+
+
+#: replaces of one view by each process at once
+SERIAL = 3
 
 
 def _wait_for(path: Path, timeout: float = 240) -> None:
@@ -40,8 +44,14 @@ def main(role: str, settings_file: str) -> None:
 
     s = json.loads(Path(settings_file).read_text())
     folder, db = Path(s["folder"]), s["database"]
-    seen: dict = {"role": role}
+    began = time.monotonic()
+    seen: dict = {"role": role, "seconds": {}}
+
+    def phase(name: str) -> None:  # how long each step took (the test prints them)
+        seen["seconds"][name] = round(time.monotonic() - began, 1)
+
     ws = wavesql.connect(master="local[1]", catalog=f"spark:{db}", config=s["spark"])
+    phase("connected")
     cat = ws.catalog.catalog  # the SparkCatalog under the session's temporary views
     seen["catalog"] = type(cat).__name__
     if role == "a":
@@ -52,12 +62,14 @@ def main(role: str, settings_file: str) -> None:
         ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT, ch2 FLOAT) RATE 8000 HZ FROM "
                f"'{s['wavs']}' FORMAT wav")
         ws.sql(f"CREATE SINK alerts TO '{s['sink']}' FORMAT parquet")
+    phase("created")
     _meet(folder, role, "created")
     # each sees what the other process defined
     seen["names"] = cat.names()
     seen["others"] = {d.name: d.to_dict() for d in cat.list()}
 
     # one replace each, at once, both expecting version 1: one wins, one CONFLICT
+    phase("listed")
     _meet(folder, role, "race")
     try:
         stored = cat.create(ViewDef("shared", f"SELECT '{role}' AS who"), replace=True,
@@ -66,16 +78,19 @@ def main(role: str, settings_file: str) -> None:
     except WaveSQLError as err:
         seen["race"] = {"error": err.code, "message": err.message}
 
-    # five replaces each, at once, without expected_version: serialised, none lost
+    # three replaces each, at once, without expected_version: serialised, none lost
+    phase("raced")
     _meet(folder, role, "serial")
     seen["serial"] = [cat.create(ViewDef("counter", f"SELECT '{role}{i}' AS who"),
-                                 replace=True).version for i in range(5)]
+                                 replace=True).version for i in range(SERIAL)]
+    phase("serialised")
     _meet(folder, role, "written")
     seen["counter_history"] = [d.sql for d in cat.history("counter")]
 
     if role == "a":
         rows = ws.sql("SELECT sym, px, CAST(ts AS STRING) AS ts FROM trades").collect()
         seen["query"] = [[r.sym, r.px, r.ts] for r in rows]
+        phase("queried")
         (folder / "a.json").write_text(json.dumps(seen, default=str))
         # the lease, held as if by a process of another host: only expiry frees it
         import socket
@@ -96,7 +111,9 @@ def main(role: str, settings_file: str) -> None:
         _wait_for(folder / "a.killed")
         with cat.lease("job:shared-test", "job shared-test", "wait for it", wait=120):
             seen["lease_taken_at"] = time.time()
+        phase("lease taken")
         seen["oracle"] = _plain_spark(ws.spark, db)
+        phase("oracle read")
         (folder / "b.json").write_text(json.dumps(seen, default=str))
 
 

@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from tests.hive_metastore import hive_metastore  # noqa: F401 - the fixture
+from tests.shared_catalog_worker import SERIAL
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parent.parent
-LEASE_SECONDS = 6.0
+LEASE_SECONDS = 4.5
 #: the workers' Spark: small, no UI (as tests/conftest.py's session)
 SMALL_SPARK = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
                "spark.default.parallelism": "1", "spark.driver.memory": "1g"}
@@ -106,6 +107,7 @@ def test_two_processes_share_one_catalog(hive_metastore, tmp_path):  # noqa: F81
                 os.killpg(proc.pid, signal.SIGKILL)
     a = json.loads((folder / "a.json").read_text())
     b = json.loads((folder / "b.json").read_text())
+    print("seconds since start:", {"a": a["seconds"], "b": b["seconds"]})
 
     # (1) each saw the other's definitions (b's view of the catalog after both created)
     assert a["catalog"] == b["catalog"] == "SparkCatalog"
@@ -139,17 +141,19 @@ def test_two_processes_share_one_catalog(hive_metastore, tmp_path):  # noqa: F81
     assert sorted(v for v in oracle["history"] if v.startswith("shared__v")) == \
         ["shared__v000001", "shared__v000002"]
 
-    # serialised replaces: 10 writes, versions 1..10, none lost, each process's in order
+    # serialised replaces: 2 x SERIAL writes, versions 1..2 x SERIAL, none lost, each
+    # process's in its order
+    n = 2 * SERIAL
     counter = json.loads(tables["counter"]["wavesql.definition"])
-    assert counter["version"] == 10
+    assert counter["version"] == n
     assert sorted(v for v in oracle["history"] if v.startswith("counter__v")) == \
-        [f"counter__v{v:06d}" for v in range(1, 11)]
-    assert sorted(a["serial"] + b["serial"]) == list(range(1, 11))
+        [f"counter__v{v:06d}" for v in range(1, n + 1)]
+    assert sorted(a["serial"] + b["serial"]) == list(range(1, n + 1))
     written = b["counter_history"]
-    assert len(written) == 10 and a["counter_history"] == written
+    assert len(written) == n and a["counter_history"] == written
     for role in "ab":
         mine = [w for w in written if w.startswith(f"SELECT '{role}")]
-        assert mine == [f"SELECT '{role}{i}' AS who" for i in range(5)]
+        assert mine == [f"SELECT '{role}{i}' AS who" for i in range(SERIAL)]
 
     # (2) the query over the shared stream, as pandas reads the files; and plain Spark
     # reads the stream's view over the same files
