@@ -4,9 +4,20 @@ from __future__ import annotations
 
 
 def kill_after_two_commits_then_rerun(cmd, env, committed, batches: int):
+    """:func:`kill_after_two_commits`, then run ``cmd`` again to the end; returns the
+    rerun's CompletedProcess."""
+    import subprocess
+
+    root = kill_after_two_commits(cmd, env, committed, batches)
+    again = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    return again
+
+
+def kill_after_two_commits(cmd, env, committed, batches: int):
     """Run ``cmd`` (one micro-batch per input file, ``batches`` of them) in a process group of
-    its own, SIGKILL it as soon as ``committed()`` counts two commit records, check it was
-    killed mid-run, then run it again to the end; returns the rerun's CompletedProcess."""
+    its own, SIGKILL it as soon as ``committed()`` counts two commit records, and check it
+    was killed mid-run. Returns the folder it ran in."""
     import os
     import signal
     import subprocess
@@ -23,6 +34,4 @@ def kill_after_two_commits_then_rerun(cmd, env, committed, batches: int):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     assert 2 <= committed() < batches, "killed after its last batch"
-    again = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    return again
+    return root
