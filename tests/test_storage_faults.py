@@ -2,7 +2,8 @@
 nothing of the failed micro-batch becomes visible, and the next run -- once the location
 is writable again -- recovers: the sink then equals the pandas oracle, every row once.
 
-The location is made unwritable for real: ``chattr +i`` (immutable: refused even to root,
+A full filesystem is real too: a tmpfs mounted at the sink, sized to what it holds (the
+test skips where mounting is not allowed). The location is made unwritable for real: ``chattr +i`` (immutable: refused even to root,
 which this suite may run as) or, for another user, ``chmod``. Two places fail two ways:
 the staging folder (Spark's own writer fails) and the job's folder (WaveSQL's rename of
 the staged batch into place fails).
@@ -81,6 +82,58 @@ def test_an_unwritable_sink_is_a_clear_error_and_the_next_run_recovers(ws, tmp_p
         assert batches(hot) == committed  # nothing of the failed batch is visible
     assert run_file(ws, str(job_file)).status == "ok"
     got = hot_of(hot)
+    assert len(got) == len(set(got)), "a row twice in the sink"
+    assert got == oracle_hot(input_frame(tmp_path / "in"))
+
+
+@contextlib.contextmanager
+def small_filesystem(folder: Path):
+    """A filesystem of its own at ``folder`` (a tmpfs, 16 MB) whose size the block may set
+    with the function it yields; skips the test where this machine cannot mount one (not
+    root, or no CAP_SYS_ADMIN in a container)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],
+                          capture_output=True)
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+
+    def resize(size_bytes: int) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={size_bytes}", str(folder)], check=True)
+
+    try:
+        yield resize
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.mark.spark
+def test_a_full_filesystem_is_storage_full_and_the_next_run_recovers(ws, tmp_path):
+    """The sink's filesystem really fills up (a tmpfs sized to what it already holds): the
+    run fails with STORAGE_FULL naming the location, nothing of the failed batch is
+    visible; once space is freed, the next run leaves the sink equal to the pandas oracle,
+    every row once."""
+    from wavesql.jobs import run_file
+
+    job_file = tmp_path / "job.wsql"
+    job_file.write_text(HOT_JOB)
+    hot = tmp_path / "out" / "hot"
+    with small_filesystem(tmp_path / "out") as resize:
+        for i in range(2):
+            write_input(tmp_path / "in", i)
+        assert run_file(ws, str(job_file)).status == "ok"
+        committed = batches(hot)
+        for i in range(2, 5):
+            write_input(tmp_path / "in", i)
+        used = os.statvfs(tmp_path / "out")
+        resize((used.f_blocks - used.f_bfree) * used.f_frsize + 4096)  # one page free
+        failed = run_file(ws, str(job_file))
+        assert failed.status == "failed"
+        assert failed.error.code == "STORAGE_FULL", failed.error
+        assert str(tmp_path / "out") in failed.error.message
+        assert batches(hot) == committed  # nothing of the failed batch is visible
+        resize(16 << 20)
+        assert run_file(ws, str(job_file)).status == "ok"
+        got = hot_of(hot)
     assert len(got) == len(set(got)), "a row twice in the sink"
     assert got == oracle_hot(input_frame(tmp_path / "in"))
 

@@ -330,6 +330,8 @@ _FS_MESSAGES = re.compile(
     r"Mkdirs failed to create)")
 #: a local path or file: URI in a Java or Python message
 _FS_LOCATION = re.compile(r"(?:file:)?(/[^\s'\"`:,()]+)")
+_CHECKPOINT_IN_PLAN = re.compile(
+    r"checkpointLocation=(?:file:)?(/[^\s,\]]+?)(?:/(?:offsets|commits|sources|state))?[,\]]")
 _FS_HINTS = {
     "STORAGE_FULL": "free space on that filesystem, then run again: a failed micro-batch "
                     "of a continuous query or query file was not committed and is redone",
@@ -356,8 +358,17 @@ def _filesystem_error(error: BaseException, text: str) -> WaveSQLError | None:
     code = "STORAGE_FULL" if m.group("full") else "STORAGE_DENIED"
     line = next(ln for ln in head.splitlines() if m.group(0) in ln)
     where = _FS_LOCATION.search(line)
-    return WaveSQLError(code, (f"`{where.group(1)}`: " if where else "") + m.group(0),
-                        hint=_FS_HINTS[code])
+    if where is not None:
+        return WaveSQLError(code, f"`{where.group(1)}`: {m.group(0)}", hint=_FS_HINTS[code])
+    # A write that failed in Spark's own streaming machinery (its offset or commit log: a
+    # full disk says only "java.io.IOException: No space left on device", measured on a
+    # real full filesystem) names no file; the query's checkpoint, in the plan it prints,
+    # is where it was writing
+    checkpoint = _CHECKPOINT_IN_PLAN.search(text)
+    if checkpoint is not None:
+        return WaveSQLError(code, f"`{checkpoint.group(1)}` (the query's checkpoint): "
+                                  f"{m.group(0)}", hint=_FS_HINTS[code])
+    return WaveSQLError(code, m.group(0), hint=_FS_HINTS[code])
 
 
 _PARQUET_TYPE = re.compile(
