@@ -13,17 +13,18 @@ files and never endangers them.
 
 The metastore has no compare-and-swap on properties (Hive 2.3's ``alter_table`` takes no
 expected value). What it does have is an atomic **conditional create**: a table name is
-unique in its database (the metastore's own ``UNIQUE (TBL_NAME, DB_ID)`` index), so of two
-processes creating ``db.x`` at once exactly one succeeds. :meth:`Metastore.claim` builds
-on that: it creates the view with a random writer token in its properties and then reads the
-view back; the writer whose token is there won -- whatever error the loser saw (Spark's
-"already exists", or the metastore's unique-index violation surfacing as a ``MetaException``
-when both passed Spark's existence check). Versions, run ids and leases are all claimed this
+unique in its database (the metastore's own ``UNIQUETABLE`` index on ``TBLS (TBL_NAME,
+DB_ID)``), so of two processes creating ``db.x`` at once exactly one succeeds.
+:meth:`Metastore.claim` builds on that: it creates the view with a random writer token in
+its properties and then reads the view back; the writer whose token is there won --
+whatever error the loser saw (Spark's "already exists", or the metastore's unique-index
+violation surfacing as a ``MetaException`` when both passed Spark's existence check). Versions, run ids and leases are all claimed this
 way (:mod:`.spark_catalog` explains each).
 
-Values of properties are strings of at most :data:`PART_CHARS` characters each (the
-metastore keeps them in a ``VARCHAR(4000)`` column on most back ends); longer text (a
-definition's JSON) is split into numbered parts, as Spark splits a table's schema.
+Values of properties are strings of at most :data:`PART_CHARS` characters each (Hive's
+schema scripts give ``TABLE_PARAMS.PARAM_VALUE`` 4000 characters on some back ends; the
+Derby schema the tests' metastore creates, 32672); longer text (a definition's JSON) is split
+into numbered parts, as Spark splits a table's schema.
 """
 
 from __future__ import annotations

@@ -244,7 +244,8 @@ print("RESULT " + json.dumps(out))
 
 @pytest.mark.slow
 def test_cli_and_plain_pyspark(hive_metastore, tmp_path):  # noqa: F811
-    """``wavesql --catalog spark:<db>`` defines objects; a PySpark process that never
+    """``wavesql --catalog spark:<db>`` defines objects, runs a query file and shows its run
+    history (``wavesql runs``, read from the metastore); a PySpark process that never
     imports WaveSQL lists them, reads their properties and the stream's rows; querying a
     signal's view from plain Spark says to use WaveSQL; an unreachable metastore is
     CATALOG_UNREACHABLE naming its URI."""
@@ -262,6 +263,16 @@ def test_cli_and_plain_pyspark(hive_metastore, tmp_path):  # noqa: F811
                           text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "6" in done.stdout
+
+    # a query file run against the shared catalog: its run history is in the metastore
+    job = tmp_path / "count.wsql"
+    job.write_text("SELECT count(*) AS n FROM trades;\n")
+    for verb in (["run", str(job)], ["runs"]):
+        done = subprocess.run([sys.executable, "-m", "wavesql.cli", "--catalog",
+                               f"spark:{db}", *args, *verb], cwd=tmp_path, env=_env(),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "count.wsql" in done.stdout and "ok" in done.stdout, done.stdout
 
     plain = subprocess.run([sys.executable, "-c", PLAIN_SPARK, json.dumps(conf), db],
                            cwd=tmp_path, env=_env(), capture_output=True, text=True,
