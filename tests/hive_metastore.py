@@ -5,7 +5,9 @@ a Spark session's own embedded Derby metastore admits one process only. So the t
 Hive's metastore service (thrift), from the Hive 2.3 and Derby jars PySpark ships (nothing
 to download), with an embedded Derby database behind it that only the service opens, and
 point every Spark session at it with :meth:`HiveMetastore.spark_config`. The service and its
-database live in the test's temporary folder and are stopped by the fixture.
+database live in the test's temporary folder and are stopped by the fixture. Clients use
+127.0.0.1; Hive 2.3's metastore has no bind-address setting, so the (free, random) port is
+open on the host's other interfaces too for the test's duration.
 
 ``python -m tests.hive_metastore [port]`` runs one in the foreground.
 """
@@ -56,7 +58,9 @@ class HiveMetastore:
         self.warehouse = self.folder / "warehouse"
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 120) -> "HiveMetastore":
+    def start(self, timeout: float = 120, *, wait: bool = True) -> "HiveMetastore":
+        """Start the service; with ``wait=False`` return at once (:meth:`wait` later), so
+        that its JVM starts while the tests' own processes start theirs."""
         self.folder.mkdir(parents=True, exist_ok=True)
         self.warehouse.mkdir(exist_ok=True)
         (self.folder / "log4j2.properties").write_text(
@@ -80,6 +84,10 @@ class HiveMetastore:
         log = open(self.folder / "stdout.log", "a")
         self.process = subprocess.Popen(cmd, cwd=self.folder, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
+        return self.wait(timeout) if wait else self
+
+    def wait(self, timeout: float = 120) -> "HiveMetastore":
+        """Return once the service answers on its port (raise if it died or took too long)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -123,9 +131,12 @@ class HiveMetastore:
 @pytest.fixture(scope="session")
 def hive_metastore(tmp_path_factory):
     """A Hive metastore service on loopback, shared by the session's tests (each test uses
-    a database of its own)."""
-    with HiveMetastore(tmp_path_factory.mktemp("hive-metastore")) as metastore:
-        yield metastore
+    a database of its own). It is still starting when a test gets it: call ``wait()``."""
+    metastore = HiveMetastore(tmp_path_factory.mktemp("hive-metastore")).start(wait=False)
+    try:
+        yield metastore  # tests wait() for it when they need it
+    finally:
+        metastore.stop()
 
 
 if __name__ == "__main__":

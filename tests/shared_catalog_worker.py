@@ -31,6 +31,20 @@ def _wait_for(path: Path, timeout: float = 240) -> None:
         time.sleep(0.05)
 
 
+def _wait_for_port(port: int, timeout: float = 180) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def _meet(folder: Path, role: str, step: str) -> None:
     """Wait until both roles reached ``step``."""
     (folder / f"{role}.{step}").touch()
@@ -50,7 +64,12 @@ def main(role: str, settings_file: str) -> None:
     def phase(name: str) -> None:  # how long each step took (the test prints them)
         seen["seconds"][name] = round(time.monotonic() - began, 1)
 
-    ws = wavesql.connect(master="local[1]", catalog=f"spark:{db}", config=s["spark"])
+    from wavesql.spark import start_spark
+
+    # Spark starts while the metastore service may still be starting (tests/hive_metastore.py)
+    spark = start_spark("local[1]", s["spark"])
+    _wait_for_port(s["metastore_port"])
+    ws = wavesql.connect(spark=spark, catalog=f"spark:{db}")
     phase("connected")
     cat = ws.catalog.catalog  # the SparkCatalog under the session's temporary views
     seen["catalog"] = type(cat).__name__

@@ -78,7 +78,7 @@ def test_two_processes_share_one_catalog(hive_metastore, tmp_path):  # noqa: F81
     folder.mkdir()
     settings = {"folder": str(folder), "database": db, "trades": str(tmp_path / "trades"),
                 "wavs": str(tmp_path / "wavs"), "sink": str(tmp_path / "sink"),
-                "lease_seconds": LEASE_SECONDS}
+                "lease_seconds": LEASE_SECONDS, "metastore_port": hive_metastore.port}
     procs = {}
     for role in "ab":
         settings["spark"] = {**SMALL_SPARK,
@@ -90,6 +90,7 @@ def test_two_processes_share_one_catalog(hive_metastore, tmp_path):  # noqa: F81
             cwd=tmp_path, env=_env(), stdout=open(tmp_path / f"{role}.log", "w"),
             stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        hive_metastore.wait()  # started by the fixture; the workers start Spark meanwhile
         deadline = time.monotonic() + 240
         while not (folder / "b.refused").exists():
             for role, proc in procs.items():
@@ -252,6 +253,7 @@ def test_cli_and_plain_pyspark(hive_metastore, tmp_path):  # noqa: F811
     db = "cli_" + uuid.uuid4().hex[:8]
     _trades(tmp_path / "trades")
     _wav(tmp_path / "wavs")
+    hive_metastore.wait()
     conf = {**SMALL_SPARK, **hive_metastore.spark_config(tmp_path / "scratch")}
     args = [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
     ddl = (f"CREATE STREAM trades (sym STRING, px DOUBLE, ts TIMESTAMP) FROM "
