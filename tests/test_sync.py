@@ -8,12 +8,29 @@ import pytest
 
 from tests.data import COUNTING_WAV
 from wavesql.errors import WaveSQLError
-from wavesql.udfs.sigseg import SigSeg, sample_at
+from wavesql.udfs.sigseg import SigSeg
 from wavesql.udfs.sync import cut_range
-from wavesql.udfs.wav import read_info, read_frames, write_wav
+from wavesql.udfs.wav import write_wav
 
 RATE = 8000
 SECOND = 1_000_000
+
+
+def sample_at(time_us: int, rate: int) -> int:
+    """The oracle's time-to-sample rule, as the README states it (not WaveSQL's code): a
+    bound at ``time_us`` goes to the first sample at or after it, ceil(t * rate / 1 s),
+    in exact integers."""
+    return -((-time_us * rate) // 1_000_000)
+
+
+def _counting_samples():
+    """The real recording's samples, read by scipy (16-bit PCM, scaled by 1/32768 as
+    WaveSQL declares FLOAT channels of integer WAVs)."""
+    import scipy.io.wavfile
+
+    rate, data = scipy.io.wavfile.read(COUNTING_WAV)
+    assert rate == 44100 and data.dtype == np.int16
+    return data.astype(np.float32) / 32768
 
 
 @pytest.fixture(autouse=True, params=["files", "join"])
@@ -106,14 +123,14 @@ def test_sync_is_sample_exact_over_files_segments_and_gaps(ws, tmp_path, policy)
 
 
 def test_sync_over_the_real_recording_with_sample_numbers(ws, tmp_path):
-    info = read_info(COUNTING_WAV)
-    samples = read_frames(info)[:, 0]
+    samples = _counting_samples()
+    frames = len(samples)
     ws.sql(f"CREATE SIGNAL counting (voice FLOAT) RATE 44100 HZ FROM '{COUNTING_WAV}' "
            "FORMAT wav SEGMENT 4096")
     rng = np.random.default_rng(2)
     ranges = [(int(s), int(s + rng.integers(1, 50_000)))
-              for s in rng.integers(0, info.frames - 50_000, 25)]
-    ranges += [(0, info.frames), (info.frames - 10, info.frames)]
+              for s in rng.integers(0, frames - 50_000, 25)]
+    ranges += [(0, frames), (frames - 10, frames)]
     _control(ws, tmp_path, ranges, kind="BIGINT")
     rows = ws.sql("SELECT id, voice FROM ctl d SYNC JOIN counting m ON RANGE (d.a, d.b)").collect()
     for row in rows:
