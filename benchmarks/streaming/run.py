@@ -31,6 +31,12 @@ in one process and one Spark session (``local[2]``), and written to results.md:
     buffer evaluated and rewritten every batch). Plain Spark Structured Streaming has no
     OVER windows over a stream, so it is not in this table. Written to ``over_results.md``
     (``--only over``).
+``resample``
+    a per-key 'linear' RESAMPLE, ``RESAMPLE(s, ts, INTERVAL 1 SECOND, 'linear' PARTITION
+    BY k)``, over 500 events/s and 20 keys (90 files of 10 s: 15 min), on both runners:
+    the median micro-batch time early in the run (batches 6-20, a short history) and at
+    its end (the last 15 of 90, a long one), and the state rows then. Written to
+    ``resample_results.md`` (``--only resample``).
 
 A micro-batch's time is Spark's own ``triggerExecution`` duration of that batch (listing,
 planning, the stateful operator, the sink, the offset and commit logs): the same clock for
@@ -283,12 +289,43 @@ def over(ws, durations, work: Path, last: int) -> list[str]:
     return lines
 
 
+def resample(ws, durations, work: Path, last: int, files: int = 90) -> list[str]:
+    folder = work / "events_resample"
+    if not folder.exists():
+        write_events(folder, files, 500, 20, 10, seed=11)
+    sql = "SELECT k, ts, v FROM RESAMPLE({s}, ts, INTERVAL 1 SECOND, 'linear' PARTITION BY k) r"
+    lines = ["## RESAMPLE per key: micro-batch time early vs late in the run, state store vs "
+             "re-evaluation", "",
+             "`RESAMPLE(s, ts, INTERVAL 1 SECOND, 'linear' PARTITION BY k)`; 500 events/s, 20 "
+             f"keys, {files} files of 10 s ({files / 6:.0f} min of event time), one file per "
+             f"micro-batch; median [min-max] of batches 6-{5 + last} (short history) and of "
+             f"the last {last} "
+             "(long history), batches with rows (Spark's triggerExecution).", "",
+             "| runner | short history | long history | long / short | state rows (short / "
+             "long) |", "| --- | --- | --- | --- | --- |"]
+    for runner, flag in (("state store", "1"), ("re-evaluating", "0")):
+        os.environ["WAVESQL_STATEFUL"] = flag
+        try:
+            got = run_wavesql(ws, durations, folder, work, sql, f"rs{flag}")
+        finally:
+            os.environ.pop("WAVESQL_STATEFUL", None)
+        b = got["batches"]
+        (em, elo, ehi), (lm, llo, lhi) = steady(b[5:5 + last], last), steady(b, last)
+        states = [r.buffered for r in got["reports"] if r.rows_in]
+        lines.append(f"| {runner} ({got['engine']}) | {em:.3f} s [{elo:.3f}-{ehi:.3f}] | "
+                     f"{lm:.3f} s [{llo:.3f}-{lhi:.3f}] | {lm / em:.2f}x | "
+                     f"{states[5 + last // 2]:,} / {states[-1]:,} |")
+        print(lines[-1], flush=True)
+    return lines + [""]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="sliding,istream,flat")
     parser.add_argument("--hour-files", type=int, default=380)
     parser.add_argument("--last", type=int, default=20)
     parser.add_argument("--istream-batches", type=int, default=12)
+    parser.add_argument("--resample-files", type=int, default=90)
     parser.add_argument("--work", default=None, help="data and checkpoints (default: a temp dir)")
     parser.add_argument("--out", default=None,
                         help="results file (default: results.md, or over_results.md with "
@@ -314,11 +351,14 @@ def main(argv=None) -> int:
         lines += flat(ws, durations, work, max(args.hour_files, 180))
     if "over" in only:
         lines += over(ws, durations, work, args.last)
+    if "resample" in only:
+        lines += resample(ws, durations, work, min(args.last, 15), args.resample_files)
     lines += [f"Machine: {machine.describe(load0, os.getloadavg())}; Spark "
               f"{ws.spark.version}, local[2], 2 shuffle partitions.", ""]
     text = "\n".join(lines)
     print(text)
-    default = "over_results.md" if only == ["over"] else "results.md"
+    default = {"over": "over_results.md", "resample": "resample_results.md"}.get(
+        only[0], "results.md") if len(only) == 1 else "results.md"
     Path(args.out or HERE / default).write_text(text)
     ws.spark.streams.removeListener(durations.listener)
     ws.close()
