@@ -217,6 +217,12 @@ def test_catalog_spellings():
     with pytest.raises(WaveSQLError) as info:
         shared_database("spark:no-dashes")
     assert info.value.code == "INVALID_OPTION"
+    # names the metastore would refuse or fold are kept under a hash (properties keep them)
+    from wavesql.catalog.spark_catalog import table_name
+
+    assert table_name("trades_2") == "trades_2"
+    odd = table_name("straße-1")
+    assert odd.startswith("wavesql_") and odd == table_name("straße-1") != table_name("x-1")
 
 
 PLAIN_SPARK = """
