@@ -85,6 +85,7 @@ class ReEvaluatingQuery(ContinuousQuery):
     def _start(self, trigger: str, max_files: int | None):
         from pyspark.sql import functions as F
 
+        self._refuse_state_store_checkpoint()
         # One streaming query over all inputs: each input's rows travel as a struct in its
         # own column (NULL in the others), tagged with the input's index.
         frames = [stream_source(self.spark, inp.stream, max_files) for inp in self.inputs]
@@ -130,6 +131,21 @@ class ReEvaluatingQuery(ContinuousQuery):
         for part in parts[1:]:
             source = source.unionByName(part)
         return self._start_writer(source, trigger)
+
+    def _refuse_state_store_checkpoint(self) -> None:
+        """A checkpoint the state-store runner started (its ``wavesql.json`` marker) keeps
+        its state in Spark's state store, which this runner does not read: resuming on it
+        would start from empty state without a word (the same query with ``EMIT CHANGES``
+        added, or ``WAVESQL_STATEFUL=0``)."""
+        marker = storage.join(self.checkpoint, "wavesql.json")
+        if not storage.is_file(marker):
+            return
+        engine = json.loads(storage.read_text(marker)).get("engine", "the state store")
+        raise WaveSQLError(
+            "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by the "
+            f"state-store runner ({engine}); this query runs on the re-evaluating runner "
+            "(EXPLAIN STREAM says why), which cannot read that state",
+            hint="give the query a new checkpoint (and output) folder, or run it as it was")
 
     # -- one micro-batch ---------------------------------------------------------------
     def _run_batch(self, batch_df, batch_id: int) -> None:

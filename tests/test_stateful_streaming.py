@@ -339,3 +339,18 @@ def test_over_windows_the_kernel_evaluates_against_pandas(ws, spark, tmp_path):
     assert sum(want.values()) > 200 and len(late) > 0
     assert got == want
     assert sum(r.late for r in cq.reports) == len(late)
+
+
+def test_a_state_store_checkpoint_is_refused_by_the_re_evaluating_runner(ws, tmp_path,
+                                                                          monkeypatch):
+    """The same query forced onto the re-evaluating runner (WAVESQL_STATEFUL=0; adding EMIT
+    CHANGES does the same) must not resume a state-store checkpoint with empty state."""
+    _files(tmp_path / "in", seed=3, n_files=2, per_file=20)
+    _stream(ws, tmp_path / "in")
+    sql = "SELECT k, count(*) AS n FROM kv [RANGE 4 SECONDS SLIDE 4 SECONDS] GROUP BY k"
+    _run(ws, tmp_path, sql)
+    monkeypatch.setenv("WAVESQL_STATEFUL", "0")
+    with pytest.raises(WaveSQLError) as caught:
+        _run(ws, tmp_path, sql)
+    assert caught.value.code == "CHECKPOINT_MISMATCH"
+    assert "state-store runner" in caught.value.message
