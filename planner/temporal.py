@@ -66,8 +66,8 @@ partitioned by the keys: **an un-keyed series is processed in a single Spark par
 (one task) by this SQL. A batch RESAMPLE of a catalog Parquet stream runs instead in
 parallel ranges of event time, in numpy, with these semantics (planner/physical/direct_resample.py);
 other batch un-keyed inputs in parallel chunks with ``SET wavesql.temporal.parallel =
-true`` (planner/physical/chunked_temporal.py; off by default until it reads its input
-once); this SQL remains for everything else.
+true`` (planner/physical/chunked_temporal.py, each input read once; off by default: not yet
+faster than this SQL on a 2-core machine); this SQL remains for everything else.
 
 ASOF JOIN
 =========

@@ -377,16 +377,16 @@ def test_parquet_inputs_estimate_from_their_footers(ws, tmp_path, monkeypatch, n
     """A Parquet stream read as it is: the estimate comes from the files' footers (no job;
     with NULL times the footers cannot say, and the job runs), and the summaries and the
     pass read the files themselves (no copy held)."""
-    from wavesql.planner.physical import chunked_temporal as ct
+    from wavesql.planner.physical.temporal_inputs import HeldInputs
 
     footers = []
-    original = ct._Inputs.footer
+    original = HeldInputs.footer
 
     def footer(self, *args, **kw):
         footers.append(original(self, *args, **kw))
         return footers[-1]
 
-    monkeypatch.setattr(ct._Inputs, "footer", footer)
+    monkeypatch.setattr(HeldInputs, "footer", footer)
     rng = np.random.default_rng(31)
     frame = _series(rng, 3000, gaps=1, null_times=null_times)
     right = _series(rng, 3000, gaps=2, null_times=null_times)

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from .time_resample import resample_range
 from .time_windows import CONTEXT
 
-__all__ = ["CONTEXT", "latest_per_time", "resample_chunk", "asof_chunk", "micros"]
+__all__ = ["CONTEXT", "latest_per_time", "resample_chunk", "asof_chunk", "micros", "conform"]
 
 
 def micros(column) -> np.ndarray:
@@ -45,6 +45,16 @@ def micros(column) -> np.ndarray:
     if pa.types.is_timestamp(column.type):
         column = column.cast(pa.timestamp("us", tz=column.type.tz))
     return column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly the Arrow types of ``schema`` (applyInArrow checks them). Here,
+    not in the planner, so that the pass's Python workers import only this module."""
+    arrays = []
+    for field in schema:
+        col = table.column(field.name)
+        arrays.append(col if col.type.equals(field.type) else col.cast(field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def latest_per_time(table: pa.Table, time_col: str) -> pa.Table:

@@ -112,9 +112,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("wavesql.temporal.parallel", False, _boolean, "true",
             "true: an un-keyed RESAMPLE or ASOF JOIN that no direct pass takes (CSV or JSON "
             "streams, views, subqueries, ...) runs in parallel chunks of event time "
-            "(planner/physical/chunked_temporal.py). Off by default: it reads its input "
-            "three times, and measured 0.58x Spark SQL's one partition over 300k CSV rows "
-            "(benchmarks/temporal_parallel/results.md)."),
+            "(planner/physical/chunked_temporal.py), reading each input once. Off by "
+            "default: on this 2-core machine it has not yet measured faster than Spark "
+            "SQL's one partition (benchmarks/temporal_parallel/results.md)."),
     Setting("wavesql.temporal.min_rows", 100_000, _count(0), "0",
             "Below this many rows (RESAMPLE's input, an ASOF JOIN's left side), un-keyed "
             "RESAMPLE and ASOF JOIN stay Spark SQL."),

@@ -3,7 +3,7 @@
 (``SET wavesql.temporal.parallel = false``) vs pandas, on this machine (local[2]).
 
     .venv/bin/python benchmarks/temporal_parallel/run.py [--rows 300000 2000000]
-        [--formats csv parquet] [--repeats 3]
+        [--formats csv parquet] [--cases 300000:csv 1000000:csv ...] [--repeats 3]
 
 Every measurement runs in a fresh process, the modes interleaved round-robin; each times
 the query from its text to its collected result (planning jobs included, Spark start-up
@@ -140,6 +140,8 @@ def main() -> None:
     ap.add_argument("--formats", nargs="+", default=["csv", "parquet"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--data", type=Path, default=Path("/tmp/wavesql_bench_temporal"))
+    ap.add_argument("--cases", nargs="+", metavar="ROWS:FORMAT",
+                    help="instead of every --rows with every --formats")
     ap.add_argument("--one", nargs=4, metavar=("QUERY", "MODE", "ROWS", "FORMAT"))
     args = ap.parse_args()
     if args.one:
@@ -147,6 +149,8 @@ def main() -> None:
         print(json.dumps(one(q, m, args.data / f"{fmt}-{rows}", fmt)))
         return
     cases = [(rows, fmt) for rows in args.rows for fmt in args.formats]
+    if args.cases:
+        cases = [(int(c.split(":")[0]), c.split(":")[1]) for c in args.cases]
     for rows, fmt in cases:
         data = args.data / f"{fmt}-{rows}"
         write(data / "s", rows, 1, ("ts", "v"), fmt)

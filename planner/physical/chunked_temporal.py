@@ -6,43 +6,60 @@ windows (``lead``, ``last_value(...) IGNORE NULLS OVER (ORDER BY ...)``); withou
 partition**, on one core, after a shuffle and a sort. direct_resample.py avoids it for a
 catalog Parquet stream read as it is; this rule does it for every other input (CSV or JSON
 streams, views, CTEs, subqueries, Kafka batch reads, a Parquet stream the direct pass
-refuses), through Spark's shuffle, TiLT's way:
+refuses), through Spark's shuffle, TiLT's way, **reading each input once** (temporal_inputs.py):
+a catalog Parquet stream read as it is stays Spark's scan of its (columnar, pruned) files;
+any other input becomes a lazy local checkpoint (``localCheckpoint(eager=False)``), which
+the first job over it fills while it reads and parses the input, and which every later job
+reads from the executors' block stores (memory, spilling to disk) -- the SQL too, when the
+rule hands the query back to it after its estimate. Like any local checkpoint it is not
+fault tolerant: an executor lost before the pass ran loses its blocks, and the query fails.
 
-1. **estimate**: one aggregate job over the input (RESAMPLE) or the left side (ASOF):
-   rows with a time, first and last time (and, for ``'linear'``, whether an interpolated
-   column holds NULLs);
-2. **summaries**: the span is cut into up to :data:`MAX_BUCKETS` equal buckets and one
-   aggregation computes, per bucket, its rows and the rows at its edges -- the row at its
-   latest time and the one at its earliest (``max(struct(t, row))`` /
-   ``max(struct(-1 - t, row))``: with the rest of the row as the tie-break, that *is*
-   planner/temporal.py's duplicate-time rule), for ``'linear'`` with NULLs each column's
-   last and first non-NULL (over rows first collapsed per time, so a NULL winning a tie is a
-   hole as in the SQL), for an ASOF JOIN the right side's rows at the edges;
+1. **estimate**: rows with a time, first and last time of the input (RESAMPLE) or the left
+   side (ASOF), and, for ``'linear'``, whether an interpolated column holds NULLs: from a
+   Parquet stream's footers (row counts, min/max and NULL counts: no job; files whose
+   footers cannot say, e.g. NULL times, run the job), else one aggregate job -- the one
+   that reads the input and fills its held copy;
+2. **summaries**: the span is cut into up to :data:`MAX_BUCKETS` equal buckets (about 64
+   per chunk) and one fixed-width aggregation (a hash aggregate: no sort, no struct
+   comparisons) computes, per bucket, its rows and its first and last time; for
+   ``'linear'`` with NULLs, each column's first and last time with a value; for an ASOF
+   JOIN the left and right rows and the right side's latest time (backward) or earliest
+   (forward). For an ASOF JOIN this job also fills the right side's held copy;
 3. **chunks**: on the driver, consecutive buckets are packed into chunks of about
    ``wavesql.temporal.chunk_rows`` rows and grid points (about four chunks per core, none
    over a Python task's memory budget: task_memory.py; a bucket too big alone leaves the
-   query to the SQL), and each chunk is given its **context**: the edge rows of the nearest
-   non-empty buckets before and after it, however far (a dropout of any length costs no
-   look-back);
-4. **the pass**: every row is tagged with its chunk (a small CASE tree over the chunk
-   starts), the context rows (a few per chunk, a DataFrame made on the driver) are added,
-   and ``groupBy(chunk).applyInArrow`` (RESAMPLE) or ``cogroup(...).applyInArrow`` (ASOF:
-   left rows by chunk, right rows of the chunk's time range plus its context) runs the numpy
-   kernels of udfs/temporal_chunks.py. Spark plans show them as ``resample_chunks`` /
-   ``asof_chunks``.
+   query to the SQL), and each chunk is given its **context**: the rows at the edge times
+   of the nearest non-empty buckets before and after it, however far (a dropout of any
+   length costs no look-back), fetched by one small job over the held rows; of rows
+   sharing a time the greatest wins (udfs/temporal_chunks.py ``latest_per_time``:
+   planner/temporal.py's duplicate-time rule). For ``'linear'`` with NULLs, where the row
+   that wins a column's edge time holds NULL there (another row at that time had a value:
+   the SQL sees a hole), the rest of the bucket is searched, then the next bucket, one
+   small job a round (:func:`_resolve`; rare);
+4. **the pass**: every row is tagged with its chunk's label (a small CASE tree over the
+   chunk starts; labels chosen so that Spark's hash partitioning gives each chunk a
+   partition of its own: temporal_inputs.py ``labels``), the context rows (a few per chunk, a DataFrame
+   made on the driver) are added, and ``groupBy(chunk).applyInArrow`` (RESAMPLE) or
+   ``cogroup(...).applyInArrow`` (ASOF: left rows by chunk, right rows of the chunk's time
+   range plus its context) runs the numpy kernels of udfs/temporal_chunks.py. Spark plans
+   show them as ``resample_chunks`` / ``asof_chunks``.
 
 Exactly the SQL's semantics (tests/test_temporal_parallel.py: pandas and numpy oracles, and
 the SQL). Where it applies: batch queries, every column a number (not DECIMAL), boolean,
 string, date or timestamp (types whose order Arrow's sort shares with Spark, for the
 duplicate-time rule), unique column names; ASOF time columns both timestamps or both
 integers; at least ``wavesql.temporal.min_rows`` rows with a time (RESAMPLE's input, the
-ASOF's left side), since the pass costs two small jobs, a shuffle and a Python set-up.
-It runs only with ``SET wavesql.temporal.parallel = true``: reading the input three times
-(estimate, summary, pass), it measured 0.58x the one-partition SQL over 300k CSV rows
-(benchmarks/temporal_parallel/results.md); reading it once is what would make it the
-default. The estimate and summary jobs run
-when the query is planned, as chunked_windows.py's row count does; a failing job (bad
-input) leaves the query to the SQL, which reports the error where it always does.
+ASOF's left side), since the pass costs a few small jobs, a shuffle and a Python set-up.
+The estimate, summary and context jobs run when the query is planned, as chunked_windows.py's
+row count does; a failing job (bad input) leaves the query to the SQL, which reports the
+error where it always does.
+
+It runs only with ``SET wavesql.temporal.parallel = true``. Off by default: reading each
+input once, it pays the parse once as the SQL does, but its fixed costs (a checkpoint, three
+more jobs, a shuffle, Python workers) have not yet measured below the one-partition window
+they replace on this 2-core machine (0.43x - 0.94x over 300k - 1M rows, a loaded machine:
+benchmarks/temporal_parallel/results.md, with where the time goes). The rule for the
+default: at least 1.0x the SQL, measured on a quiet machine, for the inputs it would take.
 """
 
 from __future__ import annotations
@@ -54,6 +71,7 @@ from wavesql import settings
 from wavesql.sqltext import quote
 
 from .plan import SqlPlan
+from .temporal_inputs import HeldInputs, labels as _labels
 
 #: Spark types the pass carries (``simpleString``).
 _TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean", "string",
@@ -73,7 +91,7 @@ def temporal_in_chunks(plan: SqlPlan) -> SqlPlan:
         return plan
     if not settings.get(plan.rt.spark, "wavesql.temporal.parallel"):
         return plan
-    inputs = _Inputs(plan)
+    inputs = HeldInputs(plan)
     if q.resample is not None:
         df = _resample(q, plan.rt, inputs)
     else:
@@ -85,74 +103,6 @@ def temporal_in_chunks(plan: SqlPlan) -> SqlPlan:
 
 
 # ------------------------------------------------------------------------------ shared
-class _Inputs:
-    """The query's inputs, each read once (module docstring, "Reading the input once"):
-    :meth:`held` is an input's DataFrame as the rule reads it -- a Parquet stream read as it
-    is stays Spark's scan of its files (its estimate comes from their footers:
-    :meth:`footer`), any other input becomes a lazy local checkpoint, which the first job
-    over it (the estimate, or for an ASOF's right side the summaries) fills while it reads
-    the input, and every later job reads from the executors' block stores."""
-
-    def __init__(self, plan: SqlPlan):
-        self.plan = plan
-        self.frames = dict(plan.frames)
-        self.copies: dict[str, object] = {}   # name -> its held copy, once a job filled it
-        self._held: dict[str, object] = {}
-
-    def frame(self, name):
-        return self.frames.get(name)
-
-    def stream(self, name):
-        """The catalog Parquet stream ``name`` scans as it is (no OPTIONS), else None."""
-        s = self.plan.scans().get(name.lower())
-        return s if s is not None and s.format == "parquet" and not dict(s.options) else None
-
-    def held(self, name):
-        if name not in self._held:
-            frame = self.frames[name]
-            self._held[name] = frame if self.stream(name) is not None else \
-                frame.localCheckpoint(eager=False)
-        return self._held[name]
-
-    def filled(self, name) -> None:
-        """A job over :meth:`held` ``name`` succeeded: its copy holds the input."""
-        if self._held.get(name) is not self.frames[name]:
-            self.copies[name] = self._held[name]
-
-    def footer(self, name, time_field, columns=()):
-        """``(rows with a time, first time, last time, NULLs in columns)`` of a Parquet
-        stream read as it is, from its files' footers (no job), None when they cannot say
-        (sources/parquet_chunks.py: ``index``; NULL times, ...). ``columns``: whose NULLs
-        count (None: they may hold some)."""
-        stream = self.stream(name)
-        if stream is None or stream.progress_column or \
-                time_field.dataType.simpleString() != "timestamp":
-            return None
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        from .file_ranges import direct_groups
-
-        frame, rt = self.frames[name], self.plan.rt
-        wanted = {f.name: f.type for f in to_arrow_schema(frame.schema, timezone="UTC")}
-        holes = False
-        groups = direct_groups(frame, stream, rt, time_field.name, wanted, None, 0,
-                               no_nulls=columns)
-        if groups is None and columns:
-            holes = True
-            groups = direct_groups(frame, stream, rt, time_field.name, wanted, None, 0)
-        if not groups:
-            return None
-        return (sum(g.rows for g in groups), min(g.lo for g in groups),
-                max(g.hi for g in groups), holes)
-
-    def sql_plan(self) -> SqlPlan:
-        """The plan for the SQL, its inputs read from the copies filled so far."""
-        if not self.copies:
-            return self.plan
-        return dataclasses.replace(self.plan, frames=[
-            (n, self.copies.get(n, df)) for n, df in self.plan.frames])
-
-
 def _carried(fields) -> bool:
     names = [f.name.lower() for f in fields]
     return (len(set(names)) == len(names) and not any(n.startswith("__ws_") for n in names)
@@ -233,45 +183,6 @@ def _pack(costs, target: int, limit: int):
     return starts
 
 
-def _labels(count: int) -> list[int]:
-    """A label for each chunk ``0 .. count - 1``: the value the pass groups it by, chosen
-    so that Spark's hash partitioning into ``count`` partitions (Murmur3 of a BIGINT, seed
-    42, ``pmod``: ``HashPartitioning``) puts chunk ``c`` alone in partition ``c``. Grouped
-    by their index instead, eight chunks hashed into four partitions landed 3, 3, 0 and 2
-    to a task (then coalesced unevenly): a core idle while the other ran most chunks. A
-    label that Spark hashes otherwise (it cannot: it is the same function) would only cost
-    balance, never a wrong group."""
-    labels, taken, value = [None] * count, 0, 0
-    while taken < count:
-        c = _murmur3_long(value) % count
-        if labels[c] is None:
-            labels[c] = value
-            taken += 1
-        value += 1
-    return labels
-
-
-def _murmur3_long(value: int) -> int:
-    """Spark's ``Murmur3_x86_32.hashLong(value, 42)`` as a signed 32-bit int."""
-    m = 0xFFFFFFFF
-
-    def rotl(x, r):
-        return ((x << r) | (x >> (32 - r))) & m
-
-    def mix(h, k):
-        k = rotl((k * 0xCC9E2D51) & m, 15) * 0x1B873593 & m
-        return (rotl(h ^ k, 13) * 5 + 0xE6546B64) & m
-
-    value &= 0xFFFFFFFFFFFFFFFF
-    h = mix(mix(42, value & m), value >> 32) ^ 8
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & m
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & m
-    h ^= h >> 16
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def _chunk_of(bucket, starts, labels):
     """The label of the chunk of a bucket column: a balanced CASE tree over the chunks'
     first buckets."""
@@ -307,17 +218,6 @@ def _context_frame(spark, parts, fields, labels):
         return spark.createDataFrame([], schema)
     return spark.createDataFrame(pa.concat_tables(tables, promote_options="permissive"),
                                  schema=schema)
-
-
-def _conform(table, target):
-    """``table`` with exactly the Arrow types of ``target`` (applyInArrow checks them)."""
-    import pyarrow as pa
-
-    arrays = []
-    for field in target:
-        col = table.column(field.name)
-        arrays.append(col if col.type.equals(field.type) else col.cast(field.type))
-    return pa.Table.from_arrays(arrays, schema=target)
 
 
 def _nearest(present, count):
@@ -409,7 +309,9 @@ def _resample(rel, rt, inputs):
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from wavesql.udfs.temporal_chunks import CONTEXT, resample_chunk
+    # the pass's functions refer only to udfs/temporal_chunks.py: its Python workers
+    # import that module, not the planner (seconds per worker)
+    from wavesql.udfs.temporal_chunks import CONTEXT, conform, resample_chunk
 
     from . import task_memory
     from ..types import spark_struct
@@ -514,7 +416,7 @@ def _resample(rel, rt, inputs):
         c = chunk[table.column(CHUNK)[0].as_py()]
         out = resample_chunk(table, time_col, P, method, start_us[c], end_us[c], interp,
                              drop=(CHUNK,))
-        return _conform(out, target_schema)
+        return conform(out, target_schema)
 
     return staged.groupBy(CHUNK).applyInArrow(resample_chunks, out_type)
 
@@ -525,7 +427,7 @@ def _asof(rel, rt, inputs):
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from wavesql.udfs.temporal_chunks import CONTEXT, asof_chunk
+    from wavesql.udfs.temporal_chunks import CONTEXT, asof_chunk, conform
 
     from . import task_memory
 
@@ -644,7 +546,7 @@ def _asof(rel, rt, inputs):
             return target_schema.empty_table()
         out = asof_chunk(lefts, rights_, ltime, rtime, direction, inclusive, outer, MATCHED,
                          drop=(CHUNK,))
-        return _conform(out, target_schema)
+        return conform(out, target_schema)
 
     parts_ = len(starts)  # a partition per chunk on both sides (_labels)
     out = staged_left.repartition(parts_, CHUNK).groupBy(CHUNK) \
