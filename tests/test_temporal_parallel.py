@@ -423,3 +423,33 @@ def test_parquet_inputs_estimate_from_their_footers(ws, tmp_path, monkeypatch, n
         ws.spark.conf.unset("wavesql.temporal.parallel")
         ws.spark.conf.unset("wavesql.temporal.min_rows")
     assert "FileScan parquet" in plan and "ExistingRDD" not in plan, plan
+
+
+def test_linear_holes_where_a_null_wins_the_edge_time(ws, tmp_path, monkeypatch):
+    """'linear' with a column whose value at a chunk's edge time loses its tie to a row
+    holding NULL there (the SQL sees a hole): the context search goes on through the
+    bucket and the ones before / after it, one small job a round. Every third time has a
+    second row that wins (greater v) with q NULL."""
+    from wavesql.planner.physical import chunked_temporal as ct
+
+    fetched = []
+    original = ct._winners
+
+    def winners(rows, time_col, condition):
+        fetched.append(str(condition))
+        return original(rows, time_col, condition)
+
+    monkeypatch.setattr(ct, "_winners", winners)
+    rng = np.random.default_rng(17)
+    frame = _series(rng, 3000, gaps=1, null_times=0)
+    shadow = frame[frame.index % 3 == 0].copy()
+    shadow["v"] = shadow["v"].fillna(0.0) + 100.0
+    shadow["q"] = pd.NA
+    both = pd.concat([frame, shadow], ignore_index=True).sample(frac=1.0, random_state=3)
+    _stream(ws, "s", _write(tmp_path / "s", both, "csv"), "csv")
+    sql = "SELECT * FROM RESAMPLE(s, ts, INTERVAL 5 MILLISECONDS, 'linear')"
+    got, sql_rows = _run(ws, sql, "resample_chunks")
+    want = _resample_oracle(both, 5 * MS, "linear").astype({"q": "float64"})
+    _same(got, want, ["ts"])
+    _same(got, sql_rows, ["ts"])
+    assert any("floor" in f for f in fetched), fetched  # a bucket searched
