@@ -109,6 +109,21 @@ class BucketProcessor(StatefulProcessor):
         if want is not None and want not in timers:
             self.handle.registerTimer(want)
 
+    def _passed_through(self, batch: pd.DataFrame | None, kinds: np.ndarray, encode) -> list:
+        """The call's rows without an event time and its malformed ones, handed back as
+        they came (``encode``: the processor's own row form) with their record and file,
+        for the late and quarantine sinks."""
+        parts = []
+        if batch is None:
+            return parts
+        for kind in (pl.NO_TIME, pl.MALFORMED):
+            if (kinds == kind).any():
+                rows = batch[kinds == kind]
+                extra = {name: rows[name].to_numpy(object)
+                         for name in ("__record", "__file") if name in rows}
+                parts.append(self._out(encode(rows), kind, extra))
+        return parts
+
     def _stats(self, kinds: np.ndarray, on_time: int, late: int, state_rows: int,
                value: bytes | None, batch: pd.DataFrame | None) -> pd.DataFrame:
         stats = [on_time, late, int((kinds == pl.NO_TIME).sum()),
@@ -234,13 +249,7 @@ class LookbackProcessor(BucketProcessor):
         late_n = int(result.late.sum())
         if late_n:
             parts.append(self._out(new.filter(pa.array(result.late)), pl.LATE))
-        if batch is not None:
-            for kind in (pl.NO_TIME, pl.MALFORMED):
-                if (kinds == kind).any():
-                    rows = batch[kinds == kind]
-                    extra = {name: rows[name].to_numpy(object)
-                             for name in ("__record", "__file") if name in rows}
-                    parts.append(self._out(self._table(rows), kind, extra))
+        parts += self._passed_through(batch, kinds, self._table)
         parts.append(self._stats(kinds, new.num_rows - late_n, late_n, result.state_rows,
                                  result.state, batch))
         return pd.concat(parts, ignore_index=True)[self.columns]

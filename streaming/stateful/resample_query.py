@@ -73,13 +73,7 @@ class ResampleProcessor(BucketProcessor):
         late_n = int(result.late.sum())
         if late_n:
             parts.append(self._out(new[result.late], pl.LATE))
-        if batch is not None:
-            for kind in (pl.NO_TIME, pl.MALFORMED):
-                if (kinds == kind).any():
-                    rows = batch[kinds == kind]
-                    extra = {name: rows[name].to_numpy(object)
-                             for name in ("__record", "__file") if name in rows}
-                    parts.append(self._out(self._rows(rows), kind, extra))
+        parts += self._passed_through(batch, kinds, self._rows)
         stats = self._stats(kinds, len(new) - late_n, late_n, result.state_rows, result.state,
                             batch)
         stats["__cap"] = np.int64(result.cap if result.cap is not None else 0)
