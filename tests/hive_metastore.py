@@ -24,28 +24,13 @@ from pathlib import Path
 
 import pytest
 
-_LOG4J = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d %p %c{{1}} %m%n
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-"""
+from tests.kafka_broker import _LOG4J, _free_port  # (the same log file and port rules)
 
 
 def pyspark_jars() -> str:
     import pyspark
 
     return os.path.join(os.path.dirname(pyspark.__file__), "jars")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class HiveMetastore:
