@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.test_stateful_streaming import _late_split  # (same 2 s watermark)
 from wavesql.errors import WaveSQLError
 
 SECOND = 1_000_000
@@ -117,17 +118,6 @@ def _input(seed: int, n: int, keyed: bool) -> pd.DataFrame:
     v[rng.random(n) < 0.15] = np.nan
     order = np.argsort(ts + rng.integers(0, 3 * SECOND, n))
     return pd.DataFrame({"k": k, "v": v, "ts": ts}).iloc[order].reset_index(drop=True)
-
-
-def _late_split(parts):
-    on_time, late, top = [], [], None
-    for part in parts:
-        progress = None if top is None else top - WATERMARK
-        is_late = (part.ts < progress) if progress is not None else np.zeros(len(part), bool)
-        on_time.append(part[~is_late])
-        late.append(part[is_late])
-        top = part.ts.max() if top is None else max(top, part.ts.max())
-    return pd.concat(on_time), pd.concat(late)
 
 
 # -- the kernel alone ---------------------------------------------------------------------
@@ -299,7 +289,7 @@ def test_continuous_resample_on_the_state_store(ws, spark, tmp_path, method, key
     sql = f"SELECT k, ts, v FROM RESAMPLE(kv, ts, INTERVAL 250 MILLISECONDS, '{method}'{by}) r"
     assert "stateful RESAMPLE on Spark's state store" in ws.explain(sql, "STREAM")
     reports = _rounds(ws, tmp_path, sql, [2, 2, 2])
-    on_time, late = _late_split(parts)
+    on_time, late, _ = _late_split(parts)
     progress = reports[-1].inputs["kv"]  # the watermark the last micro-batch saw
     assert progress == int(frame.ts.max()) - WATERMARK
     want, bounds = _final_points(on_time.assign(k=on_time.k if keyed else None), method,
