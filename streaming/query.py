@@ -201,18 +201,9 @@ class ContinuousQuery:
 
         changed = files.changed_since_read(self.checkpoint, batch_id)
         files.record_read(self.checkpoint, batch_id, read_files, changed)
-        if not changed:
-            return []
-        owner = {}
-        for inp in self.inputs:
-            for path, *_ in changed:
-                if files.belongs(path, inp.stream.path):
-                    owner.setdefault(path, inp.stream.name)
-        rows = [(owner.get(path), path if storage.is_remote(path) else f"file://{path}", None,
-                 files.describe_change(b, then, now))
-                for path, b, then, now in changed]
-        return [spark.createDataFrame(
-            rows, "_stream string, _file string, _record string, " + f"{REASON} string")]
+        return self._file_records(spark, [
+            (path if storage.is_remote(path) else f"file://{path}",
+             files.describe_change(b, then, now)) for path, b, then, now in changed])
 
     def _vanished_files(self, spark, batch_id: int, gone: list[str],
                         during: bool = False) -> list:
@@ -221,15 +212,19 @@ class ContinuousQuery:
         ``during``, while it read them."""
         from . import files
 
-        if not gone:
+        return self._file_records(spark, [(uri, files.describe_vanished(batch_id, during))
+                                          for uri in gone])
+
+    def _file_records(self, spark, entries: list[tuple[str, str]]) -> list:
+        """Quarantine records of whole files (``(file, reason)``; ``_record`` NULL), each
+        with the input stream the file belongs to."""
+        from . import files
+
+        if not entries:
             return []
-        owner = {}
-        for inp in self.inputs:
-            for uri in gone:
-                if files.belongs(uri, inp.stream.path):
-                    owner.setdefault(uri, inp.stream.name)
-        rows = [(owner.get(uri), uri, None, files.describe_vanished(batch_id, during))
-                for uri in gone]
+        rows = [(next((inp.stream.name for inp in self.inputs
+                       if files.belongs(uri, inp.stream.path)), None), uri, None, reason)
+                for uri, reason in entries]
         return [spark.createDataFrame(
             rows, "_stream string, _file string, _record string, " + f"{REASON} string")]
 
