@@ -1,0 +1,181 @@
+"""Incremental ASOF JOIN: one bucket of keys, one micro-batch (numpy and pandas, no Spark).
+
+A continuous ``ASOF [LEFT] JOIN`` of two streams (``streaming/joins.py`` :func:`plan_asof`:
+which rows wait, which are kept) matches each left row with the right row of its keys
+nearest in time -- at or before it (``backward``) or at or after it (``forward``),
+strictly when not ``inclusive``. :func:`step` gets one bucket's state (its waiting left
+rows and the right rows they or later left rows can still match), the bucket's new rows of
+both streams and the query's progress ``W`` (Spark's watermark: the smaller of the two
+streams' promises), and
+
+1. sets aside the **late** rows of either stream (event time below ``W``); a right row
+   with a NULL key matches nothing, ever, and is not kept;
+2. picks the left rows whose match is **final** -- ``plan_asof``'s rules with ``W`` as the
+   right stream's progress: backward, ``left time < W`` (no right row at or before it can
+   still come); forward, a right row of its keys at (strict: after) its time is below
+   ``W`` (every right row that could come before that one has arrived), or its key is NULL
+   (it matches nothing: final once there is progress);
+3. hands back those left rows and the right rows of their keys (the **context**): the
+   caller evaluates the batch plan over them, so ties, the SELECT around the join and
+   ``ASOF LEFT JOIN``'s NULL matches mean what they mean in a batch query; each left row
+   is handed back once, in the step that makes it final;
+4. keeps the left rows still waiting and, of the right rows, those a waiting or future
+   left row can still match. Every waiting or future left row has a time at or after
+   ``W`` (backward: waiting means ``time >= W``; future rows below ``W`` are late), and a
+   waiting forward row's match is at or after ``W`` (one below it would have made it
+   final) -- so backward keeps the right rows from ``W`` on plus, per key, the last ones
+   before ``W`` (ties kept: the batch rule breaks them), forward the right rows from ``W``
+   on. State is bounded by the watermarks' delay and the number of keys;
+5. names the next event time progress must pass for a waiting row to become final with
+   the rows there are (backward: the oldest waiting left row; forward: the earliest right
+   row that is some waiting row's match), so the caller sets a timer: a row becomes final
+   without new rows of its bucket when the other stream's rows move the watermark.
+
+Rows travel encoded (``asof_plan.py``): each column of either stream as value plus NULL
+flag (``l0, ln0, ...`` left, ``r0, rn0, ...`` right; the other stream's all NULL), the
+event time in microseconds, ``right`` (which stream), the keys as two independent hashes
+(``sk``, ``sh``) and ``nk`` (a key is NULL). The state is one Arrow table of the kept rows
+of both streams (:mod:`.state`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import state as st
+from .lookback import ARROW
+
+MAX = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class AsofOperator:
+    """An ASOF JOIN's kernel: the encoded types of the left and right streams' columns,
+    the direction, whether an exact time matches and whether it has keys."""
+
+    left: tuple[str, ...]
+    right: tuple[str, ...]
+    direction: str  # "backward" | "forward"
+    inclusive: bool
+    keyed: bool
+
+    kind = "asof"
+
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of the rows handed in, kept and handed back."""
+        fields = [pa.field("ts", pa.int64()), pa.field("right", pa.bool_()),
+                  pa.field("sk", pa.int64()), pa.field("sh", pa.int64()),
+                  pa.field("nk", pa.bool_())]
+        for side, types in (("l", self.left), ("r", self.right)):
+            for i, t in enumerate(types):
+                fields += [pa.field(f"{side}n{i}", pa.bool_()), pa.field(f"{side}{i}", ARROW[t])]
+        return pa.schema(fields)
+
+
+@dataclass
+class AsofStep:
+    context: pd.DataFrame  # the left rows made final and the right rows of their keys
+    ready: int  # how many left rows the context holds
+    late: np.ndarray  # mask over the new rows
+    state: bytes | None  # None: nothing to keep
+    timer: int | None  # the next event time progress must pass for a row to be final
+    state_rows: int
+
+
+def step(op: AsofOperator, value: bytes | None, new: pd.DataFrame,
+         watermark: int | None) -> AsofStep:
+    """One micro-batch of ``op`` over one bucket (module docstring). ``new``: the encoded
+    rows of both streams (``op.schema()``'s columns); ``watermark`` None: no progress yet."""
+    names = [f.name for f in op.schema()]
+    meta, tables = st.decode(op.kind, value) if value is not None else ({}, {})
+    seen = meta.get("w")
+    if watermark is not None and seen is not None and watermark < seen:
+        watermark = seen  # progress never goes back
+    w = int(watermark) if watermark is not None else seen
+    new_ts = new["ts"].to_numpy(np.int64) if len(new) else np.zeros(0, np.int64)
+    late = new_ts < w if w is not None else np.zeros(len(new_ts), bool)
+    fresh = new.loc[~late, names]
+    kept = tables["rows"].to_pandas() if "rows" in tables else None
+    rows = pd.concat([kept, fresh], ignore_index=True) if kept is not None else \
+        fresh.reset_index(drop=True)
+    is_right = rows["right"].to_numpy(bool)
+    if op.keyed:  # a right row with a NULL key matches nothing: never kept
+        keep = ~(is_right & rows["nk"].to_numpy(bool))
+        rows, is_right = rows[keep].reset_index(drop=True), is_right[keep]
+    left, right = rows[~is_right], rows[is_right]
+    lt = left["ts"].to_numpy(np.int64)
+    rt = right["ts"].to_numpy(np.int64)
+    lid, rid = _series(left, right)
+    nk = left["nk"].to_numpy(bool) & op.keyed
+    if op.direction == "backward":
+        match = None
+        ready = lt < w if w is not None else np.zeros(len(left), bool)
+    else:
+        match = _forward_match(lt, lid, rt, rid, op.inclusive)
+        ready = ((match < w) | nk) if w is not None else np.zeros(len(left), bool)
+    # the context: the ready left rows and the right rows of their keys (a NULL key's
+    # left row needs none)
+    wanted = np.unique(lid[ready & ~nk])
+    context = pd.concat([left[ready], right[np.isin(rid, wanted)]], ignore_index=True)
+    # prune the right rows to what a waiting or future left row can still match
+    if w is None:
+        keep_r = np.ones(len(right), bool)
+    else:
+        keep_r = rt >= w
+        if op.direction == "backward" and len(rt):
+            before = rt < w
+            last = pd.Series(np.where(before, rt, np.iinfo(np.int64).min)).groupby(
+                rid).transform("max").to_numpy(np.int64)
+            keep_r |= before & (rt == last)  # per key, the last rows before W (ties kept)
+    waiting = ~ready
+    if not waiting.any():
+        timer = None
+    elif op.direction == "backward":
+        timer = int(lt[waiting].min())
+    else:
+        # (a NULL key's row, waiting only for a first progress: at the latest once
+        # progress passes it)
+        pending = np.where(nk, lt, match)[waiting]
+        pending = pending[pending != MAX]
+        timer = int(pending.min()) if len(pending) else None
+    after = pd.concat([left[waiting], right[keep_r]], ignore_index=True)[names]
+    out = None
+    if len(after):
+        table = pa.Table.from_pandas(after, schema=op.schema(), preserve_index=False)
+        out = st.encode(op.kind, {"w": w}, {"rows": table})
+    return AsofStep(context[names], int(ready.sum()), late, out, timer, len(after))
+
+
+def _series(left: pd.DataFrame, right: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each left and right row's series number (equal keys: equal numbers)."""
+    sk = np.concatenate([left["sk"].to_numpy(np.int64), right["sk"].to_numpy(np.int64)])
+    sh = np.concatenate([left["sh"].to_numpy(np.int64), right["sh"].to_numpy(np.int64)])
+    if not len(sk):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([sk, sh]))
+    codes = codes.astype(np.int64)
+    return codes[:len(left)], codes[len(left):]
+
+
+def _forward_match(lt, lid, rt, rid, inclusive: bool) -> np.ndarray:
+    """Per left row, the time of the earliest right row of its series at (``inclusive``)
+    or after its time; ``MAX`` where there is none. One sort of both streams' rows by
+    series and time -- at equal times the right row after the left one when it matches
+    (inclusive), before it when not -- then, per series, the next right time from the end."""
+    n = len(lt)
+    if not n:
+        return np.zeros(0, np.int64)
+    ids = np.concatenate([lid, rid])
+    ts = np.concatenate([lt, rt])
+    is_right = np.r_[np.zeros(n, bool), np.ones(len(rt), bool)]
+    tie = is_right if inclusive else ~is_right  # sorts last at equal times
+    order = np.lexsort((tie, ts, ids))
+    nxt = pd.Series(np.where(is_right, ts, MAX)[order][::-1]).groupby(
+        ids[order][::-1]).cummin().to_numpy(np.int64)[::-1]
+    out = np.empty(len(ts), np.int64)
+    out[order] = nxt
+    return out[:n]
