@@ -231,6 +231,18 @@ class Metastore:
         text = next((r[1] for r in rows if str(r[0]).lower() == "properties"), "") or ""
         return {k.strip(): v.strip() for k, v in re.findall(r"\(([^,()]+),([^()]*)\)", text)}
 
+    def database_location(self, database: str) -> str:
+        """Where the metastore keeps ``database`` (its ``Location``): a URI, or a plain
+        path for local disk (Spark writes ``file:/x`` for ``/x``)."""
+        rows = self.run(f"DESCRIBE DATABASE {ident(database)}", f"reading database {database}")
+        found = next((str(r[1]) for r in rows if str(r[0]).lower() == "location"), "")
+        if not found:
+            raise WaveSQLError("CATALOG_ERROR", f"the Hive metastore at {self.uri} records no "
+                               f"location for database {database}",
+                               hint="set wavesql.state.location to a folder every host sees")
+        local = re.match(r"file:(?://(?:localhost)?)?(/.*)", found)
+        return local.group(1) if local else found
+
     def databases(self) -> list[str]:
         return [r[0] for r in self.run("SHOW DATABASES", "listing databases")]
 

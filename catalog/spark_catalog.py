@@ -128,6 +128,9 @@ class SparkCatalog:
 
     RUN_COLUMNS = RunHistory.RUN_COLUMNS
     LEASE_SECONDS = 30.0
+    #: Several hosts share it: nothing may be kept on one host's disk (wavesql/jobs.py
+    #: takes leases here instead of file locks).
+    shared = True
 
     def __init__(self, spark, database: str = DEFAULT_DATABASE, *, busy_timeout: float = 30.0):
         self.store = Metastore(spark)
@@ -138,12 +141,25 @@ class SparkCatalog:
             f"{database}_history", f"{database}_runs", f"{database}_leases")
         self._entries: dict[tuple[str, int], dict[str, str]] = {}  # immutable: cached
         self._closed = False
+        self._state: str | None = None
         known = self.store.databases()  # the first call: CATALOG_UNREACHABLE if no answer
         self.store.ensure_database(database, "WaveSQL streams, signals, views and sinks",
                                    own=False, known=known)
         for db, what in ((self.history_db, "versions"), (self.runs_db, "run history"),
                          (self.leases_db, "leases")):
             self.store.ensure_database(db, f"WaveSQL catalog {database}: {what}", known=known)
+
+    def state_location(self) -> str:
+        """Where state that belongs to no sink folder goes by default (a Kafka sink's
+        checkpoints, wavesql/jobs.py): ``_wavesql_state`` in the location the metastore
+        records for the catalog's database. Every host reads the same location there (a
+        folder next to a process's own files would differ from host to host); it is as
+        shared as the warehouse the database was created in (``spark.sql.warehouse.dir``
+        on hdfs:// or s3a:// for a cluster; ``wavesql.state.location`` overrides it)."""
+        if self._state is None:
+            self._state = self.store.database_location(self.database).rstrip("/") \
+                + "/_wavesql_state"
+        return self._state
 
     # -- history entries ---------------------------------------------------------------------
     def _check_open(self) -> None:

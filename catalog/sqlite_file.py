@@ -74,6 +74,14 @@ class CatalogFile:
         self._conn: sqlite3.Connection | None = None
         self._conn = self._open()
 
+    #: Whether several hosts share this catalog (no: an SQLite file is one host's).
+    shared = False
+
+    def state_location(self) -> str | None:
+        """Where state that belongs to no sink folder goes by default (a Kafka sink's
+        checkpoints, wavesql/jobs.py): the catalog file's folder; None when in memory."""
+        return None if self._memory else os.path.dirname(self.path)
+
     @property
     def format_version(self) -> int:
         """The catalog file format this object reads and writes."""

@@ -106,6 +106,9 @@ def main(role: str, settings_file: str) -> None:
     _meet(folder, role, "written")
     seen["counter_history"] = [d.sql for d in cat.history("counter")]
 
+    _hosts(ws, cat, s, folder, role, seen)
+    phase("run locks")
+
     if role == "a":
         rows = ws.sql("SELECT sym, px, CAST(ts AS STRING) AS ts FROM trades").collect()
         seen["query"] = [[r.sym, r.px, r.ts] for r in rows]
@@ -136,6 +139,55 @@ def main(role: str, settings_file: str) -> None:
         (folder / "b.json").write_text(json.dumps(seen, default=str))
 
 
+def _hosts(ws, cat, s: dict, folder: Path, role: str, seen: dict) -> None:
+    """Nothing host-local: each process (its own working directory and warehouse, as on a
+    host of its own) works out the same default checkpoint of a Kafka sink; a, as if on
+    another host, runs the query file (its lock) and holds the INSERT job's guard; b's run
+    of the same file is then refused (recorded ``skipped``), and so is its INSERT of the
+    same statement; once a is done, b's run goes ahead."""
+    import socket
+
+    from wavesql import jobs
+    from wavesql.errors import WaveSQLError
+
+    if role == "b":  # (stored directly: CREATE SINK ... TO KAFKA asks the broker)
+        from wavesql.catalog import SinkDef
+
+        cat.create(SinkDef("events_out", "events", "json", options={"bootstrap": "x:9"},
+                           source="kafka"))
+    _meet(folder, role, "sink")
+    seen["state"] = {"cwd": os.getcwd(), "root": jobs.state_root(ws),
+                     "kafka": jobs._kafka_root(ws, cat.require("events_out", "SINK"))}
+    insert = "INSERT INTO alerts SELECT sym, px, ts FROM trades"
+    if role == "a":
+        real = socket.gethostname
+        socket.gethostname = lambda: "another-host"  # its flock would be invisible to b
+        try:
+            with jobs.file_lock(cat, s["job_file"]), jobs._job_guard(
+                    ws, s["sink"], jobs.job_id(None, insert), "INSERT INTO alerts"):
+                (folder / "a.locked").touch()
+                _wait_for(folder / "b.tried")
+        finally:
+            socket.gethostname = real
+        (folder / "a.released").touch()
+        return
+    _wait_for(folder / "a.locked")
+    run = jobs.run_file(ws, s["job_file"])
+    seen["refused_run"] = {"status": run.status, "code": getattr(run.error, "code", None),
+                           "message": getattr(run.error, "message", str(run.error))}
+    try:
+        ws.sql(insert)
+        seen["refused_insert"] = {"code": None}
+    except WaveSQLError as err:
+        seen["refused_insert"] = {"code": err.code, "message": err.message}
+    (folder / "b.tried").touch()
+    _wait_for(folder / "a.released")
+    run = jobs.run_file(ws, s["job_file"])
+    seen["later_run"] = {"status": run.status, "error": str(run.error)}
+    seen["runs"] = [{k: r[k] for k in ("file", "status", "host", "error")}
+                    for r in cat.runs(s["job_file"])]
+
+
 def _plain_spark(spark, db: str) -> dict:
     """What plain Spark SQL reads from the metastore (the test's oracle)."""
     out: dict = {"tables": {}, "history": []}
@@ -147,6 +199,8 @@ def _plain_spark(spark, db: str) -> dict:
         out["tables"][row.tableName] = props
     out["history"] = sorted(r.tableName for r in spark.sql(
         f"SHOW TABLES IN {db}_history").collect() if not r.isTemporary)
+    out["location"] = next(r[1] for r in spark.sql(f"DESCRIBE DATABASE {db}").collect()
+                           if r[0].lower() == "location")
     out["trades_rows"] = [list(r) for r in spark.sql(
         f"SELECT sym, px, CAST(ts AS STRING) FROM {db}.trades").collect()]
     return out

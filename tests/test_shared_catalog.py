@@ -76,18 +76,22 @@ def test_two_processes_share_one_catalog(hive_metastore, tmp_path):  # noqa: F81
     _wav(tmp_path / "wavs")
     folder = tmp_path / "meet"
     folder.mkdir()
+    job_file = tmp_path / "count.wsql"
+    job_file.write_text("SELECT count(*) AS n FROM trades;\n")
     settings = {"folder": str(folder), "database": db, "trades": str(tmp_path / "trades"),
                 "wavs": str(tmp_path / "wavs"), "sink": str(tmp_path / "sink"),
-                "lease_seconds": LEASE_SECONDS, "metastore_port": hive_metastore.port}
+                "lease_seconds": LEASE_SECONDS, "metastore_port": hive_metastore.port,
+                "job_file": str(job_file)}
     procs = {}
     for role in "ab":
+        (tmp_path / f"host-{role}").mkdir()  # each its own working directory and warehouse
         settings["spark"] = {**SMALL_SPARK,
                              **hive_metastore.spark_config(tmp_path / f"scratch-{role}")}
         path = tmp_path / f"{role}.settings.json"
         path.write_text(json.dumps(settings))
         procs[role] = subprocess.Popen(
             [sys.executable, "-m", "tests.shared_catalog_worker", role, str(path)],
-            cwd=tmp_path, env=_env(), stdout=open(tmp_path / f"{role}.log", "w"),
+            cwd=tmp_path / f"host-{role}", env=_env(), stdout=open(tmp_path / f"{role}.log", "w"),
             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         hive_metastore.wait()  # started by the fixture; the workers start Spark meanwhile
@@ -163,6 +167,27 @@ def test_two_processes_share_one_catalog(hive_metastore, tmp_path):  # noqa: F81
     assert sorted(a["query"]) == expected
     assert sorted(oracle["trades_rows"]) == expected
     assert tables["trades"]["wavesql.view"] == "files"
+
+    # (5) nothing host-local: both "hosts" (own working directory, own warehouse) default a
+    # Kafka sink's checkpoints to one place, in the database's location in the metastore
+    # (as plain Spark reads it), under neither's working directory
+    location = oracle["location"].removeprefix("file:")
+    assert a["state"]["kafka"] == b["state"]["kafka"] == \
+        f"{location}/_wavesql_state/kafka_sinks/events_out"
+    assert a["state"]["cwd"] != b["state"]["cwd"]
+    for seen in (a, b):
+        assert not a["state"]["kafka"].startswith(seen["state"]["cwd"])
+    assert not list((tmp_path / "host-a").rglob("*lock*"))
+    assert not list((tmp_path / "host-b").rglob("*lock*"))
+    # a run of the file and an INSERT job held by a (as another host) refuse b's
+    assert b["refused_run"]["status"] == "skipped", b["refused_run"]
+    assert b["refused_run"]["code"] == "RUN_IN_PROGRESS"
+    assert "another-host" in b["refused_run"]["message"]
+    assert b["refused_insert"]["code"] == "RUN_IN_PROGRESS", b["refused_insert"]
+    assert "another-host" in b["refused_insert"]["message"]
+    assert b["later_run"]["status"] == "ok", b["later_run"]
+    assert [r["status"] for r in b["runs"]] == ["ok", "skipped"]
+    assert {r["file"] for r in b["runs"]} == {os.path.realpath(job_file)}
 
     # (4) the lease: refused while a held it; free once a's last renewal expired
     assert "second_holder" not in b

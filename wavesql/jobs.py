@@ -61,6 +61,12 @@ one run at a time per file (an ``flock`` on a file next to the catalog, released
 kernel even when the process is SIGKILLed), each run recorded in the catalog's ``runs``
 table with its status, figures and error.
 
+With the shared catalog (``--catalog spark``, used by several hosts) nothing is kept on one
+host's disk: a file's run and a job's checkpoint are guarded by leases in the catalog (a
+host never sees another's ``flock``), and a Kafka sink's checkpoints default to
+:func:`state_root` (``wavesql.state.location``, else a folder in the catalog database's
+location that the metastore gives every host alike).
+
 Real-time statements: a file run as a service
 ---------------------------------------------
 ``STREAM REAL-TIME INTO <kafka sink> <query>;`` -- the REPL's spelling of Spark's real-time
@@ -208,21 +214,35 @@ def _late_target(bound, session, base_dir: str, roots: tuple[str, ...] = ()):
     return late_target(defn)  # (folder, format), or (a Kafka sink's records, "kafka")
 
 
+def state_root(session) -> str | None:
+    """Where state that belongs to no sink folder is kept: the setting
+    ``wavesql.state.location``, else the catalog's default (an SQLite file's folder; the
+    shared catalog's database location in the metastore, the same for every host:
+    ``SparkCatalog.state_location``); None for an in-memory catalog."""
+    from wavesql import settings, storage
+
+    given = settings.get(session.spark, "wavesql.state.location")
+    if given:
+        return storage.normalize(given)
+    return session.catalog.state_location()
+
+
 def _kafka_root(session, sink) -> str:
     """Where a Kafka sink's jobs keep their checkpoints: its ``checkpoint`` option, else
-    ``kafka_sinks/<sink>`` next to the catalog (a topic has no folder of its own)."""
+    ``kafka_sinks/<sink>`` under :func:`state_root` (a topic has no folder of its own)."""
     from wavesql import storage
 
     given = next((v for k, v in sink.options if k.lower() == "checkpoint"), None)
     if given:
         return storage.normalize(given)
-    if session.catalog.path == ":memory:":
+    state = state_root(session)
+    if state is None:
         raise WaveSQLError("INVALID_OPTION", f"sink `{sink.name}` is a Kafka topic and the "
                            "catalog is in memory: there is nowhere to keep its jobs' "
                            "checkpoints", hint=f"CREATE SINK {sink.name} ... OPTIONS "
-                           "(checkpoint = 'path/or/s3a/uri', ...)")
-    return os.path.join(os.path.dirname(os.path.abspath(session.catalog.path)),
-                        "kafka_sinks", sink.key)
+                           "(checkpoint = 'path/or/s3a/uri', ...), or SET "
+                           "wavesql.state.location = 'path/or/s3a/uri'")
+    return storage.join(state, "kafka_sinks", sink.key)
 
 
 def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".", *,
@@ -293,13 +313,14 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
 
 def _job_guard(session, root: str, job: str, what: str):
     """One writer per job's checkpoint. Local disk: the kernel's flock, released however
-    the process dies; an object store has no lock to take, so the catalog keeps a lease
-    (catalog/leases.py: Leases.lease)."""
+    the process dies; an object store has no lock to take, and another host never sees
+    this one's flock, so with either the catalog keeps a lease (catalog/leases.py:
+    Leases.lease; catalog/spark_catalog.py for the shared catalog)."""
     from wavesql import storage
 
     hint = ("another process runs the same statement of the same file; wait for it (one "
             "checkpoint takes one writer at a time)")
-    if storage.is_remote(root):
+    if storage.is_remote(root) or session.catalog.shared:
         return session.catalog.lease(f"job:{root}/{job}", what, hint)
     return _flock(Path(storage.join(root, "_wavesql", job)) / "lock", what, hint)
 
@@ -411,22 +432,29 @@ class FileRun:
 
 
 def lock_dir(catalog) -> Path:
-    """Where per-file run locks live: next to the catalog file (so every process using the
-    catalog sees them), in a temporary folder for an in-memory catalog."""
-    if catalog.path == ":memory:":
+    """Where per-file run locks of an SQLite catalog live: next to the catalog file (so
+    every process using the catalog sees them), in a temporary folder for an in-memory
+    catalog. (The shared catalog has none: :func:`file_lock`.)"""
+    state = catalog.state_location()
+    if state is None:
         import tempfile
 
         return Path(tempfile.gettempdir()) / "wavesql_locks"
-    return Path(catalog.path).parent / ".wavesql_locks"
+    return Path(state) / ".wavesql_locks"
 
 
 def file_lock(catalog, file: str):
-    """The lock that keeps two runs of one query file apart (across processes too)."""
+    """The lock that keeps two runs of one query file apart (across processes too): an
+    ``flock`` next to an SQLite catalog; with the shared catalog, whose users are on
+    several hosts that see no common lock file, a lease in the catalog named by the
+    file's absolute path (hosts running one file see it at one path)."""
     path = os.path.realpath(file)
+    what, hint = f"query file {file}", ("a run of this file (wavesql run or wavesql "
+                                        "schedule) has not finished; see `wavesql runs`")
+    if catalog.shared:
+        return catalog.lease(f"file:{path}", what, hint)
     digest = hashlib.sha256(path.encode()).hexdigest()[:16]
-    return _flock(lock_dir(catalog) / f"{Path(path).stem}-{digest}.lock", f"query file {file}",
-                  hint="a run of this file (wavesql run or wavesql schedule) has not finished; "
-                       "see `wavesql runs`")
+    return _flock(lock_dir(catalog) / f"{Path(path).stem}-{digest}.lock", what, hint=hint)
 
 
 def run_file(session, file: str, *, trigger: str = "run",

@@ -17,8 +17,8 @@ never stops, so a file holding one runs as a **long-running service**:
    ends ``failed`` with that query's error (exit 1).
 
 Each statement's checkpoint is kept like a Kafka sink's ``INSERT INTO`` job's -- under
-``kafka_sinks/<sink>/_wavesql/<job id>/`` next to the catalog (or the sink's ``checkpoint``
-option), the job id a hash of the file and the statement (wavesql/jobs.py) -- so a service
+``kafka_sinks/<sink>/_wavesql/<job id>/`` under the state location (wavesql/jobs.py
+``state_root``: next to an SQLite catalog by default), or the sink's ``checkpoint`` option, the job id a hash of the file and the statement (wavesql/jobs.py) -- so a service
 restarted later continues from the offsets its last run committed (delivery stays at least
 once: records since the last checkpoint interval are sent again, with their keys).
 

@@ -61,6 +61,16 @@ def _count(least: int) -> Callable[[str], int]:
     return parse
 
 
+def _location(text: str) -> str:
+    value = text.strip()
+    if not value:
+        raise ValueError("an empty location")
+    return value
+
+
+_location.__doc__ = "a folder or URI: /srv/wavesql, s3a://bucket/wavesql, hdfs://nn/wavesql"
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip().lower()
@@ -132,6 +142,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "A SYNC over a signal reads each range's samples from the WAV files it overlaps "
             "(files: the cost follows the ranges), or runs as a range join over the stored "
             "segments (join: the recording scanned once)."),
+    Setting("wavesql.state.location", None, _location, "'s3a://bucket/wavesql'",
+            "Where WaveSQL keeps state that belongs to no sink folder (a Kafka sink's jobs' "
+            "checkpoints when the sink has no checkpoint option). Unset: next to an SQLite "
+            "catalog file; with the shared catalog (--catalog spark), _wavesql_state in the "
+            "catalog database's location in the Hive metastore (under Spark's "
+            "spark.sql.warehouse.dir of the session that created it), which every host reads "
+            "alike. Every host must see it (hdfs://, s3a://, ...) and set the same value."),
 )}
 
 
