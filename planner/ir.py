@@ -135,14 +135,22 @@ class SignalStage(Relation):
     schema: Schema
     bounded: bool = True
     passthrough: tuple[str, ...] = ()  # input columns carried through the program's filter
+    # How stateful functions see the rows: "carried" -- the segments are one signal, state
+    # carried from segment to segment in start-sample order (a view's, a subquery's);
+    # "per_row" -- each row's segment is a signal of its own, state from rest at its first
+    # sample (a SYNC result's: planner/signals.py, bind_segment_select, says why).
+    state: str = "carried"
 
     def children(self):
         return (self.input,)
 
     def label(self) -> str:
         keep = f" passthrough[{', '.join(self.passthrough)}]" if self.passthrough else ""
-        order = (" sequential: one ordered pass (state carried from segment to segment)"
-                 if self.program.stateful else "")
+        order = ""
+        if self.program.stateful:
+            order = (" state per row: each segment filtered from rest, rows in parallel"
+                     if self.state == "per_row" else
+                     " sequential: one ordered pass (state carried from segment to segment)")
         return "SignalStage " + program_label(self.program) + keep + order
 
 

@@ -332,14 +332,10 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
     builder = _StageBuilder(_SegmentSource(name, channels),
                             {table.name.lower(), alias.lower()}
                             | {q.lower() for q in qualifiers}, fold)
+    per_row = name == "SYNC JOIN"
+    if per_row:
+        _refuse_row_ordered_state(select)
     program = _build_program(select, table, builder)
-    if program.stateful and name == "SYNC JOIN":
-        # SYNC ranges may overlap or repeat: one state carried across them has no meaning
-        raise WaveSQLError("NOT_IMPLEMENTED", "stateful signal functions over SYNC results "
-                           "(their ranges may overlap, so there is no one order of samples "
-                           "to carry a filter's state along)", Span.of(table),
-                           hint="filter the signal first (a view of lowpass(...) over it), "
-                                "then SYNC that")
     outputs = {o.name.lower() for o in program.outputs}
     wanted = {c.name.lower() for c in select.find_all(exp.Column)
               if (not c.table or c.table.lower() == alias.lower())}
@@ -353,7 +349,41 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
     _retarget(table, view_name, alias)
     fields = [ir.Field(o.name, SPARK_TYPES[o.type]) for o in program.outputs]
     fields += [source.schema.find(n) for n in passthrough]
-    return ir.SignalStage(source, program, ir.Schema(tuple(fields)), source.bounded, passthrough)
+    return ir.SignalStage(source, program, ir.Schema(tuple(fields)), source.bounded, passthrough,
+                          state="per_row" if per_row else "carried")
+
+
+def _refuse_row_ordered_state(select: exp.Select) -> None:
+    """Stateful functions over a SYNC result's segments: what state does a row start from?
+
+    A SYNC result row is the excerpt ``[start, end)`` its control row asked for. The
+    ranges may overlap, repeat, leave gaps between them or come in any order, so they are
+    not one sequence of samples a filter's state could be carried along (and carrying it
+    from the rows the query happens to keep would make a row's value depend on the *other*
+    control rows and on the WHERE). So each row's segment is a signal of its own, as the
+    issue's "segments are values" asks: a filter starts from rest at the range's first
+    sample (scipy's ``sosfilt(sos, x[a:b])``), a detector's range still open at the range's
+    end is closed there -- each row depends on its own range only, and rows run in
+    parallel. (The whole-signal filter cut to the range is a different value: a filter
+    applied where the signal is read, before the range is cut.)
+
+    A stateful function whose state runs over *rows* -- ``cfar`` takes one score per row --
+    needs an order of the rows, which a SYNC result does not have: refused here, at the
+    call, rather than given the rows in whatever order Spark hands them over.
+    """
+    from wavesql.udfs import registry
+
+    for call in select.find_all(exp.Anonymous):
+        fn = registry.lookup(call.name)
+        if fn is None or not fn.stateful or not fn.params or fn.params[0].type == "sigseg":
+            continue
+        raise WaveSQLError(
+            "UNDEFINED_ORDER", f"`{fn.name}` carries its state from row to row, and the rows "
+            "of a SYNC result have no order (each is one control row's range; ranges may "
+            "overlap or repeat)", Span.of(call),
+            hint=f"run {fn.name} over the signal's own windows (SELECT ... FROM "
+                 f"<signal> [SAMPLES n] WHERE {fn.name}(...)), or over the rows of a "
+                 "subquery, which are taken in order of their first channel's start sample")
 
 
 def _retarget(table: exp.Table, view_name: str, alias: str) -> None:

@@ -210,3 +210,36 @@ def test_cfar_over_blocks_of_rows_equals_the_recursion_score_by_score():
         at += size
     want = reference()[:at]
     assert sum(want) > 30 and got == want
+
+
+def test_per_row_evaluation_filters_each_row_from_rest(voice):
+    """``per_row`` (a SYNC result's excerpts): every row is a signal of its own -- a filter
+    from rest over its samples alone (scipy over the row), overlapping and repeated rows
+    alike, a NULL row NULL, and a range still open at the row's end is the row's."""
+    from scipy import signal
+
+    from wavesql.udfs.program import _ARROW_TYPES
+
+    spans = [(0, 700), (300, 1300), (300, 1300), (5000, 5001), (9000, 9800)]
+    segs = [{"start": lo, "rate": 44100.0, "samples": voice[lo:hi].tolist()} for lo, hi in spans]
+    segs.insert(2, None)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(segs, type=_ARROW_TYPES["sigseg"]), pa.array(range(len(segs)))],
+        names=["ch1", "id"])
+    prog = Program(("ch1",), (
+        Output("y", _call("lowpass", CH, {"lit": 1000.0}), "sigseg"),
+        Output("r", _call("threshold_ranges", CH, {"lit": 0.05}), "ranges")))
+    out = Evaluator(prog, per_row=True).run_batch(batch, ("id",)).to_pylist()
+    assert [r["id"] for r in out] == list(range(len(segs)))
+    sos = signal.butter(4, 1000.0, btype="low", fs=44100.0, output="sos")
+    for row, seg in zip(out, segs):
+        if seg is None:
+            assert row["y"] is None and row["r"] is None
+            continue
+        x = np.asarray(seg["samples"], dtype=np.float64)
+        np.testing.assert_allclose(row["y"]["samples"], signal.sosfilt(sos, x), atol=1e-6)
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], (x > 0.05).astype(np.int8), [0]))))
+        assert [(t["start"], t["end"]) for t in row["r"]] == [
+            (seg["start"] + a, seg["start"] + b) for a, b in zip(edges[0::2], edges[1::2])]
+    with pytest.raises(Exception, match="NULL segments"):  # carried state: no NULL rows
+        Evaluator(prog).run_batch(batch, ("id",))

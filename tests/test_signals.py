@@ -176,9 +176,9 @@ def test_explain_shows_the_program_pushed_into_the_scan(counting):
     ("SELECT voice FROM counting [SAMPLES 0]", "INVALID_OPTION"),
     ("SELECT voice FROM counting [ROWS 10]", "NOT_IMPLEMENTED"),
     ("SELECT lowpass(voice, 500.0) FROM counting [SAMPLES 256 SLIDE 128]", "STREAMING_RULE"),
-    # a filter over SYNC results: their ranges may overlap, so no order to carry state along
-    ("SELECT lowpass(c.voice, 100.0) FROM (SELECT 0L AS a, 10L AS b) r SYNC JOIN counting c "
-     "ON RANGE (r.a, r.b)", "NOT_IMPLEMENTED"),
+    # a detector whose state runs from row to row, over SYNC results: no row order
+    ("SELECT cfar(seg_rms(c.voice)) FROM (SELECT 0L AS a, 10L AS b) r SYNC JOIN counting c "
+     "ON RANGE (r.a, r.b)", "UNDEFINED_ORDER"),
 ])
 def test_bad_signal_queries_get_clear_errors(counting, query, code):
     with pytest.raises(WaveSQLError) as e:

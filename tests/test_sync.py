@@ -225,10 +225,52 @@ def test_signal_functions_over_the_synced_segments_in_the_same_select(ws, tmp_pa
                    "ON RANGE (c.a, c.b)").collect()  # without a WHERE: NULL for the gap
     assert sorted((r.id, r.rx is None) for r in every) == [(0, False), (1, False),
                                                            (2, False), (3, True)]
-    with pytest.raises(WaveSQLError) as e:  # per-range state is not defined: said so
-        ws.sql("SELECT seg_rms(lowpass(r.x, 100.0)) FROM ctl c SYNC JOIN rec r "
-               "ON RANGE (c.a, c.b)")
-    assert e.value.code == "NOT_IMPLEMENTED"
+
+
+def test_stateful_functions_over_synced_segments_start_from_rest_per_range(ws, tmp_path):
+    """A SYNC row's segment is a signal of its own: a filter starts from rest at the
+    range's first sample (scipy over x[lo:hi] alone), whatever other rows there are --
+    overlapping ranges included -- and a detector's range still open at the row's end is
+    the row's. A NULL segment (over the gap) gives NULL. cfar, whose state runs from row
+    to row, has no row order here: UNDEFINED_ORDER at the call."""
+    import scipy.signal as sps
+
+    folder, truth = _timeline(tmp_path)
+    ws.sql(f"CREATE SIGNAL rec (x FLOAT, y FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512 OPTIONS (timeline = 'timestamped')")
+    ranges = [(0, 700), (4500, 5600), (100, 101), (8900, 9100), (300, 1300), (12000, 12900)]
+    _control(ws, tmp_path, ranges, kind="BIGINT")
+    rows = ws.sql("SELECT c.id, lowpass(r.x, 100.0) AS f, fir(y, array(0.5D, 0.25D, 0.25D)) AS g,"
+                  " threshold_ranges(x, 0.3) AS tr, seg_rms(lowpass(x, 100.0)) AS rms "
+                  "FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b)").collect()
+    got = {r.id: r for r in rows}
+    assert sorted(got) == list(range(len(ranges)))
+    sos = sps.butter(4, 100.0, btype="low", fs=RATE, output="sos")
+    for i, (lo, hi) in enumerate(ranges):
+        row = got[i]
+        if i == 3:  # over the gap: NULL segments, NULL results
+            assert row.f is None and row.g is None and row.tr is None and row.rms is None
+            continue
+        x = truth[lo:hi, 0].astype(np.float32).astype(np.float64)
+        y = truth[lo:hi, 1].astype(np.float32).astype(np.float64)
+        want_f = sps.sosfilt(sos, x)
+        assert row.f.start == lo and len(row.f.samples) == hi - lo
+        np.testing.assert_allclose(row.f.samples, want_f, atol=1e-6)
+        np.testing.assert_allclose(row.g.samples, sps.lfilter([0.5, 0.25, 0.25], [1.0], y),
+                                   atol=1e-6)
+        assert row.rms == pytest.approx(np.sqrt(np.mean(want_f.astype(np.float32)
+                                                        .astype(np.float64) ** 2)), rel=1e-6)
+        above = np.concatenate(([0], (x > 0.3).astype(np.int8), [0]))
+        edges = np.flatnonzero(np.diff(above))
+        want_tr = [(lo + a, lo + b, x[a:b].max()) for a, b in zip(edges[0::2], edges[1::2])]
+        assert [(t.start, t.end) for t in row.tr] == [w[:2] for w in want_tr]
+        np.testing.assert_allclose([t.value for t in row.tr], [w[2] for w in want_tr], rtol=1e-6)
+    assert got[1].tr[-1].end == 5600  # above at the row's last sample: closed there
+    with pytest.raises(WaveSQLError) as e:
+        ws.sql("SELECT c.id FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
+               "WHERE cfar(seg_rms(r.x))")
+    assert e.value.code == "UNDEFINED_ORDER" and e.value.span is not None
+    assert "cfar" in e.value.message and "subquery" in (e.value.hint or "")
 
 
 def test_duplicate_and_null_control_rows(ws, tmp_path):

@@ -193,6 +193,10 @@ class Evaluator:
 
     program: Program
     states: dict[str, Any] = field(default_factory=dict)
+    # per_row: each row of ``run_batch`` is a signal of its own (a SYNC result's excerpts):
+    # stateful functions start from rest at every row, and a detector's output still
+    # pending at the row's end (threshold_ranges' open range) is the row's, not held over.
+    per_row: bool = False
 
     def __post_init__(self):
         self._stateful = self.program.stateful
@@ -237,6 +241,14 @@ class Evaluator:
         program's outputs.
         """
         k = batch.num_rows
+        if self.per_row and self._stateful and k > 1:
+            parts = [self.run_batch(batch.slice(i, 1), passthrough) for i in range(k)]
+            kept = [p for p in parts if p.num_rows]
+            if not kept:
+                return parts[0]
+            return pa.Table.from_batches(kept).combine_chunks().to_batches()[0]
+        if self.per_row:
+            self.states = {}  # one row: a signal of its own, from rest
         missing = np.zeros(k, dtype=bool)
         for name in self.program.channels:
             if batch.column(name).null_count:
@@ -266,7 +278,7 @@ class Evaluator:
         """SQL's rule for a row whose segment is NULL (a SYNC range the recording does not
         cover): every output of the program is NULL there, and a pushed-down filter, NULL
         too, drops the row. The other rows are evaluated as usual."""
-        if self._stateful:
+        if self._stateful and not self.per_row:
             raise SignalError("TYPE_ERROR", "a stateful signal function got NULL segments",
                               hint="filter them out first: WHERE <segment> IS NOT NULL")
         good = self.run_batch(batch.take(pa.array(np.flatnonzero(~missing))), passthrough)
@@ -372,6 +384,8 @@ class Evaluator:
             results.append(result)
         if fn.stateful:
             self.states[key] = state
+            if self.per_row and fn.flush is not None and results:
+                results[-1] = _with_pending(results[-1], registry.flush(name, state))
         if fn.output == "scalar":
             return np.asarray(results, dtype=np.bool_ if fn.returns == "boolean"
                               else np.int64 if fn.returns in ("bigint", "int") else np.float64)
@@ -381,6 +395,21 @@ class Evaluator:
     def _batch(self, columns: list, k: int) -> pa.RecordBatch:
         arrays = [_to_arrow(c, o, k) for c, o in zip(columns, self.program.outputs)]
         return pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+
+
+def _with_pending(result: Any, pending: Any) -> Any:
+    """A row's detector output plus what it still held open at the row's end (per-row
+    evaluation: the row's segment ends its signal). Only ``Ranges`` are flushed today."""
+    from .kernels.values import Ranges
+
+    if pending is None:
+        return result
+    if not isinstance(result, Ranges) or not isinstance(pending, Ranges):
+        raise SignalError("NOT_IMPLEMENTED", f"no per-row end of stream for a "
+                          f"{type(result).__name__} output")
+    values = None if result.values is None and pending.values is None else \
+        tuple(result.values or ()) + tuple(pending.values or ())
+    return Ranges(tuple(result.spans) + tuple(pending.spans), values)
 
 
 # ---------------------------------------------------------------------------------------

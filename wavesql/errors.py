@@ -74,6 +74,8 @@ ERROR_CODES: dict[str, str] = {
     "ZIP_ORDER": "an input of ZIP has no order to pair rows by (no event time, no BY column)",
     "NOT_IMPLEMENTED": "the construct parses but is not implemented yet",
     "STREAMING_RULE": "the query cannot run over an unbounded stream as written",
+    "UNDEFINED_ORDER": "a stateful signal function carries state from row to row over rows "
+                       "the query gives no order (a SYNC result's)",
     # signals (raised by kernels in wavesql.udfs, positioned by the planner)
     "EMPTY_SEGMENT": "a signal function that needs samples got a segment of width 0",
     "SEGMENT_TOO_SHORT": "a wavelet level or spectrogram length is too large for the segment",
