@@ -16,6 +16,13 @@ arriving into both streams in rounds on one checkpoint (each round a restart).
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import os
+import shutil
+import time
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,6 +30,7 @@ import pytest
 SECOND = 1_000_000
 WATERMARK = 2 * SECOND
 KEYS = ["a", "b", "c", "d", "e"]
+EPOCH = dt.datetime(1970, 1, 1)
 
 
 # -- the oracle ----------------------------------------------------------------------------
@@ -226,3 +234,174 @@ def test_kernel_state_stays_bounded_over_a_long_history(direction):
     early, late_ = max(sizes[:20]), max(sizes[20:])
     assert late_ <= 2 * early, (early, late_)
     assert max(sizes) < 0.15 * (len(left) + len(right))
+
+
+# -- end to end on Spark -------------------------------------------------------------------
+def _micros(value) -> int:
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * SECOND + delta.microseconds
+
+
+def _files(folder, frames: list, timeless: bool = False) -> None:
+    """One Parquet file per frame (``k``, ``v``, ``ts``), modification times in order; a
+    row without event time in the second file when ``timeless``."""
+    folder.mkdir(parents=True)
+    for i, part in enumerate(frames):
+        out = part.assign(ts=pd.to_datetime(part.ts, unit="us").astype("datetime64[us]"),
+                          v=part.id.astype(float))[["k", "v", "ts"]]
+        if timeless and i == 1:
+            out = pd.concat([out, pd.DataFrame({"k": ["a"], "v": [-1.0], "ts": pd.Series(
+                [pd.NaT], dtype="datetime64[us]")})], ignore_index=True)
+        path = folder / f"part-{i:03d}.parquet"
+        out.to_parquet(path)
+        stamp = time.time() - 3600 + i
+        os.utime(path, (stamp, stamp))
+
+
+def _in_files(rng, frame: pd.DataFrame, n: int) -> list:
+    """``frame`` as ``n`` files in rough time order (out of order within each and by up to
+    3 s across), and in the fourth some rows far behind the progress: late."""
+    order = np.argsort(frame.ts.to_numpy() + rng.integers(0, 3 * SECOND, len(frame)))
+    parts = [frame.iloc[p].sample(frac=1, random_state=i)
+             for i, p in enumerate(np.array_split(order, n))]
+    old = parts[1].head(4).assign(id=parts[1].head(4).id + 50_000)
+    parts[3] = pd.concat([parts[3], old.assign(ts=old.ts - 2 * SECOND)])
+    return parts
+
+
+def _oracle_late(parts_l: list, parts_r: list):
+    """(on-time left, on-time right, late ids, final W): file ``i`` of each stream is read
+    in micro-batch ``i``, whose watermark is the smaller of the two streams' largest event
+    time in the files before it, minus the WATERMARK."""
+    top = {"l": None, "r": None}
+    w, ok, late = None, {"l": [], "r": []}, set()
+    for pl_, pr_ in zip(parts_l, parts_r):
+        for side, part in (("l", pl_), ("r", pr_)):
+            bad = part.ts < w if w is not None else np.zeros(len(part), bool)
+            late |= set(part.id[bad].astype(int))
+            ok[side].append(part[~bad])
+        for side, part in (("l", pl_), ("r", pr_)):
+            top[side] = part.ts.max() if top[side] is None else max(top[side], part.ts.max())
+        if None not in top.values():
+            w = max(w or -10**18, min(top.values()) - WATERMARK)
+    return pd.concat(ok["l"]), pd.concat(ok["r"]), late, w
+
+
+def _streams(ws, tmp_path):
+    for name in ("trades", "quotes"):
+        (tmp_path / "in" / name).mkdir(parents=True)
+        ws.sql(f"CREATE STREAM {name} (k STRING, v DOUBLE, ts TIMESTAMP) FROM "
+               f"'{tmp_path / 'in' / name}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+
+
+def _rounds(ws, tmp_path, sql, rounds) -> list:
+    """Move each round's files of both streams in and run the query to the end on one
+    checkpoint (a restart each round); every run's reports."""
+    staged = {name: sorted((tmp_path / "staging" / name).iterdir())
+              for name in ("trades", "quotes")}
+    reports, at = [], 0
+    for n in rounds:
+        for name, files in staged.items():
+            for f in files[at:at + n]:
+                stamp = f.stat().st_mtime
+                target = tmp_path / "in" / name / f.name
+                shutil.move(f, target)
+                os.utime(target, (stamp, stamp))
+        at += n
+        cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1)
+        cq.await_termination()
+        assert type(cq).__name__ == "StatefulAsofQuery"
+        reports += cq.reports
+    return reports
+
+
+E2E = [pytest.param("backward", True, id="backward-left", ),
+       pytest.param("forward", False, id="forward-strict", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("direction, inclusive", E2E)
+def test_continuous_asof_join_on_the_state_store(ws, spark, tmp_path, direction, inclusive):
+    """Files arrive into both streams in three rounds on one checkpoint (state restored at
+    each restart), out of order, with late rows on each side and a row without event time:
+    every left row final by the last progress is emitted once, with merge_asof's match over
+    the rows not late; late rows of each stream are in the late sink; each micro-batch's
+    ``_progress/`` record accounts for its rows five ways; the state stays bounded."""
+    rng = np.random.default_rng(21 if direction == "backward" else 22)
+    left, right = _draw(rng, 240, 300, True, span_s=60)
+    parts_l, parts_r = _in_files(rng, left, 6), _in_files(rng, right, 6)
+    _files(tmp_path / "staging" / "trades", parts_l)
+    _files(tmp_path / "staging" / "quotes", parts_r, timeless=True)
+    _streams(ws, tmp_path)
+    op = (">=" if inclusive else ">") if direction == "backward" else ("<=" if inclusive
+                                                                        else "<")
+    sql = (f"SELECT t.k, t.v AS id, t.ts, q.v AS qid FROM trades t ASOF LEFT JOIN quotes q "
+           f"ON t.k = q.k AND t.ts {op} q.ts")
+    assert "stateful ASOF JOIN on Spark's state store" in ws.explain(sql, "STREAM")
+    reports = _rounds(ws, tmp_path, sql, [2, 2, 2])
+    ok_l, ok_r, late, w = _oracle_late(parts_l, parts_r)
+    assert reports[-1].progress_us == w == reports[-1].inputs["quotes"]
+    matches = oracle_match(ok_l, ok_r, direction, inclusive, True)
+    want = {i: matches[i] for i in final_ids(ok_l, ok_r, matches, w, direction, True)}
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    ids = Counter(int(r["id"]) for r in rows)
+    assert set(ids.values()) == {1}  # no row twice
+    got = {int(r["id"]): (None if r["qid"] is None else int(r["qid"])) for r in rows}
+    assert got == want and len(want) > 150
+    assert all(r["_progress"] is not None for r in rows) and "_final" not in rows[0]
+    # late rows of each stream and the row without event time: in the late sink, counted
+    sink = spark.read.parquet(str(tmp_path / "ckpt" / "late")).collect()
+    assert len(late) >= 4 and sum(r.late for r in reports) == len(late)
+    named = Counter((r["_stream"], json.loads(r["_row"]).get("ts") is None) for r in sink)
+    assert named[("quotes", True)] == 1
+    assert {int(json.loads(r["_row"])["v"]) for r in sink if "ts" in json.loads(r["_row"])} \
+        == late
+    records = [json.loads(p.read_text()) for p in (tmp_path / "out" / "_progress").glob(
+        "*.json")]
+    for r in records:
+        assert r["rows_in"] == (r["on_time"] + r["late"] + r["no_time"] + r["punctuation"]
+                                + r["quarantined"])
+    assert sum(r["rows_in"] for r in records) == sum(map(len, parts_l + parts_r)) + 1
+    # bounded: the waiting left rows and the recent right rows, not the history
+    buffered = [r.buffered for r in reports if r.rows_in]
+    assert 0 < max(buffered) < (len(left) + len(right)) // 3
+    assert max(buffered[-2:]) <= 2 * max(buffered[:2]) + 10
+
+
+def test_checkpoints_of_the_two_runners_are_not_mixed(ws, tmp_path, monkeypatch):
+    """A checkpoint the re-evaluating runner wrote is refused by the state-store runner,
+    and one the state-store runner wrote by the re-evaluating one (WAVESQL_STATEFUL=0):
+    CHECKPOINT_MISMATCH, never results from an empty state."""
+    from wavesql.errors import WaveSQLError
+
+    rng = np.random.default_rng(3)
+    left, right = _draw(rng, 20, 20, True, span_s=10)
+    _files(tmp_path / "in" / "trades", [left])
+    _files(tmp_path / "in" / "quotes", [right])
+    for name in ("trades", "quotes"):
+        ws.sql(f"CREATE STREAM {name} (k STRING, v DOUBLE, ts TIMESTAMP) FROM "
+               f"'{tmp_path / 'in' / name}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    sql = "SELECT t.k, t.ts, q.v FROM trades t ASOF JOIN quotes q ON t.k = q.k AND t.ts >= q.ts"
+    for first, second, env in ((tmp_path / "a", "ReEvaluatingQuery", "0"),
+                               (tmp_path / "b", "StatefulAsofQuery", "1")):
+        monkeypatch.setenv("WAVESQL_STATEFUL", env)
+        cq = ws.stream(sql, first / "out", first / "ckpt")
+        cq.await_termination()
+        assert type(cq).__name__ == second
+        monkeypatch.setenv("WAVESQL_STATEFUL", "1" if env == "0" else "0")
+        with pytest.raises(WaveSQLError) as err:
+            ws.stream(sql, first / "out", first / "ckpt").await_termination()
+        assert err.value.code == "CHECKPOINT_MISMATCH"
+        assert "new checkpoint" in err.value.hint
+
+
+def test_what_stays_re_evaluated_says_why(ws, tmp_path):
+    """Keys of different kinds (an INT and a STRING: SQL's = casts, the hashes would not)
+    stay on the re-evaluating runner, and EXPLAIN STREAM names the reason."""
+    for name, kt in (("trades", "INT"), ("quotes", "STRING")):
+        (tmp_path / name).mkdir()
+        ws.sql(f"CREATE STREAM {name} (k {kt}, v DOUBLE, ts TIMESTAMP) FROM "
+               f"'{tmp_path / name}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    shown = ws.explain("SELECT t.k, t.ts, q.v FROM trades t ASOF JOIN quotes q "
+                       "ON t.k = q.k AND t.ts >= q.ts", "STREAM")
+    assert "continuous asof query" in shown and "not on the state store" in shown
+    assert "hold different kinds of values" in shown

@@ -71,14 +71,29 @@ class StatefulQuery(ContinuousQuery):
 
         return F.col("__row")
 
+    def _streams(self) -> list:
+        """The query's input streams, in the order of its Spark sources (file logs)."""
+        return [self.windowed.stream]
+
+    def _by_stream(self, value):
+        """A Spark column: ``value(stream)`` of the stream a kernel row came from (one
+        stream: that one's)."""
+        return value(self.windowed.stream)
+
     # -- setup -------------------------------------------------------------------------
     def _start(self, trigger: str, max_files: int | None):
         self._check_checkpoint()
-        w = self.windowed
-        s = w.stream
         self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         # a micro-batch uploads the changes of its state, not a snapshot of all of it
         self.spark.conf.set(CHANGELOG, "true")
+        frame = self._source_frame(trigger, max_files)
+        out = frame.groupBy("__bucket").transformWithStateInPandas(
+            self._processor(frame.columns), self.windowed.output_ddl, "Append", "EventTime")
+        return self._start_writer(out, trigger)
+
+    def _source_frame(self, trigger: str, max_files: int | None):
+        """The input rows, encoded and watermarked, as one streaming frame."""
+        s = self.windowed.stream
         if s.source == "kafka":
             # One source per partition, each with its own watermark: Spark's global
             # watermark is the minimum over them (multipleWatermarkPolicy "min"), so the
@@ -94,25 +109,24 @@ class StatefulQuery(ContinuousQuery):
         else:
             frame = self._watermarked(stream_source(self.spark, s, max_files, skip_missing=True),
                                        trigger)
-        out = frame.groupBy("__bucket").transformWithStateInPandas(
-            self._processor(frame.columns), w.output_ddl, "Append", "EventTime")
-        return self._start_writer(out, trigger)
+        return frame
 
-    def _watermarked(self, frame, trigger: str):
+    def _watermarked(self, frame, trigger: str, stream=None, pre=None):
         """``frame`` encoded for the kernel (plan.pre), with Spark's watermark on what each
-        row promises (``__wm``)."""
+        row promises (``__wm``); ``stream``/``pre``: another input's (two-stream plans)."""
         from pyspark.sql import functions as F
 
         w = self.windowed
-        s = w.stream
-        for name, sql_text in w.pre:
+        s = stream if stream is not None else w.stream
+        pre = pre if pre is not None else w.pre
+        for name, sql_text in pre:
             frame = frame.withColumn(name, F.expr(sql_text))
         promised = (f"CASE WHEN __kind = {pl.RESULT} THEN __ts - {s.watermark_us or 0} "
                     + (f"WHEN __kind = {pl.PUNCTUATION} THEN "
                        f"unix_micros({quote(s.progress_column)}) " if s.progress_column
                        else "") + "END")
         frame = frame.withColumn("__wm", F.expr(watermark_sql(promised)))
-        keep = [n for n, _ in w.pre] + ["__file"]
+        keep = [n for n, _ in pre] + ["__file"]
         if CORRUPT_COLUMN in frame.columns:  # a CSV/JSON stream's malformed rows: their text
             frame = frame.withColumn("__record", F.col(quote(CORRUPT_COLUMN)))
             keep.append("__record")
@@ -165,17 +179,19 @@ class StatefulQuery(ContinuousQuery):
 
         began = time.monotonic()
         spark = batch_df.sparkSession
-        w = self.windowed
-        s = w.stream
+        streams = self._streams()
+        s = streams[0]
         progress = progress_of(self._batch_watermark(batch_id))
         report = BatchReport(batch_id, progress, started_at=self.clock())
-        logged = files.batch_files(self.checkpoint, 0, batch_id)
+        logged = [e for i in range(len(streams))
+                  for e in files.batch_files(self.checkpoint, i, batch_id)]
         listed = [p for p, _ in logged]
         # The result latency: a batch emits what the batch before it made final (its
         # watermark is the one those rows raised), so it is measured from the arrival of
         # that batch's files -- or of its Kafka records (their earliest timestamp, which
         # that batch counted and kept in its report: _arrival_of).
-        before = files.batch_files(self.checkpoint, 0, batch_id - 1) if batch_id else []
+        before = [e for i in range(len(streams))
+                  for e in files.batch_files(self.checkpoint, i, batch_id - 1)] if batch_id else []
         arrived = [ms / 1000.0 for _, ms in before if ms]
         if s.source == "kafka" and batch_id:
             previous = self._arrival_of(batch_id - 1)
@@ -185,12 +201,16 @@ class StatefulQuery(ContinuousQuery):
         # skip_missing), and each gets a quarantine record -- those gone before the read
         # (found here), and those gone after this check, which the read may have missed
         # (found after it)
-        gone = files.wait_until_ready(listed, s.format)
+        gone = [p for st in streams for p in files.wait_until_ready(
+            [p for p in listed if _of(p, st, streams)], st.format)]
         if gone:
             listed = [p for p in listed if p not in gone]
             logged = [(p, ms) for p, ms in logged if p not in gone]
         if listed:
-            files.check_columns(listed, s)
+            for st in streams:
+                mine = [p for p in listed if _of(p, st, streams)]
+                if mine:
+                    files.check_columns(mine, st)
             _unchanged_since_listed(logged, self._planned_after(batch_id))
         df = batch_df.persist()
         try:
@@ -202,19 +222,21 @@ class StatefulQuery(ContinuousQuery):
             report.buffered, report.state_bytes = counts["state_rows"], counts["state_bytes"]
             if counts.get("arrived"):
                 report.arrived_s = counts["arrived"] / 1e6
-            report.inputs = {s.key: progress}
+            report.inputs = {st.key: progress for st in streams}
             if report.late or report.no_time:
                 reason = F.when(F.col("__kind") == pl.LATE, F.lit(
                     f"event time before the progress already promised ({format_us(progress)})"))
-                reason = reason.otherwise(F.lit(f"no event time ({s.event_time} is NULL)"))
+                reason = reason.otherwise(self._by_stream(
+                    lambda st: F.lit(f"no event time ({st.event_time} is NULL)")))
                 late = df.where(f"__kind IN ({pl.LATE}, {pl.NO_TIME})").select(
-                    F.lit(s.name).alias("_stream"), reason.alias(REASON),
-                    self._row_json().alias("_row"))
+                    self._by_stream(lambda st: F.lit(st.name)).alias("_stream"),
+                    reason.alias(REASON), self._row_json().alias("_row"))
                 sinks.commit(late, self.late_path, batch_id, self.late_format)
             bad = []
             if report.quarantined:
                 bad.append(df.where(f"__kind = {pl.MALFORMED}").select(
-                    F.lit(s.name).alias("_stream"), F.col("__file").alias("_file"),
+                    self._by_stream(lambda st: F.lit(st.name)).alias("_stream"),
+                    F.col("__file").alias("_file"),
                     F.col("__record").alias("_record"),
                     F.concat(F.lit("malformed: read as "), self._row_json()).alias(REASON)))
             bad += self._changed_files(spark, batch_id, listed)
@@ -361,6 +383,13 @@ def _earliest_arrival(df) -> list:
         return []
     at = F.col(pl.ARRIVED)
     return [F.min(F.when((F.col("__kind") == pl.STATS) & (at > 0), at)).alias("arrived")]
+
+
+def _of(path: str, stream, streams: list) -> bool:
+    """Whether a listed file is ``stream``'s (one stream: every file is)."""
+    from wavesql.streaming.files import belongs
+
+    return len(streams) == 1 or belongs(path, stream.path)
 
 
 def _unchanged_since_listed(logged: list[tuple[str, int]], planned_ms: int = 0) -> None:

@@ -1,0 +1,175 @@
+"""Which continuous ASOF JOINs run on Spark's state store, and the row encoding around them.
+
+A continuous query of the ``asof`` shape (``streaming/joins.py`` :func:`plan_asof`: one
+``ASOF [LEFT] JOIN`` of two catalog streams, backward or forward, by keys or not,
+row-by-row SQL around it) runs on the state store
+(:class:`.asof_query.StatefulAsofQuery`, kernel :mod:`.asof`) when
+
+* both streams are file streams (a Kafka stream's progress is its slowest partition's:
+  one watermarked source per partition of each topic, not built for two topics yet),
+* every column of either stream has a type :data:`.plan.KEY_TYPES` carries exactly through
+  the kernel, and each pair of key columns the same kind of value on both sides (the
+  kernel compares the keys' hashes: an INT and a BIGINT key hash alike, an INT and a
+  DOUBLE would not while SQL's ``=`` matches them).
+
+Before the kernel (:attr:`AsofPlan.pre`, Spark SQL per input row, one list per stream):
+the row's kind, its stream (``__right``), its event time, each column of its stream as
+value plus NULL flag (the other stream's columns NULL), the keys as two independent hashes
+(``xxhash64`` and ``hash`` over each key's NULL flag and value) with ``__nk`` (a key is
+NULL: it matches nothing), and the row's **bucket** (a hash of the keys; no keys: one
+bucket). After it, each stream's columns are decoded back into its own rows and the batch
+plan runs over the rows the buckets hand back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from wavesql.catalog import objects as cat
+from wavesql.planner.temporal import quote
+
+from .. import plan as stream_plan
+from . import asof as kernel
+from .plan import _FILL, FLOATING, INTEGRAL, KEY_TYPES, STAT_NAMES, NotIncremental, row_kind
+
+
+@dataclass(frozen=True)
+class AsofPlan:
+    """A continuous ASOF JOIN the stateful runner evaluates."""
+
+    left: cat.StreamDef
+    right: cat.StreamDef
+    operator: kernel.AsofOperator
+    #: ``(column name, Spark SQL)`` per input row of the left and the right stream
+    pre_left: tuple[tuple[str, str], ...]
+    pre_right: tuple[tuple[str, str], ...]
+    output_ddl: str  # the kernel rows' Spark schema
+    buckets: int
+    explain: str
+
+    @property
+    def streams(self) -> tuple[cat.StreamDef, cat.StreamDef]:
+        return self.left, self.right
+
+    @property
+    def fingerprint(self) -> str:
+        """What a checkpoint depends on, compared on restart: the operator, both streams'
+        per-row SQL, the output schema, the buckets and the streams."""
+        text = json.dumps([repr(self.operator), self.pre_left, self.pre_right,
+                           self.output_ddl, self.buckets, self.left.key, self.right.key],
+                          default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def decoded(self, right: bool) -> list[str]:
+        """Spark SQL of one stream's columns from the kernel's encoded ones."""
+        side, stream = ("r", self.right) if right else ("l", self.left)
+        out = []
+        for i, c in enumerate(stream.columns):
+            decode = KEY_TYPES[c.type.lower()][2].format(v=f"__{side}{i}")
+            out.append(f"CASE WHEN __{side}n{i} THEN NULL ELSE {decode} END AS {quote(c.name)}")
+        return out
+
+
+def _family(spark_type: str) -> str:
+    """What kind of value a key holds, for hashing alike on both sides."""
+    t = spark_type.lower()
+    return "integral" if t in INTEGRAL else "floating" if t in FLOATING else t
+
+
+def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> AsofPlan:
+    """The :class:`AsofPlan` of a continuous query planned as ``asof``, or
+    :class:`~.plan.NotIncremental` saying why not. (``EMIT CHANGES`` changes nothing: an
+    ASOF JOIN's rows are final as they come, on either runner.)"""
+    del emit_changes
+    if plan.mode != "asof" or plan.asof is None or len(plan.inputs) != 2:
+        raise NotIncremental("not an ASOF JOIN of two streams")
+    info = plan.asof
+    by_key = {i.stream.key: i.stream for i in plan.inputs}
+    left, right = by_key[info["left"]], by_key[info["right"]]
+    for s in (left, right):
+        if s.source == "kafka":
+            raise NotIncremental(f"the Kafka stream {s.name} (the state-store ASOF JOIN reads "
+                                 "file streams)")
+        for c in s.columns:
+            if c.type.lower() not in KEY_TYPES:
+                raise NotIncremental(f"the column {s.name}.{c.name} of type {c.type}")
+    lcols = {c.name.lower(): c for c in left.columns}
+    rcols = {c.name.lower(): c for c in right.columns}
+    pairs = []
+    for lk, rk in info["pairs"]:
+        lc, rc = lcols.get(lk.lower()), rcols.get(rk.lower())
+        if lc is None or rc is None:
+            raise NotIncremental(f"the key pair {lk} = {rk} is not two stream columns")
+        if _family(lc.type) != _family(rc.type):
+            raise NotIncremental(f"the keys {left.name}.{lc.name} ({lc.type}) and "
+                                 f"{right.name}.{rc.name} ({rc.type}) hold different kinds "
+                                 "of values")
+        pairs.append((lc, rc))
+    keyed = bool(pairs)
+    n_buckets = buckets if keyed else 1
+    op = kernel.AsofOperator(tuple(KEY_TYPES[c.type.lower()][1] for c in left.columns),
+                             tuple(KEY_TYPES[c.type.lower()][1] for c in right.columns),
+                             info["direction"], bool(info["inclusive"]), keyed)
+    pre_left = _pre(left, False, [lc for lc, _ in pairs], op, n_buckets)
+    pre_right = _pre(right, True, [rc for _, rc in pairs], op, n_buckets)
+    ddl = ["__kind TINYINT"] + [f"__{f.name} {_spark(f.type)}" for f in op.schema()]
+    ddl += ["__record STRING", "__file STRING"]
+    ddl += [f"__n{i} BIGINT" for i in range(len(STAT_NAMES))]
+    keys = ", ".join(f"{lc.name} = {rc.name}" for lc, rc in pairs) or "no keys"
+    explain = (f"stateful ASOF JOIN on Spark's state store ({info['direction']}, "
+               f"{'inclusive' if info['inclusive'] else 'strict'}, {keys}): each bucket keeps "
+               f"the waiting {left.name} rows and the {right.name} rows a waiting or future "
+               "one can still match; "
+               + (f"{n_buckets} buckets of the keys" if keyed else "1 bucket (no keys)")
+               + "; progress: Spark's watermark, the smaller of the two streams' promises, "
+                 "for both (a row of either stream below it is late); a micro-batch joins "
+                 "the left rows whose match became final")
+    return AsofPlan(left, right, op, tuple(pre_left), tuple(pre_right), ", ".join(ddl),
+                    n_buckets, explain)
+
+
+def _spark(arrow_type) -> str:
+    import pyarrow as pa
+
+    return {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.string(): "STRING",
+            pa.bool_(): "BOOLEAN"}[arrow_type]
+
+
+def _key_sql(c: cat.Column) -> str:
+    """One key's value as both sides hash it: integral keys as BIGINT, floating ones as
+    DOUBLE with -0.0 as 0.0 (SQL's ``=`` matches them)."""
+    family = _family(c.type)
+    if family == "integral":
+        return f"CAST({quote(c.name)} AS BIGINT)"
+    if family == "floating":
+        v = f"CAST({quote(c.name)} AS DOUBLE)"
+        return f"CASE WHEN {v} = 0 THEN 0.0D ELSE {v} END"
+    return quote(c.name)
+
+
+def _pre(stream: cat.StreamDef, right: bool, keys: list, op: kernel.AsofOperator,
+         n_buckets: int) -> list[tuple[str, str]]:
+    """The per-row SQL of one stream's rows (module docstring)."""
+    if keys:
+        parts = ", ".join(f"{quote(k.name)} IS NULL, {_key_sql(k)}" for k in keys)
+        series = [("__sk", f"xxhash64({parts})"), ("__sh", f"CAST(hash({parts}) AS BIGINT)"),
+                  ("__nk", " OR ".join(f"{quote(k.name)} IS NULL" for k in keys))]
+        bucket = f"CAST(pmod(xxhash64({parts}), {n_buckets}) AS INT)"
+    else:
+        series, bucket = [("__sk", "0L"), ("__sh", "0L"), ("__nk", "false")], "0"
+    pre = [("__kind", f"CAST({row_kind(stream)} AS TINYINT)"),
+           ("__ts", f"coalesce(unix_micros({quote(stream.event_time)}), 0L)"),
+           ("__right", "true" if right else "false")] + series
+    for side, types, mine in (("l", op.left, not right), ("r", op.right, right)):
+        for i, t in enumerate(types):
+            if mine:
+                c = stream.columns[i]
+                enc = KEY_TYPES[c.type.lower()][0].format(v=f"({quote(c.name)})")
+                pre += [(f"__{side}n{i}", f"{quote(c.name)} IS NULL"),
+                        (f"__{side}{i}", f"coalesce({enc}, {_FILL[t]})")]
+            else:
+                pre += [(f"__{side}n{i}", "true"), (f"__{side}{i}", _FILL[t])]
+    pre.append(("__bucket", bucket))
+    return pre
