@@ -16,9 +16,11 @@ expected value). What it does have is an atomic **conditional create**: a table 
 unique in its database (the metastore's own ``UNIQUETABLE`` index on ``TBLS (TBL_NAME,
 DB_ID)``), so of two processes creating ``db.x`` at once exactly one succeeds.
 :meth:`Metastore.claim` builds on that: it creates the view with a random writer token in
-its properties and then reads the view back; the writer whose token is there won --
-whatever error the loser saw (Spark's "already exists", or the metastore's unique-index
-violation surfacing as a ``MetaException`` when both passed Spark's existence check). Versions, run ids and leases are all claimed this
+its properties: a create that succeeds won (Spark passes ``ignoreIfExists=false`` down to
+the metastore's ``create_table``); one that fails reads the view back, and the writer whose
+token is there won -- whatever error the loser saw (Spark's "already exists", the
+metastore's unique-index violation surfacing as a ``MetaException`` when both passed Spark's
+existence check, or a reply lost after the create happened). Versions, run ids and leases are all claimed this
 way (:mod:`.spark_catalog` explains each).
 
 Values of properties are strings of at most :data:`PART_CHARS` characters each (Hive's
@@ -246,9 +248,13 @@ class Metastore:
     def databases(self) -> list[str]:
         return [r[0] for r in self.run("SHOW DATABASES", "listing databases")]
 
-    def tables(self, database: str) -> list[str]:
-        """Names of the tables and views of ``database`` (temporary views left out)."""
-        rows = self.run(f"SHOW TABLES IN {ident(database)}", f"listing database {database}")
+    def tables(self, database: str, prefix: str | None = None) -> list[str]:
+        """Names of the tables and views of ``database`` (temporary views left out); with
+        ``prefix`` only those starting with it (the metastore filters: ``get_tables`` with a
+        pattern, so the answer does not grow with the rest of the database)."""
+        like = f" LIKE {literal(prefix + '*')}" if prefix else ""
+        rows = self.run(f"SHOW TABLES IN {ident(database)}{like}",
+                        f"listing database {database}")
         return [r["tableName"] for r in rows if not r["isTemporary"]]
 
     def properties(self, database: str, table: str) -> dict[str, str] | None:
@@ -277,11 +283,17 @@ class Metastore:
         call created it (the conditional create of the module docstring), None if another
         writer had."""
         token = uuid.uuid4().hex
-        failure: BaseException | None = None
+        mine = {**props, "wavesql.writer": token}
         try:
-            self.create_view(database, table, {**props, "wavesql.writer": token}, body)
+            self.create_view(database, table, mine, body)
+            # Created without an error: this call won. (Spark's plain CREATE VIEW passes
+            # ignoreIfExists=false down to the metastore's create_table, which fails on
+            # the unique index if another writer's create came first: success is proof.)
+            return mine
         except Exception as exc:  # noqa: BLE001 - who won is read back below
             failure = exc
+        # Failed: lost to another writer, or failed for another reason -- or the reply was
+        # lost after the create happened; the token read back says which.
         found = self.properties(database, table)
         if found is None:  # not created at all: the create failed for another reason
             raise self.error(failure or RuntimeError("the view vanished"),

@@ -32,9 +32,12 @@ by the conditional create of its history entry ``<name>__v<n>`` (:meth:`Metastor
 two writers that both read version 1 both try to create ``__v000002``; one wins, the other
 re-reads (a plain ``CREATE OR REPLACE`` then commits version 3 -- serialised, no lost
 update; with ``expected_version`` it gets ``CONFLICT``; a plain ``CREATE`` gets
-``DUPLICATE_OBJECT``). History entries are never changed, so reading them is cached. The view
-under the object's name is a projection of the latest entry, written after the commit; a
-writer rewrites it until it shows the latest version (so of two racing writers the last to
+``DUPLICATE_OBJECT``). History entries are never changed, so reading them is cached; a
+process that knows a name's latest version claims the next one without listing the history
+first (the claim itself proves the version it decided on was still the latest). The view
+under the object's name is a projection of the latest entry, written after the commit
+(only its properties when its body stays the same); a writer then probes for a newer
+version and rewrites the view until none exists (so of two racing writers the last to
 look fixes what the other wrote), and a projection a crash left stale is fixed by the next
 write to that name. Readers in WaveSQL read the history, never the projection.
 
@@ -140,6 +143,7 @@ class SparkCatalog:
         self.history_db, self.runs_db, self.leases_db = (
             f"{database}_history", f"{database}_runs", f"{database}_leases")
         self._entries: dict[tuple[str, int], dict[str, str]] = {}  # immutable: cached
+        self._known: dict[str, int] = {}  # key -> the highest version seen committed
         self._closed = False
         self._state: str | None = None
         known = self.store.databases()  # the first call: CATALOG_UNREACHABLE if no answer
@@ -166,11 +170,13 @@ class SparkCatalog:
         if self._closed:
             raise RuntimeError(f"{self!r} is closed")
 
-    def _index(self) -> dict[str, list[int]]:
-        """Table name -> its committed versions, ascending (one listing of the history)."""
+    def _index(self, table: str | None = None) -> dict[str, list[int]]:
+        """Table name -> its committed versions, ascending (one listing of the history; of
+        ``table``'s entries only if given)."""
         self._check_open()
         out: dict[str, list[int]] = {}
-        for entry in self.store.tables(self.history_db):
+        for entry in self.store.tables(self.history_db, None if table is None
+                                       else f"{table}__v"):
             match = _ENTRY.fullmatch(entry)
             if match:
                 out.setdefault(match.group(1), []).append(int(match.group(2)))
@@ -206,9 +212,10 @@ class SparkCatalog:
                 ) -> tuple[int, Definition | Tombstone | None]:
         """(highest version used by ``key``, its entry), or (0, None)."""
         table = table_name(key)
-        versions = (self._index() if index is None else index).get(table)
+        versions = (self._index(table) if index is None else index).get(table)
         if not versions:
             return 0, None
+        self._known[key] = max(self._known.get(key, 0), versions[-1])
         props = self._entry(table, versions[-1])
         if props.get("wavesql.key") != key:
             raise self._corrupt(table, f"belongs to `{props.get('wavesql.key')}`, not `{key}`")
@@ -229,6 +236,7 @@ class SparkCatalog:
         stored = self.store.claim(self.history_db, f"{table_name(key)}__v{version:06d}", props)
         if stored is not None:
             self._entries[(table_name(key), version)] = stored
+            self._known[key] = max(self._known.get(key, 0), version)
         return stored is not None
 
     def _busy(self, name: str) -> WaveSQLError:
@@ -242,23 +250,47 @@ class SparkCatalog:
         """Store ``defn`` (see :meth:`wavesql.catalog.Catalog.create`)."""
         rules.check_create_call(defn, replace, if_not_exists, expected_version)
         deadline = time.monotonic() + self.busy_timeout
+        # A version this process already knows is the latest is tried without listing the
+        # history: its claim of version n+1 succeeds only if nobody committed n+1, which is
+        # the proof that n was the latest (versions are dense: each is claimed as the
+        # latest + 1). Only a write is decided that way; an answer without a write
+        # (IF NOT EXISTS, DUPLICATE_OBJECT, CONFLICT) is given from a fresh listing.
+        fresh = defn.key not in self._known
         while True:
-            last, found = self._latest(defn.key)
+            if fresh:
+                last, found = self._latest(defn.key)
+            else:
+                last = self._known[defn.key]
+                found = self._decode(self._entry(table_name(defn.key), last),
+                                     table_name(defn.key))
             old = found if isinstance(found, Definition) else None
-            kept = rules.decide_create(old, defn, replace=replace, if_not_exists=if_not_exists,
-                                       expected_version=expected_version)
+            try:
+                kept = rules.decide_create(old, defn, replace=replace,
+                                           if_not_exists=if_not_exists,
+                                           expected_version=expected_version)
+            except WaveSQLError:
+                if fresh:
+                    raise
+                fresh = True
+                continue
             if kept is not None:
-                return kept
-            self._refuse_foreign(defn)
+                if fresh:
+                    return kept
+                fresh = True
+                continue
+            if old is None:  # a new name (a live one is ours: its view is WaveSQL's)
+                self._refuse_foreign(defn)
             now = utc_now()
             stored = defn.with_version(last + 1, old.created_at if old else now, now)
             if self._commit(defn.key, stored.version, "REPLACE" if old else "CREATE", now,
                             stored):
-                self._project(defn.key, (stored.version, stored))
+                self._project(defn.key, (stored.version, stored), old)
                 return stored
             if time.monotonic() > deadline:  # others keep winning: look again, then give up
                 raise self._busy(defn.name)
-            time.sleep(random.uniform(0.01, 0.1))
+            if fresh:
+                time.sleep(random.uniform(0.01, 0.1))
+            fresh = True
 
     def drop(self, name: str, kind: str | type[Definition] | None = None, *,
              if_exists: bool = False) -> Definition | None:
@@ -274,7 +306,7 @@ class SparkCatalog:
                 raise rules.unknown(name, kind, self.names(kind))
             rules.check_drop_kind(found, kind)
             if self._commit(key, last + 1, "DROP", utc_now(), found):
-                self._project(key, (last + 1, None))
+                self._project(key, (last + 1, None), found)
                 return found
             if time.monotonic() > deadline:
                 raise self._busy(name)
@@ -291,43 +323,58 @@ class SparkCatalog:
                 "create", hint="choose another name, or another database (spark:<database>)")
 
     # -- the projection: one view per live object, for plain Spark users ----------------------
-    def _project(self, key: str, committed: tuple[int, Definition | None]) -> None:
-        """Make ``<db>.<name>`` show the latest version of ``key`` (module docstring), the
-        version this process just ``committed`` first (None: a DROP), then whatever the
-        history says is latest, until the view shows it."""
+    def _project(self, key: str, committed: tuple[int, Definition | None],
+                 before: Definition | None = None) -> None:
+        """Make ``<db>.<name>`` show the latest version of ``key`` (module docstring): the
+        version this process just ``committed`` (None: a DROP; ``before``: the version it
+        replaced), then, while a newer version exists, the latest.
+
+        Of writers racing on one name, each looks after writing the view whether a version
+        above the one it wrote exists (one probe of the next history entry: versions are
+        dense), and if so writes the latest and looks again; so the last writer of the
+        view leaves it at the latest version."""
         table = table_name(key)
         last, found = committed
-        for attempt in range(8):
-            want = last if isinstance(found, Definition) else None
-            if attempt:  # look again: the history may have moved, or a write of ours failed
-                last, found = self._latest(key)
-                want = last if isinstance(found, Definition) else None
-                live = self.store.properties(self.database, table)
-                if live is not None and "wavesql.key" not in live:
-                    return  # somebody else's table: left alone (create refuses the name)
-                have = int(live["wavesql.version"]) if live and live.get(
-                    "wavesql.key") == key and live.get("wavesql.version", "").isdigit() \
-                    else None
-                if want == have:
-                    return
+        shown = before
+        for _ in range(8):
             try:
-                if want is None:
+                if not isinstance(found, Definition):
                     self.store.drop_view(self.database, table)
                 else:
-                    self._write_view(table, found)
+                    self._write_view(table, found, shown)
             except Exception:  # noqa: BLE001 - another writer's projection raced ours
+                shown = None  # (what the view shows is unknown now: written whole)
                 time.sleep(random.uniform(0.05, 0.3))
+                last, found = self._latest(key)
+                continue
+            if self.store.properties(self.history_db, f"{table}__v{last + 1:06d}") is None:
+                return
+            shown = found if isinstance(found, Definition) else None
+            last, found = self._latest(key)
 
-    def _write_view(self, table: str, defn: Definition) -> None:
+    def _write_view(self, table: str, defn: Definition, shown: Definition | None = None
+                    ) -> None:
+        """Write the view of ``defn``. ``shown``: the version the view is believed to show.
+        When it does (read: the view's own properties say so) and its body would stay the
+        same, with properties of the same keys, only the properties change (``ALTER VIEW
+        ... SET TBLPROPERTIES``: about 7 metastore calls with the read, where ``CREATE OR
+        REPLACE VIEW`` analyses the body, drops and creates: about 20)."""
         props = {"wavesql.key": defn.key, "wavesql.name": defn.name,
                  "wavesql.kind": defn.kind, "wavesql.version": str(defn.version),
                  "wavesql.updated_at": defn.updated_at,
                  **split_text("wavesql.definition", _encode(defn))}
         comment = (f"WaveSQL {defn.kind.lower()} {defn.name} (version {defn.version}); its "
                    "definition is in the wavesql.* table properties")
-        bodies = [_files_body(defn), _declared_body(defn),
-                  ("empty", "SELECT CAST(NULL AS STRING) AS wavesql_definition WHERE false")]
-        bodies = [b for b in bodies if b]
+        bodies = _bodies(defn)
+        if shown is not None and shown.key == defn.key and _bodies(shown) == bodies and \
+                split_text("wavesql.definition", _encode(shown)).keys() == \
+                split_text("wavesql.definition", _encode(defn)).keys():
+            live = self.store.properties(self.database, table) or {}
+            if live.get("wavesql.key") == defn.key and \
+                    live.get("wavesql.version") == str(shown.version):
+                self.store.set_properties(self.database, table,
+                                          {**props, "comment": comment})
+                return
         for i, (how, body) in enumerate(bodies):
             try:
                 self.store.create_view(self.database, table, {**props, "wavesql.view": how},
@@ -483,7 +530,8 @@ class SparkCatalog:
                    seconds: float) -> int | str:
         """Take the lease: its generation, or who holds it."""
         for _ in range(20):
-            gens = sorted(int(t[len(prefix):]) for t in self.store.tables(self.leases_db)
+            gens = sorted(int(t[len(prefix):]) for t in self.store.tables(self.leases_db,
+                                                                            prefix)
                           if t.startswith(prefix) and t[len(prefix):].isdigit())
             gen = 1
             if gens:
@@ -527,6 +575,13 @@ class SparkCatalog:
 
 def _encode(defn: Definition) -> str:
     return json.dumps(defn.to_dict(), sort_keys=True, allow_nan=False)
+
+
+def _bodies(defn: Definition) -> list[tuple[str, str]]:
+    """The bodies the view of ``defn`` may have, the first Spark accepts being used."""
+    bodies = [_files_body(defn), _declared_body(defn),
+              ("empty", "SELECT CAST(NULL AS STRING) AS wavesql_definition WHERE false")]
+    return [b for b in bodies if b]
 
 
 def _files_body(defn: Definition) -> tuple[str, str] | None:

@@ -15,6 +15,7 @@ open on the host's other interfaces too for the test's duration.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -41,7 +42,27 @@ class HiveMetastore:
         self.port = port or _free_port()
         self.uri = f"thrift://127.0.0.1:{self.port}"
         self.warehouse = self.folder / "warehouse"
+        self.audit_log = self.folder / "hive.log"
         self.process: subprocess.Popen | None = None
+
+    def calls(self, marker: str) -> dict[str, list[str]]:
+        """The metastore's own record of the calls it served (its audit log), cut at the
+        calls that name table ``<marker>_<phase>`` (a client's ``SHOW TBLPROPERTIES`` of
+        such a table marks where its phase begins): phase -> the calls up to the next
+        marker, as ``cmd=...`` texts. Only meaningful while one client is talking."""
+        phases: dict[str, list[str]] = {}
+        current: list[str] | None = None
+        pattern = re.compile(rf"tbl={re.escape(marker)}_(\w+)")
+        for line in self.audit_log.read_text(errors="replace").splitlines():
+            if "cmd=" not in line:
+                continue
+            cmd = line.split("cmd=", 1)[1].strip()
+            found = pattern.search(cmd)
+            if found:
+                current = phases.setdefault(found.group(1), [])
+            elif current is not None:
+                current.append(cmd)
+        return phases
 
     def start(self, timeout: float = 120, *, wait: bool = True) -> "HiveMetastore":
         """Start the service; with ``wait=False`` return at once (:meth:`wait` later), so
@@ -61,6 +82,12 @@ class HiveMetastore:
             # Hive would switch log4j to asynchronous loggers (LMAX Disruptor: not shipped)
             "hive.async.log.enabled": "false",
             "log4j2.configurationFile": str(self.folder / "log4j2.properties"),
+            # the service then switches to Hive's own log4j2 settings (its jar's), which
+            # write to ${hive.log.dir}/${hive.log.file} (else /tmp/<user>/hive.log, shared
+            # by every test run): kept here; its audit lines (one per call served) are the
+            # oracle of how many calls a catalog write costs (`calls`)
+            "hive.log.dir": str(self.folder),
+            "hive.log.file": self.audit_log.name,
         }
         cmd = ["java", "-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                *(f"-D{k}={v}" for k, v in settings.items()),

@@ -106,6 +106,13 @@ def main(role: str, settings_file: str) -> None:
     _meet(folder, role, "written")
     seen["counter_history"] = [d.sql for d in cat.history("counter")]
 
+    _meet(folder, role, "measure")
+    if role == "a":  # alone: b waits, so the metastore's log holds a's calls only
+        _measure(ws.spark, cat, s["marker"])
+        (folder / "a.measured").touch()
+    else:
+        _wait_for(folder / "a.measured")
+    phase("measured")
     _hosts(ws, cat, s, folder, role, seen)
     phase("run locks")
 
@@ -137,6 +144,30 @@ def main(role: str, settings_file: str) -> None:
         seen["oracle"] = _plain_spark(ws.spark, db)
         phase("oracle read")
         (folder / "b.json").write_text(json.dumps(seen, default=str))
+
+
+def _measure(spark, cat, marker: str) -> None:
+    """The metastore calls of catalog writes and reads, each phase begun by a marker call
+    (tests/hive_metastore.py ``calls`` cuts the metastore's audit log there)."""
+    from wavesql.catalog import ViewDef
+
+    def mark(phase: str) -> None:
+        try:
+            spark.sql(f"SHOW TBLPROPERTIES default.{marker}_{phase}").collect()
+        except Exception:  # noqa: BLE001 - it does not exist: only the call matters
+            pass
+
+    mark("create")
+    cat.create(ViewDef("measured", "SELECT 1 AS v"))
+    mark("replace")
+    cat.create(ViewDef("measured", "SELECT 2 AS v"), replace=True)
+    mark("replace2")
+    cat.create(ViewDef("measured", "SELECT 3 AS v"), replace=True, expected_version=2)
+    mark("get")
+    cat.get("measured")
+    mark("drop")
+    cat.drop("measured")
+    mark("end")
 
 
 def _hosts(ws, cat, s: dict, folder: Path, role: str, seen: dict) -> None:
