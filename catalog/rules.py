@@ -95,3 +95,15 @@ def check_required_kind(defn: Definition, name: str, kind: str | None,
             hint=did_you_mean(name, candidates, f"{kind.lower()}s"),
         )
     return defn
+
+
+def check_prune(keep_versions: int | None, keep_runs: int | None) -> None:
+    """``Catalog.prune``'s arguments: each kept count at least 1 (the newest version of a
+    name carries its numbering on after a DROP; the newest run keeps run ids from being
+    used twice)."""
+    for what, value in (("versions of each name", keep_versions),
+                        ("runs of each file", keep_runs)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise WaveSQLError("INVALID_OPTION", f"keep {value!r} {what}: at least 1 is kept",
+                               hint="e.g. wavesql catalog prune --keep 10 --keep-runs 100")

@@ -54,24 +54,18 @@ compares wall clocks, so hosts' clocks must agree to well within a lease (30 s):
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import random
 import re
-import socket
-import threading
 import time
-from typing import Iterator
 
 from wavesql.errors import WaveSQLError
 
 from . import rules
-from .leases import _alive
 from .metastore import Metastore, ident, join_text, literal, split_text
 from .objects import Definition, Tombstone, normalize_kind
-from .runs import RunHistory
+from .spark_runs import SharedRuns
 from .schema import utc_now
 
 __all__ = ["SparkCatalog", "DEFAULT_DATABASE", "shared_database", "HIVE_CONFIG"]
@@ -82,7 +76,6 @@ DEFAULT_DATABASE = "wavesql"
 HIVE_CONFIG = {"spark.sql.catalogImplementation": "hive"}
 _PLAIN = re.compile(r"[a-z0-9_]{1,100}")
 _ENTRY = re.compile(r"(.+)__v(\d{6,})")
-_RUN = re.compile(r"r(\d{12})")
 
 
 def shared_database(spec: object) -> str | None:
@@ -114,7 +107,7 @@ def table_name(key: str) -> str:
     return "wavesql_" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-class SparkCatalog:
+class SparkCatalog(SharedRuns):
     """WaveSQL's catalog in the Hive metastore of ``spark`` (module docstring).
 
     Parameters
@@ -129,8 +122,6 @@ class SparkCatalog:
         Seconds a write keeps retrying while other writers win the same version.
     """
 
-    RUN_COLUMNS = RunHistory.RUN_COLUMNS
-    LEASE_SECONDS = 30.0
     #: Several hosts share it: nothing may be kept on one host's disk (wavesql/jobs.py
     #: takes leases here instead of file locks).
     shared = True
@@ -184,10 +175,15 @@ class SparkCatalog:
             versions.sort()
         return out
 
-    def _entry(self, table: str, version: int) -> dict[str, str]:
+    def _entry(self, table: str, version: int, *, pruned_ok: bool = False
+               ) -> dict[str, str] | None:
+        """The properties of version ``version`` of ``table`` (None if ``pruned_ok`` and it
+        is gone: :meth:`prune` dropped it after it was listed)."""
         cached = self._entries.get((table, version))
         if cached is None:
             cached = self.store.properties(self.history_db, f"{table}__v{version:06d}")
+            if cached is None and pruned_ok:
+                return None
             if cached is None or "wavesql.action" not in cached:
                 raise self._corrupt(f"{table}__v{version:06d}", "is not a WaveSQL version")
             self._entries[(table, version)] = cached
@@ -384,6 +380,25 @@ class SparkCatalog:
                 if i == len(bodies) - 1:
                     raise
 
+    # -- retention ---------------------------------------------------------------------------
+    def prune(self, *, keep_versions: int | None = None,
+              keep_runs: int | None = None) -> dict[str, int]:
+        """Forget old history (see :meth:`wavesql.catalog.Catalog.prune`: the same rules).
+        Old versions' entries are dropped oldest first; the newest of every name is never
+        touched, so a concurrent write (which claims the version above it) is unaffected,
+        and a reader that listed an entry dropped meanwhile skips it."""
+        rules.check_prune(keep_versions, keep_runs)
+        removed = {"versions": 0, "runs": 0}
+        if keep_versions is not None:
+            for table, versions in self._index().items():
+                for version in versions[:-keep_versions]:
+                    self.store.drop_view(self.history_db, f"{table}__v{version:06d}")
+                    self._entries.pop((table, version), None)
+                    removed["versions"] += 1
+        if keep_runs is not None:
+            removed["runs"] = self._prune_runs(keep_runs)
+        return removed
+
     # -- reading -----------------------------------------------------------------------------
     def get(self, name: str) -> Definition | None:
         """The live definition called ``name`` (case-insensitive), or None."""
@@ -416,147 +431,12 @@ class SparkCatalog:
     def history(self, name: str) -> list[Definition | Tombstone]:
         """Every version ever stored under ``name``, oldest first; a DROP is a Tombstone."""
         table = table_name(name.lower())
-        return [self._decode(self._entry(table, v), table)
-                for v in self._index().get(table, [])]
+        entries = [self._entry(table, v, pruned_ok=True)
+                   for v in self._index(table).get(table, [])]
+        return [self._decode(props, table) for props in entries if props is not None]
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None
-
-    # -- run history (wavesql runs) --------------------------------------------------------
-    def start_run(self, file: str, trigger: str, *, status: str = "running",
-                  error: str | None = None) -> int:
-        """Record that a run of ``file`` began; its id (see :class:`.runs.RunHistory`)."""
-        self._check_open()
-        now = utc_now()
-        props = {"file": file, "trigger": trigger, "started_at": now, "status": status,
-                 "statements": "0", "pid": str(os.getpid()), "host": socket.gethostname()}
-        if status != "running":
-            props["ended_at"] = now
-        if error is not None:
-            props["error"] = error
-        deadline = time.monotonic() + self.busy_timeout
-        while True:
-            ids = [int(m.group(1)) for m in map(_RUN.fullmatch, self.store.tables(self.runs_db))
-                   if m]
-            run_id = max(ids, default=0) + 1
-            if self.store.claim(self.runs_db, f"r{run_id:012d}",
-                                {f"wavesql.run.{k}": v for k, v in props.items()}) is not None:
-                return run_id
-            if time.monotonic() > deadline:
-                raise self._busy("the run history")
-            time.sleep(random.uniform(0.01, 0.1))
-
-    def finish_run(self, run_id: int, status: str, *, statements: int = 0,
-                   rows_in: int | None = None, rows_out: int | None = None,
-                   rows_late: int | None = None, error: str | None = None) -> None:
-        """Record how run ``run_id`` ended."""
-        values = {"ended_at": utc_now(), "status": status, "statements": statements,
-                  "rows_in": rows_in, "rows_out": rows_out, "rows_late": rows_late,
-                  "error": error}
-        self.store.set_properties(self.runs_db, f"r{int(run_id):012d}", {
-            f"wavesql.run.{k}": str(v) for k, v in values.items() if v is not None})
-
-    def runs(self, file: str | None = None, limit: int | None = 20) -> list[dict]:
-        """The run history, newest first (of ``file`` if given), as dicts of RUN_COLUMNS."""
-        ids = sorted((int(m.group(1)) for m in map(_RUN.fullmatch,
-                                                   self.store.tables(self.runs_db)) if m),
-                     reverse=True)
-        out = []
-        for run_id in ids:
-            if limit is not None and len(out) >= limit:
-                break
-            props = self.store.properties(self.runs_db, f"r{run_id:012d}") or {}
-            row = {"id": run_id}
-            for col in self.RUN_COLUMNS[1:]:
-                value = props.get(f"wavesql.run.{col}")
-                if value is not None and col in ("statements", "rows_in", "rows_out",
-                                                 "rows_late", "pid"):
-                    value = int(value)
-                row[col] = value
-            if row["statements"] is None:
-                row["statements"] = 0
-            if file is None or row["file"] == file:
-                out.append(row)
-        return out
-
-    # -- leases ----------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def lease(self, name: str, what: str, hint: str, *, seconds: float | None = None,
-              wait: float = 0.0) -> Iterator[None]:
-        """Hold the lease ``name`` while the block runs, or raise ``RUN_IN_PROGRESS`` (after
-        up to ``wait`` seconds) if a live holder has it (module docstring; the guarantees
-        of :meth:`.leases.Leases.lease`)."""
-        import uuid
-
-        seconds = self.LEASE_SECONDS if seconds is None else float(seconds)
-        me, host, pid = uuid.uuid4().hex, socket.gethostname(), os.getpid()
-        prefix = "l" + hashlib.sha256(name.encode()).hexdigest()[:24] + "__g"
-        deadline = time.monotonic() + wait
-        while True:
-            taken = self._try_lease(prefix, name, me, host, pid, seconds)
-            if isinstance(taken, int):
-                break
-            if time.monotonic() >= deadline:
-                raise WaveSQLError("RUN_IN_PROGRESS", f"{what} is already running ({taken})",
-                                   hint=hint)
-            time.sleep(0.5)
-        table = f"{prefix}{taken:09d}"
-        stop, lock = threading.Event(), threading.Lock()
-
-        def renew() -> None:
-            while not stop.wait(seconds / 3):
-                with lock:
-                    if stop.is_set():
-                        return
-                    try:
-                        self.store.set_properties(self.leases_db, table, {
-                            "wavesql.lease.expires": repr(time.time() + seconds)})
-                    except Exception:  # noqa: BLE001 - a busy metastore: the next round
-                        continue
-
-        renewer = threading.Thread(target=renew, name=f"wavesql-lease-{name}", daemon=True)
-        renewer.start()
-        try:
-            yield
-        finally:
-            with lock:
-                stop.set()
-            renewer.join(timeout=5)
-            with contextlib.suppress(Exception):  # unreleased, it expires
-                self.store.set_properties(self.leases_db, table, {
-                    "wavesql.lease.state": "free", "wavesql.lease.expires": "0"})
-
-    def _try_lease(self, prefix: str, name: str, me: str, host: str, pid: int,
-                   seconds: float) -> int | str:
-        """Take the lease: its generation, or who holds it."""
-        for _ in range(20):
-            gens = sorted(int(t[len(prefix):]) for t in self.store.tables(self.leases_db,
-                                                                            prefix)
-                          if t.startswith(prefix) and t[len(prefix):].isdigit())
-            gen = 1
-            if gens:
-                top = self.store.properties(self.leases_db, f"{prefix}{gens[-1]:09d}")
-                if top is None:  # it changed hands while we listed: look again
-                    continue
-                their_host = top.get("wavesql.lease.host", "")
-                their_pid = int(top.get("wavesql.lease.pid", "0") or 0)
-                gone = (top.get("wavesql.lease.state") == "free"
-                        or float(top.get("wavesql.lease.expires", "0")) < time.time()
-                        or (their_host == host and not _alive(their_pid)))
-                if not gone:
-                    return (f"pid {their_pid} on {their_host} since "
-                            f"{top.get('wavesql.lease.acquired_at')}")
-                gen = gens[-1] + 1
-            if self.store.claim(self.leases_db, f"{prefix}{gen:09d}", {
-                    "wavesql.lease.name": name, "wavesql.lease.holder": me,
-                    "wavesql.lease.host": host, "wavesql.lease.pid": str(pid),
-                    "wavesql.lease.acquired_at": utc_now(), "wavesql.lease.state": "held",
-                    "wavesql.lease.expires": repr(time.time() + seconds)}) is not None:
-                for old in gens:  # superseded generations: nobody reads them again
-                    with contextlib.suppress(Exception):
-                        self.store.drop_view(self.leases_db, f"{prefix}{old:09d}")
-                return gen
-        return "it keeps changing hands"
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:

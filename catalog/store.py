@@ -175,6 +175,32 @@ class Catalog(RunHistory, Leases):
             )
             return old
 
+    # -- retention ---------------------------------------------------------------------------
+    def prune(self, *, keep_versions: int | None = None,
+              keep_runs: int | None = None) -> dict[str, int]:
+        """Forget old history: keep the newest ``keep_versions`` versions of every name
+        (a DROP's tombstone counts as one; the newest is always kept, so numbering goes on)
+        and the newest ``keep_runs`` run records of every query file (runs still marked
+        ``running`` are kept: their end is still to be written). None keeps all of that
+        kind. Returns ``{"versions": removed, "runs": removed}``. The Spark catalog's
+        :meth:`~.spark_catalog.SparkCatalog.prune` does the same.
+
+        Raises ``INVALID_OPTION`` for a count below 1."""
+        rules.check_prune(keep_versions, keep_runs)
+        removed = {"versions": 0, "runs": 0}
+        with self._write() as conn:
+            if keep_versions is not None:
+                removed["versions"] = conn.execute(
+                    "DELETE FROM history WHERE (SELECT COUNT(*) FROM history AS newer WHERE "
+                    "newer.key = history.key AND newer.version > history.version) >= ?",
+                    (keep_versions,)).rowcount
+            if keep_runs is not None:
+                removed["runs"] = conn.execute(
+                    "DELETE FROM runs WHERE status != 'running' AND (SELECT COUNT(*) FROM "
+                    "runs AS newer WHERE newer.file = runs.file AND newer.id > runs.id) >= ?",
+                    (keep_runs,)).rowcount
+        return removed
+
     # -- reading -----------------------------------------------------------------------------
     def get(self, name: str) -> Definition | None:
         """The live definition called ``name`` (case-insensitive), or None."""

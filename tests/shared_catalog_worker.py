@@ -143,6 +143,16 @@ def main(role: str, settings_file: str) -> None:
         phase("lease taken")
         seen["oracle"] = _plain_spark(ws.spark, db)
         phase("oracle read")
+        # retention: the newest 2 versions of each name, the newest run of each file
+        seen["pruned"] = cat.prune(keep_versions=2, keep_runs=1)
+        seen["after_prune"] = {
+            "history": sorted(r.tableName for r in ws.spark.sql(
+                f"SHOW TABLES IN {db}_history").collect() if not r.isTemporary),
+            "runs": len(ws.spark.sql(f"SHOW TABLES IN {db}_runs").collect()),
+            "counter": [d.version for d in cat.history("counter")],
+            "next": cat.create(ViewDef("counter", "SELECT 'after' AS who"),
+                               replace=True).version}
+        phase("pruned")
         (folder / "b.json").write_text(json.dumps(seen, default=str))
 
 

@@ -203,6 +203,21 @@ def test_two_processes_share_one_catalog(hive_metastore, tmp_path):  # noqa: F81
     assert [r["status"] for r in b["runs"]] == ["ok", "skipped"]
     assert {r["file"] for r in b["runs"]} == {os.path.realpath(job_file)}
 
+    # (7) pruning (catalog.prune, the SQLite file's rules: tests/test_prune.py): the newest
+    # 2 versions of every name and the newest run of the file are left, as plain Spark lists
+    # them; numbering goes on
+    names = collections.Counter(v.rsplit("__v", 1)[0] for v in oracle["history"])
+    assert b["pruned"] == {"versions": sum(max(0, n - 2) for n in names.values()),
+                           "runs": 1}
+    left = b["after_prune"]
+    assert [v for v in left["history"] if v.startswith("counter__v")] == \
+        [f"counter__v{v:06d}" for v in (2 * SERIAL - 1, 2 * SERIAL)]
+    assert collections.Counter(v.rsplit("__v", 1)[0] for v in left["history"]) == \
+        {name: min(n, 2) for name, n in names.items()}
+    assert left["runs"] == 1
+    assert left["counter"] == [2 * SERIAL - 1, 2 * SERIAL]
+    assert left["next"] == 2 * SERIAL + 1
+
     # (4) the lease: refused while a held it; free once a's last renewal expired
     assert "second_holder" not in b
     assert b["refused"]["code"] == "RUN_IN_PROGRESS"

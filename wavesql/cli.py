@@ -105,6 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
     runs_p = sub.add_parser("runs", help="show the run history kept in the catalog")
     runs_p.add_argument("--file", help="only the runs of this query file")
     runs_p.add_argument("--limit", type=int, default=20, help="newest N runs (default 20)")
+    catalog_p = sub.add_parser("catalog", help="maintain the catalog")
+    catalog_sub = catalog_p.add_subparsers(dest="catalog_verb", required=True)
+    prune_p = catalog_sub.add_parser(
+        "prune", help="forget old versions of definitions and old run records")
+    prune_p.add_argument("--keep", type=int, metavar="N", default=10,
+                         help="versions kept of each name, the newest (default 10)")
+    prune_p.add_argument("--keep-runs", type=int, metavar="M", default=100,
+                         help="run records kept of each query file, the newest; runs still "
+                              "running are kept (default 100)")
     status_p = sub.add_parser("status", help="live figures of a continuous query from its "
                               "output directory's _progress/ records")
     status_p.add_argument("output")
@@ -128,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_demo(args.directory, master=args.master, max_rows=args.max_rows)
         if args.verb == "runs":  # the catalog alone: no Spark needed
             return _show_runs(args)
+        if args.verb == "catalog":  # the catalog alone: no Spark needed for a file
+            return _prune_catalog(args)
         if args.verb == "status":  # the output's _progress/ records alone: no Spark needed
             return _show_status(args)
         ws = _connect(args)
@@ -351,6 +362,26 @@ def _show_runs(args) -> int:
     console = out if out.is_terminal else Console(highlight=False, width=400)
     console.print(table)
     console.print(f"({len(rows)} run{'s' if len(rows) != 1 else ''})", markup=False)
+    return 0
+
+
+def _prune_catalog(args) -> int:
+    """``wavesql catalog prune``: ``Catalog.prune`` on the SQLite file or the shared
+    catalog (the same rules: catalog/store.py)."""
+    import os
+
+    from wavesql.catalog import Catalog, shared_database
+
+    keep = {"keep_versions": args.keep, "keep_runs": args.keep_runs}
+    if shared_database(args.catalog or os.environ.get("WAVESQL_CATALOG")) is not None:
+        with _connect(args) as ws:
+            removed = ws.catalog.prune(**keep)
+    else:
+        with Catalog(args.catalog) as catalog:
+            removed = catalog.prune(**keep)
+    out.print(f"pruned {removed['versions']} old version(s) (kept the newest {args.keep} of "
+              f"each name) and {removed['runs']} run record(s) (kept the newest "
+              f"{args.keep_runs} of each file)", markup=False)
     return 0
 
 
