@@ -15,9 +15,13 @@ final; a micro-batch is committed whole or redone):
   evaluates the batch plan over the buckets that have rows becoming final. A RESAMPLE of
   one stream (per key or not) too: each series keeps its rows from its bound on and the
   rows bracketing its next grid points, and a micro-batch evaluates the RESAMPLE over the
-  series whose grid points became final.
+  series whose grid points became final. An ASOF JOIN of two file streams (backward or
+  forward, by keys or not, ``ASOF LEFT JOIN``) too: each bucket of keys keeps its waiting
+  left rows and the right rows they can still match, and a micro-batch joins the left rows
+  whose match became final.
 * **Re-evaluating** (:mod:`.runner`): every other shape -- joins of windowed streams,
-  RESAMPLE under CQL windows or with ``EMIT CHANGES``, ASOF and interval joins, SYNC,
+  RESAMPLE under CQL windows or with ``EMIT CHANGES``, ASOF joins of Kafka streams or
+  with keys of different kinds, interval joins, SYNC,
   row-by-row queries, unslid RSTREAM, OVER windows with ``EMIT CHANGES``, and OVER windows
   or RESAMPLE over columns of complex types --
   evaluates the batch plan over each input's buffered look-back every micro-batch, with
@@ -84,8 +88,27 @@ RESAMPLE under CQL windows         stays re-evaluated: TiLT's imputation joins e
                                    instant and bounded by the stalest key of every
                                    series -- two operators' state (the grid, the windows
                                    over it) with one bound; not yet moved.
-the rest (second runner)           not yet: ASOF/interval joins and per-instant joins
-                                   keep WaveSQL's buffer.
+ASOF JOIN (two file streams)       the same processor shape (:mod:`.stateful.asof`):
+                                   both streams unioned (a side column, each stream its
+                                   own watermark) into one ``transformWithStateInPandas``,
+                                   one ``ValueState`` per bucket of keys (no keys: one
+                                   bucket) holding its waiting left rows and the right rows
+                                   from progress on plus (backward) each key's last ones
+                                   before it. Progress is Spark's watermark, the smaller
+                                   of the two streams' promises, for *both* streams: a row
+                                   of either below it is late, a left row is final once it
+                                   passes its time (backward) or its match's (forward). The
+                                   re-evaluating runner keeps one progress per stream
+                                   (fewer rows wait, more are late when one stream runs
+                                   ahead); Spark gives a query one watermark, and a
+                                   per-stream one would have to reach every bucket from
+                                   the driver -- not built. Timers at the oldest waiting
+                                   left row (backward) or the earliest pending match
+                                   (forward). Kafka streams (one watermarked source per
+                                   partition of two topics) and keys of different kinds
+                                   (the kernel compares hashes) stay re-evaluated.
+the rest (second runner)           not yet: interval joins and per-instant joins keep
+                                   WaveSQL's buffer.
 =================================  =====================================================
 
 ``EXPLAIN STREAM <query>`` says which runner a query gets and why; ``WAVESQL_STATEFUL=0``
