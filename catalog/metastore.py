@@ -178,19 +178,14 @@ class Metastore:
         except Exception as exc:  # noqa: BLE001 - translated
             raise self.error(exc, doing) from None
 
-    def ensure_database(self, database: str, comment: str, *, own: bool = True,
-                        known: list[str] | None = None) -> None:
-        """Create ``database`` (marked as a WaveSQL catalog's) unless it exists (``known``:
-        the databases listed before, to spare a call). ``own``: it must be a WaveSQL
-        catalog's -- refuse another's, or a newer WaveSQL's."""
+    def ensure_database(self, database: str, comment: str) -> None:
+        """Create ``database``, marked as a WaveSQL catalog's, unless it exists; then check
+        it is one this WaveSQL may use (:meth:`check_database`)."""
         props = f"({literal(APPLICATION_KEY)} = 'wavesql', {literal(FORMAT_KEY)} = " \
                 f"'{FORMAT_VERSION}')"
-        exists = database in (known or ())
-        if exists and not own:
-            return
         failure: BaseException | None = None
         # processes opening a new catalog at once race to create it: retried
-        for _ in range(0 if exists else 4):
+        for _ in range(4):
             try:
                 self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {ident(database)} COMMENT "
                                f"{literal(comment)} WITH DBPROPERTIES {props}").collect()
@@ -205,21 +200,40 @@ class Metastore:
         if found is None:
             raise self.error(failure or RuntimeError("no database"),
                              f"creating database {database}")
-        if not own:
-            return
+        self.check_database(database, found)
+
+    def check_database(self, database: str, found: dict[str, str], *,
+                       may_adopt: bool = False) -> None:
+        """Refuse a database that is not a WaveSQL catalog's (``CATALOG_CORRUPT``) or that
+        a newer WaveSQL wrote (``CATALOG_TOO_NEW``), as the SQLite file refuses a foreign
+        file or a newer format; nothing is written then. ``may_adopt``: an unmarked
+        database with no tables (one an administrator created to choose its location) is
+        marked as this catalog's and used."""
+        if found.get(APPLICATION_KEY) != "wavesql" and may_adopt:
+            if not self.tables(database):
+                self.run(f"ALTER DATABASE {ident(database)} SET DBPROPERTIES "
+                         f"({literal(APPLICATION_KEY)} = 'wavesql', {literal(FORMAT_KEY)} = "
+                         f"'{FORMAT_VERSION}')", f"marking database {database}")
+                return
+            # (another process may have just adopted it and written to it: look again)
+            found = self.database_properties(database) or {}
         if found.get(APPLICATION_KEY) != "wavesql":
             raise WaveSQLError(
                 "CATALOG_CORRUPT",
                 f"database `{database}` in the Hive metastore at {self.uri} exists and is not "
-                "a WaveSQL catalog's",
+                "a WaveSQL catalog's" + (" (it holds tables WaveSQL did not make)"
+                                         if may_adopt else ""),
                 hint="WaveSQL leaves it untouched; choose another database with "
                      "--catalog spark:<database>")
-        version = int(found.get(FORMAT_KEY, "0") or 0)
+        try:
+            version = int(found.get(FORMAT_KEY, "0") or 0)
+        except ValueError:
+            version = FORMAT_VERSION + 1  # not a number this WaveSQL wrote
         if version > FORMAT_VERSION:
             raise WaveSQLError(
                 "CATALOG_TOO_NEW",
-                f"the shared catalog in `{database}` has format version {version}; this "
-                f"WaveSQL reads up to version {FORMAT_VERSION}",
+                f"the shared catalog in `{database}` has format version "
+                f"{found.get(FORMAT_KEY)}; this WaveSQL reads up to version {FORMAT_VERSION}",
                 hint="upgrade WaveSQL to use it; the catalog was left untouched")
 
     def database_properties(self, database: str) -> dict[str, str] | None:

@@ -137,12 +137,20 @@ class SparkCatalog(SharedRuns):
         self._known: dict[str, int] = {}  # key -> the highest version seen committed
         self._closed = False
         self._state: str | None = None
-        known = self.store.databases()  # the first call: CATALOG_UNREACHABLE if no answer
-        self.store.ensure_database(database, "WaveSQL streams, signals, views and sinks",
-                                   own=False, known=known)
-        for db, what in ((self.history_db, "versions"), (self.runs_db, "run history"),
-                         (self.leases_db, "leases")):
-            self.store.ensure_database(db, f"WaveSQL catalog {database}: {what}", known=known)
+        known = set(self.store.databases())  # the first call: CATALOG_UNREACHABLE if none
+        databases = [(database, "WaveSQL streams, signals, views and sinks")] + [
+            (db, f"WaveSQL catalog {database}: {what}")
+            for db, what in ((self.history_db, "versions"), (self.runs_db, "run history"),
+                             (self.leases_db, "leases"))]
+        # every database that exists is checked before any is created: a foreign or newer
+        # catalog is refused with nothing written
+        for db, _ in databases:
+            if db in known:
+                self.store.check_database(db, self.store.database_properties(db) or {},
+                                          may_adopt=db == database)
+        for db, comment in databases:
+            if db not in known:
+                self.store.ensure_database(db, comment)
 
     def state_location(self) -> str:
         """Where state that belongs to no sink folder goes by default (a Kafka sink's

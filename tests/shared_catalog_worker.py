@@ -120,6 +120,8 @@ def main(role: str, settings_file: str) -> None:
         rows = ws.sql("SELECT sym, px, CAST(ts AS STRING) AS ts FROM trades").collect()
         seen["query"] = [[r.sym, r.px, r.ts] for r in rows]
         phase("queried")
+        seen["refusals"] = _refusals(ws.spark, db, folder)
+        phase("refusals")
         (folder / "a.json").write_text(json.dumps(seen, default=str))
         # the lease, held as if by a process of another host: only expiry frees it
         import socket
@@ -227,6 +229,37 @@ def _hosts(ws, cat, s: dict, folder: Path, role: str, seen: dict) -> None:
     seen["later_run"] = {"status": run.status, "error": str(run.error)}
     seen["runs"] = [{k: r[k] for k in ("file", "status", "host", "error")}
                     for r in cat.runs(s["job_file"])]
+
+
+def _refusals(spark, db: str, folder: Path) -> dict:
+    """Opening catalogs that plain Spark SQL set up as a newer WaveSQL (format version 99)
+    or another application would have left them: refused, with nothing written; and an
+    empty database an administrator made (to choose its location): used."""
+    from wavesql.catalog import SparkCatalog
+    from wavesql.errors import WaveSQLError
+
+    def attempt(name: str) -> dict:
+        try:
+            return {"ok": SparkCatalog(spark, name).state_location()}
+        except WaveSQLError as err:
+            return {"code": err.code, "message": err.message}
+
+    marked = "'wavesql.application' = 'wavesql', 'wavesql.format_version' = '99'"
+    spark.sql(f"CREATE DATABASE {db}_newer_history WITH DBPROPERTIES ({marked})")
+    spark.sql(f"CREATE DATABASE {db}_newer2 WITH DBPROPERTIES ({marked})")
+    spark.sql(f"CREATE DATABASE {db}_other")
+    spark.sql(f"CREATE VIEW {db}_other.sales AS SELECT 1 AS x")
+    spark.sql(f"CREATE DATABASE {db}_other2_runs")
+    spark.sql(f"CREATE DATABASE {db}_adopted LOCATION '{folder / 'adopted-location'}'")
+    out = {what: attempt(f"{db}_{what}")
+           for what in ("newer", "newer2", "other", "other2", "adopted")}
+    out["databases"] = sorted(r[0] for r in spark.sql("SHOW DATABASES").collect()
+                              if r[0].startswith(db))
+    out["other_tables"] = [r.tableName for r in spark.sql(
+        f"SHOW TABLES IN {db}_other").collect()]
+    out["other_properties"] = next(str(r[1]) for r in spark.sql(
+        f"DESCRIBE DATABASE EXTENDED {db}_other").collect() if r[0].lower() == "properties")
+    return out
 
 
 def _plain_spark(spark, db: str) -> dict:

@@ -218,6 +218,24 @@ def test_two_processes_share_one_catalog(hive_metastore, tmp_path):  # noqa: F81
     assert left["counter"] == [2 * SERIAL - 1, 2 * SERIAL]
     assert left["next"] == 2 * SERIAL + 1
 
+    # (8) a catalog a newer WaveSQL wrote (format 99, in the main database or a companion)
+    # is CATALOG_TOO_NEW, another application's database CATALOG_CORRUPT -- with nothing
+    # created or changed (the databases plain Spark lists are those the test made); an
+    # empty database made beforehand (to choose the location) is used
+    refused = a["refusals"]
+    for what, code in (("newer", "CATALOG_TOO_NEW"), ("newer2", "CATALOG_TOO_NEW"),
+                       ("other", "CATALOG_CORRUPT"), ("other2", "CATALOG_CORRUPT")):
+        assert refused[what].get("code") == code, (what, refused[what])
+    assert "format version 99" in refused["newer"]["message"]
+    assert f"`{db}_other2_runs`" in refused["other2"]["message"]
+    assert "holds tables" in refused["other"]["message"]
+    made = {f"{db}_{n}" for n in ("newer_history", "newer2", "other", "other2_runs")}
+    adopted = {f"{db}_adopted{suffix}" for suffix in ("", "_history", "_runs", "_leases")}
+    assert set(refused["databases"]) == {db, f"{db}_history", f"{db}_runs", f"{db}_leases"} \
+        | made | adopted
+    assert refused["other_tables"] == ["sales"] and "wavesql" not in refused["other_properties"]
+    assert refused["adopted"]["ok"] == str(folder / "adopted-location" / "_wavesql_state")
+
     # (4) the lease: refused while a held it; free once a's last renewal expired
     assert "second_holder" not in b
     assert b["refused"]["code"] == "RUN_IN_PROGRESS"
