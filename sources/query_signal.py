@@ -23,9 +23,12 @@ missing object. The planner binds the text again at each use (planner/lower.py) 
 this module the query's DataFrame; the columns are checked against the declaration then
 (:func:`check_columns`), as at CREATE.
 
-How it runs (:func:`batch_frame`), in two Spark jobs, neither collecting the rows:
+How it runs (:func:`batch_frame`), in two Spark jobs over one evaluation of the query,
+neither collecting the rows. The query's position and channel columns are a lazy local
+checkpoint (:func:`_held`): the first job computes the query once and leaves its rows in
+the executors' block stores, the second reads them from there.
 
-1. *Runs*: the query's position column only (Spark prunes the channels), grouped in
+1. *Runs*: the query's position column (read from the checkpoint it fills), grouped in
    buckets of 2^18 consecutive samples (an aggregation: one shuffle of one column); each
    bucket's task sorts its numbers and returns its gap-free runs ``(first sample,
    count)`` -- a handful of numbers per bucket, whatever the row count -- and raises the
@@ -42,9 +45,16 @@ How it runs (:func:`batch_frame`), in two Spark jobs, neither collecting the row
    run through the same window and signal-function code as a WAV scan
    (:func:`~wavesql.sources.placed.scan_part`).
 
-The query is evaluated twice (as a view read twice would be); a query whose rows change
-between the two (a non-deterministic one, files written meanwhile) is caught where the
-counts disagree and reported, not read half-placed. Batch queries only: continuous queries
+Why one evaluation: the two jobs must see the same rows -- runs planned from one set of
+rows and samples read from another would be a half-placed read (``QUERY_CHANGED`` still
+guards that: a lost executor's blocks are not recomputed silently, the job fails) -- and
+the query may be costly (CSV parsing, joins, a view over views). Measured on 2 M rows
+of two channels (a WHERE leaving gaps, 4 files; two warm runs each on a 2-core machine
+at load ~14, so +-20%): over CSV 41-33 s once against 52-48 s twice; over Parquet, whose
+second read is a cheap pruned scan, a wash (33-23 s either way). A local
+checkpoint is not fault tolerant (an executor lost between the jobs fails the query) and
+holds the rows (8 bytes per channel and sample) until the query's DataFrame is dropped.
+Batch queries only: continuous queries
 refuse such a signal (streaming/signals.py, streaming/sync.py) with ``NOT_IMPLEMENTED``.
 """
 
@@ -209,9 +219,12 @@ def batch_frame(spark, signal, rows, program, width: int, slide: int, *,
     columns = check_columns(signal, [(f.name, f.dataType.simpleString())
                                      for f in rows.schema.fields])
     where = f"signal `{signal.name}`'s query"
-    placed = placed_plan(signal, program, placements(
-        signal, layout, rows, columns[layout.position]), width, slide,
-        path=f"query:{signal.name}", lookback=lookback, sequential=sequential, tasks=tasks)
+    names = [f"__wavesql_ch{i}" for i in range(len(layout.channels))]
+    samples = _held(rows.select(rows[columns[layout.position]].alias(_POS), *[
+        rows[columns[c]].cast("double").alias(name) for c, name in zip(layout.channels, names)]))
+    placed = placed_plan(signal, program, placements(signal, layout, samples, _POS), width,
+                         slide, path=f"query:{signal.name}", lookback=lookback,
+                         sequential=sequential, tasks=tasks)
     struct_type = placed.struct_type
     if not placed.needed():
         return spark.createDataFrame([], struct_type)
@@ -223,9 +236,6 @@ def batch_frame(spark, signal, rows, program, width: int, slide: int, *,
         if reads:
             spans.append((index, min(a for a, _ in reads), max(b for _, b in reads)))
     spans.sort(key=lambda x: x[1])
-    names = [f"__wavesql_ch{i}" for i in range(len(layout.channels))]
-    samples = rows.select(rows[columns[layout.position]].alias(_POS), *[
-        rows[columns[c]].cast("double").alias(name) for c, name in zip(layout.channels, names)])
     channel_layout = Layout("query", tuple(names), None, None, layout.rate, layout.epoch_us)
     los = np.array([lo for _, lo, _ in spans], dtype=np.int64)
 
@@ -277,6 +287,13 @@ def batch_frame(spark, signal, rows, program, width: int, slide: int, *,
 
     frame = routed.groupBy(_PART).applyInArrow(scan, struct_type)
     return frame.select(*[F.col(quote(f.name)) for f in struct_type.fields])
+
+
+def _held(frame):
+    """``frame`` (the query's position and channels) evaluated once for both jobs: a lazy
+    local checkpoint, filled by the runs job while it reads the rows and read back from the
+    executors' block stores by the samples job (module docstring)."""
+    return frame.localCheckpoint(eager=False)
 
 
 __all__ = ["OPTIONS", "batch_frame", "check_columns", "layout_of", "placements",
