@@ -50,6 +50,14 @@ of two contenders exactly one creates n+1. The winner drops the generations belo
 compares wall clocks, so hosts' clocks must agree to well within a lease (30 s): NTP.
 
 **Run ids**: ``r<id>`` claimed the same way (max + 1, retried when another process took it).
+Run history and leases are :mod:`.spark_runs`'.
+
+**Opening**: every database of the catalog that exists is checked before any is created: a
+newer format is ``CATALOG_TOO_NEW``, a database WaveSQL did not mark ``CATALOG_CORRUPT``
+(except an empty main database, made beforehand to choose its location: it is adopted).
+**Retention**: :meth:`SparkCatalog.prune`, the SQLite file's rules. **State** that belongs to
+no sink (a Kafka sink's default checkpoints) goes under the main database's location
+(:meth:`SparkCatalog.state_location`), which the metastore gives every host alike.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ Where things go (sink path ``S``, job id ``J``)::
     S/_wavesql/J/checkpoint/                 Spark's offsets + the runner's state
     S/_wavesql/J/late/                       late rows (unless the query says LATE INTO)
     S/_wavesql/J/job.json                    which file and statement J is
-    S/_wavesql/J/lock                        held (flock) while J runs (local disk)
+    S/_wavesql/J/lock                        held (flock) while J runs (local disk and
+                                             an SQLite catalog; else a catalog lease)
     S/job=J/_spark_metadata/                 J's commit records (object stores)
     S/_spark_metadata/<n>.compact            what every job committed (object stores)
 
