@@ -15,13 +15,13 @@ final; a micro-batch is committed whole or redone):
   evaluates the batch plan over the buckets that have rows becoming final. A RESAMPLE of
   one stream (per key or not) too: each series keeps its rows from its bound on and the
   rows bracketing its next grid points, and a micro-batch evaluates the RESAMPLE over the
-  series whose grid points became final. An ASOF JOIN of two file streams (backward or
+  series whose grid points became final. An ASOF JOIN of two streams (backward or
   forward, by keys or not, ``ASOF LEFT JOIN``) too: each bucket of keys keeps its waiting
   left rows and the right rows they can still match, and a micro-batch joins the left rows
   whose match became final.
 * **Re-evaluating** (:mod:`.runner`): every other shape -- joins of windowed streams,
-  RESAMPLE under CQL windows or with ``EMIT CHANGES``, ASOF joins of Kafka streams or
-  with keys of different kinds, interval joins, SYNC,
+  RESAMPLE under CQL windows or with ``EMIT CHANGES``, ASOF joins on keys of different
+  kinds, interval joins, SYNC,
   row-by-row queries, unslid RSTREAM, OVER windows with ``EMIT CHANGES``, and OVER windows
   or RESAMPLE over columns of complex types --
   evaluates the batch plan over each input's buffered look-back every micro-batch, with
@@ -88,7 +88,7 @@ RESAMPLE under CQL windows         stays re-evaluated: TiLT's imputation joins e
                                    instant and bounded by the stalest key of every
                                    series -- two operators' state (the grid, the windows
                                    over it) with one bound; not yet moved.
-ASOF JOIN (two file streams)       the same processor shape (:mod:`.stateful.asof`):
+ASOF JOIN (of two streams)         the same processor shape (:mod:`.stateful.asof`):
                                    both streams unioned (a side column, each stream its
                                    own watermark) into one ``transformWithStateInPandas``,
                                    one ``ValueState`` per bucket of keys (no keys: one
@@ -104,8 +104,9 @@ ASOF JOIN (two file streams)       the same processor shape (:mod:`.stateful.aso
                                    per-stream one would have to reach every bucket from
                                    the driver -- not built. Timers at the oldest waiting
                                    left row (backward) or the earliest pending match
-                                   (forward). Kafka streams (one watermarked source per
-                                   partition of two topics) and keys of different kinds
+                                   (forward). A Kafka stream is one watermarked source
+                                   per partition, as above (the watermark: the slowest
+                                   partition of either topic). Keys of different kinds
                                    (the kernel compares hashes) stay re-evaluated.
 the rest (second runner)           not yet: interval joins and per-instant joins keep
                                    WaveSQL's buffer.

@@ -1,12 +1,11 @@
 """Which continuous ASOF JOINs run on Spark's state store, and the row encoding around them.
 
 A continuous query of the ``asof`` shape (``streaming/joins.py`` :func:`plan_asof`: one
-``ASOF [LEFT] JOIN`` of two catalog streams, backward or forward, by keys or not,
+``ASOF [LEFT] JOIN`` of two catalog streams -- files or Kafka topics, a topic read as one
+watermarked source per partition -- backward or forward, by keys or not,
 row-by-row SQL around it) runs on the state store
 (:class:`.asof_query.StatefulAsofQuery`, kernel :mod:`.asof`) when
 
-* both streams are file streams (a Kafka stream's progress is its slowest partition's:
-  one watermarked source per partition of each topic, not built for two topics yet),
 * every column of either stream has a type :data:`.plan.KEY_TYPES` carries exactly through
   the kernel, and each pair of key columns the same kind of value on both sides (the
   kernel compares the keys' hashes: an INT and a BIGINT key hash alike, an INT and a
@@ -32,7 +31,8 @@ from wavesql.planner.temporal import quote
 
 from .. import plan as stream_plan
 from . import asof as kernel
-from .plan import _FILL, FLOATING, INTEGRAL, KEY_TYPES, STAT_NAMES, NotIncremental, row_kind
+from .plan import (_FILL, ARRIVED, FLOATING, INTEGRAL, KEY_TYPES, STAT_NAMES, NotIncremental,
+                   arrival, row_kind)
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,6 @@ def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> 
     by_key = {i.stream.key: i.stream for i in plan.inputs}
     left, right = by_key[info["left"]], by_key[info["right"]]
     for s in (left, right):
-        if s.source == "kafka":
-            raise NotIncremental(f"the Kafka stream {s.name} (the state-store ASOF JOIN reads "
-                                 "file streams)")
         for c in s.columns:
             if c.type.lower() not in KEY_TYPES:
                 raise NotIncremental(f"the column {s.name}.{c.name} of type {c.type}")
@@ -117,6 +114,8 @@ def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> 
     ddl = ["__kind TINYINT"] + [f"__{f.name} {_spark(f.type)}" for f in op.schema()]
     ddl += ["__record STRING", "__file STRING"]
     ddl += [f"__n{i} BIGINT" for i in range(len(STAT_NAMES))]
+    if left.source == "kafka" or right.source == "kafka":
+        ddl.append(f"{ARRIVED} BIGINT")  # a call's earliest Kafka record (result latency)
     keys = ", ".join(f"{lc.name} = {rc.name}" for lc, rc in pairs) or "no keys"
     explain = (f"stateful ASOF JOIN on Spark's state store ({info['direction']}, "
                f"{'inclusive' if info['inclusive'] else 'strict'}, {keys}): each bucket keeps "
@@ -171,5 +170,6 @@ def _pre(stream: cat.StreamDef, right: bool, keys: list, op: kernel.AsofOperator
                         (f"__{side}{i}", f"coalesce({enc}, {_FILL[t]})")]
             else:
                 pre += [(f"__{side}n{i}", "true"), (f"__{side}{i}", _FILL[t])]
+    pre += arrival(stream)
     pre.append(("__bucket", bucket))
     return pre

@@ -34,7 +34,7 @@ from wavesql.streaming.report import PROGRESS, timestamp_lit
 from . import asof as kernel
 from . import plan as pl
 from .processor import progress_of
-from .query import StatefulQuery
+from .query import StatefulQuery, _earliest_arrival, union
 from .resample_query import ResampleProcessor
 
 
@@ -60,7 +60,7 @@ class AsofProcessor(ResampleProcessor):
 
 
 class StatefulAsofQuery(StatefulQuery):
-    """A continuous ASOF JOIN of two file streams (module docstring)."""
+    """A continuous ASOF JOIN of two streams (module docstring)."""
 
     engine = "stateful-asof"
 
@@ -84,16 +84,11 @@ class StatefulAsofQuery(StatefulQuery):
             F.expr(d) for d in w.decoded(st is w.right)]), JSON_OPTIONS))
 
     def _source_frame(self, trigger: str, max_files: int | None):
-        from wavesql.streaming.source import stream_source
-
         w = self.windowed
-        # one watermark per stream (Spark's global one is their minimum); the order is the
-        # sources' order in Spark's file logs (_streams)
-        frames = [self._watermarked(stream_source(self.spark, st, max_files,
-                                                  skip_missing=True), trigger, st, pre)
-                  for st, pre in ((w.left, w.pre_left), (w.right, w.pre_right))]
-        # (a CSV stream's rows carry __record, a Parquet stream's do not)
-        return frames[0].unionByName(frames[1], allowMissingColumns=True)
+        # one watermark per stream (per partition of a Kafka topic): Spark's global one is
+        # their minimum; the left stream's sources come first, as in _streams
+        return union([f for st, pre in ((w.left, w.pre_left), (w.right, w.pre_right))
+                      for f in self._stream_frames(st, pre, trigger, max_files)])
 
     def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
         from pyspark.sql import functions as F
@@ -102,7 +97,8 @@ class StatefulAsofQuery(StatefulQuery):
 
         w = self.windowed
         stats = df.where(f"__kind = {pl.STATS}").groupBy().agg(*[
-            F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)]).collect()[0]
+            F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)],
+            *_earliest_arrival(df)).collect()[0].asDict()
         rows = df.where(f"__kind = {pl.RESULT}")
         left = rows.where("NOT __right").selectExpr(*w.decoded(False))
         right = rows.where("__right").selectExpr(*w.decoded(True))
@@ -110,4 +106,5 @@ class StatefulAsofQuery(StatefulQuery):
                      streams={w.left.key: left, w.right.key: right})
         out = lower(self.bound, rt).withColumn(PROGRESS, timestamp_lit(progress))
         self._deliver_counted(out, batch_id, report, by_final=False)
-        return {n: int(stats[n] or 0) for n in pl.STAT_NAMES}
+        return {**{n: int(stats[n] or 0) for n in pl.STAT_NAMES},
+                "arrived": stats.get("arrived")}

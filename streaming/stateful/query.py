@@ -93,7 +93,12 @@ class StatefulQuery(ContinuousQuery):
 
     def _source_frame(self, trigger: str, max_files: int | None):
         """The input rows, encoded and watermarked, as one streaming frame."""
-        s = self.windowed.stream
+        return union(self._stream_frames(self.windowed.stream, self.windowed.pre, trigger,
+                                         max_files))
+
+    def _stream_frames(self, s, pre, trigger: str, max_files: int | None) -> list:
+        """One stream's rows, encoded by ``pre`` and watermarked: one frame, or one per
+        partition of a Kafka topic."""
         if s.source == "kafka":
             # One source per partition, each with its own watermark: Spark's global
             # watermark is the minimum over them (multipleWatermarkPolicy "min"), so the
@@ -101,15 +106,10 @@ class StatefulQuery(ContinuousQuery):
             from wavesql.sources import kafka
 
             count = kafka.describe_topic(self.spark, s.options, s.path)
-            frames = [self._watermarked(stream_source(self.spark, s, partition=p), trigger)
-                      for p in range(count)]
-            frame = frames[0]
-            for other in frames[1:]:
-                frame = frame.unionByName(other)
-        else:
-            frame = self._watermarked(stream_source(self.spark, s, max_files, skip_missing=True),
-                                       trigger)
-        return frame
+            return [self._watermarked(stream_source(self.spark, s, partition=p), trigger, s,
+                                      pre) for p in range(count)]
+        return [self._watermarked(stream_source(self.spark, s, max_files, skip_missing=True),
+                                  trigger, s, pre)]
 
     def _watermarked(self, frame, trigger: str, stream=None, pre=None):
         """``frame`` encoded for the kernel (plan.pre), with Spark's watermark on what each
@@ -193,7 +193,7 @@ class StatefulQuery(ContinuousQuery):
         before = [e for i in range(len(streams))
                   for e in files.batch_files(self.checkpoint, i, batch_id - 1)] if batch_id else []
         arrived = [ms / 1000.0 for _, ms in before if ms]
-        if s.source == "kafka" and batch_id:
+        if any(st.source == "kafka" for st in streams) and batch_id:
             previous = self._arrival_of(batch_id - 1)
             arrived += [previous] if previous is not None else []
         # Spark's file source reads the batch's files itself, so a removed one cannot be
@@ -372,6 +372,15 @@ class StatefulOverQuery(StatefulQuery):
         self._deliver_counted(out, batch_id, report, by_final=True)
         return {**{n: int(stats[n] or 0) for n in pl.STAT_NAMES},
                 "arrived": stats.get("arrived")}
+
+
+def union(frames: list):
+    """Streaming frames unioned by name (a CSV stream's rows carry ``__record``, a Kafka
+    stream's ``__arrived``, others not: NULL there)."""
+    frame = frames[0]
+    for other in frames[1:]:
+        frame = frame.unionByName(other, allowMissingColumns=True)
+    return frame
 
 
 def _earliest_arrival(df) -> list:
