@@ -161,6 +161,16 @@ NORMALISING = [
      "CREATE SIGNAL s (x FLOAT) RATE 8 KHZ FROM 'a.wav' FORMAT wav SEGMENT 256"),
     ("show streams", "SHOW STREAMS"),
     ("SELECT a FROM t;", "SELECT a FROM t"),
+    # a window after a table's alias, as after a subquery's (issue 21)
+    ("SELECT * FROM trades t [NOW] JOIN quotes AS q [ROWS 1] ON t.k = q.k",
+     "SELECT * FROM trades [NOW] AS t JOIN quotes [ROWS 1] AS q ON t.k = q.k"),
+    ("SELECT * FROM (SELECT ts FROM s) AS x [RANGE 1 MINUTE]",
+     "SELECT * FROM (SELECT ts FROM s) [RANGE 1 MINUTE] AS x"),
+    # a WITH before ISTREAM belongs to the query it wraps (merged before its own CTEs)
+    ("WITH c AS (SELECT * FROM s) ISTREAM (SELECT count(*) FROM c [NOW])",
+     "ISTREAM (WITH c AS (SELECT * FROM s) SELECT COUNT(*) FROM c [NOW])"),
+    ("WITH c AS (SELECT * FROM s) DSTREAM (WITH d AS (SELECT * FROM c) SELECT * FROM d [NOW])",
+     "DSTREAM (WITH c AS (SELECT * FROM s), d AS (SELECT * FROM c) SELECT * FROM d [NOW])"),
 ]
 
 

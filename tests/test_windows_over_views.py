@@ -106,3 +106,25 @@ def test_a_continuous_window_over_a_filtering_view_equals_pandas(ws, tmp_path, s
     assert len(rows) == len(got) and got.keys() == want.keys() and len(want) >= 10
     for k in want:
         assert got[k][0] == want[k][0] and got[k][1] == pytest.approx(want[k][1], rel=1e-12)
+
+
+@pytest.mark.parametrize("text", [
+    "ISTREAM (SELECT count(*) AS n, sum(v) AS s FROM (SELECT ts, v FROM ticks WHERE v > 0) x "
+    "[RANGE 10 SECONDS SLIDE 5 SECONDS])",
+    # a WITH written before ISTREAM belongs to the query it wraps
+    "WITH x AS (SELECT ts, v FROM ticks WHERE v > 0) "
+    "ISTREAM (SELECT count(*) AS n, sum(v) AS s FROM x [RANGE 10 SECONDS SLIDE 5 SECONDS])",
+])
+def test_istream_over_a_windowed_subquery_or_cte(ws, ticks, text):
+    """ISTREAM: an instant's row when the window's rows differ from the previous
+    instant's (pandas: the sets of rows of consecutive windows)."""
+    kept = ticks[ticks.v > 0]
+    ms = kept.ts.astype("int64") // 10**6
+    members = {k * 5: frozenset(kept.index[(ms > k * 5_000 - 10_000) & (ms <= k * 5_000)])
+               for k in range(0, 75_000 // 5_000)}
+    want = {k for k, rows in members.items() if rows and members.get(k - 5) != rows}
+    got = {int(r._time.timestamp()): r for r in ws.sql(text).collect()}
+    assert got.keys() == want and len(want) >= 10
+    for k in want:
+        assert got[k].n == len(members[k])
+        assert got[k].s == pytest.approx(kept.v[list(members[k])].sum(), rel=1e-12)

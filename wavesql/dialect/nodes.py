@@ -253,9 +253,12 @@ class RelationToStream(WaveSQLNode):
         this: the wrapped query.
         kind: one of :data:`RELATION_TO_STREAM_KINDS`.
         alias: ``exp.TableAlias`` when used in FROM.
+        with_: only while parsing ``WITH c AS (...) ISTREAM (...)``: the parser moves the
+            CTEs into the wrapped query (``ISTREAM (WITH c AS (...) ...)``), as the query
+            is what reads them.
     """
 
-    arg_types = {"this": True, "kind": True, "alias": False}
+    arg_types = {"this": True, "kind": True, "alias": False, "with_": False}
 
     @property
     def kind(self) -> str:

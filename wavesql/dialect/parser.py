@@ -63,7 +63,18 @@ class WaveSQLParser(DDLParser):
             return self._parse_wave_explain()
         if word in RELATION_TO_STREAM_KINDS:
             return self._parse_relation_to_stream(with_alias=False)
-        return super()._parse_statement()
+        node = super()._parse_statement()
+        outer = node.args.get("with_") if isinstance(node, RelationToStream) else None
+        if outer is not None:
+            # `WITH c AS (...) ISTREAM (SELECT ... FROM c ...)`: the CTEs belong to the query
+            # ISTREAM wraps (the form written inside the parentheses means the same)
+            node.set("with_", None)
+            inner = node.this.args.get("with_")
+            if inner is not None:
+                outer.set("expressions", outer.expressions + inner.expressions)
+                outer.set("recursive", outer.args.get("recursive") or inner.args.get("recursive"))
+            node.this.set("with_", outer)
+        return node
 
     def _parse_wave_explain(self) -> Explain:
         first = self._curr
@@ -122,10 +133,11 @@ class WaveSQLParser(DDLParser):
         table = super()._parse_table(schema=schema, joins=joins, alias_tokens=alias_tokens,
                                      parse_bracket=parse_bracket, is_db_reference=is_db_reference,
                                      parse_partition=parse_partition, consume_pipe=consume_pipe)
-        if isinstance(table, exp.Subquery) and self._curr is not None \
-                and self._curr.token_type == TokenType.L_BRACKET:
-            # a window over a subquery: `(SELECT ...) s [RANGE 1 MINUTE]` (or the window
-            # before the alias, as after a table name)
+        if isinstance(table, (exp.Subquery, exp.Table)) and self._curr is not None \
+                and self._curr.token_type == TokenType.L_BRACKET \
+                and table.args.get("window") is None:
+            # a window after the alias -- `(SELECT ...) s [RANGE 1 MINUTE]`, `trades t [NOW]`
+            # -- or before it, as `trades [NOW] t` (Spark has no `[` after a table alias)
             table.set("window", self._parse_stream_window())
             if table.args.get("alias") is None:
                 alias = self._parse_table_alias(alias_tokens or self.TABLE_ALIAS_TOKENS)
