@@ -398,8 +398,9 @@ def test_checkpoints_of_the_two_runners_are_not_mixed(ws, tmp_path, monkeypatch)
 
 def test_what_stays_re_evaluated_says_why(ws, tmp_path):
     """Keys of different kinds (an INT and a STRING: SQL's = casts, the hashes would not)
-    stay on the re-evaluating runner, and EXPLAIN STREAM names the reason."""
-    for name, kt in (("trades", "INT"), ("quotes", "STRING")):
+    stay on the re-evaluating runner, and EXPLAIN STREAM names the reason; an INT and a
+    BIGINT key (hashed alike) go to the state store."""
+    for name, kt in (("trades", "INT"), ("quotes", "STRING"), ("bids", "BIGINT")):
         (tmp_path / name).mkdir()
         ws.sql(f"CREATE STREAM {name} (k {kt}, v DOUBLE, ts TIMESTAMP) FROM "
                f"'{tmp_path / name}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
@@ -407,3 +408,6 @@ def test_what_stays_re_evaluated_says_why(ws, tmp_path):
                        "ON t.k = q.k AND t.ts >= q.ts", "STREAM")
     assert "continuous asof query" in shown and "not on the state store" in shown
     assert "hold different kinds of values" in shown
+    shown = ws.explain("SELECT t.k, t.ts, b.v FROM trades t ASOF JOIN bids b "
+                       "ON t.k = b.k AND t.ts <= b.ts", "STREAM")
+    assert "stateful ASOF JOIN on Spark's state store (forward, inclusive" in shown
