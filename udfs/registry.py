@@ -505,7 +505,11 @@ def semantics(fn: SignalFunction) -> str:
         state = "stateless (each segment on its own)"
     else:
         state = "stateful (state carried from segment to segment and across micro-batches"
-        state += "; output pending at end of stream is flushed)" if fn.flush else ")"
+        state += "; output pending at end of stream is flushed" if fn.flush else ""
+        # a SYNC result's rows (planner/signals.py: _refuse_row_ordered_state says why)
+        state += ("; over a SYNC result: from rest at each range's first sample)"
+                  if fn.params and fn.params[0].type == "sigseg" else
+                  "; not over a SYNC result, whose rows have no order: UNDEFINED_ORDER)")
     if fn.lookback_rule is not None:
         history = "look-back: depends on the signal's rate and the arguments (EXPLAIN shows it)"
     elif fn.lookback is None:
