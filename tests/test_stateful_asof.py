@@ -198,6 +198,38 @@ def test_kernel_batch_by_batch_equals_merge_asof(seed, direction, inclusive, key
     assert {i: m for i, (m, _) in emitted.items()} == {i: matches[i] for i in want}
 
 
+def test_kernel_state_is_arrow_bytes():
+    """A bucket's state is WaveSQL's Arrow IPC value (streaming/stateful/state.py), never a
+    pickle: the waiting left rows and the kept right rows, readable as a table."""
+    import pyarrow as pa
+
+    from streaming.stateful import asof
+    from streaming.stateful import state as st
+
+    op = asof.AsofOperator(("string", "bigint"), ("string", "bigint"), "backward", True, True)
+    left = pd.DataFrame({"id": [1, 2], "k": ["a", "b"], "ts": [5 * SECOND, 9 * SECOND]})
+    right = pd.DataFrame({"id": [10, 11], "k": ["a", "a"], "ts": [1 * SECOND, 4 * SECOND]})
+    new = pd.concat([_encode(left, False), _encode(right, True)], ignore_index=True)
+    first = asof.step(op, None, new, None)  # no progress yet: everything waits
+    assert first.ready == 0 and first.state_rows == 4 and first.timer == 5 * SECOND
+    result = asof.step(op, first.state, new.iloc[:0], 6 * SECOND)  # the timer's call
+    assert result.state.startswith(b"WSQLSTATE") and b"pickle" not in result.state
+    meta, tables = st.decode("asof", result.state)
+    rows = tables["rows"]
+    assert isinstance(rows, pa.Table) and meta["w"] == 6 * SECOND
+    # left 1 (at 5 s < 6 s) is final with right 11; left 2 waits; of key a's right rows the
+    # last before 6 s stays (11), the older one (10) goes
+    assert sorted(rows.column("l1").to_pylist()) == [0, 2]
+    assert sorted(zip(rows.column("right").to_pylist(), rows.column("r1").to_pylist())) == \
+        [(False, 0), (True, 11)]
+    assert result.ready == 1 and result.timer == 9 * SECOND and result.state_rows == 2
+    ctx = result.context  # left 1 and key a's right rows, whose last before 5 s matches
+    assert sorted(zip(ctx.right, np.where(ctx.right, ctx.r1, ctx.l1))) == [
+        (False, 1), (True, 10), (True, 11)]
+    with pytest.raises(st.StateError):
+        st.decode("resample", result.state)
+
+
 def test_kernel_late_rows_are_below_the_progress_of_their_batch():
     """The late rows the kernel names are those below the progress their batch saw --
     checked here by replaying the arrival with the oracle's own watermark."""
@@ -394,6 +426,12 @@ def test_checkpoints_of_the_two_runners_are_not_mixed(ws, tmp_path, monkeypatch)
             ws.stream(sql, first / "out", first / "ckpt").await_termination()
         assert err.value.code == "CHECKPOINT_MISMATCH"
         assert "new checkpoint" in err.value.hint
+    # the state-store checkpoint holds its plan's fingerprint: a changed join (strict) on it
+    # is refused too, naming both plans
+    monkeypatch.setenv("WAVESQL_STATEFUL", "1")
+    with pytest.raises(WaveSQLError) as err:
+        ws.stream(sql.replace(">=", ">"), tmp_path / "b" / "out", tmp_path / "b" / "ckpt")
+    assert err.value.code == "CHECKPOINT_MISMATCH" and "strict" in str(err.value)
 
 
 def test_what_stays_re_evaluated_says_why(ws, tmp_path):
