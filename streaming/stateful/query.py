@@ -86,6 +86,7 @@ class StatefulQuery(ContinuousQuery):
         self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         # a micro-batch uploads the changes of its state, not a snapshot of all of it
         self.spark.conf.set(CHANGELOG, "true")
+        self.n_sources = 0  # counted by _stream_frames: Spark numbers its sources in order
         frame = self._source_frame(trigger, max_files)
         out = frame.groupBy("__bucket").transformWithStateInPandas(
             self._processor(frame.columns), self.windowed.output_ddl, "Append", "EventTime")
@@ -106,8 +107,10 @@ class StatefulQuery(ContinuousQuery):
             from wavesql.sources import kafka
 
             count = kafka.describe_topic(self.spark, s.options, s.path)
+            self.n_sources += count
             return [self._watermarked(stream_source(self.spark, s, partition=p), trigger, s,
                                       pre) for p in range(count)]
+        self.n_sources += 1
         return [self._watermarked(stream_source(self.spark, s, max_files, skip_missing=True),
                                   trigger, s, pre)]
 
@@ -183,14 +186,16 @@ class StatefulQuery(ContinuousQuery):
         s = streams[0]
         progress = progress_of(self._batch_watermark(batch_id))
         report = BatchReport(batch_id, progress, started_at=self.clock())
-        logged = [e for i in range(len(streams))
-                  for e in files.batch_files(self.checkpoint, i, batch_id)]
+        # every source's file log (a Kafka partition's source has none): with two streams,
+        # a topic's partitions come before or between the file sources
+        sources = range(max(getattr(self, "n_sources", 1), 1))
+        logged = [e for i in sources for e in files.batch_files(self.checkpoint, i, batch_id)]
         listed = [p for p, _ in logged]
         # The result latency: a batch emits what the batch before it made final (its
         # watermark is the one those rows raised), so it is measured from the arrival of
         # that batch's files -- or of its Kafka records (their earliest timestamp, which
         # that batch counted and kept in its report: _arrival_of).
-        before = [e for i in range(len(streams))
+        before = [e for i in sources
                   for e in files.batch_files(self.checkpoint, i, batch_id - 1)] if batch_id else []
         arrived = [ms / 1000.0 for _, ms in before if ms]
         if any(st.source == "kafka" for st in streams) and batch_id:
