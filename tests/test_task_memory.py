@@ -57,7 +57,7 @@ def test_a_wide_frame_that_would_not_fit_a_task_is_left_to_spark(ws, tmp_path):
     spark.conf.set("wavesql.windows.min_rows", "0")
     try:
         assert _pass_used(ws.sql(wide))  # the default budget (2 GB) holds 20,000 rows
-        spark.conf.set("wavesql.python.task_memory", "1m")  # ~4,000 rows of 3 columns
+        spark.conf.set("wavesql.python.task_memory", "1m")  # ~2,000 rows of 3 columns
         got_narrow, got_wide = ws.sql(narrow), ws.sql(wide)
         assert _pass_used(got_narrow)      # cut into more, smaller ranges
         assert not _pass_used(got_wide)    # its context alone is all the rows: Spark's
@@ -92,7 +92,7 @@ def test_direct_ranges_are_cut_until_each_fits_the_budget(ws, tmp_path):
         too_wide = time_windows.fitting_ranges(spark, groups, 3, 3_600_000_000, 0, 1)
     finally:
         spark.conf.unset("wavesql.python.task_memory")
-    assert 2_000 < limit < 8_000 and too_wide is None
+    assert 1_000 < limit < 4_000 and too_wide is None
     assert len(ranges) >= N // limit
     for r in ranges:
         assert sum(g.rows for g in r.groups) <= limit

@@ -113,6 +113,8 @@ ERROR_CODES: dict[str, str] = {
     # running
     "JAVA_MISSING": "no usable Java runtime was found for Spark",
     "SPARK_ERROR": "Spark rejected the query; the message is Spark's",
+    "WORKER_OUT_OF_MEMORY": "a Spark Python worker ran out of the memory it may use "
+                            "(spark.executor.pyspark.memory, or the machine's)",
     "SPARK_UNAVAILABLE": "the connection to Spark was lost (its JVM exited) or its "
                          "SparkContext was stopped while a query ran",
     "STREAM_TIMEOUT": "a continuous query was still running when the wait for it "

@@ -108,6 +108,11 @@ def start_spark(master: str | None = None, config: dict[str, str] | None = None)
     if os.environ.get("WAVESQL_SPARK_LOG_LEVEL", "").upper() not in ("WARN", "INFO", "DEBUG"):
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_config}"
     settings.update(config or {})
+    if settings.get("spark.executor.pyspark.memory"):
+        # Spark enforces it as an address-space limit, and pyarrow's default allocator
+        # (mimalloc) reserves about a gigabyte of address space in each worker up front:
+        # the system allocator leaves the limit to the rows (planner/physical/task_memory.py)
+        settings.setdefault("spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL", "system")
     jars = connector_jars()
     if jars:
         # On the class path, not in spark.jars: Spark would copy spark.jars (700 MB with the

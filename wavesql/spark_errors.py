@@ -264,6 +264,9 @@ def translate_runtime_error(error: BaseException) -> WaveSQLError:
     stored = _storage_error(text)
     if stored is not None:
         return stored
+    if _WORKER_MEMORY.search(text):
+        return WaveSQLError("WORKER_OUT_OF_MEMORY", "a Python task ran out of memory: "
+                            + _WORKER_MEMORY.search(text).group(0), hint=_WORKER_MEMORY_HINT)
     condition = _condition(error) if not _is_py4j(error) else ""
     message, java_condition = _java_message(text)
     condition = condition or java_condition
@@ -271,6 +274,12 @@ def translate_runtime_error(error: BaseException) -> WaveSQLError:
                         hint=f"Spark error condition {condition}" if condition else None)
 
 
+#: A Python worker failing to allocate (numpy, pyarrow or Python itself).
+_WORKER_MEMORY = re.compile(r"(?:_ArrayMemoryError|MemoryError|ArrowMemoryError|"
+                            r"pyarrow\.lib\.ArrowMemoryError)\b:?[^\n]*")
+_WORKER_MEMORY_HINT = ("raise spark.executor.pyspark.memory (each worker's address-space limit),"
+                       " or SET wavesql.python.task_memory lower so WaveSQL's passes hold less "
+                       "per task (planner/physical/task_memory.py)")
 #: A WaveSQLError raised in a Python task (wavesql.storage reading an object store).
 _WORKER_WAVESQL_ERROR = re.compile(r"WaveSQLError: error\[(?P<code>[A-Z_]+)\]: (?P<message>.+)$",
                                    re.MULTILINE)

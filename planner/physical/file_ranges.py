@@ -62,6 +62,8 @@ def fitting_ranges(spark, groups, columns: int, before: int, after: int, min_spa
 
     total = sum(g.rows for g in groups)
     limit = task_memory.max_rows(spark, columns)
+    if limit < 1:  # a worker's limit leaves no room for rows: Spark does the work
+        return None
     tasks = max(direct_tasks(spark, total), -(-total // limit))
     while True:
         ranges = pc_.ranges(groups, tasks, before, after, min_span, **kw)
