@@ -91,13 +91,8 @@ def step(op: AsofOperator, value: bytes | None, new: pd.DataFrame,
     """One micro-batch of ``op`` over one bucket (module docstring). ``new``: the encoded
     rows of both streams (``op.schema()``'s columns); ``watermark`` None: no progress yet."""
     names = [f.name for f in op.schema()]
-    meta, tables = st.decode(op.kind, value) if value is not None else ({}, {})
-    seen = meta.get("w")
-    if watermark is not None and seen is not None and watermark < seen:
-        watermark = seen  # progress never goes back
-    w = int(watermark) if watermark is not None else seen
     new_ts = new["ts"].to_numpy(np.int64) if len(new) else np.zeros(0, np.int64)
-    late = new_ts < w if w is not None else np.zeros(len(new_ts), bool)
+    _, tables, w, late = st.resume(op.kind, value, new_ts, watermark)
     fresh = new.loc[~late, names]
     kept = tables["rows"].to_pandas() if "rows" in tables else None
     rows = pd.concat([kept, fresh], ignore_index=True) if kept is not None else \

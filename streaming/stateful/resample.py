@@ -95,13 +95,8 @@ def step(op: ResampleOperator, value: bytes | None, new: pd.DataFrame,
          watermark: int | None) -> ResampleStep:
     """One micro-batch of ``op`` over one bucket (module docstring). ``new``: the encoded
     rows (``op.schema()``'s columns); ``watermark`` None: no progress yet."""
-    meta, tables = st.decode(op.kind, value) if value is not None else ({}, {})
-    seen = meta.get("w")
-    if watermark is not None and seen is not None and watermark < seen:
-        watermark = seen  # progress never goes back
-    w = int(watermark) if watermark is not None else seen
     new_ts = new["ts"].to_numpy(np.int64) if len(new) else np.zeros(0, np.int64)
-    late = new_ts < w if w is not None else np.zeros(len(new_ts), bool)
+    _, tables, w, late = st.resume(op.kind, value, new_ts, watermark)
     fresh = new[~late].assign(bound=np.int64(0), hb=False)
     kept = tables["rows"].to_pandas() if "rows" in tables else None
     rows = pd.concat([kept, fresh], ignore_index=True) if kept is not None else fresh

@@ -63,3 +63,19 @@ def decode(kind: str, value: bytes) -> tuple[dict, dict[str, pa.Table]]:
     except (ValueError, KeyError, TypeError, pa.ArrowException) as err:
         raise StateError(f"damaged state value: {err}") from None
     return header["meta"], tables
+
+
+def resume(kind: str, value: bytes | None, new_ts, watermark: int | None):
+    """A bucket picked up where its last micro-batch left it: ``(meta, tables, w, late)`` --
+    its stored value decoded (empty if none), its progress ``w`` (the stored ``"w"`` when
+    the watermark is older or absent: progress never goes back; None: none yet) and which
+    of the new rows' event times ``new_ts`` (int64 microseconds) are late (below ``w``)."""
+    import numpy as np
+
+    meta, tables = decode(kind, value) if value is not None else ({}, {})
+    seen = meta.get("w")
+    if watermark is not None and seen is not None and watermark < seen:
+        watermark = seen
+    w = int(watermark) if watermark is not None else seen
+    late = new_ts < w if w is not None else np.zeros(len(new_ts), bool)
+    return meta, tables, w, late
