@@ -14,7 +14,9 @@ WAV = COUNTING_WAV
 
 
 def _wavesql(*args, cwd, env=None, stdin=None):
-    full_env = dict(os.environ)
+    from tests.processes import quick_jvm_env
+
+    full_env = quick_jvm_env(dict(os.environ))  # (its Spark's start is most of a run)
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "wavesql", "--master", "local[1]", *args],
                           cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True,

@@ -21,7 +21,9 @@ import pytest
 from tests.test_run_files import env, run_in_process, run_killed_at
 
 RATE = 8_000
-ROWS, FILES = 8, 5  # control rows per file, control files
+# control rows per file, control files (one per micro-batch): killed in the second batch,
+# the rerun redoes it and runs one more
+ROWS, FILES = 8, 3
 
 SYNC_JOB = textwrap.dedent("""\
     CREATE SIGNAL IF NOT EXISTS sig (x FLOAT) RATE 8000 HZ FROM 'sig/' FORMAT wav SEGMENT 1024;
@@ -133,9 +135,10 @@ def test_a_stateful_signal_query_killed_at_a_stage_is_exactly_once(ws, tmp_path,
     from scipy.io import wavfile
 
     rng = np.random.default_rng(7)
-    x = rng.standard_normal(5 * RATE).astype(np.float32)
+    n = 3  # one-second files, a micro-batch each: killed in the second, the rerun runs the third
+    x = rng.standard_normal(n * RATE).astype(np.float32)
     (tmp_path / "sig").mkdir()
-    for i in range(5):
+    for i in range(n):
         wavfile.write(tmp_path / "sig" / f"part_{i}.wav", RATE, x[i * RATE:(i + 1) * RATE])
     killed = _signal_run(tmp_path, f"{stage}@2")
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
@@ -148,7 +151,7 @@ def test_a_stateful_signal_query_killed_at_a_stage_is_exactly_once(ws, tmp_path,
     for f in sorted((tmp_path / "out").glob("batch=*/*.parquet")):
         rows += pq.read_table(f).to_pylist()
     starts = sorted(r["y"]["start"] for r in rows)
-    assert starts == list(range(0, 5 * RATE, 1000)), "a window lost or repeated"
+    assert starts == list(range(0, n * RATE, 1000)), "a window lost or repeated"
     got = np.concatenate([np.asarray(r["y"]["samples"], np.float64)
                           for r in sorted(rows, key=lambda r: r["y"]["start"])])
     sos = sps.butter(4, 500.0, btype="low", fs=RATE, output="sos")
