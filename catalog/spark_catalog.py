@@ -273,8 +273,11 @@ class SparkCatalog(SharedRuns):
                 last, found = self._latest(defn.key)
             else:
                 last = self._known[defn.key]
-                found = self._decode(self._entry(table_name(defn.key), last),
-                                     table_name(defn.key))
+                props = self._entry(table_name(defn.key), last, pruned_ok=True)
+                if props is None:  # pruned since (the newest never is): not the latest
+                    fresh = True
+                    continue
+                found = self._decode(props, table_name(defn.key))
             old = found if isinstance(found, Definition) else None
             try:
                 kept = rules.decide_create(old, defn, replace=replace,
