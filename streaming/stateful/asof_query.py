@@ -25,7 +25,6 @@ changes nothing on either). A batch's ``_progress/`` record counts both streams'
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from wavesql.sqltext import JSON_OPTIONS
@@ -33,7 +32,6 @@ from wavesql.streaming.report import PROGRESS, timestamp_lit
 
 from . import asof as kernel
 from . import plan as pl
-from .processor import progress_of
 from .query import StatefulQuery, _earliest_arrival, union
 from .resample_query import ResampleProcessor
 
@@ -44,9 +42,8 @@ class AsofProcessor(ResampleProcessor):
     kernel a frame of ``op.schema()``'s columns under ``__`` names."""
 
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
-        progress = progress_of(timer_values.getCurrentWatermarkInMs())
-        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
-        new = self._rows(batch[kinds == pl.RESULT] if batch is not None else None)
+        progress, kinds, data = self._begin(batch, timer_values)
+        new = self._rows(data)
         result = kernel.step(self.op, self._stored(), new, progress)
         self._keep(result.state, result.timer)
         parts = [self._out(result.context, pl.RESULT)]

@@ -86,6 +86,15 @@ class BucketProcessor(StatefulProcessor):
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
         raise NotImplementedError
 
+    @staticmethod
+    def _begin(batch: pd.DataFrame | None, timer_values):
+        """``(progress, kinds, data)`` of a call: Spark's watermark as progress (µs; None:
+        none yet), each input row's ``__kind``, and the rows to process (kind RESULT;
+        None on a timer call)."""
+        progress = progress_of(timer_values.getCurrentWatermarkInMs())
+        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
+        return progress, kinds, (batch[kinds == pl.RESULT] if batch is not None else None)
+
     def _stored(self) -> bytes | None:
         stored = self.state.get()  # None when the bucket has none (one state call, not two)
         return bytes(stored[0]) if stored else None
@@ -174,9 +183,7 @@ class WindowProcessor(BucketProcessor):
         self.n_order = len(windowed.order_types)
 
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
-        progress = progress_of(timer_values.getCurrentWatermarkInMs())
-        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
-        data = batch[kinds == pl.RESULT] if batch is not None else None
+        progress, kinds, data = self._begin(batch, timer_values)
         rows = self._rows(data)
         result = kernel.step(self.op, self._stored(), rows, progress)
         self._keep(result.state, result.timer)
@@ -236,9 +243,7 @@ class LookbackProcessor(BucketProcessor):
         self.encoded = [name[2:] for name in self.types if name != "__kind"]
 
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
-        progress = progress_of(timer_values.getCurrentWatermarkInMs())
-        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
-        data = batch[kinds == pl.RESULT] if batch is not None else batch
+        progress, kinds, data = self._begin(batch, timer_values)
         new = self._table(data)
         result = lookback.step(self.op, self._stored(), new, progress)
         self._keep(result.state, result.timer)

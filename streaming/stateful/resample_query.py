@@ -33,7 +33,7 @@ from wavesql.streaming.report import FINAL, PROGRESS, timestamp_lit
 
 from . import plan as pl
 from . import resample as kernel
-from .processor import BucketProcessor, progress_of
+from .processor import BucketProcessor
 from .query import StatefulQuery
 from .resample_plan import SPAN
 
@@ -59,9 +59,8 @@ class ResampleProcessor(BucketProcessor):
         yield from super().handleExpiredTimer(key, timerValues, expiredTimerInfo)
 
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
-        progress = progress_of(timer_values.getCurrentWatermarkInMs())
-        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
-        new = self._rows(batch[kinds == pl.RESULT] if batch is not None else None)
+        progress, kinds, data = self._begin(batch, timer_values)
+        new = self._rows(data)
         result = kernel.step(self.op, self._stored(), new, progress)
         self._keep(result.state, result.timer)
         parts = [self._out(result.context, pl.RESULT)]
