@@ -62,6 +62,8 @@ class ContinuousQuery:
         self.reports: list[BatchReport] = []
         self.error: BaseException | None = None
         self._stopping = False
+        #: stop() was called on a running query (its interruption is not a failure)
+        self._stopped_while_active = False
         self._batch_lock = threading.Lock()
         self._query = self._start(trigger, max_files)
 
@@ -83,6 +85,12 @@ class ContinuousQuery:
         except StreamingQueryException as err:
             if isinstance(self.error, WaveSQLError):
                 raise self.error from None
+            if self._stopped_while_active:
+                # Spark does not always recognise its own stop as one: a stop that lands
+                # while a Python runner (transformWithStateInPandas) is still starting ends
+                # the query with STREAMING_PYTHON_RUNNER_INITIALIZATION_COMMUNICATION_FAILURE.
+                # The user asked for the stop; the interrupted batch is redone on restart.
+                return True
             # failed outside a micro-batch (Spark reading its checkpoint, its source)
             from wavesql.spark_errors import translate_runtime_error
 
@@ -116,6 +124,7 @@ class ContinuousQuery:
         self._stopping = True
         locked = self._batch_lock.acquire(timeout=max(wait, 0.0)) if wait > 0 else False
         try:
+            self._stopped_while_active = self._stopped_while_active or self._query.isActive
             self._query.stop()
         finally:
             if locked:
