@@ -97,38 +97,71 @@ def cfar_scan(scores, k: float, alpha: float, warmup: int, state: dict
               ) -> tuple[np.ndarray, dict]:
     """``cfar`` over a run of scores in order, in one loop (the evaluator's form for a
     block of rows: a Python loop over floats, no per-score call); returns the fired flags
-    and the state after the last score."""
+    and the state after the last score.
+
+    The arithmetic is :func:`cfar`'s, operation for operation (so any split of the scores
+    gives the same bits); only the bookkeeping is hoisted out of the loop: a float array
+    (what ``seg_rms`` and the other score functions give) skips the per-score type check,
+    the fired rows are collected as indices, and the count of absorbed scores is the
+    scores seen less the rare ones not absorbed (NaN, +-Inf). That made the loop about 4x
+    faster on 1 M scores (the type check, an ABC ``isinstance``, was most of it).
+    """
     st = dict(state)  # never mutate the caller's state: a retried batch must replay exactly
     n, mean, m2, var = st["n"], st["mean"], st["m2"], st["var"]
     kk, a, w = st["k"], st["alpha"], st["warmup"]
-    values = scores.tolist() if isinstance(scores, np.ndarray) else list(scores)
-    fired = np.zeros(len(values), dtype=np.bool_)
-    for i, score in enumerate(values):
-        if score is None:
+    values = _score_floats(scores)
+    total = len(values)
+    fired_at: list[int] = []
+    i = 0
+    while n < w and i < total:  # warm-up: Welford's running mean / variance seed the model
+        s = values[i]
+        i += 1
+        if s != s or math.isinf(s):  # NaN (or None): ignored; +-Inf: not absorbed
             continue
-        if not is_number(score):
-            raise SignalError("TYPE_ERROR", f"cfar: score must be a number, got {score!r}")
-        s = float(score)
-        if s != s:  # NaN: never fires, leaves the estimate alone
-            continue
-        if n < w:
-            if math.isinf(s):
+        n += 1
+        d = s - mean
+        mean += d / n
+        m2 += d * (s - mean)
+        var = m2 / n
+    first, skipped = i, 0
+    inf, sqrt, keep = math.inf, math.sqrt, fired_at.append
+    b = 1.0 - a
+    for i in range(first, total):  # detection: the hot loop, one branch per score
+        s = values[i]
+        threshold = mean + kk * sqrt(var)
+        if s > threshold:
+            keep(i)
+            if s == inf:  # fires, not absorbed
+                skipped += 1
                 continue
-            # Welford: numerically stable running mean / variance for the seed estimate.
-            n += 1
+            d = threshold - mean  # min(s, threshold) - mean
+        elif s == s and s != -inf:
             d = s - mean
-            mean += d / n
-            m2 += d * (s - mean)
-            var = m2 / n
+        else:  # NaN never fires, -Inf never fires; neither is absorbed
+            skipped += 1
             continue
-        threshold = mean + kk * math.sqrt(var)
-        fired[i] = s > threshold
-        if math.isinf(s):
-            continue
-        d = min(s, threshold) - mean
-        n, mean, var = n + 1, mean + a * d, (1.0 - a) * (var + a * d * d)
+        mean, var = mean + a * d, b * (var + a * d * d)
+    n += total - first - skipped
+    fired = np.zeros(total, dtype=np.bool_)
+    fired[fired_at] = True
     st.update(n=n, mean=mean, m2=m2, var=var)
     return fired, st
+
+
+def _score_floats(scores) -> list:
+    """The scores as Python floats, NaN for None (both never fire nor count); anything
+    not a number is ``TYPE_ERROR``. A float array needs no check per score."""
+    if isinstance(scores, np.ndarray) and scores.dtype.kind == "f":
+        return scores.astype(np.float64, copy=False).tolist()
+    out = []
+    for score in scores:
+        if score is None:
+            out.append(math.nan)
+        elif not is_number(score):
+            raise SignalError("TYPE_ERROR", f"cfar: score must be a number, got {score!r}")
+        else:
+            out.append(float(score))
+    return out
 
 
 # -- threshold_ranges -------------------------------------------------------------------------
