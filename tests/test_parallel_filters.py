@@ -168,6 +168,53 @@ def test_a_filter_that_never_forgets_runs_in_one_ordered_pass(tmp_path):
     np.testing.assert_allclose(means, y.reshape(20, 250).mean(axis=1), rtol=1e-12)
 
 
+def _cfar_oracle(scores, k, alpha, warmup):
+    """The CFAR recursion as documented (udfs/kernels/detect.py), written here: the first
+    ``warmup`` scores seed the mean and population variance (numpy's), then a score fires
+    above mean + k*sigma and is absorbed clipped at that threshold."""
+    seen, mean, var, fired = [], 0.0, 0.0, []
+    for s in scores:
+        if len(seen) < warmup:
+            seen.append(s)
+            mean, var = float(np.mean(seen)), float(np.var(seen))
+            fired.append(False)
+            continue
+        threshold = mean + k * np.sqrt(var)
+        fired.append(bool(s > threshold))
+        d = min(s, threshold) - mean
+        mean, var = mean + alpha * d, (1 - alpha) * (var + alpha * d * d)
+    return fired
+
+
+def test_cfar_runs_in_one_ordered_pass_equal_to_numpy_over_the_whole_signal(tmp_path):
+    # cfar's noise estimate is a clipped recursion seeded by the stream's first scores: no
+    # finite look-back gives the same flags, so the scan is one partition whatever the
+    # partition size asked for -- and equals the recursion over every window's RMS in
+    # time order, across random file splits and gaps (a gap cuts windows, it does not
+    # reset the estimate: the scores are one stream).
+    score = {"call": "seg_rms", "args": [{"col": "ch1"}]}
+    program = Program(("ch1",), (
+        Output("s", {"call": "start_sample", "args": [{"col": "ch1"}]}, "bigint"),
+        Output("f", {"call": "cfar", "args": [score, {"lit": 2.0}, {"lit": 0.05},
+                                              {"lit": 8}]}, "boolean")))
+    assert "cfar's noise estimate" in program.lookback(RATE)
+    for trial, (n, size) in enumerate(((1, 700), (7, 300), (50, 1 << 20))):
+        rng = np.random.default_rng([trial, 22])
+        folder = tmp_path / str(trial)
+        folder.mkdir()
+        runs = _recording(folder, rng, "float32")
+        table, parts = _read({"path": str(folder), "timeline": "timestamped",
+                              "epoch_us": str(BASE_MS * 1000), "window": str(n),
+                              "program": program.to_json(), "partition_samples": str(size)})
+        assert len(parts) == 1
+        want = _expected(runs, lambda x: x, n)
+        scores = [float(np.sqrt(np.mean(y * y))) for _, y in want]
+        got = table.to_pylist()
+        assert [r["s"] for r in got] == [s for s, _ in want]
+        flags = _cfar_oracle(scores, 2.0, 0.05, 8)
+        assert [r["f"] for r in got] == flags and 0 < sum(flags), trial
+
+
 def test_explain_says_parallel_or_sequential_and_why(ws, tmp_path):
     x = (np.random.default_rng(1).standard_normal(4000) * 0.3).astype(np.float32)
     write_wav(tmp_path / "a.wav", x, 8000, "float32")
