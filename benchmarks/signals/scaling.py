@@ -10,13 +10,31 @@ files, as a recorder writes them). Queries:
   -- a 4th-order Butterworth IIR filter, now cut into parallel partitions that each warm up
   on the 1,024 samples before them (udfs/kernels/filters.py);
 - ``cfar``: ``SELECT count(*) FROM sig [SAMPLES 480] WHERE cfar(seg_rms(ch1), 4.0, 0.01, 64)``
-  -- a detector whose noise estimate runs over every score since the first: sequential.
+  -- a detector whose noise estimate runs over every score since the first: sequential
+  (a clipped exponentially-forgetting recursion seeded by the stream's first scores; no
+  finite look-back gives the same flags, so no partition can warm up on one);
+- ``resample``: ``SELECT count(*), sum(v) FROM RESAMPLE(ev, ts, INTERVAL 1 MILLISECOND,
+  'linear')`` -- an un-keyed RESAMPLE of an event stream (Parquet, one file per 30 minutes,
+  about 1,000 irregular events a second: 1.8 M rows for 30 minutes, 10.8 M for 3 hours) onto
+  a 1 ms grid, which WaveSQL runs in parallel ranges of event time
+  (planner/physical/direct_resample.py) with the aggregate in the same pass.
 
-Peers, each in its idiomatic form on one thread, reading the same WAV files (page cache):
+Peers, each in its idiomatic form on one thread, reading the same files (page cache):
 scipy ``sosfilt`` over 2**22-sample chunks with the state carried (``zi``), the RMS of each
 48,000-sample window with numpy, summed; for ``cfar`` the window RMS with numpy and the
-detector's recursion (as documented in udfs/kernels/detect.py) as a Python loop. Every
-answer is compared with scipy's (the window count exactly, the sum to 1e-9 relative).
+detector's recursion (as documented in udfs/kernels/detect.py) as a Python loop (a
+nonlinear recursion has no vectorised numpy/scipy form; the loop is as tight as the
+recursion allows); for ``resample`` pandas: ``read_parquet``, then the series reindexed to
+the union of its times and the grid, ``interpolate(method="time")``, reindexed to the grid
+(pandas' ``resample("1ms").interpolate()`` would first drop every event off the grid, so it
+is not the same answer). Every answer is compared with the peer's (the row count exactly,
+the sum to 1e-9 relative).
+
+Notes under the table, measured in the peer's process in the same rounds: for ``cfar`` its
+sequential part with no Spark around it -- WaveSQL's own ``cfar_scan`` over the scores, once
+the scores exist -- which no plan that keeps cfar's exact flags can split (the floor of any
+WaveSQL plan of the query); for ``resample`` the same answer in numpy (``np.interp``), the
+fastest single-thread form, beside pandas.
 
 Each system runs in its own process (a Spark session of its own per master), kept alive for
 the whole run; the runs are interleaved (round r times every system on every query before
@@ -52,7 +70,10 @@ QUERIES = {
                "FROM {sig} [SAMPLES 48000]",
     "cfar": "SELECT count(*) AS n, CAST(NULL AS DOUBLE) AS s FROM {sig} [SAMPLES 480] "
             "WHERE cfar(seg_rms(ch1), 4.0, 0.01, 64)",
+    "resample": "SELECT count(*) AS n, sum(v) AS s "
+                "FROM RESAMPLE({ev}, ts, INTERVAL 1 MILLISECOND, 'linear')",
 }
+EVENT_GAP_US = (1, 2000)  # gaps between events, uniform in [1, 2000) microseconds
 SYSTEMS = ("local[1]", "local[2]", "scipy")
 
 
@@ -81,22 +102,63 @@ def recordings(cache: Path) -> dict[str, list[Path]]:
     return {size: files[:count] for size, count in SIZES.items()}
 
 
+def event_files(cache: Path) -> dict[str, list[Path]]:
+    """The 30-minute event files (generated once): strictly increasing microsecond times
+    with random gaps, a noisy sine as the value; row groups of 2**18 rows (what the
+    direct RESAMPLE cuts its ranges from)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = cache / "scaling_events"
+    folder.mkdir(parents=True, exist_ok=True)
+    span = FILE_SECONDS * 1_000_000
+    files = []
+    for i in range(max(SIZES.values())):
+        path = folder / f"part_{i}.parquet"
+        files.append(path)
+        if path.exists():
+            continue
+        rng = np.random.default_rng(220 + i)
+        gaps = rng.integers(*EVENT_GAP_US, size=2 * span // sum(EVENT_GAP_US) + 10_000)
+        t = i * span + np.cumsum(gaps)
+        t = t[t < (i + 1) * span]
+        v = np.sin(2 * np.pi * t / 7e6) + 0.1 * rng.standard_normal(len(t))
+        table = pa.table({"ts": pa.array(t, pa.timestamp("us", tz="UTC")), "v": v})
+        pq.write_table(table, path.with_suffix(".tmp"), row_group_size=1 << 18)
+        os.replace(path.with_suffix(".tmp"), path)
+    return {size: files[:count] for size, count in SIZES.items()}
+
+
 # ---------------------------------------------------------------------------- workers
-def spark_worker(master: str, sizes: dict[str, list[str]]) -> None:
+def _linked(files: list[str], prefix: str) -> str:
+    """A folder of links to ``files`` (one folder per size, the files shared)."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    for f in files:
+        os.symlink(f, os.path.join(folder, os.path.basename(f)))
+    return folder
+
+
+def spark_worker(master: str, sizes: dict[str, dict[str, list[str]]]) -> None:
     """Answer ``{"size": .., "query": ..}`` lines with ``{"seconds": .., "n": .., "s": ..}``."""
     import wavesql
 
     catalog = tempfile.mkdtemp(prefix="wavesql-scaling-") + "/catalog.db"
     ws = wavesql.connect(master=master, catalog=catalog)
     for size, files in sizes.items():
-        folder = tempfile.mkdtemp(prefix=f"scaling-{size}-")
-        for f in files:  # one folder per size: links to the shared files
-            os.symlink(f, os.path.join(folder, os.path.basename(f)))
-        ws.sql(f"CREATE SIGNAL sig_{size} (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav")
+        ws.sql(f"CREATE SIGNAL sig_{size} (ch1 FLOAT) RATE {RATE} HZ "
+               f"FROM '{_linked(files['wav'], f'scaling-{size}-')}' FORMAT wav")
+        ws.sql(f"CREATE STREAM ev_{size} (ts TIMESTAMP, v DOUBLE) "
+               f"FROM '{_linked(files['events'], f'scaling-ev-{size}-')}' FORMAT parquet "
+               f"EVENT TIME ts")
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         ask = json.loads(line)
-        text = QUERIES[ask["query"]].format(sig=f"sig_{ask['size']}")
+        if ask.get("explain"):
+            text = QUERIES[ask["query"]].format(sig=f"sig_{ask['size']}", ev=f"ev_{ask['size']}")
+            plan = "\n".join(r[0] for r in ws.sql("EXPLAIN " + text).collect())
+            print(json.dumps({"plan": plan}), flush=True)
+            continue
+        text = QUERIES[ask["query"]].format(sig=f"sig_{ask['size']}", ev=f"ev_{ask['size']}")
         began = time.perf_counter()
         row = ws.sql(text).collect()[0]
         print(json.dumps({"seconds": time.perf_counter() - began, "n": row["n"],
@@ -132,13 +194,18 @@ def scipy_lowpass(files: list[str]) -> tuple[int, float]:
     return count, total
 
 
-def scipy_cfar(files: list[str], k=4.0, alpha=0.01, warmup=64) -> tuple[int, None]:
+def _window_rms(files: list[str]) -> list[float]:
     scores = []
     for x in _read(files):  # 30-minute files hold whole 480-sample windows
         assert len(x) % 480 == 0
         for a in range(0, len(x), 480 << 12):
             w = np.asarray(x[a:a + (480 << 12)], np.float64).reshape(-1, 480)
             scores += np.sqrt(np.mean(w * w, axis=1)).tolist()
+    return scores
+
+
+def scipy_cfar(files: list[str], k=4.0, alpha=0.01, warmup=64) -> tuple[int, None]:
+    scores = _window_rms(files)
     fired, seen, mean, m2, var = 0, 0, 0.0, 0.0, 0.0
     for s in scores:  # the detector's recursion (udfs/kernels/detect.py's docstring)
         if seen < warmup:
@@ -156,13 +223,60 @@ def scipy_cfar(files: list[str], k=4.0, alpha=0.01, warmup=64) -> tuple[int, Non
     return fired, None
 
 
-def scipy_worker(sizes: dict[str, list[str]]) -> None:
+def pandas_resample(files: list[str]) -> tuple[int, float]:
+    import pandas as pd
+
+    df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    s = pd.Series(df["v"].to_numpy(), index=pd.DatetimeIndex(df["ts"]))
+    # the grid in the events' unit (microseconds): a nanosecond grid makes the union's
+    # reindex take pandas' slow path (16 s instead of 1 s for 200 k rows, measured)
+    grid = pd.date_range(s.index[0].ceil("1ms"), s.index[-1].floor("1ms"), freq="1ms",
+                         unit="us")
+    y = s.reindex(s.index.union(grid)).interpolate(method="time").reindex(grid)
+    return len(y), float(y.sum())
+
+
+def cfar_floor(files: list[str]) -> dict:
+    """cfar's sequential part with no Spark around it: WaveSQL's ``cfar_scan`` over the
+    scores (made first with numpy, not timed)."""
+    from wavesql.udfs.kernels.detect import cfar_init, cfar_scan
+
+    scores = np.asarray(_window_rms(files))
+    began = time.perf_counter()
+    fired, _ = cfar_scan(scores, 4.0, 0.01, 64, cfar_init(4.0, 0.01, 64))
+    return {"seconds": time.perf_counter() - began, "n": int(fired.sum()), "s": None}
+
+
+def numpy_resample(files: list[str]) -> dict:
+    """The same RESAMPLE in numpy (``np.interp`` over integer microseconds), for the notes:
+    what a single thread does with no index to build."""
+    import pyarrow.parquet as pq
+
+    began = time.perf_counter()
+    t = np.concatenate([pq.read_table(f, columns=["ts"]).column(0).to_numpy().view(np.int64)
+                        for f in files])
+    v = np.concatenate([pq.read_table(f, columns=["v"]).column(0).to_numpy() for f in files])
+    grid = np.arange(-(-t[0] // 1000) * 1000, t[-1] // 1000 * 1000 + 1, 1000)
+    y = np.interp(grid, t, v)
+    return {"seconds": time.perf_counter() - began, "n": len(y), "s": float(y.sum())}
+
+
+#: the notes' extra single-thread measurement per query
+FLOORS = {"cfar": cfar_floor, "resample": numpy_resample}
+
+PEERS = {"lowpass": scipy_lowpass, "cfar": scipy_cfar, "resample": pandas_resample}
+
+
+def scipy_worker(sizes: dict[str, dict[str, list[str]]]) -> None:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         ask = json.loads(line)
-        fn = scipy_lowpass if ask["query"] == "lowpass" else scipy_cfar
+        files = sizes[ask["size"]]["events" if ask["query"] == "resample" else "wav"]
+        if ask.get("floor"):
+            print(json.dumps(FLOORS[ask["query"]](files)), flush=True)
+            continue
         began = time.perf_counter()
-        n, s = fn(sizes[ask["size"]])
+        n, s = PEERS[ask["query"]](files)
         print(json.dumps({"seconds": time.perf_counter() - began, "n": n, "s": s}), flush=True)
 
 
@@ -183,8 +297,8 @@ class Worker:
             if line.startswith("{"):
                 return json.loads(line)
 
-    def ask(self, size: str, query: str) -> dict:
-        self.proc.stdin.write(json.dumps({"size": size, "query": query}) + "\n")
+    def ask(self, size: str, query: str, **extra) -> dict:
+        self.proc.stdin.write(json.dumps({"size": size, "query": query, **extra}) + "\n")
         self.proc.stdin.flush()
         return self._reply()
 
@@ -209,13 +323,16 @@ def main() -> None:
         return scipy_worker(sizes) if args.worker == "scipy" else spark_worker(args.worker,
                                                                                sizes)
     load_start = os.getloadavg()
-    files = recordings(Path(args.cache))
+    wav, events = recordings(Path(args.cache)), event_files(Path(args.cache))
     wanted = args.sizes.split(",")
-    sizes = {s: [str(p) for p in files[s]] for s in wanted}
+    sizes = {s: {"wav": [str(p) for p in wav[s]], "events": [str(p) for p in events[s]]}
+             for s in wanted}
     queries = args.queries.split(",")
     workers = {system: Worker(system, sizes) for system in SYSTEMS}
     times: dict[tuple, list[float]] = {}
     answers: dict[tuple, tuple] = {}
+    plans = {q: workers["local[2]"].ask(wanted[-1], q, explain=True)["plan"] for q in queries}
+    floors: dict[str, list[float]] = {}
     try:
         for rnd in range(args.runs + 1):  # round 0 is the warm-up
             for query in queries:
@@ -227,13 +344,20 @@ def main() -> None:
                             times.setdefault((query, size, system), []).append(got["seconds"])
                         print(f"round {rnd} {query} {size} {system}: {got['seconds']:.2f} s",
                               flush=True)
+                    if query in FLOORS and rnd:
+                        got = workers["scipy"].ask(size, query, floor=True)
+                        floors.setdefault((query, size), []).append(got["seconds"])
+                        answers[(query, size, "floor")] = (got["n"], got["s"])
     finally:
         for w in workers.values():
             w.close()
     load_end = os.getloadavg()
-    print(report(times, answers, queries, wanted, args.runs, load_start, load_end))
-    Path(args.out).write_text(report(times, answers, queries, wanted, args.runs, load_start,
-                                     load_end))
+    text = report(times, answers, queries, wanted, args.runs, load_start, load_end, plans,
+                  floors)
+    print(text)
+    out = Path(args.out)  # each run appends its dated section: the table's history stays
+    previous = out.read_text() if out.exists() else ""
+    out.write_text(previous.rstrip("\n") + "\n\n" + text if previous else text)
 
 
 def _check(answers, query, size, system) -> str:
@@ -243,7 +367,8 @@ def _check(answers, query, size, system) -> str:
     return "" if ok else " **MISMATCH**"
 
 
-def report(times, answers, queries, sizes, runs, load_start, load_end) -> str:
+def report(times, answers, queries, sizes, runs, load_start, load_end, plans=None,
+           floors=None) -> str:
     def med(key):
         return statistics.median(times[key])
 
@@ -251,12 +376,11 @@ def report(times, answers, queries, sizes, runs, load_start, load_end) -> str:
         t = times[key]
         return f"{med(key):.2f} s ({min(t):.2f}–{max(t):.2f})"
 
-    lines = [f"# Stateful signal functions: one core, two cores, scipy (issue 22)", "",
-             f"Run {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+    lines = [f"## Run {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC", "",
              f"{machine.describe(load_start, load_end)}; median of {runs} interleaved runs "
              "after one warm-up, range in brackets. `python benchmarks/signals/scaling.py`.",
-             "", "| query | audio | local[1] | local[2] | scipy, 1 thread | 2nd core gain "
-             "(local[1] / local[2]) | vs scipy (scipy / local[2]) | 3h / 30m (local[2]) |",
+             "", "| query | data | local[1] | local[2] | peer, 1 thread | 2nd core gain "
+             "(local[1] / local[2]) | vs peer (peer / local[2]) | 3h / 30m (local[2]) |",
              "|---|---|---|---|---|---|---|---|"]
     for q in queries:
         for size in sizes:
@@ -273,6 +397,17 @@ def report(times, answers, queries, sizes, runs, load_start, load_end) -> str:
         + (f", sum {answers[(q, size, 'local[2]')][1]:.6f}"
            if answers[(q, size, 'local[2]')][1] is not None else "")
         for q in queries for size in sizes), ""]
+    what = {"cfar": "WaveSQL's cfar_scan alone over the scores, no Spark, one core",
+            "resample": "numpy np.interp over integer microseconds, reading included, "
+                        "one thread"}
+    for (q, size), seconds in (floors or {}).items():
+        lines.append(f"- {q} {size}, {what[q]}: {statistics.median(seconds):.2f} s "
+                     f"({min(seconds):.2f}–{max(seconds):.2f})"
+                     f"{_check(answers, q, size, 'floor')}")
+    if floors:
+        lines.append("")
+    for q, plan in (plans or {}).items():
+        lines += [f"EXPLAIN {q} ({sizes[-1]}):", "", "```", plan.strip(), "```", ""]
     return "\n".join(lines)
 
 
