@@ -557,6 +557,7 @@ def _serve(session, run: FileRun, statements: list, text: str, file: str,
     ``stop()`` or a failure (wavesql/services.py); each holds its job's lock meanwhile."""
     from wavesql import services, storage
     from wavesql.dialect import Statement
+    from wavesql.planner.lower import status_frame
 
     queries: list = []
     with contextlib.ExitStack() as held, services.StopRequest(say) as requested:
@@ -582,7 +583,7 @@ def _serve(session, run: FileRun, statements: list, text: str, file: str,
                     raise err.with_query(err.query or text, source=file) from None
                 report = InsertReport(sink.name, job, "real-time", output=str(sink.path),
                                       seconds=time.monotonic() - started)
-                status = session.spark.createDataFrame([(report.summary(),)], "status string")
+                status = status_frame(session.spark, report.summary())
                 run.statements += 1
                 run.results.append(ServiceResult(Statement(None, rt.text, rt.start, rt.end),
                                                  status, report))

@@ -262,9 +262,10 @@ class Session:
 
         if isinstance(bound, InsertInto):  # a job: incremental and exactly once (wavesql.jobs)
             from wavesql.jobs import run_insert
+            from wavesql.planner.lower import status_frame
 
             report = run_insert(self, bound, text, source, base_dir, **self.job_options)
-            status = self.spark.createDataFrame([(report.summary(),)], "status string")
+            status = status_frame(self.spark, report.summary())
             return Result(stmt, bound, status, report)
         df = planner.lower(bound, self._runtime(text), stmt.start)
         if isinstance(bound, (ir.CreateObject, ir.DropObject)) or (
