@@ -13,11 +13,12 @@ For each N, in ``<work>/n<N>/``:
 
 1. N Parquet files of 10 rows ``(id BIGINT, v DOUBLE, ts TIMESTAMP)`` are written with
    pyarrow into ``in/``;
-2. both systems are primed over them: ``wavesql run job.wsql`` once, the Spark script once
-   (each reads all N files, checked by its row count);
+2. both systems and the floor (``floor_job.py``: the least a run can do that reads the new
+   files once and writes their rows exactly once) are primed over them, one run each (each
+   reads all N files, checked by its row count);
 3. ``--repeats`` times: one new file is added (written aside and renamed into ``in/``), then
-   one run of each system is timed (the order alternates between repeats); each must read
-   exactly the new file's 10 rows.
+   one run of each is timed (the order rotates between repeats); each must read exactly the
+   new file's 10 rows.
 
 Every run is a fresh process, as from cron: ``python -m wavesql --master local[2] --catalog
 ... run job.wsql`` and ``python spark_job.py ...``. Two times are taken per run: the whole
@@ -103,7 +104,7 @@ def add_file(folder: Path, staging: Path, i: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# the two systems, one process per run
+# the two systems and the floor, one process per run
 # ---------------------------------------------------------------------------------------
 def child_env() -> dict:
     env = dict(os.environ)
@@ -154,6 +155,33 @@ def run_spark(case: Path, conf: dict, timeout: float) -> dict:
             "what": f"{result['batches']} batch(es) · in {result['rows_in']}"}
 
 
+def run_floor(case: Path, conf: dict, timeout: float) -> dict:
+    """``floor_job.py`` over ``case/in``: the least a run can cost (its docstring)."""
+    cmd = [sys.executable, str(HERE / "floor_job.py"), "--input", str(case / "in"),
+           "--output", str(case / "floor_out"), "--checkpoint", str(case / "floor_ck"),
+           "--master", "local[2]", *conf_args(conf)]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=case, env=child_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"floor_job.py failed (exit {done.returncode}):\n{done.stdout}\n"
+                           f"{done.stderr[-4000:]}")
+    result = json.loads(lines[-1][len("RESULT "):])
+    return {"wall": wall, "query": result["query_s"], "rows_in": result["rows_in"],
+            "what": f"{result['batches']} batch(es) · in {result['rows_in']}"}
+
+
+SYSTEMS = ("wavesql", "spark", "floor")
+
+
+def run_system(system: str, case: Path, spark_conf: dict, timeout: float) -> dict:
+    if system == "wavesql":
+        return run_wavesql(case, timeout)
+    return (run_spark if system == "spark" else run_floor)(case, spark_conf, timeout)
+
+
 def check(system: str, result: dict, rows: int) -> None:
     if result["rows_in"] != rows or result.get("late", 0):
         raise RuntimeError(f"{system} read {result['rows_in']} rows ({result['what']}), "
@@ -172,19 +200,19 @@ def one_size(work: Path, n: int, repeats: int, spark_conf: dict, timeout: float)
     (case / "job.wsql").write_text(JOB.format(input=folder, sink=case / "out"))
     print(f"N={n}: {n} files written in {gen_s:.1f} s; priming", flush=True)
 
-    prime = {"wavesql": run_wavesql(case, timeout), "spark": run_spark(case, spark_conf, timeout)}
+    prime = {system: run_system(system, case, spark_conf, timeout) for system in SYSTEMS}
     for system, result in prime.items():
         check(system, result, n * ROWS)
         print(f"  prime {system:8s} process {result['wall']:7.2f} s · query "
               f"{result['query']:7.2f} s · {result['what']}", flush=True)
 
-    runs = {"wavesql": [], "spark": []}
+    runs = {system: [] for system in SYSTEMS}
     for r in range(repeats):
         add_file(folder, case / "staging", n + r)
-        order = ("wavesql", "spark") if r % 2 == 0 else ("spark", "wavesql")
+        # the order rotates between repeats, so no system always runs first after the add
+        order = SYSTEMS[r % len(SYSTEMS):] + SYSTEMS[:r % len(SYSTEMS)]
         for system in order:
-            result = (run_wavesql(case, timeout) if system == "wavesql"
-                      else run_spark(case, spark_conf, timeout))
+            result = run_system(system, case, spark_conf, timeout)
             check(system, result, ROWS)
             runs[system].append(result)
             print(f"  run {r + 1}/{repeats} {system:8s} process {result['wall']:6.2f} s · "
@@ -228,12 +256,29 @@ def report(results: list[dict], repeats: int, started: str, quick: bool, load0, 
                      f"| {cell(wq)} | {cell(sq)} | {ratio(wq, sq)} |")
     lines += ["", "Priming (the first run over the N files, once; not part of the figures "
               "above):", "",
-              "| N | WaveSQL process | WaveSQL INSERT | Spark process | Spark query |",
-              "| ---: | ---: | ---: | ---: | ---: |"]
+              "| N | WaveSQL process | WaveSQL INSERT | Spark process | Spark query "
+              "| floor process | floor query |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for res in results:
-        w, s = res["prime"]["wavesql"], res["prime"]["spark"]
+        w, s, f = (res["prime"][k] for k in SYSTEMS)
         lines.append(f"| {res['n']:,} | {w['wall']:.2f} s | {w['query']:.2f} s "
-                     f"| {s['wall']:.2f} s | {s['query']:.2f} s |")
+                     f"| {s['wall']:.2f} s | {s['query']:.2f} s "
+                     f"| {f['wall']:.2f} s | {f['query']:.2f} s |")
+    lines += ["", "The floor (`floor_job.py`: list the folder, diff with the names already "
+              "processed, read the new file, filter, write one batch folder renamed into place, "
+              "commit the new names; a Spark process started the same way), in the same run:",
+              "", "| N | floor process | floor query | WaveSQL INSERT / floor query "
+              "| Spark query / floor query | WaveSQL process / floor process "
+              "| Spark process / floor process |",
+              "| ---: | --- | --- | ---: | ---: | ---: | ---: |"]
+    for res in results:
+        w, s, f = (res["runs"][k] for k in SYSTEMS)
+        fw, fq = [x["wall"] for x in f], [x["query"] for x in f]
+        lines.append(f"| {res['n']:,} | {cell(fw)} | {cell(fq)} "
+                     f"| {ratio([x['query'] for x in w], fq)} "
+                     f"| {ratio([x['query'] for x in s], fq)} "
+                     f"| {ratio([x['wall'] for x in w], fw)} "
+                     f"| {ratio([x['wall'] for x in s], fw)} |")
     lines += ["", f"Machine: {machine.describe(load0, load1)}; Spark {pyspark.__version__}, "
               f"Python {sys.version.split()[0]}, local[2], 2 shuffle partitions; WaveSQL at "
               f"{git_revision()}.", "", f"Command: `{command}`", ""]
