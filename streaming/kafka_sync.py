@@ -1,5 +1,6 @@
 """A continuous SYNC JOIN over a signal read from Kafka (``FORMAT samples``: sample blocks,
-sources/kafka_signal.py), its control a catalog stream (files or Kafka).
+sources/kafka_signal.py), its control a catalog stream (files or Kafka), or a view row by
+row over one (split as for WAV: streaming/sync.py ``control_ranges``).
 
 The signal's topic is watched by Spark's Kafka source next to the control stream (so a new
 block runs a micro-batch, and its offsets are in the checkpoint); each micro-batch the
@@ -95,6 +96,8 @@ def split(spark, plan, candidates, blocks, state: dict) -> Split:
 
     from wavesql.planner.sync import sample_number
 
+    from .sync import control_ranges, release
+
     sync = plan.sync
     s = sync.signal.signal
     before = state.get("signal") or {}
@@ -108,8 +111,7 @@ def split(spark, plan, candidates, blocks, state: dict) -> Split:
     mine.add(sorted(records, key=lambda r: (r["partition"], r["offset"])))
     covered = mine.covered()
 
-    ranged = candidates.alias(sync.control_alias).select(
-        "*", F.expr(sync.start_sql).alias("__a"), F.expr(sync.end_sql).alias("__b"))
+    keyed, ranged = control_ranges(sync, candidates)
     types = {f.name: f.dataType for f in ranged.schema.fields}
     s0 = sample_number(F.col("__a"), types["__a"], s.rate_hz, s.epoch_us)
     s1 = sample_number(F.col("__b"), types["__b"], s.rate_hz, s.epoch_us)
@@ -119,11 +121,9 @@ def split(spark, plan, candidates, blocks, state: dict) -> Split:
         ready = ready | (F.lit(True) if covered == "all" else s1 <= F.lit(covered))
     marked = ranged.withColumn("__ready", ready).withColumn("__s0", s0).withColumn("__s1", s1)
     marked = marked.persist()
-    now = marked.where("__ready")
-    wanted = [(r["__s0"], r["__s1"]) for r in now.where(~unbounded).select(
+    now, waiting, synced = release(keyed, marked, ["__a", "__b", "__s0", "__s1"])
+    wanted = [(r["__s0"], r["__s1"]) for r in synced.where(~unbounded).select(
         "__s0", "__s1").distinct().collect()]
-    drop = ["__ready", "__a", "__b", "__s0", "__s1"]
-    waiting = marked.where("NOT __ready").drop(*drop)
     segments = mine.segments(spark, s, wanted)
     bad = None
     if mine.bad:
@@ -135,7 +135,7 @@ def split(spark, plan, candidates, blocks, state: dict) -> Split:
                      F.col("offset").cast("string")).alias("_file"),
             F.base64(F.coalesce(F.col("value"), F.lit(b"").cast("binary"))).alias("_record"),
             F.col("_reason"))
-    return Split(now.drop(*drop), waiting, segments, mine.state(), len(records), bad,
+    return Split(now, waiting, segments, mine.state(), len(records), bad,
                  len(mine.bad), marked)
 
 

@@ -1,7 +1,10 @@
 """A continuous SYNC JOIN: a control stream's rows, each synced with a signal's samples
 once the recording covers its range.
 
-The control is a catalog stream read row by row. A signal read from Kafka is handled by
+The control is a catalog stream read row by row, or a view, CTE or subquery that is row by
+row over one (filters, projections, computed range bounds: :func:`_control_stream`): the
+buffer keeps the stream's rows, and a stream row waits exactly while a control row made
+from it waits (:func:`control_ranges`, :func:`release`). A signal read from Kafka is handled by
 :mod:`.kafka_sync`; for a WAV signal, its folder is watched too
 (Spark's binaryFile source over :func:`watch_path`, so that a new file runs a micro-batch).
 Each micro-batch the re-evaluating runner (:mod:`.runner`) splits the control rows it keeps
@@ -25,19 +28,16 @@ from .plan import Input, Plan, check_row_by_row, parsed
 
 
 def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
-    """A continuous SYNC JOIN: its control is a catalog stream read row by row; the signal's
-    WAV folder is watched, and each control row is synced once the recording covers its
-    range (:func:`sync_split`)."""
+    """A continuous SYNC JOIN: its control is a catalog stream read row by row -- or a view,
+    CTE or subquery that is row by row over one (:func:`_control_stream`); the signal's WAV
+    folder is watched, and each control row is synced once the recording covers its range
+    (:func:`sync_split`)."""
     if len(syncs) > 1:
         raise WaveSQLError("NOT_IMPLEMENTED", "several SYNC JOINs in one continuous query",
                            Span.of(stmt.node),
                            hint="run one continuous query per signal, over the same control")
     sync = syncs[0]
-    if not isinstance(sync.control, ir.StreamScan):
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN reads its ranges from a "
-                           "catalog stream (not a view or a signal's results)",
-                           Span.of(stmt.node), hint="write the control rows to a stream's "
-                           "folder (INSERT INTO a sink it reads), then SYNC over that stream")
+    stream = _control_stream(sync.control, stmt)
     signal = sync.signal.signal
     if not ((signal.source == "files" and signal.format == "wav")
             or (signal.source == "kafka" and signal.format == "samples")):
@@ -50,16 +50,21 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
                            "processed segments", Span.of(stmt.node),
                            hint="SYNC over the signal itself; apply signal functions to "
                                 "the synced segments in a query over the results")
-    stream = sync.control.stream
     if stream.event_time is None:
         raise WaveSQLError("STREAMING_RULE", f"stream `{stream.name}` has no EVENT TIME",
                            Span.of(stmt.node), hint="a continuous query needs event time to "
                            "know which rows are late: CREATE OR REPLACE STREAM ... EVENT TIME "
                            "ts WATERMARK 5 SECONDS")
-    for rel in ir.walk(root):
+    for rel in _outside(root, sync.control):
+        if isinstance(rel, ir.SignalStage) and (rel.state == "per_row"
+                                                 or not rel.program.stateful):
+            # signal functions over each synced row's own segments (a stateful one from
+            # rest at its first sample, planner/signals.py): row by row, final with the row
+            continue
         if isinstance(rel, (ir.WindowScan, ir.StreamOf, ir.SignalStage, ir.Rewindow)):
-            raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows or "
-                               "signal functions around it", Span.of(stmt.node),
+            raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows, or "
+                               "signal functions carrying state from one synced row to the "
+                               "next, around it", Span.of(stmt.node),
                                hint="SYNC in one continuous query; process its results in a "
                                     "query over them")
         if isinstance(rel, ir.SqlQuery):
@@ -67,6 +72,74 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
             if tree is not None:
                 check_row_by_row(tree, stmt)
     return Plan((Input(0, stream),), "sync", None, sync=sync)
+
+
+def _outside(root: ir.Relation, control: ir.Relation):
+    """The relations of ``root``, pre-order, without ``control``'s subtree."""
+    if root is control:
+        return
+    yield root
+    for child in root.children():
+        yield from _outside(child, control)
+
+
+def _control_stream(control: ir.Relation, stmt) -> cat.StreamDef:
+    """The catalog stream a continuous SYNC JOIN's control reads: the stream itself, or one
+    stream under a view, CTE or subquery that is row by row over it -- filters, projections,
+    computed columns (range bounds), each control row made from one stream row alone. A
+    stream row then waits in the buffer exactly while a control row made from it waits for
+    the signal (:func:`sync_split`). Anything that keeps state across rows is refused, with
+    what it is: its result would depend on rows the buffer no longer holds.
+
+    Event time is not needed in the control's columns: a control row is final when the
+    signal covers its range, and a stream row is late by the stream's own EVENT TIME before
+    the view is applied."""
+    if isinstance(control, ir.StreamScan):
+        return control.stream
+
+    def refuse(why: str) -> WaveSQLError:
+        return WaveSQLError(
+            "NOT_IMPLEMENTED", f"a continuous SYNC JOIN's control {why}", Span.of(stmt.node),
+            hint="SYNC over a view (or CTE, subquery) that filters, projects and computes "
+                 "columns of one catalog stream's rows; compute anything across rows in a "
+                 "continuous query of its own into a stream, and SYNC over that stream")
+
+    below = list(ir.walk(control))
+    kinds = {ir.WindowScan: "a CQL window", ir.StreamOf: "ISTREAM/DSTREAM/RSTREAM",
+             ir.SyncJoin: "another SYNC JOIN", ir.SignalScan: "a signal's segments",
+             ir.SignalStage: "signal functions", ir.Rewindow: "re-cut signal windows",
+             ir.SplitScan: "PARTITION INTO", ir.SparkTable: "a Spark table"}
+    for rel in below:
+        if not isinstance(rel, (ir.SqlQuery, ir.ViewRef, ir.StreamScan)):
+            what = kinds.get(type(rel), type(rel).__name__)
+            raise refuse(f"reads {what}: only one catalog stream's rows, row by row, are "
+                         "kept for it")
+    streams = {r.stream.key: r.stream for r in below if isinstance(r, ir.StreamScan)}
+    if len(streams) != 1:
+        raise refuse("reads several streams" if streams else "reads no catalog stream")
+    for rel in below:
+        if isinstance(rel, ir.SqlQuery):
+            tree = parsed(rel)
+            if tree is None:
+                raise refuse("is SQL whose steps cannot be checked to be row by row")
+            why = _across_rows(tree)
+            if why is not None:
+                raise refuse(f"is not row by row: {why}")
+    return next(iter(streams.values()))
+
+
+def _across_rows(tree) -> str | None:
+    """What in ``tree`` makes a row's result depend on other rows (None: nothing)."""
+    from sqlglot import exp
+
+    checks = ((exp.AggFunc, "an aggregate"), (exp.Window, "an OVER window"),
+              (exp.Group, "GROUP BY"), (exp.Join, "a join"), (exp.Distinct, "DISTINCT"),
+              (exp.Limit, "LIMIT"), (exp.SetOperation, "a set operation"))
+    for node in tree.walk():
+        for kind, what in checks:
+            if isinstance(node, kind):
+                return f"{what} (`{node.sql(dialect='spark')[:40]}`) keeps state across rows"
+    return None
 
 
 def sync_split(plan: Plan, candidates, state: dict, at: float):
@@ -102,18 +175,114 @@ def sync_split(plan: Plan, candidates, state: dict, at: float):
         signal_state = before
     else:
         signal_state = {"end": end, "files": _fingerprint(placements, end)}
-    ranged = candidates.alias(sync.control_alias).select(
-        "*", F.expr(sync.start_sql).alias("__a"), F.expr(sync.end_sql).alias("__b"))
+    keyed, ranged = control_ranges(sync, candidates)
     types = {f.name: f.dataType for f in ranged.schema.fields}
     s0 = sample_number(F.col("__a"), types["__a"], s.rate_hz, s.epoch_us)
     s1 = sample_number(F.col("__b"), types["__b"], s.rate_hz, s.epoch_us)
     ready = s0.isNull() | s1.isNull() | (s1 < s0)
     if end is not None:
         ready = ready | (s1 <= F.lit(end))
-    marked = ranged.withColumn("__ready", ready).drop("__a", "__b")
-    now = marked.where("__ready").drop("__ready")
-    waiting = marked.where("NOT __ready").drop("__ready")
+    now, waiting, _ = release(keyed, ranged.withColumn("__ready", ready), ["__a", "__b"])
     return now, waiting, signal_state, placements
+
+
+#: A control stream row's identity while its micro-batch is split, when the control is a
+#: view over the stream (:func:`control_ranges`): a hash of all its columns. Equal rows make
+#: equal control rows, so they may share it; two different rows that collide only wait
+#: for each other.
+RID = "__wavesql_rid"
+
+
+def control_ranges(sync: ir.SyncJoin, candidates):
+    """``(keyed, ranged)``: ``ranged`` is the control rows made from ``candidates`` (rows of
+    the control stream) with their range bounds as ``__a`` and ``__b``; when the control is
+    the stream itself, they are the candidates row for row and ``keyed`` is None; else (a
+    view, CTE or subquery row by row over it, :func:`_control_stream`) ``keyed`` is the
+    candidates with their :data:`RID`, which each control row carries from the stream row
+    it was made from (:func:`_carrying_rid`)."""
+    from pyspark.sql import functions as F
+
+    from wavesql.planner.lower import Runtime, lower_relation
+
+    if isinstance(sync.control, ir.StreamScan):
+        keyed, rows = None, candidates
+    else:
+        keyed = candidates.withColumn(RID, _row_hash(candidates))
+        stream = next(r.stream for r in ir.walk(sync.control) if isinstance(r, ir.StreamScan))
+        rt = Runtime(candidates.sparkSession, None, streams={stream.key: keyed})
+        rows = lower_relation(_carrying_rid(sync.control), rt)
+    ranged = rows.alias(sync.control_alias).select(
+        "*", F.expr(sync.start_sql).alias("__a"), F.expr(sync.end_sql).alias("__b"))
+    return keyed, ranged
+
+
+def release(keyed, marked, helpers: list):
+    """``(now, waiting, synced)``: the control stream's rows to sync now and those that keep
+    waiting (without the ``helpers`` columns), and the rows of ``marked`` synced now, from
+    ``marked`` -- :func:`control_ranges`' ranged rows with a boolean ``__ready``. A stream row
+    waits while any control row made from it waits (a view may make several, or none: then
+    it is released, and makes nothing)."""
+    drop = ["__ready", *helpers]
+    if keyed is None:
+        synced = marked.where("__ready")
+        return synced.drop(*drop), marked.where("NOT __ready").drop(*drop), synced
+    waits = marked.where("NOT __ready").select(RID).distinct()
+    return (keyed.join(waits, RID, "left_anti").drop(RID),
+            keyed.join(waits, RID, "left_semi").drop(RID),
+            marked.join(waits, RID, "left_anti"))
+
+
+def _row_hash(frame):
+    """:data:`RID` of each row: a 64-bit hash of all its columns (a map, which Spark cannot
+    hash, as its JSON)."""
+    from pyspark.sql import functions as F
+
+    from wavesql.sqltext import quote
+
+    cols = [F.to_json(F.col(quote(f.name))) if "map<" in f.dataType.simpleString()
+            else F.col(quote(f.name)) for f in frame.schema.fields]
+    return F.xxhash64(*cols)
+
+
+def _carrying_rid(rel: ir.Relation) -> ir.Relation:
+    """``rel`` (a control :func:`_control_stream` accepted) with :data:`RID` added to the
+    output of every SELECT that rows flow through (the FROM and WITH chain, not subqueries
+    inside expressions): being row by row, each SELECT has one source, which carries it."""
+    from dataclasses import replace
+
+    from sqlglot import exp
+
+    from wavesql.dialect import to_spark_sql
+
+    if isinstance(rel, ir.ViewRef):
+        return replace(rel, body=_carrying_rid(rel.body))
+    if not isinstance(rel, ir.SqlQuery):
+        return rel  # the stream: its rows carry RID already
+    tree = rel.ast()
+    for select in list(tree.find_all(exp.Select)):
+        starred = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column)
+                                                   and isinstance(e.this, exp.Star))
+                      for e in select.expressions)
+        if select.args.get("from_") is not None and not starred and _row_path(select):
+            select.select(exp.column(RID), append=True, copy=False)
+    return replace(rel, sql=to_spark_sql(tree), tree=tree, source_offset=None,
+                   inputs=tuple((n, _carrying_rid(r)) for n, r in rel.inputs),
+                   schema=ir.Schema(rel.schema.fields + (ir.Field(RID, "bigint"),)))
+
+
+def _row_path(select) -> bool:
+    """Whether the rows of ``select`` flow to its query's result: it is the query, or the
+    source (FROM, or a CTE) of a SELECT that is."""
+    from sqlglot import exp
+
+    path = {(exp.Subquery, "this"), (exp.From, "this"), (exp.Select, "from_"),
+            (exp.CTE, "this"), (exp.With, "expressions"), (exp.Select, "with_")}
+    node = select
+    while node.parent is not None:
+        if (type(node.parent), node.arg_key) not in path:
+            return False
+        node = node.parent
+    return True
 
 
 def watch_path(path: str) -> str:

@@ -119,9 +119,12 @@ def test_a_file_out_of_timeline_order_is_refused(ws, tmp_path, recording):
 def test_continuous_sync_rules(ws, tmp_path, recording):
     shutil.copy(tmp_path / "all" / "array_000.wav", tmp_path / "sig" / "array_000.wav")
     _define(ws, tmp_path)
-    ws.sql("CREATE VIEW some_events AS SELECT * FROM events WHERE event > 2")
+    # a view filtering the control stream is row by row (accepted); one that numbers its
+    # rows is not: a row's number depends on the rows before it
+    ws.sql("CREATE VIEW numbered AS SELECT *, row_number() OVER (ORDER BY t_from) AS n "
+           "FROM events")
     with pytest.raises(WaveSQLError) as err:
-        ws.stream("SELECT e.event, a.ch1 FROM some_events e SYNC JOIN array4 a "
+        ws.stream("SELECT e.event, a.ch1 FROM numbered e SYNC JOIN array4 a "
                   "ON RANGE (e.t_from, e.t_to)", tmp_path / "o", tmp_path / "c")
     assert err.value.code == "NOT_IMPLEMENTED"
     with pytest.raises(WaveSQLError) as err:
@@ -179,3 +182,99 @@ def test_signal_placements_read_a_header_again_only_when_the_file_changed(tmp_pa
     assert lower._cached_header(str(path)).frames == 300 and len(reads) == 2
     with pytest.raises(OSError):  # a missing file: read_info's own error, as without a cache
         lower._cached_header(str(tmp_path / "gone.wav"))
+
+
+# -- a control that is not the bare stream (issue 21: closure) ---------------------------
+MIC_RATE = 1000  # 1 sample per millisecond: a time in ms is its sample number
+#: a CTE over the marks stream, row by row: a filter and a computed range end
+BEATS = ("WITH r AS (SELECT id, t0, t0 + INTERVAL 500 MILLISECONDS AS t1 FROM marks "
+         "WHERE kind = 'beat') ")
+
+
+def _mic(tmp_path):
+    """Two 2-second mono float32 WAV files (scipy's writer) under all/, and their samples."""
+    from scipy.io import wavfile
+
+    data = np.random.default_rng(21).standard_normal(4000).astype(np.float32)
+    (tmp_path / "all").mkdir()
+    for d in ("sig", "ctl"):
+        (tmp_path / d).mkdir()
+    for i in range(2):
+        wavfile.write(tmp_path / "all" / f"mic_{i:03d}.wav", MIC_RATE,
+                      data[i * 2000:(i + 1) * 2000])
+    return data
+
+
+def _define_mic(ws, tmp_path):
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {MIC_RATE} HZ FROM '{tmp_path / 'sig'}' "
+           "FORMAT wav SEGMENT 256")
+    ws.sql(f"CREATE STREAM marks (id BIGINT, kind STRING, t0 TIMESTAMP) FROM "
+           f"'{tmp_path / 'ctl'}' FORMAT json EVENT TIME t0 WATERMARK 1 SECOND")
+
+
+def _marks(tmp_path, name, rows):
+    """rows: (id, kind, ms since the recording's start) -> a JSON-lines file."""
+    import json
+
+    (tmp_path / "ctl" / f"{name}.json").write_text("".join(
+        json.dumps({"id": i, "kind": k, "t0": f"1970-01-01T00:00:{ms // 1000:02d}."
+                    f"{ms % 1000:03d}Z"}) + "\n" for i, k, ms in rows))
+
+
+def test_continuous_sync_over_a_cte_of_the_control_stream(ws, spark, tmp_path):
+    """The control is a CTE filtering the stream and computing each range's end: a stream
+    row the CTE drops is released at once (it makes no control row), a beat waits until
+    the recording covers its range; each beat's samples are numpy's slice of the data
+    written, and signal functions in the same SELECT apply to them (numpy's RMS, scipy's
+    lfilter from rest: a SYNC row's segment is a signal of its own)."""
+    from scipy.signal import lfilter
+
+    data = _mic(tmp_path)
+    query = BEATS + ("SELECT r.id, s.ch1, seg_rms(s.ch1) AS rms, "
+                     "iir(s.ch1, ARRAY(0.5D, 0.5D), ARRAY(1.0D)) AS smooth "
+                     "FROM r SYNC JOIN mic s ON RANGE (r.t0, r.t1)")
+
+    def run():
+        q = ws.stream(query, tmp_path / "out", tmp_path / "ckpt")
+        q.await_termination()
+        assert q.error is None, q.error
+        return q.reports[-1]
+
+    shutil.copy(tmp_path / "all" / "mic_000.wav", tmp_path / "sig")
+    _define_mic(ws, tmp_path)
+    _marks(tmp_path, "c1", [(1, "beat", 300), (2, "noise", 500), (3, "beat", 1800)])
+    assert run().buffered == 1  # beat 3 ends at 2300 ms, after the first file
+    first = {r.id for r in spark.read.parquet(str(tmp_path / "out")).collect()}
+    assert first == {1}
+    shutil.copy(tmp_path / "all" / "mic_001.wav", tmp_path / "sig")
+    _marks(tmp_path, "c2", [(4, "beat", 2900), (5, "noise", 3000), (6, "beat", 3800)])
+    assert run().buffered == 1  # beat 6 ends at 4300 ms, past the recording
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted(r.id for r in rows) == [1, 3, 4]  # once each
+    starts = {1: 300, 3: 1800, 4: 2900}
+    for r in rows:
+        a = starts[r.id]
+        assert r.ch1.start == a
+        x = data[a:a + 500]
+        np.testing.assert_array_equal(np.asarray(r.ch1.samples, np.float32), x)
+        assert r.rms == pytest.approx(np.sqrt(np.mean(x.astype(np.float64) ** 2)), rel=1e-6)
+        assert r.smooth.start == a
+        np.testing.assert_allclose(r.smooth.samples, lfilter([0.5, 0.5], [1.0], x),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_a_continuous_sync_control_that_keeps_state_is_refused(ws, tmp_path):
+    _mic(tmp_path)
+    shutil.copy(tmp_path / "all" / "mic_000.wav", tmp_path / "sig")
+    _define_mic(ws, tmp_path)
+    sync = " SYNC JOIN mic s ON RANGE (r.t0, r.t1)"
+    for control, why in [
+            ("(SELECT kind, min(t0) AS t0, max(t0) AS t1 FROM marks GROUP BY kind)",
+             "GROUP BY"),
+            ("(SELECT t0, lead(t0) OVER (ORDER BY t0) AS t1 FROM marks)", "OVER window"),
+            ("(SELECT DISTINCT t0, t0 AS t1 FROM marks)", "DISTINCT")]:
+        with pytest.raises(WaveSQLError) as err:
+            ws.stream(f"SELECT r.t0, s.ch1 FROM {control} r" + sync, tmp_path / "o",
+                      tmp_path / "c")
+        assert err.value.code == "NOT_IMPLEMENTED", err.value
+        assert why in err.value.message and "keeps state across rows" in err.value.message
