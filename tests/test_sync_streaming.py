@@ -278,3 +278,45 @@ def test_a_continuous_sync_control_that_keeps_state_is_refused(ws, tmp_path):
                       tmp_path / "c")
         assert err.value.code == "NOT_IMPLEMENTED", err.value
         assert why in err.value.message and "keeps state across rows" in err.value.message
+
+
+def test_a_view_or_subquery_control_splits_the_stream_rows(ws, spark, tmp_path):
+    """The split of one micro-batch (no continuous run): over a catalog view and over a
+    subquery chain (SELECT * of a subquery of a CTE), the stream rows whose control row the
+    recording (0-2000 ms) covers, or that make no control row, go now; the others wait."""
+    import datetime as dt
+    import time
+
+    from pyspark.sql import functions as F
+
+    from wavesql import planner
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.planning import plan_continuous
+    from wavesql.streaming.sync import sync_split
+
+    _mic(tmp_path)
+    shutil.copy(tmp_path / "all" / "mic_000.wav", tmp_path / "sig")
+    _define_mic(ws, tmp_path)
+    ws.sql("CREATE VIEW beats AS SELECT id AS n, t0 AS a, t0 + INTERVAL 500 MILLISECONDS AS b "
+           "FROM marks WHERE kind = 'beat'")
+    epoch = dt.datetime(1970, 1, 1)
+    rows = spark.createDataFrame(
+        [(i, k, epoch + dt.timedelta(milliseconds=ms)) for i, k, ms in
+         [(1, "beat", 300), (2, "noise", 1900), (3, "beat", 1800), (4, "beat", 1400),
+          (4, "beat", 1400)]],  # a duplicate row: both go together
+        "id BIGINT, kind STRING, t0 TIMESTAMP")
+    for query in [
+            "SELECT v.n, s.ch1 FROM beats v SYNC JOIN mic s ON RANGE (v.a, v.b)",
+            "WITH c AS (SELECT id, t0, kind FROM marks WHERE id > 0) "
+            "SELECT v.id, s.ch1 FROM (SELECT * FROM (SELECT id, t0 AS a, t0 + INTERVAL 500 "
+            "MILLISECONDS AS b FROM c WHERE kind = 'beat') x) v "
+            "SYNC JOIN mic s ON RANGE (v.a, v.b)"]:
+        stmt = parse_statements(query)[0]
+        bound = planner.optimize(planner.bind(stmt, ws.catalog, ws.env.for_text(query)))
+        plan = plan_continuous(bound.relation, stmt)
+        now, waiting, _, _ = sync_split(plan, rows, {}, time.time())
+        split = now.withColumn("waits", F.lit(False)).unionByName(
+            waiting.withColumn("waits", F.lit(True))).collect()  # one Spark job
+        assert sorted(r.id for r in split if not r.waits) == [1, 2, 4, 4], query
+        assert [tuple(r)[:3] for r in split if r.waits] == [
+            (3, "beat", epoch + dt.timedelta(milliseconds=1800))], query
