@@ -31,7 +31,8 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
     """A continuous SYNC JOIN: its control is a catalog stream read row by row -- or a view,
     CTE or subquery that is row by row over one (:func:`_control_stream`); the signal's WAV
     folder is watched, and each control row is synced once the recording covers its range
-    (:func:`sync_split`)."""
+    (:func:`sync_split`). Signal functions over the synced segments in the same query are
+    row by row too (each row's segment a signal of its own); windows around it are not."""
     if len(syncs) > 1:
         raise WaveSQLError("NOT_IMPLEMENTED", "several SYNC JOINs in one continuous query",
                            Span.of(stmt.node),
@@ -125,7 +126,27 @@ def _control_stream(control: ir.Relation, stmt) -> cat.StreamDef:
             why = _across_rows(tree)
             if why is not None:
                 raise refuse(f"is not row by row: {why}")
+            volatile = _volatile(tree)
+            if volatile is not None:
+                raise refuse(f"calls `{volatile}`, which gives another value each time: the "
+                             "control is evaluated when a row is split and again when it is "
+                             "synced, and both must agree")
     return next(iter(streams.values()))
+
+
+def _volatile(tree) -> str | None:
+    """The first call in ``tree`` whose value changes from one evaluation to the next."""
+    from sqlglot import exp
+
+    kinds = (exp.Rand, exp.Randn, exp.Uuid, exp.Shuffle, exp.CurrentTimestamp,
+             exp.CurrentDate)
+    names = {"now", "random", "monotonically_increasing_id", "spark_partition_id",
+             "localtimestamp", "current_timestamp", "current_date", "input_file_name"}
+    for node in tree.walk():
+        if isinstance(node, kinds) or (isinstance(node, exp.Anonymous)
+                                       and node.name.lower() in names):
+            return node.sql(dialect="spark")[:40]
+    return None
 
 
 def _across_rows(tree) -> str | None:
