@@ -37,8 +37,9 @@ Inputs are file folders or Kafka topics (``sources/kafka.py``): both runners rea
 stream through Spark's Kafka source, offsets in the checkpoint, and keep its progress per
 partition -- the re-evaluating runner from per-partition facts in its state (the topic's
 partitions from Spark's offset log), the state-store runner with one watermarked source
-per partition (Spark's global watermark is their minimum). Outputs are folders (committed
-whole, ``sinks.py``) or Kafka sinks (at least once, deterministic keys).
+per partition (Spark's global watermark is their minimum; an ASOF JOIN's left stream
+the driver's, below). Outputs are folders (committed whole, ``sinks.py``) or Kafka sinks
+(at least once, deterministic keys).
 
 Decisions, per operator (issue 26; revisit as operators move over):
 
@@ -89,25 +90,27 @@ RESAMPLE under CQL windows         stays re-evaluated: TiLT's imputation joins e
                                    series -- two operators' state (the grid, the windows
                                    over it) with one bound; not yet moved.
 ASOF JOIN (of two streams)         the same processor shape (:mod:`.stateful.asof`):
-                                   both streams unioned (a side column, each stream its
-                                   own watermark) into one ``transformWithStateInPandas``,
-                                   one ``ValueState`` per bucket of keys (no keys: one
-                                   bucket) holding its waiting left rows and the right rows
-                                   from progress on plus (backward) each key's last ones
-                                   before it. Progress is Spark's watermark, the smaller
-                                   of the two streams' promises, for *both* streams: a row
-                                   of either below it is late, a left row is final once it
-                                   passes its time (backward) or its match's (forward). The
-                                   re-evaluating runner keeps one progress per stream
-                                   (fewer rows wait, more are late when one stream runs
-                                   ahead); Spark gives a query one watermark, and a
-                                   per-stream one would have to reach every bucket from
-                                   the driver -- not built. Timers at the oldest waiting
-                                   left row (backward) or the earliest pending match
-                                   (forward). A Kafka stream is one watermarked source
-                                   per partition, as above (the watermark: the slowest
-                                   partition of either topic). Keys of different kinds
-                                   (the kernel compares hashes) stay re-evaluated.
+                                   both streams unioned (a side column) into one
+                                   ``transformWithStateInPandas``, one ``ValueState`` per
+                                   bucket of keys (no keys: one bucket) holding its
+                                   waiting left rows and the right rows a waiting or
+                                   future left row can still match. Progress per stream,
+                                   as on the re-evaluating runner (a row is late below
+                                   its own stream's, ``_progress`` the smaller): Spark
+                                   gives a query one watermark, so only the right stream
+                                   is watermarked in Spark -- its progress, which makes a
+                                   left row final (timers at the oldest waiting left row,
+                                   backward, or the earliest pending match, forward) --
+                                   and the left stream's rows carry their promises, each
+                                   bucket hands back its largest per source, and the
+                                   driver keeps the left progress in
+                                   ``<checkpoint>/asof/<batch>.json`` (versioned JSON,
+                                   read by the next batch, handed to every bucket as a
+                                   local property of the batch's Spark jobs; a re-run
+                                   sees what its first run saw). A Kafka stream is one
+                                   source per partition (its progress: the slowest
+                                   partition's). Keys of different kinds (the kernel
+                                   compares hashes) stay re-evaluated.
 the rest (second runner)           not yet: interval joins and per-instant joins keep
                                    WaveSQL's buffer.
 =================================  =====================================================

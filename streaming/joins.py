@@ -2,7 +2,7 @@
 
 Each is planned here (the streaming rules it follows, what each side keeps between
 micro-batches). An ASOF JOIN runs on Spark's state store where it can
-(:mod:`.stateful.asof`, same bounds, one progress for both streams); otherwise, and every
+(:mod:`.stateful.asof`, same rules, a progress per stream); otherwise, and every
 interval join, the re-evaluating runner (:mod:`.runner`) evaluates it over the rows it
 keeps: an ASOF JOIN through :func:`asof_split`, which picks the left rows whose match is
 final and prunes the right side; an interval join by pairing each side's new rows with

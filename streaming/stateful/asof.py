@@ -3,39 +3,44 @@
 A continuous ``ASOF [LEFT] JOIN`` of two streams (``streaming/joins.py`` :func:`plan_asof`:
 which rows wait, which are kept) matches each left row with the right row of its keys
 nearest in time -- at or before it (``backward``) or at or after it (``forward``),
-strictly when not ``inclusive``. :func:`step` gets one bucket's state (its waiting left
-rows and the right rows they or later left rows can still match), the bucket's new rows of
-both streams and the query's progress ``W`` (Spark's watermark: the smaller of the two
-streams' promises), and
+strictly when not ``inclusive``. Each stream has its own progress, as on the
+re-evaluating runner: ``L`` the left stream's, ``R`` the right stream's (each its largest
+event time minus its WATERMARK, its punctuation, its HEARTBEAT; the query's progress is
+the smaller). :func:`step` gets one bucket's state (its waiting left rows and the right
+rows they or later left rows can still match), the bucket's new rows of both streams and
+the two progresses the micro-batch runs with, and
 
-1. sets aside the **late** rows of either stream (event time below ``W``); a right row
-   with a NULL key matches nothing, ever, and is not kept;
-2. picks the left rows whose match is **final** -- ``plan_asof``'s rules with ``W`` as the
-   right stream's progress: backward, ``left time < W`` (no right row at or before it can
+1. sets aside the **late** rows: a left row below ``L``, a right row below ``R``; a right
+   row with a NULL key matches nothing, ever, and is not kept;
+2. picks the left rows whose match is **final** -- ``plan_asof``'s rules, by the right
+   stream's progress: backward, ``left time < R`` (no right row at or before it can
    still come); forward, a right row of its keys at (strict: after) its time is below
-   ``W`` (every right row that could come before that one has arrived), or its key is NULL
-   (it matches nothing: final once there is progress);
+   ``R`` (every right row that could come before that one has arrived), or its key is
+   NULL (it matches nothing: final once there is progress);
 3. hands back those left rows and the right rows of their keys (the **context**): the
    caller evaluates the batch plan over them, so ties, the SELECT around the join and
    ``ASOF LEFT JOIN``'s NULL matches mean what they mean in a batch query; each left row
    is handed back once, in the step that makes it final;
 4. keeps the left rows still waiting and, of the right rows, those a waiting or future
-   left row can still match. Every waiting or future left row has a time at or after
-   ``W`` (backward: waiting means ``time >= W``; future rows below ``W`` are late), and a
-   waiting forward row's match is at or after ``W`` (one below it would have made it
-   final) -- so backward keeps the right rows from ``W`` on plus, per key, the last ones
-   before ``W`` (ties kept: the batch rule breaks them), forward the right rows from ``W``
-   on. State is bounded by the watermarks' delay and the number of keys;
-5. names the next event time progress must pass for a waiting row to become final with
-   the rows there are (backward: the oldest waiting left row; forward: the earliest right
-   row that is some waiting row's match), so the caller sets a timer: a row becomes final
-   without new rows of its bucket when the other stream's rows move the watermark.
+   left row can still match. A future left row is at or after ``L`` (one below is late);
+   a waiting backward row at or after ``R`` (one below would be final), a waiting forward
+   row's match at or after both its time and ``R``. So with ``m`` the earliest time such
+   a match can have -- ``L`` or a waiting row's time (forward: ``max(time, R)``), the
+   smallest -- backward keeps the right rows from ``m`` on plus, per key, the last ones
+   before ``m`` (ties kept: the batch rule breaks them), forward the right rows from
+   ``m`` on; no ``L`` yet, every right row. State is bounded by the watermarks' delay and
+   the number of keys;
+5. names the next event time ``R`` must pass for a waiting row to become final with the
+   rows there are (backward: the oldest waiting left row; forward: the earliest right
+   row that is some waiting row's match), so the caller sets a timer on Spark's
+   watermark, which is ``R``: a row becomes final without new rows of its bucket when
+   the right stream's rows move it.
 
 Rows travel encoded (``asof_plan.py``): each column of either stream as value plus NULL
 flag (``l0, ln0, ...`` left, ``r0, rn0, ...`` right; the other stream's all NULL), the
 event time in microseconds, ``right`` (which stream), the keys as two independent hashes
 (``sk``, ``sh``) and ``nk`` (a key is NULL). The state is one Arrow table of the kept rows
-of both streams (:mod:`.state`).
+of both streams and the two progresses it last saw (:mod:`.state`; neither goes back).
 """
 
 from __future__ import annotations
@@ -82,17 +87,23 @@ class AsofStep:
     ready: int  # how many left rows the context holds
     late: np.ndarray  # mask over the new rows
     state: bytes | None  # None: nothing to keep
-    timer: int | None  # the next event time progress must pass for a row to be final
+    timer: int | None  # the next event time R must pass for a waiting row to be final
     state_rows: int
 
 
 def step(op: AsofOperator, value: bytes | None, new: pd.DataFrame,
-         watermark: int | None) -> AsofStep:
+         left_progress: int | None, right_progress: int | None) -> AsofStep:
     """One micro-batch of ``op`` over one bucket (module docstring). ``new``: the encoded
-    rows of both streams (``op.schema()``'s columns); ``watermark`` None: no progress yet."""
+    rows of both streams (``op.schema()``'s columns); ``left_progress`` / ``right_progress``:
+    each stream's progress the micro-batch runs with (None: none yet)."""
     names = [f.name for f in op.schema()]
+    meta, tables = st.decode(op.kind, value) if value is not None else ({}, {})
+    wl = _never_back(meta.get("wl"), left_progress)
+    wr = _never_back(meta.get("wr"), right_progress)
     new_ts = new["ts"].to_numpy(np.int64) if len(new) else np.zeros(0, np.int64)
-    _, tables, w, late = st.resume(op.kind, value, new_ts, watermark)
+    new_right = new["right"].to_numpy(bool) if len(new) else np.zeros(0, bool)
+    late = np.where(new_right, new_ts < wr if wr is not None else False,
+                    new_ts < wl if wl is not None else False)
     fresh = new.loc[~late, names]
     kept = tables["rows"].to_pandas() if "rows" in tables else None
     rows = pd.concat([kept, fresh], ignore_index=True) if kept is not None else \
@@ -108,24 +119,15 @@ def step(op: AsofOperator, value: bytes | None, new: pd.DataFrame,
     nk = left["nk"].to_numpy(bool) & op.keyed
     if op.direction == "backward":
         match = None
-        ready = lt < w if w is not None else np.zeros(len(left), bool)
+        ready = lt < wr if wr is not None else np.zeros(len(left), bool)
     else:
         match = _forward_match(lt, lid, rt, rid, op.inclusive)
-        ready = ((match < w) | nk) if w is not None else np.zeros(len(left), bool)
+        ready = ((match < wr) | nk) if wr is not None else np.zeros(len(left), bool)
     # the context: the ready left rows and the right rows of their keys (a NULL key's
     # left row needs none)
     wanted = np.unique(lid[ready & ~nk])
     context = pd.concat([left[ready], right[np.isin(rid, wanted)]], ignore_index=True)
-    # prune the right rows to what a waiting or future left row can still match
-    if w is None:
-        keep_r = np.ones(len(right), bool)
-    else:
-        keep_r = rt >= w
-        if op.direction == "backward" and len(rt):
-            before = rt < w
-            last = pd.Series(np.where(before, rt, np.iinfo(np.int64).min)).groupby(
-                rid).transform("max").to_numpy(np.int64)
-            keep_r |= before & (rt == last)  # per key, the last rows before W (ties kept)
+    keep_r = _kept_right(op, lt[~ready & ~nk], rt, rid, wl, wr)
     waiting = ~ready
     if not waiting.any():
         timer = None
@@ -141,8 +143,34 @@ def step(op: AsofOperator, value: bytes | None, new: pd.DataFrame,
     out = None
     if len(after):
         table = pa.Table.from_pandas(after, schema=op.schema(), preserve_index=False)
-        out = st.encode(op.kind, {"w": w}, {"rows": table})
+        out = st.encode(op.kind, {"wl": wl, "wr": wr}, {"rows": table})
     return AsofStep(context[names], int(ready.sum()), late, out, timer, len(after))
+
+
+def _never_back(seen: int | None, given: int | None) -> int | None:
+    """A stream's progress for this step: the one given, or the one the bucket last saw
+    when that is later (a progress never goes back; None: none yet)."""
+    if given is None:
+        return seen
+    return int(given) if seen is None else max(int(given), int(seen))
+
+
+def _kept_right(op: AsofOperator, waiting_lt: np.ndarray, rt: np.ndarray, rid: np.ndarray,
+                wl: int | None, wr: int | None) -> np.ndarray:
+    """Which right rows a waiting or future left row can still match (module docstring,
+    4.); ``waiting_lt``: the times of the waiting left rows that have keys."""
+    if wl is None:  # a future left row may be at any time
+        return np.ones(len(rt), bool)
+    if op.direction == "forward" and wr is not None:
+        waiting_lt = np.maximum(waiting_lt, wr)  # (a waiting row's match is not below R)
+    m = min(wl, int(waiting_lt.min())) if len(waiting_lt) else wl
+    keep = rt >= m
+    if op.direction == "backward" and len(rt):
+        before = rt < m
+        last = pd.Series(np.where(before, rt, np.iinfo(np.int64).min)).groupby(
+            rid).transform("max").to_numpy(np.int64)
+        keep |= before & (rt == last)  # per key, the last rows before m (ties kept)
+    return keep
 
 
 def _series(left: pd.DataFrame, right: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,11 @@ from .plan import (_FILL, ARRIVED, FLOATING, INTEGRAL, KEY_TYPES, STAT_NAMES, No
                    arrival, row_kind)
 
 
+#: How the state's progress is kept, part of the fingerprint: checkpoints written when both
+#: streams shared Spark's one watermark (their minimum) are refused, not reinterpreted.
+PROGRESS_MODEL = "per-stream progress: right = Spark's watermark, left = driver record v1"
+
+
 @dataclass(frozen=True)
 class AsofPlan:
     """A continuous ASOF JOIN the stateful runner evaluates."""
@@ -58,8 +63,8 @@ class AsofPlan:
         """What a checkpoint depends on, compared on restart: the operator, both streams'
         per-row SQL, the output schema, the buckets and the streams."""
         text = json.dumps([repr(self.operator), self.pre_left, self.pre_right,
-                           self.output_ddl, self.buckets, self.left.key, self.right.key],
-                          default=str)
+                           self.output_ddl, self.buckets, self.left.key, self.right.key,
+                           PROGRESS_MODEL], default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def decoded(self, right: bool) -> list[str]:
@@ -122,9 +127,10 @@ def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> 
                f"the waiting {left.name} rows and the {right.name} rows a waiting or future "
                "one can still match; "
                + (f"{n_buckets} buckets of the keys" if keyed else "1 bucket (no keys)")
-               + "; progress: Spark's watermark, the smaller of the two streams' promises, "
-                 "for both (a row of either stream below it is late); a micro-batch joins "
-                 "the left rows whose match became final")
+               + "; progress per stream (a row below its own stream's is late): the "
+                 f"{right.name} stream's is Spark's watermark (a {left.name} row is final "
+                 f"once it passes), the {left.name} stream's kept by the driver per "
+                 "micro-batch; a micro-batch joins the left rows whose match became final")
     return AsofPlan(left, right, op, tuple(pre_left), tuple(pre_right), ", ".join(ddl),
                     n_buckets, explain)
 

@@ -2,38 +2,74 @@
 
 Both streams' rows go through :class:`~.query.StatefulQuery`'s pipeline -- each stream
 encoded by its own :attr:`.asof_plan.AsofPlan.pre_left` / ``pre_right`` (the stream in
-``__right``) and watermarked on its own, so Spark's watermark is the smaller of the two
-streams' promises (``multipleWatermarkPolicy`` "min"; a stream that has sent nothing yet
-holds it at none) -- unioned and grouped by bucket of keys into one
+``__right``) -- unioned and grouped by bucket of keys into one
 ``transformWithStateInPandas``. :class:`AsofProcessor` runs the kernel (:mod:`.asof`) per
 bucket and hands back the left rows whose match became final with the right rows of their
 keys, late / timeless / malformed rows of either stream and its counts;
 :class:`StatefulAsofQuery` evaluates the batch plan over the rows handed back -- each left
 row once, final.
 
-Progress and late rows: the re-evaluating runner keeps one progress per stream (each
-stream's largest event time minus its WATERMARK, punctuation, HEARTBEAT) and the query's
-is their minimum; Spark keeps one watermark per query, that minimum, and this runner uses
-it for both streams: a row of either stream is late below it, a left row is final once it
-passes (backward: the row's time; forward: its match's). So a stream that runs ahead of
-the other has fewer late rows here (those between the other's promise and its own are
-joined) and its rows wait for both promises -- the results equal the batch join over the
-rows that are not late either way, and each is final as it comes (no ``_final`` column,
-``_progress`` the query's progress, as on the re-evaluating runner; ``EMIT CHANGES``
-changes nothing on either). A batch's ``_progress/`` record counts both streams' rows.
+**Progress per stream**, as on the re-evaluating runner (``streaming/runner.py``): each
+stream's progress is its largest event time minus its WATERMARK, its punctuation, its
+HEARTBEAT (a Kafka topic's: its slowest partition's), and a row of a stream is late below
+*its own* stream's progress; a left row is final once the *right* stream's progress passes
+its time (backward) or its match's (forward); ``_progress`` is the smaller of the two.
+Spark gives a query one watermark, so
+
+* only the right stream is watermarked in Spark (``withWatermark``; one source per Kafka
+  partition): Spark's watermark is the right stream's progress, its timers fire as that
+  progress passes a waiting row, and it runs a micro-batch without new rows when it moved;
+* the left stream's rows carry what each promises (``__lwm``: event time minus the
+  WATERMARK, a punctuation's value, a HEARTBEAT tick's clock) and which of its sources
+  they came from (``__src``); each bucket hands back its largest promise per source (kind
+  :data:`PROMISE`) and the driver keeps the left progress -- each source's largest promise,
+  the stream's the smallest of them, never going back -- in a record per micro-batch,
+  ``<checkpoint>/asof/<batch>.json`` (versioned JSON, written by the batch before Spark
+  commits it, read by the next). The next micro-batch hands it to every bucket as a local
+  property of its Spark jobs (:data:`PROPERTY`, naming the batch: a bucket checks it
+  against Spark's own batch id).
+
+A micro-batch reads the record of the batch before it, however often it is run: one
+re-run after a crash or a restart sees the progress its first run saw (the left one from
+that record, the right one from Spark's offset log), so it late-marks and joins the same
+rows. One batch behind the rows that raise it, as Spark's watermark is. Each left row is
+final as it comes (no ``_final`` column, ``_progress`` the query's progress, as on the
+re-evaluating runner; ``EMIT CHANGES`` changes nothing on either). A batch's
+``_progress/`` record counts both streams' rows and names each stream's progress.
 """
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pandas as pd
 
+from wavesql import storage
+from wavesql.errors import WaveSQLError
 from wavesql.sqltext import JSON_OPTIONS
 from wavesql.streaming.report import PROGRESS, timestamp_lit
 
 from . import asof as kernel
 from . import plan as pl
+from .processor import OFFSET, progress_of
 from .query import StatefulQuery, _earliest_arrival, union
 from .resample_query import ResampleProcessor
+
+#: The kernel's output rows of a left source's largest promise in a call (``__sk``: the
+#: source, ``__ts``: the promise).
+PROMISE = 5
+#: The columns of a left row's source (right rows: -1) and of what it promises (µs;
+#: :data:`NO_PROMISE` where nothing).
+SOURCE, PROMISED = "__src", "__lwm"
+NO_PROMISE = np.iinfo(np.int64).min
+#: The local property of a micro-batch's Spark jobs that hands the left stream's progress
+#: to every bucket: ``{"batch": id, "progress": µs or null}``.
+PROPERTY = "wavesql.asof.leftProgress"
+#: Spark's own local property of a micro-batch's jobs: its batch id.
+BATCH_ID = "streaming.sql.batchId"
+#: The version of the driver's per-batch record of the left stream's progress.
+RECORD_VERSION = 1
 
 
 class AsofProcessor(ResampleProcessor):
@@ -42,18 +78,53 @@ class AsofProcessor(ResampleProcessor):
     kernel a frame of ``op.schema()``'s columns under ``__`` names."""
 
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
-        progress, kinds, data = self._begin(batch, timer_values)
+        right_progress, kinds, data = self._begin(batch, timer_values)
         new = self._rows(data)
-        result = kernel.step(self.op, self._stored(), new, progress)
+        result = kernel.step(self.op, self._stored(), new, left_progress(), right_progress)
         self._keep(result.state, result.timer)
         parts = [self._out(result.context, pl.RESULT)]
         late_n = int(result.late.sum())
         if late_n:
             parts.append(self._out(new[result.late], pl.LATE))
         parts += self._passed_through(batch, kinds, self._rows)
+        parts += self._promises(batch, kinds, result.late)
         parts.append(self._stats(kinds, len(new) - late_n, late_n, result.state_rows,
                                  result.state, batch))
         return pd.concat(parts, ignore_index=True)[self.columns]
+
+    def _promises(self, batch: pd.DataFrame | None, kinds: np.ndarray,
+                  late: np.ndarray) -> list:
+        """Per left source, the largest promise of the call's rows (its late rows aside,
+        as the re-evaluating runner counts on-time rows only): rows of kind PROMISE."""
+        if batch is None:
+            return []
+        source = batch[SOURCE].to_numpy(np.int64)
+        promised = batch[PROMISED].to_numpy(np.int64)
+        counted = (source >= 0) & (promised != NO_PROMISE)
+        counted[np.flatnonzero(kinds == pl.RESULT)[late]] = False
+        if not counted.any():
+            return []
+        best = pd.Series(promised[counted]).groupby(source[counted]).max()
+        return [self._frame(len(best), PROMISE, {"__sk": best.index.to_numpy(np.int64),
+                                                 "__ts": best.to_numpy(np.int64)})]
+
+
+def left_progress() -> int | None:
+    """The left stream's progress the running micro-batch hands its buckets
+    (:data:`PROPERTY`); a clear error when a bucket runs outside such a batch."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    raw = ctx.getLocalProperty(PROPERTY) if ctx is not None else None
+    if raw is None:
+        raise RuntimeError("a continuous ASOF JOIN's bucket ran without its micro-batch's "
+                           f"left progress (Spark local property {PROPERTY})")
+    record = json.loads(raw)
+    batch = ctx.getLocalProperty(BATCH_ID)
+    if batch is not None and int(batch) != record["batch"]:
+        raise RuntimeError(f"a continuous ASOF JOIN's bucket of micro-batch {batch} was "
+                           f"handed the left progress of micro-batch {record['batch']}")
+    return record["progress"]
 
 
 class StatefulAsofQuery(StatefulQuery):
@@ -80,22 +151,82 @@ class StatefulAsofQuery(StatefulQuery):
         return self._by_stream(lambda st: F.to_json(F.struct(*[
             F.expr(d) for d in w.decoded(st is w.right)]), JSON_OPTIONS))
 
-    def _source_frame(self, trigger: str, max_files: int | None):
-        w = self.windowed
-        # one watermark per stream (per partition of a Kafka topic): Spark's global one is
-        # their minimum; the left stream's sources come first, as in _streams
-        return union([f for st, pre in ((w.left, w.pre_left), (w.right, w.pre_right))
-                      for f in self._stream_frames(st, pre, trigger, max_files)])
+    # -- the streams ---------------------------------------------------------------------
+    def _watermarked(self, frame, trigger: str, stream=None, pre=None, watermark: bool = True):
+        # Spark's watermark: the right stream's promises only (module docstring)
+        left = stream is not None and stream.key == self.windowed.left.key
+        return super()._watermarked(frame, trigger, stream, pre, watermark=not left)
 
+    def _source_frame(self, trigger: str, max_files: int | None):
+        from pyspark.sql import functions as F
+
+        w = self.windowed
+        # the left stream's sources come first, as in _streams: one per Kafka partition
+        left = self._stream_frames(w.left, w.pre_left, trigger, max_files)
+        self.n_left_sources = len(left)
+        promised = F.coalesce(F.expr(f"unix_micros(__wm) DIV 1000 - {OFFSET}"),
+                              F.lit(int(NO_PROMISE)))
+        left = [f.withColumn(SOURCE, F.lit(i)).withColumn(PROMISED, promised).drop("__wm")
+                for i, f in enumerate(left)]
+        right = [f.withColumn(SOURCE, F.lit(-1)).withColumn(PROMISED, F.lit(int(NO_PROMISE)))
+                 for f in self._stream_frames(w.right, w.pre_right, trigger, max_files)]
+        return union(left + right)
+
+    # -- progress ------------------------------------------------------------------------
+    def _batch_progress(self, spark, batch_id: int) -> tuple[int | None, dict]:
+        """Each stream's progress the batch runs with -- the left one from the record of
+        the batch before (handed to the buckets), the right one Spark's watermark -- and
+        the query's, the smaller."""
+        w = self.windowed
+        left = self._record_before(batch_id).get("progress")
+        spark.sparkContext.setLocalProperty(
+            PROPERTY, json.dumps({"batch": batch_id, "progress": left}))
+        right = progress_of(self._batch_watermark(batch_id))
+        both = None if left is None or right is None else min(left, right)
+        return both, {w.left.key: left, w.right.key: right}
+
+    def _record_dir(self) -> str:
+        return storage.join(self.checkpoint, "asof")
+
+    def _record_before(self, batch_id: int) -> dict:
+        """The left stream's progress record of the latest batch before ``batch_id``
+        (empty: none, the first batch; every committed batch wrote one)."""
+        record = record_before(self._record_dir(), batch_id)
+        if not record and batch_id > 0:
+            done = storage.join(self.checkpoint, "offsets", "commits")
+            if any(n.isdigit() and int(n) < batch_id for n, _ in storage.children(done)):
+                raise WaveSQLError(
+                    "CHECKPOINT_CORRUPT", f"{self._record_dir()} holds no record of the "
+                    f"left stream's progress before micro-batch {batch_id}",
+                    hint="start the query from a fresh checkpoint (and output folder)")
+        return record
+
+    @property
+    def progress_us(self) -> int | None:
+        """The progress of the last batch this query ran (or of the checkpoint's last)."""
+        if self.reports:
+            return self.reports[-1].progress_us
+        done = storage.join(self.checkpoint, "offsets", "commits")
+        ids = sorted(int(name) for name, _ in storage.children(done) if name.isdigit())
+        if not ids:
+            return None
+        left = self._record_before(ids[-1]).get("progress")
+        right = progress_of(self._batch_watermark(ids[-1]))
+        return None if left is None or right is None else min(left, right)
+
+    # -- one micro-batch -----------------------------------------------------------------
     def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
         from pyspark.sql import functions as F
 
         from wavesql.planner.lower import Runtime, lower
 
         w = self.windowed
-        stats = df.where(f"__kind = {pl.STATS}").groupBy().agg(*[
+        n_left = max(getattr(self, "n_left_sources", 1), 1)
+        promise = [F.max(F.when((F.col("__kind") == PROMISE) & (F.col("__sk") == i),
+                                F.col("__ts"))).alias(f"promise{i}") for i in range(n_left)]
+        stats = df.where(f"__kind IN ({pl.STATS}, {PROMISE})").groupBy().agg(*[
             F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)],
-            *_earliest_arrival(df)).collect()[0].asDict()
+            *promise, *_earliest_arrival(df)).collect()[0].asDict()
         rows = df.where(f"__kind = {pl.RESULT}")
         left = rows.where("NOT __right").selectExpr(*w.decoded(False))
         right = rows.where("__right").selectExpr(*w.decoded(True))
@@ -103,5 +234,64 @@ class StatefulAsofQuery(StatefulQuery):
                      streams={w.left.key: left, w.right.key: right})
         out = lower(self.bound, rt).withColumn(PROGRESS, timestamp_lit(progress))
         self._deliver_counted(out, batch_id, report, by_final=False)
+        record = next_record(self._record_before(batch_id),
+                             [stats[f"promise{i}"] for i in range(n_left)])
+        write_record(self._record_dir(), batch_id, {"stream": w.left.key, **record})
         return {**{n: int(stats[n] or 0) for n in pl.STAT_NAMES},
                 "arrived": stats.get("arrived")}
+
+
+# -- the driver's record of the left stream's progress ------------------------------------
+def next_record(before: dict, promises: list) -> dict:
+    """The left stream's progress after a micro-batch: ``before``'s (the record of the
+    batch before; empty: none) with the batch's largest promise of each source
+    (``promises``, None where it had none) -- each source's largest promise, the stream's
+    progress the smallest of them once every source promised something, never going back
+    (as Spark's watermark over one source per Kafka partition)."""
+    sources = list(before.get("sources", []))
+    sources += [None] * (len(promises) - len(sources))
+    for i, p in enumerate(promises):
+        if p is not None and (sources[i] is None or p > sources[i]):
+            sources[i] = int(p)
+    progress = before.get("progress")
+    if sources and None not in sources:
+        least = min(sources)
+        progress = least if progress is None else max(progress, least)
+    return {"sources": sources, "progress": progress}
+
+
+def _record_ids(folder: str) -> list[int]:
+    if not storage.is_dir(folder):
+        return []
+    return sorted(int(name[:-5]) for name, _ in storage.children(folder)
+                  if name.endswith(".json") and name[:-5].isdigit())
+
+
+def record_before(folder: str, batch_id: int) -> dict:
+    """The record in ``folder`` of the latest batch before ``batch_id`` (empty: none) --
+    the one its first run read, whether or not a run of ``batch_id`` itself wrote one
+    since (a re-run after a crash)."""
+    ids = [i for i in _record_ids(folder) if i < batch_id]
+    if not ids:
+        return {}
+    path = storage.join(folder, f"{ids[-1]:09d}.json")
+    try:
+        record = json.loads(storage.read_text(path))
+    except (OSError, ValueError) as err:
+        raise WaveSQLError("CHECKPOINT_CORRUPT", f"{path} cannot be read: {err}",
+                           hint="start the query from a fresh checkpoint") from None
+    if record.get("version") != RECORD_VERSION:
+        raise WaveSQLError("CHECKPOINT_MISMATCH", f"{path} was written in format "
+                           f"{record.get('version')!r}; this WaveSQL reads {RECORD_VERSION}",
+                           hint="start the query from a fresh checkpoint")
+    return record
+
+
+def write_record(folder: str, batch_id: int, record: dict) -> None:
+    """Batch ``batch_id``'s record (whole or not at all; replaced by a re-run); the older
+    ones but the last are removed."""
+    storage.write_text(storage.join(folder, f"{batch_id:09d}.json"),
+                       json.dumps({"version": RECORD_VERSION, **record}))
+    for old in _record_ids(folder):
+        if old < batch_id - 1:
+            storage.delete(storage.join(folder, f"{old:09d}.json"))

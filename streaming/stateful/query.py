@@ -114,9 +114,11 @@ class StatefulQuery(ContinuousQuery):
         return [self._watermarked(stream_source(self.spark, s, max_files, skip_missing=True),
                                   trigger, s, pre)]
 
-    def _watermarked(self, frame, trigger: str, stream=None, pre=None):
+    def _watermarked(self, frame, trigger: str, stream=None, pre=None, watermark: bool = True):
         """``frame`` encoded for the kernel (plan.pre), with Spark's watermark on what each
-        row promises (``__wm``); ``stream``/``pre``: another input's (two-stream plans)."""
+        row promises (``__wm``); ``stream``/``pre``: another input's (two-stream plans);
+        ``watermark`` False: ``__wm`` kept as a column, not watermarked (the caller keeps
+        that input's progress)."""
         from pyspark.sql import functions as F
 
         w = self.windowed
@@ -137,6 +139,8 @@ class StatefulQuery(ContinuousQuery):
         if trigger.startswith("every ") and s.heartbeat_us is not None:
             # the heartbeat is the stream's own promise: one watermark over both
             frame = frame.unionByName(self._ticker(frame, s.heartbeat_us))
+        if not watermark:
+            return frame
         return frame.withWatermark("__wm", "0 seconds").select(*keep)
 
     def _ticker(self, frame, heartbeat_us: int):
@@ -184,7 +188,7 @@ class StatefulQuery(ContinuousQuery):
         spark = batch_df.sparkSession
         streams = self._streams()
         s = streams[0]
-        progress = progress_of(self._batch_watermark(batch_id))
+        progress, inputs = self._batch_progress(spark, batch_id)
         report = BatchReport(batch_id, progress, started_at=self.clock())
         # every source's file log (a Kafka partition's source has none): with two streams,
         # a topic's partitions come before or between the file sources
@@ -227,10 +231,11 @@ class StatefulQuery(ContinuousQuery):
             report.buffered, report.state_bytes = counts["state_rows"], counts["state_bytes"]
             if counts.get("arrived"):
                 report.arrived_s = counts["arrived"] / 1e6
-            report.inputs = {st.key: progress for st in streams}
+            report.inputs = inputs
             if report.late or report.no_time:
-                reason = F.when(F.col("__kind") == pl.LATE, F.lit(
-                    f"event time before the progress already promised ({format_us(progress)})"))
+                reason = F.when(F.col("__kind") == pl.LATE, self._by_stream(lambda st: F.lit(
+                    "event time before the progress already promised "
+                    f"({format_us(inputs[st.key])})")))
                 reason = reason.otherwise(self._by_stream(
                     lambda st: F.lit(f"no event time ({st.event_time} is NULL)")))
                 late = df.where(f"__kind IN ({pl.LATE}, {pl.NO_TIME})").select(
@@ -251,6 +256,12 @@ class StatefulQuery(ContinuousQuery):
         finally:
             df.unpersist()
         self._finish(report, began, arrived if report.final_out else [])
+
+    def _batch_progress(self, spark, batch_id: int) -> tuple[int | None, dict]:
+        """The progress batch ``batch_id`` runs with, and each stream's: Spark's
+        watermark, for every stream."""
+        progress = progress_of(self._batch_watermark(batch_id))
+        return progress, {st.key: progress for st in self._streams()}
 
     def _arrival_of(self, batch_id: int) -> float | None:
         """The earliest Kafka timestamp (s) of batch ``batch_id``'s records: from its report
