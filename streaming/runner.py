@@ -401,6 +401,11 @@ class ReEvaluatingQuery(ContinuousQuery):
         storage.delete(folder, recursive=True)
         kept = 0
         for inp in self.inputs:
+            if self.plan.mode == "rows":
+                # a row-by-row query keeps nothing (_prune): writing its empty buffer would
+                # be a Spark job per micro-batch for no row; _read_buffer reads a missing
+                # buffer as empty
+                continue
             buf = self._prune(buffers[inp.stream.key], inp, overall, progress)
             where = storage.join(folder, f"buffer_{inp.index}")
             buf.write.parquet(where)
