@@ -137,6 +137,28 @@ def test_every_micro_batch_accounts_for_its_rows(ws, spark, tmp_path):
     assert [r["rows_in"] for r in records][:5] == [len(p) for p in parts]
 
 
+@pytest.mark.parametrize("named", [False, True])
+def test_each_batch_stamps_its_progress_on_its_rows(ws, spark, tmp_path, named):
+    """Every row of batch folder N has _progress = batch N's progress (its _progress/
+    record) and _final; a SELECT item the user named _progress is replaced by it."""
+    _files(tmp_path / "in", seed=9, n_files=4, per_file=40)
+    _stream(ws, tmp_path / "in")
+    extra = ", max(v) AS _progress" if named else ""
+    cq = _run(ws, tmp_path, f"SELECT k, count(*) AS n{extra} FROM kv "
+                            "[RANGE 4 SECONDS SLIDE 2 SECONDS] GROUP BY k")
+    progress = {r.batch: r.progress_us for r in cq.reports}
+    seen = 0
+    for folder in sorted((tmp_path / "out").glob("batch=*")):
+        batch = int(folder.name.split("=")[1])
+        frame = spark.read.parquet(str(folder))
+        assert frame.columns.count("_progress") == 1
+        for row in frame.select("_progress", "_final").collect():
+            stamp = None if row["_progress"] is None else _micros(row["_progress"])
+            assert stamp == progress[batch] and row["_final"] is True
+            seen += 1
+    assert seen > 10
+
+
 def _rows_window_oracle(on_time: pd.DataFrame, n: int, progress: int) -> Counter:
     """ISTREAM of (k, count, avg(v)) over [PARTITION BY k ROWS n], by brute force: at each
     instant of a key (its distinct event times below progress), its last n rows -- ties in

@@ -66,8 +66,13 @@ class BucketProcessor(StatefulProcessor):
         self.columns = list(self.types)
 
     def init(self, handle) -> None:
+        from pyspark.sql.types import BinaryType, StructField, StructType
+
         self.handle = handle
-        self.state = handle.getValueState("window", "value BINARY")
+        # the schema as a StructType: given as DDL text, PySpark asks the JVM to parse it
+        # (a round trip per task); this is the same schema ("value BINARY")
+        self.state = handle.getValueState("window", StructType([StructField("value",
+                                                                            BinaryType())]))
 
     def handleInputRows(self, key, rows, timerValues):
         frames = [f for f in rows if len(f)]
@@ -92,8 +97,12 @@ class BucketProcessor(StatefulProcessor):
         none yet), each input row's ``__kind``, and the rows to process (kind RESULT;
         None on a timer call)."""
         progress = progress_of(timer_values.getCurrentWatermarkInMs())
-        kinds = (batch["__kind"].to_numpy() if batch is not None else np.zeros(0, np.int8))
-        return progress, kinds, (batch[kinds == pl.RESULT] if batch is not None else None)
+        if batch is None:
+            return progress, np.zeros(0, np.int8), None
+        kinds = batch["__kind"].to_numpy()
+        data = kinds == pl.RESULT
+        # (every row data, the usual case: the rows as they are, not a copy of them)
+        return progress, kinds, (batch if data.all() else batch[data])
 
     def _stored(self) -> bytes | None:
         stored = self.state.get()  # None when the bucket has none (one state call, not two)
@@ -135,31 +144,55 @@ class BucketProcessor(StatefulProcessor):
 
     def _stats(self, kinds: np.ndarray, on_time: int, late: int, state_rows: int,
                value: bytes | None, batch: pd.DataFrame | None) -> pd.DataFrame:
+        return self._frame(1, pl.STATS, self._stats_columns(kinds, on_time, late, state_rows,
+                                                             value, batch))
+
+    def _stats_columns(self, kinds: np.ndarray, on_time: int, late: int, state_rows: int,
+                       value: bytes | None, batch: pd.DataFrame | None) -> dict:
         stats = [on_time, late, int((kinds == pl.NO_TIME).sum()),
                  int((kinds == pl.PUNCTUATION).sum()), int((kinds == pl.MALFORMED).sum()),
                  state_rows, len(value) if value is not None else 0]
         cols = {f"__n{i}": np.array([v], np.int64) for i, v in enumerate(stats)}
         if pl.ARRIVED in self.types:  # a Kafka stream: its rows' earliest arrival (0: none)
             cols[pl.ARRIVED] = np.array([_earliest(batch)], np.int64)
-        return self._frame(1, pl.STATS, cols)
+        return cols
 
     def _frame(self, n: int, kind: int, cols: dict) -> pd.DataFrame:
         """``n`` output rows of ``kind``: ``cols`` given, every other column its zero
         (NULL flags set, strings NULL)."""
-        zeros = {"TINYINT": np.int8, "BIGINT": np.int64, "DOUBLE": np.float64}
+        return self._frames([(n, kind, cols)])
+
+    def _frames(self, parts: list[tuple[int, int, dict]]) -> pd.DataFrame:
+        """The output rows of ``parts``, ``(n, kind, cols)`` each as :meth:`_frame`'s, as one
+        frame: each column concatenated once (a frame per part and ``pd.concat`` of them
+        cost more than the window kernel itself)."""
         out = {}
         for name, spark_type in self.types.items():
-            if name in cols:
-                out[name] = cols[name]
-            elif name == "__kind":
-                out[name] = np.full(n, kind, np.int8)
-            elif spark_type == "STRING":
-                out[name] = np.full(n, None, object)
-            elif spark_type == "BOOLEAN":
-                out[name] = np.full(n, name.startswith(("__kn", "__gn", "__cn", "__wn")), bool)
-            else:
-                out[name] = np.zeros(n, zeros[spark_type])
-        return pd.DataFrame(out)
+            pieces = [cols[name] if name in cols else self._zeros(name, spark_type, n, kind)
+                      for n, kind, cols in parts]
+            out[name] = pieces[0] if len(pieces) == 1 else _concatenate(pieces)
+        return pd.DataFrame(out, copy=False)
+
+    @staticmethod
+    def _zeros(name: str, spark_type: str, n: int, kind: int) -> np.ndarray:
+        """``n`` rows of the column ``name`` not given: the kind, NULL flags set, strings
+        NULL, numbers 0."""
+        if name == "__kind":
+            return np.full(n, kind, np.int8)
+        if spark_type == "STRING":
+            return np.full(n, None, object)
+        if spark_type == "BOOLEAN":
+            return np.full(n, name.startswith(("__kn", "__gn", "__cn", "__wn")), bool)
+        return np.zeros(n, {"TINYINT": np.int8, "BIGINT": np.int64,
+                            "DOUBLE": np.float64}[spark_type])
+
+
+def _concatenate(pieces: list) -> np.ndarray:
+    """One column's pieces end to end (as objects if any piece is: strings, NULLs)."""
+    arrays = [np.asarray(p) for p in pieces]
+    if any(a.dtype == object for a in arrays):
+        arrays = [a.astype(object, copy=False) for a in arrays]
+    return np.concatenate(arrays)
 
 
 def _earliest(batch: pd.DataFrame | None) -> int:
@@ -196,9 +229,9 @@ class WindowProcessor(BucketProcessor):
                 if (kinds == kind).any():
                     parts.append(self._passthrough(batch[kinds == kind], kind))
         late_n = int(result.late.sum())
-        parts.append(self._stats(kinds, len(rows) - late_n, late_n, result.state_rows,
-                                 result.state, batch))
-        return pd.concat(parts, ignore_index=True)[self.columns]
+        parts.append((1, pl.STATS, self._stats_columns(
+            kinds, len(rows) - late_n, late_n, result.state_rows, result.state, batch)))
+        return self._frames(parts)
 
     def _rows(self, data: pd.DataFrame | None) -> kernel.Rows:
         if data is None or not len(data):
@@ -213,21 +246,21 @@ class WindowProcessor(BucketProcessor):
                            pairs("k", self.n_keys), pairs("a", self.n_args),
                            pairs("o", self.n_order))
 
-    def _results(self, res: kernel.Results) -> pd.DataFrame:
+    def _results(self, res: kernel.Results) -> tuple[int, int, dict]:
         cols = {"__time": res.time.astype(np.int64), "__final": res.final.astype(bool)}
         for i, (v, m) in enumerate(res.keys):
             cols[f"__kn{i}"], cols[f"__k{i}"] = m.astype(bool), v
         for j, (v, m) in enumerate(res.values):
             cols[f"__gn{j}"], cols[f"__g{j}"] = m.astype(bool), v
-        return self._frame(len(res), pl.RESULT, cols)
+        return len(res), pl.RESULT, cols
 
-    def _passthrough(self, rows: pd.DataFrame, kind: int) -> pd.DataFrame:
+    def _passthrough(self, rows: pd.DataFrame, kind: int) -> tuple[int, int, dict]:
         cols = {"__time": rows["__ts"].to_numpy(np.int64),
                 "__row": rows["__row"].to_numpy(object)}
         for name in ("__record", "__file"):
             if name in rows:
                 cols[name] = rows[name].to_numpy(object)
-        return self._frame(len(rows), kind, cols)
+        return len(rows), kind, cols
 
 
 class LookbackProcessor(BucketProcessor):

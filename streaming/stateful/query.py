@@ -40,6 +40,9 @@ from . import over_plan
 from . import plan as pl
 from .processor import LookbackProcessor, WindowProcessor, progress_of, watermark_sql
 
+#: The observed kernel output of a windowed query's micro-batch (its batch session's view).
+KERNEL_VIEW = "__wavesql_kernel"
+
 #: The state store every stateful query uses (transformWithState requires RocksDB).
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -131,10 +134,12 @@ class StatefulQuery(ContinuousQuery):
                        f"unix_micros({quote(s.progress_column)}) " if s.progress_column
                        else "") + "END")
         frame = frame.withColumn("__wm", F.expr(watermark_sql(promised)))
-        keep = [n for n, _ in pre] + ["__file"]
-        if CORRUPT_COLUMN in frame.columns:  # a CSV/JSON stream's malformed rows: their text
+        keep = [n for n, _ in pre]
+        if CORRUPT_COLUMN in frame.columns:  # a CSV/JSON stream's malformed rows: their file
+            # and text, for the quarantine (no other row needs its file: a stream that has
+            # no malformed rows does not carry a path per row through the shuffle)
             frame = frame.withColumn("__record", F.col(quote(CORRUPT_COLUMN)))
-            keep.append("__record")
+            keep += ["__file", "__record"]
         frame = frame.select(*keep, "__wm")
         if trigger.startswith("every ") and s.heartbeat_us is not None:
             # the heartbeat is the stream's own promise: one watermark over both
@@ -321,23 +326,59 @@ class StatefulWindowQuery(StatefulQuery):
 
     def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
         from pyspark.sql import Observation
-        from pyspark.sql import functions as F
 
         # The kernel's counts ride along the job that writes the results (an observation:
         # no job of their own); late and bad rows, rare, are read back from the cached
-        # batch only when there are some.
+        # batch only when there are some. What runs on the driver per batch is a handful
+        # of calls to the JVM: each of PySpark's column functions is several py4j round
+        # trips (about 300 for the counts' columns, 0.1 s a batch), so the counts' columns
+        # are made once per query and the rest is one SQL statement (_results_sql).
         counted = Observation(f"wavesql_batch_{batch_id}")
-        observed = df.observe(counted, *[
-            F.sum(F.when(F.col("__kind") == pl.STATS, F.col(f"__n{i}"))).alias(n)
-            for i, n in enumerate(pl.STAT_NAMES)], *_earliest_arrival(df))
-        (observed.where(f"__kind = {pl.RESULT}")
-         .withColumn("_time", F.timestamp_micros("__time"))
-         .createOrReplaceTempView(pl.VIEW))
-        out = spark.sql(self.windowed.post).withColumn(PROGRESS, timestamp_lit(progress))
+        df.observe(counted, *self._count_columns(df)).createOrReplaceTempView(KERNEL_VIEW)
+        out = spark.sql(self._results_sql(progress))
+        if self._post_names_progress():  # (a SELECT item of that name: replaced, as before)
+            out = out.withColumn(PROGRESS, timestamp_lit(progress))
         self._deliver_counted(out, batch_id, report, by_final=True)
         figures = counted.get
         return {**{n: int(figures.get(n) or 0) for n in pl.STAT_NAMES},
                 "arrived": figures.get("arrived")}
+
+    def _count_columns(self, df) -> list:
+        """The observation's columns: the kernel's counts (the sum of each over its stats
+        rows) and, over Kafka, the earliest arrival. Made once per query (a Column is an
+        unresolved expression: every batch's frame can take it)."""
+        cached = getattr(self, "_counts_cache", None)
+        if cached is None:
+            from pyspark.sql import functions as F
+
+            sums = [F.expr(f"sum(CASE WHEN __kind = {pl.STATS} THEN __n{i} END) AS {n}")
+                    for i, n in enumerate(pl.STAT_NAMES)]
+            cached = self._counts_cache = sums + _earliest_arrival(df)
+        return cached
+
+    def _results_sql(self, progress: int | None) -> str:
+        """The user's SELECT (plan.post) over the kernel's result rows, with ``_time`` and
+        the batch's ``_progress``: one statement over the observed batch (KERNEL_VIEW)."""
+        results = (f"SELECT *, timestamp_micros(__time) AS _time FROM {KERNEL_VIEW} "
+                   f"WHERE __kind = {pl.RESULT}")
+        if self._post_names_progress():
+            return f"WITH {pl.VIEW} AS ({results}) {self.windowed.post}"
+        stamp = (f"timestamp_micros({int(progress)}L)" if progress is not None
+                 else "CAST(NULL AS TIMESTAMP)")
+        return (f"WITH {pl.VIEW} AS ({results}) SELECT *, {stamp} AS {PROGRESS} "
+                f"FROM ({self.windowed.post}) AS __results")
+
+    def _post_names_progress(self) -> bool:
+        """Whether the user's SELECT has an item named ``_progress`` (then the batch's
+        replaces it, as ``withColumn`` does)."""
+        named = getattr(self, "_names_progress", None)
+        if named is None:
+            from sqlglot import exp
+
+            tree = exp.maybe_parse(self.windowed.post, dialect="spark")
+            named = self._names_progress = any(
+                name.lower() == PROGRESS for name in tree.named_selects)
+        return named
 
 
 class StatefulOverQuery(StatefulQuery):
