@@ -22,7 +22,7 @@ from wavesql.catalog import objects as cat
 from wavesql.dialect import to_spark_sql
 from wavesql.errors import WaveSQLError
 from wavesql.sources import kafka
-from wavesql.sqltext import quote
+from wavesql.sqltext import quote, status_frame
 
 from . import bad_rows, ir, physical
 from .spark_sql import run_sql_frames
@@ -416,14 +416,6 @@ def lower(stmt: ir.Statement, rt: Runtime, source_offset: int | None = None):
 
 def _status(rt: Runtime, message: str):
     return status_frame(rt.spark, message)
-
-
-def status_frame(spark, message: str):
-    """A statement's one-row ``status`` DataFrame. A literal ``VALUES`` list is a local
-    relation, which Spark collects without running a job; ``createDataFrame`` of a Python
-    list runs two (measured: 0.2-1 s each on a 2-core machine, the first of a process
-    several seconds) -- for every CREATE ... IF NOT EXISTS of a query file run from cron."""
-    return spark.sql("SELECT * FROM VALUES (:message) AS t(status)", args={"message": message})
 
 
 def _lower_query(stmt: ir.QueryStatement, rt: Runtime, offset):

@@ -254,9 +254,8 @@ def run_insert(session, bound, text: str, source: str | None, base_dir: str = ".
     handed to the continuous runner with everything else blanked, so its errors point at the
     file's own lines and columns.
     """
-    from wavesql.planner.insert import blank_outside
-
     from wavesql import storage
+    from wavesql.planner.insert import blank_outside
     from wavesql.streaming import start
 
     began = time.monotonic()
@@ -557,7 +556,7 @@ def _serve(session, run: FileRun, statements: list, text: str, file: str,
     ``stop()`` or a failure (wavesql/services.py); each holds its job's lock meanwhile."""
     from wavesql import services, storage
     from wavesql.dialect import Statement
-    from wavesql.planner.lower import status_frame
+    from wavesql.sqltext import status_frame
 
     queries: list = []
     with contextlib.ExitStack() as held, services.StopRequest(say) as requested:

@@ -262,7 +262,7 @@ class Session:
 
         if isinstance(bound, InsertInto):  # a job: incremental and exactly once (wavesql.jobs)
             from wavesql.jobs import run_insert
-            from wavesql.planner.lower import status_frame
+            from wavesql.sqltext import status_frame
 
             report = run_insert(self, bound, text, source, base_dir, **self.job_options)
             status = status_frame(self.spark, report.summary())
