@@ -51,6 +51,7 @@ from wavesql.sqltext import JSON_OPTIONS
 from wavesql.streaming.report import PROGRESS, timestamp_lit
 
 from . import asof as kernel
+from . import batch_records
 from . import plan as pl
 from .processor import OFFSET, progress_of
 from .query import StatefulQuery, _earliest_arrival, union
@@ -260,38 +261,12 @@ def next_record(before: dict, promises: list) -> dict:
     return {"sources": sources, "progress": progress}
 
 
-def _record_ids(folder: str) -> list[int]:
-    if not storage.is_dir(folder):
-        return []
-    return sorted(int(name[:-5]) for name, _ in storage.children(folder)
-                  if name.endswith(".json") and name[:-5].isdigit())
-
-
 def record_before(folder: str, batch_id: int) -> dict:
-    """The record in ``folder`` of the latest batch before ``batch_id`` (empty: none) --
-    the one its first run read, whether or not a run of ``batch_id`` itself wrote one
-    since (a re-run after a crash)."""
-    ids = [i for i in _record_ids(folder) if i < batch_id]
-    if not ids:
-        return {}
-    path = storage.join(folder, f"{ids[-1]:09d}.json")
-    try:
-        record = json.loads(storage.read_text(path))
-    except (OSError, ValueError) as err:
-        raise WaveSQLError("CHECKPOINT_CORRUPT", f"{path} cannot be read: {err}",
-                           hint="start the query from a fresh checkpoint") from None
-    if record.get("version") != RECORD_VERSION:
-        raise WaveSQLError("CHECKPOINT_MISMATCH", f"{path} was written in format "
-                           f"{record.get('version')!r}; this WaveSQL reads {RECORD_VERSION}",
-                           hint="start the query from a fresh checkpoint")
-    return record
+    """The left-progress record of the latest batch before ``batch_id`` (empty: none):
+    see :mod:`.batch_records`."""
+    return batch_records.before(folder, batch_id, RECORD_VERSION)
 
 
 def write_record(folder: str, batch_id: int, record: dict) -> None:
-    """Batch ``batch_id``'s record (whole or not at all; replaced by a re-run); the older
-    ones but the last are removed."""
-    storage.write_text(storage.join(folder, f"{batch_id:09d}.json"),
-                       json.dumps({"version": RECORD_VERSION, **record}))
-    for old in _record_ids(folder):
-        if old < batch_id - 1:
-            storage.delete(storage.join(folder, f"{old:09d}.json"))
+    """Batch ``batch_id``'s left-progress record (:mod:`.batch_records`)."""
+    batch_records.write(folder, batch_id, RECORD_VERSION, record)

@@ -20,17 +20,15 @@ cap)``, without calling the buckets that have nothing to do.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
 from wavesql import storage
-from wavesql.errors import WaveSQLError
 from wavesql.planner.temporal import quote
 from wavesql.sqltext import JSON_OPTIONS
 from wavesql.streaming.report import FINAL, PROGRESS, timestamp_lit
 
+from . import batch_records
 from . import plan as pl
 from . import resample as kernel
 from .processor import BucketProcessor
@@ -168,44 +166,19 @@ class StatefulResampleQuery(StatefulQuery):
     def _caps_dir(self) -> str:
         return storage.join(self.checkpoint, "resample")
 
-    def _caps_ids(self) -> list[int]:
-        folder = self._caps_dir()
-        if not storage.is_dir(folder):
-            return []
-        return sorted(int(name[:-5]) for name, _ in storage.children(folder)
-                      if name.endswith(".json") and name[:-5].isdigit())
-
     def _caps_before(self, batch_id: int) -> dict:
         """The caps record of the latest batch before ``batch_id`` (empty: none)."""
-        ids = [i for i in self._caps_ids() if i < batch_id]
-        if not ids:
-            return {}
-        path = storage.join(self._caps_dir(), f"{ids[-1]:09d}.json")
-        try:
-            record = json.loads(storage.read_text(path))
-        except (OSError, ValueError) as err:
-            raise WaveSQLError("CHECKPOINT_CORRUPT", f"{path} cannot be read: {err}",
-                               hint="start the query from a fresh checkpoint") from None
-        if record.get("version") != CAPS_VERSION:
-            raise WaveSQLError("CHECKPOINT_MISMATCH", f"{path} was written in format "
-                               f"{record.get('version')!r}; this WaveSQL reads {CAPS_VERSION}",
-                               hint="start the query from a fresh checkpoint")
-        return record
+        return batch_records.before(self._caps_dir(), batch_id, CAPS_VERSION)
 
     def _write_caps(self, batch_id: int, caps: dict, shown: int | None) -> None:
-        """This batch's caps record (replaced by a re-run); the older ones but the last
-        are removed."""
-        storage.write_text(storage.join(self._caps_dir(), f"{batch_id:09d}.json"),
-                           json.dumps({"version": CAPS_VERSION, "caps": caps,
-                                       "progress": shown}))
-        for old in self._caps_ids():
-            if old < batch_id - 1:
-                storage.delete(storage.join(self._caps_dir(), f"{old:09d}.json"))
+        """This batch's caps record (:mod:`.batch_records`)."""
+        batch_records.write(self._caps_dir(), batch_id, CAPS_VERSION,
+                            {"caps": caps, "progress": shown})
 
     @property
     def progress_us(self) -> int | None:
         """The ``_progress`` of the last batch this query ran (or of the checkpoint's)."""
         if self.reports:
             return self.reports[-1].progress_us
-        ids = self._caps_ids()
+        ids = batch_records.ids(self._caps_dir())
         return self._caps_before(ids[-1] + 1).get("progress") if ids else None
