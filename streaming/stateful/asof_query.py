@@ -76,12 +76,16 @@ RECORD_VERSION = 1
 class AsofProcessor(ResampleProcessor):
     """One :class:`~.asof_plan.AsofPlan`'s kernel per bucket (module docstring). The
     encoded-row helpers (``_rows``, ``_out``) are the RESAMPLE processor's: both hand the
-    kernel a frame of ``op.schema()``'s columns under ``__`` names."""
+    kernel a frame of ``op.schema()``'s columns under ``__`` names. ``kernel_step``: the
+    two-stream kernel it runs (the interval join's processor runs its own)."""
+
+    kernel_step = staticmethod(kernel.step)
 
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
         right_progress, kinds, data = self._begin(batch, timer_values)
         new = self._rows(data)
-        result = kernel.step(self.op, self._stored(), new, left_progress(), right_progress)
+        result = self.kernel_step(self.op, self._stored(), new, left_progress(),
+                                  right_progress)
         self._keep(result.state, result.timer)
         parts = [self._out(result.context, pl.RESULT)]
         late_n = int(result.late.sum())
@@ -203,23 +207,32 @@ class StatefulAsofQuery(StatefulQuery):
         return record
 
     @property
-    def progress_us(self) -> int | None:
-        """The progress of the last batch this query ran (or of the checkpoint's last)."""
-        if self.reports:
-            return self.reports[-1].progress_us
-        done = storage.join(self.checkpoint, "offsets", "commits")
-        ids = sorted(int(name) for name, _ in storage.children(done) if name.isdigit())
-        if not ids:
-            return None
-        left = self._record_before(ids[-1]).get("progress")
-        right = progress_of(self._batch_watermark(ids[-1]))
+    def _checkpoint_progress(self, batch_id: int) -> int | None:
+        """The smaller of the two streams' progress after committed batch ``batch_id``: the
+        left stream's from the driver's record, the right's Spark's watermark."""
+        left = self._record_before(batch_id).get("progress")
+        right = progress_of(self._batch_watermark(batch_id))
         return None if left is None or right is None else min(left, right)
 
     # -- one micro-batch -----------------------------------------------------------------
+    def _joined(self, spark, rows):
+        """The batch plan over the rows the buckets handed back (kind RESULT): the left
+        rows made final and the right rows of their keys."""
+        w = self.windowed
+        return self._lowered(spark, rows.where("NOT __right").selectExpr(*w.decoded(False)),
+                             rows.where("__right").selectExpr(*w.decoded(True)))
+
+    def _lowered(self, spark, left, right):
+        """The batch plan over ``left`` and ``right`` as the two streams' rows."""
+        from wavesql.planner.lower import Runtime, lower
+
+        w = self.windowed
+        rt = Runtime(spark, self.session.catalog, self.text,
+                     streams={w.left.key: left, w.right.key: right})
+        return lower(self.bound, rt)
+
     def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
         from pyspark.sql import functions as F
-
-        from wavesql.planner.lower import Runtime, lower
 
         w = self.windowed
         n_left = max(getattr(self, "n_left_sources", 1), 1)
@@ -228,13 +241,9 @@ class StatefulAsofQuery(StatefulQuery):
         stats = df.where(f"__kind IN ({pl.STATS}, {PROMISE})").groupBy().agg(*[
             F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)],
             *promise, *_earliest_arrival(df)).collect()[0].asDict()
-        rows = df.where(f"__kind = {pl.RESULT}")
-        left = rows.where("NOT __right").selectExpr(*w.decoded(False))
-        right = rows.where("__right").selectExpr(*w.decoded(True))
-        rt = Runtime(spark, self.session.catalog, self.text,
-                     streams={w.left.key: left, w.right.key: right})
-        out = lower(self.bound, rt).withColumn(PROGRESS, timestamp_lit(progress))
-        self._deliver_counted(out, batch_id, report, by_final=False)
+        out = self._joined(spark, df.where(f"__kind = {pl.RESULT}"))
+        self._deliver_counted(out.withColumn(PROGRESS, timestamp_lit(progress)), batch_id,
+                              report, by_final=False)
         record = next_record(self._record_before(batch_id),
                              [stats[f"promise{i}"] for i in range(n_left)])
         write_record(self._record_dir(), batch_id, {"stream": w.left.key, **record})

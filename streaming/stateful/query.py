@@ -309,10 +309,18 @@ class StatefulQuery(ContinuousQuery):
         """The progress of the last batch this query ran (or of the checkpoint's last)."""
         if self.reports:
             return self.reports[-1].progress_us
-        done = storage.join(self.checkpoint, "offsets", "commits")
-        ids = sorted(int(name) for name, _ in storage.children(done) if name.isdigit())
-        return progress_of(self._batch_watermark(ids[-1])) if ids else None
+        last = self._last_committed_batch()
+        return None if last is None else self._checkpoint_progress(last)
 
+    def _last_committed_batch(self) -> int | None:
+        """The id of the last batch Spark's commit log records, None before the first."""
+        done = storage.join(self.checkpoint, "offsets", "commits")
+        ids = [int(name) for name, _ in storage.children(done) if name.isdigit()]
+        return max(ids) if ids else None
+
+    def _checkpoint_progress(self, batch_id: int) -> int | None:
+        """The progress committed batch ``batch_id`` reached: Spark's watermark."""
+        return progress_of(self._batch_watermark(batch_id))
 
 
 class StatefulWindowQuery(StatefulQuery):
