@@ -6,8 +6,9 @@ BIN    := $(VENV)/bin
 
 CONNECTORS := $(VENV)/share/wavesql/connectors
 BROKER     := $(VENV)/share/wavesql/kafka-broker
+HDFS       := $(VENV)/share/wavesql/hdfs-cluster
 
-.PHONY: demo test test-fast test-all connectors kafka-broker clean
+.PHONY: demo test test-fast test-all connectors kafka-broker hdfs-cluster clean
 
 demo: $(VENV)/.installed
 	$(BIN)/wavesql demo
@@ -37,7 +38,8 @@ $(VENV)/.installed-python-test: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed-python-test $(VENV)/.connectors $(VENV)/.kafka-broker
+$(VENV)/.installed-test: $(VENV)/.installed-python-test $(VENV)/.connectors $(VENV)/.kafka-broker \
+		$(VENV)/.hdfs-cluster
 	touch $@
 
 # Spark connectors from Maven Central (connectors/pom.xml: the S3A filesystem for s3a://
@@ -61,6 +63,18 @@ $(VENV)/.kafka-broker: connectors/kafka-broker/pom.xml | $(VENV)/.installed
 	rm -rf $(BROKER)
 	mvn -q -B -f connectors/kafka-broker/pom.xml dependency:copy-dependencies \
 	    -DincludeScope=runtime -DoutputDirectory=$(abspath $(BROKER))
+	touch $@
+
+# An HDFS from Hadoop's own jars (connectors/hdfs-cluster/pom.xml: the minicluster of the
+# Hadoop version PySpark ships), which the tests start on loopback (tests/hdfs_cluster.py;
+# `python -m tests.hdfs_cluster` runs one).
+hdfs-cluster: $(VENV)/.hdfs-cluster
+
+$(VENV)/.hdfs-cluster: connectors/hdfs-cluster/pom.xml | $(VENV)/.installed
+	@command -v mvn >/dev/null 2>&1 || { echo "make hdfs-cluster needs Maven (apt-get install maven)"; exit 1; }
+	rm -rf $(HDFS)
+	mvn -q -B -f connectors/hdfs-cluster/pom.xml dependency:copy-dependencies \
+	    -DincludeScope=runtime -DoutputDirectory=$(abspath $(HDFS))
 	touch $@
 
 clean:

@@ -13,7 +13,7 @@ location               filesystem (pyarrow's)
 ``s3a://bkt/key``      S3 or any S3-protocol store (also ``s3://``, ``s3n://``)
 ``gs://bkt/key``       Google Cloud Storage
 ``abfss://c@acct.dfs.core.windows.net/key``   Azure Data Lake Storage Gen2 (also ``abfs``)
-``hdfs://nn:8020/key`` HDFS (needs libhdfs and Hadoop's CLASSPATH, as pyarrow's does)
+``hdfs://nn:8020/key`` HDFS: libhdfs where it loads, else WebHDFS (storage/hdfs.py says why)
 =====================  =================================================================
 
 **One configuration.** A user configures storage once, the way Spark wants it (the Hadoop
@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from wavesql.errors import WaveSQLError
+from wavesql.storage import hdfs
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 S3_SCHEMES = ("s3a", "s3", "s3n")
@@ -115,7 +116,7 @@ class Settings:
 
     hadoop: tuple[tuple[str, str], ...] = ()
 
-    _PREFIXES = ("fs.s3a.", "fs.azure.", "fs.gs.", "fs.defaultFS")
+    _PREFIXES = ("fs.s3a.", "fs.azure.", "fs.gs.", *hdfs.SETTING_PREFIXES)
 
     @classmethod
     def of(cls, mapping: Mapping[str, str]) -> "Settings":
@@ -137,10 +138,9 @@ class Settings:
         try:  # one call per prefix: iterating a Java map costs a round trip per entry
             mapper = spark.sparkContext._jvm.com.fasterxml.jackson.databind.ObjectMapper()
             props = {prefix: json.loads(mapper.writeValueAsString(conf.getPropsWithPrefix(prefix)))
-                     for prefix in ("fs.s3a.", "fs.azure.", "fs.gs.")}
+                     for prefix in cls._PREFIXES}
         except Exception:  # noqa: BLE001 - no Jackson on this JVM: entry by entry
-            props = {prefix: dict(conf.getPropsWithPrefix(prefix))
-                     for prefix in ("fs.s3a.", "fs.azure.", "fs.gs.")}
+            props = {prefix: dict(conf.getPropsWithPrefix(prefix)) for prefix in cls._PREFIXES}
         for prefix, entries in props.items():
             for key, value in entries.items():
                 found[prefix + key] = value
@@ -225,7 +225,7 @@ def _filesystem(kind: str, authority: str, settings: Settings):
         key = settings.get(f"fs.azure.account.key.{host}")
         return pafs.AzureFileSystem(account_name=account, account_key=key)
     if kind in ("hdfs", "viewfs"):
-        return pafs.HadoopFileSystem.from_uri(f"{kind}://{authority}")
+        return hdfs.filesystem(kind, authority, settings)
     raise KeyError(kind)
 
 
@@ -245,8 +245,8 @@ def resolve(location: str, settings: Settings | None = None):
         raise WaveSQLError(
             "UNSUPPORTED_SCHEME", f"`{location}`: the `{kind}://` filesystem is not "
             f"available here ({_first_line(e)})",
-            hint="install pyarrow with that filesystem (and for hdfs://, libhdfs with "
-                 "Hadoop's CLASSPATH)") from None
+            hint="install pyarrow with that filesystem (for hdfs://, enable WebHDFS or "
+                 "install libhdfs with Hadoop's CLASSPATH)") from None
     if kind in ("abfs", "abfss"):
         path = authority.partition("@")[0] + "/" + key
     elif kind in ("hdfs", "viewfs"):
@@ -281,14 +281,15 @@ def translate(error: BaseException, location: str, doing: str) -> WaveSQLError:
     kind = scheme(location)
     conf = ("fs.s3a.endpoint, fs.s3a.access.key / fs.s3a.secret.key (or the AWS default "
             "chain), fs.s3a.path.style.access" if kind in S3_SCHEMES else
+            hdfs.CONFIGURE if kind == "hdfs" else
             "the filesystem's settings in Spark's Hadoop configuration")
     if "nosuchbucket" in low or "bucket does not exist" in low or "no such bucket" in low \
             or "containernotfound" in low:
         return WaveSQLError("MISSING_BUCKET", f"`{location}`: the bucket does not exist "
                             f"({doing})", hint="create it, or fix the bucket's name")
     if any(s in low for s in ("access denied", "accessdenied", "access_denied", "forbidden",
-                              "403", "invalidaccesskeyid", "signaturedoesnotmatch",
-                              "authorization")):
+                              "403", "permission denied", "invalidaccesskeyid",
+                              "signaturedoesnotmatch", "authorization")):
         return WaveSQLError("STORAGE_DENIED", f"`{location}`: the store refused the "
                             f"credentials ({doing}): {_first_line(error)}",
                             hint=f"check {conf}")

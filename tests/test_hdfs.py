@@ -1,0 +1,185 @@
+"""hdfs:// locations end to end against a real HDFS on loopback (tests/hdfs_cluster.py:
+Hadoop's MiniDFSCluster with WebHDFS): Spark reads and writes with the HDFS client PySpark
+ships, WaveSQL's own I/O (WAV samples in tasks, listings, progress and commit records)
+goes through WebHDFS (storage/hdfs.py: no libhdfs here). Both are configured once, by the
+Hadoop settings on the Spark session. The oracles: plain WebHDFS REST calls (urllib) for
+what is in HDFS, numpy/scipy/pandas for results, plain ``spark.read`` for sinks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wavesql import storage
+from wavesql.errors import WaveSQLError
+
+from tests.hdfs_cluster import hdfs  # noqa: F401 - the session's HDFS fixture
+
+pytestmark = pytest.mark.spark
+
+_names = itertools.count()
+
+
+def _prefix(tmp_path) -> str:
+    return f"/{tmp_path.name}-{next(_names)}"
+
+
+def test_the_storage_layer_sees_what_webhdfs_sees(hdfs, spark, tmp_path):
+    """Listings, types, ranged reads, whole-file writes and deletes through WaveSQL's
+    storage layer, configured from the Spark session's Hadoop settings alone, against
+    what the namenode's REST interface says."""
+    storage.use(storage.Settings.from_spark(spark))  # what a session does at each statement
+    p = _prefix(tmp_path)
+    for key, body in [("a.wav", b"x" * 10), ("b.WAV", b"y" * 5), ("c.txt", b"z"),
+                      ("sub/d.wav", b"w" * 3)]:
+        hdfs.put(f"{p}/{key}", body)
+    folder = hdfs.uri(p)
+    assert storage.file_type(folder) == "dir"
+    assert storage.file_type(f"{folder}/a.wav") == "file"
+    assert storage.file_type(f"{folder}/nothing") == "missing"
+    assert [(e.location, e.size) for e in storage.files(folder, suffix=".wav")] == [
+        (f"{folder}/a.wav", 10), (f"{folder}/b.WAV", 5)]
+    assert [e.location for e in storage.list_files(folder, recursive=True)] == [
+        hdfs.uri(f) for f in hdfs.files(p)]
+    assert [e.location for e in storage.glob(f"{folder}/**/*.wav")] == [
+        f"{folder}/a.wav", f"{folder}/sub/d.wav"]
+    assert storage.stat(f"{folder}/a.wav").mtime_ns > 0  # arrival order needs real times
+    # a whole-file write (then one over it), read back by the REST interface; no
+    # temporary file left beside it
+    storage.write_bytes(f"{folder}/out/x.bin", b"hello")
+    storage.write_bytes(f"{folder}/out/x.bin", b"hello, again")
+    assert hdfs.get(f"{p}/out/x.bin") == b"hello, again"
+    assert hdfs.files(f"{p}/out") == [f"{p}/out/x.bin"]
+    with storage.open_input(f"{folder}/a.wav") as f:
+        f.seek(4)
+        buf = bytearray(3)
+        assert f.readinto(buf) == 3 and bytes(buf) == b"xxx"
+    storage.delete(folder, recursive=True)
+    assert hdfs.files(p) == []
+
+
+def _events_in_hdfs(hdfs, tmp_path, p: str, n: int = 2) -> pd.DataFrame:
+    """``n`` Parquet files of (k, v, ts) events in HDFS under ``p/events/``."""
+    frames = []
+    for i in range(n):
+        f = pd.DataFrame({"k": ["a", "b", "a", "c"],
+                          "v": [1.0 + i, 2.0, 3.5, 4.0 * i],
+                          "ts": pd.to_datetime([f"2026-01-01 00:00:0{j + 4 * i}"
+                                                for j in range(4)]).astype("datetime64[us]")})
+        f.to_parquet(tmp_path / f"e{i}.parquet", index=False)
+        hdfs.put(f"{p}/events/e{i}.parquet", tmp_path / f"e{i}.parquet")
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _stream(ws, hdfs, p):
+    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{hdfs.uri(p)}/events/' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+
+
+def test_a_batch_query_over_a_stream_in_hdfs_equals_pandas(hdfs, ws, tmp_path):
+    p = _prefix(tmp_path)
+    events = _events_in_hdfs(hdfs, tmp_path, p)
+    _stream(ws, hdfs, p)
+    got = ws.sql("SELECT k, sum(v) AS s, count(*) AS n FROM ev WHERE v > 1.5 GROUP BY k"
+                 ).collect()
+    want = events[events.v > 1.5].groupby("k").v.agg(["sum", "count"])
+    assert sorted((r.k, r.s, r.n) for r in got) == sorted(
+        (k, s, n) for k, (s, n) in want.iterrows())
+
+
+def test_a_signal_in_hdfs_equals_numpy_over_its_samples(hdfs, ws, tmp_path):
+    """seg_rms and seg_max per 1,000-sample window over two WAV files in HDFS (read in
+    Spark's Python tasks over WebHDFS; local copies gone), against numpy over the samples
+    scipy reads from the same files."""
+    from scipy.io import wavfile
+
+    from wavesql.udfs.wav import write_wav
+
+    rng = np.random.default_rng(7)
+    parts = [rng.standard_normal(5_500).astype(np.float32) * 0.3,
+             rng.standard_normal(4_700).astype(np.float32) * 0.3]
+    p = _prefix(tmp_path)
+    stored = []
+    for i, x in enumerate(parts):
+        write_wav(tmp_path / f"rec_{i}.wav", x, 8000)
+        rate, pcm = wavfile.read(tmp_path / f"rec_{i}.wav")
+        stored.append(pcm.astype(np.float64) / (32768.0 if pcm.dtype == np.int16 else 1.0))
+        hdfs.put(f"{p}/rec/rec_{i}.wav", tmp_path / f"rec_{i}.wav")
+        (tmp_path / f"rec_{i}.wav").unlink()
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE 8000 HZ FROM '{hdfs.uri(p)}/rec/' FORMAT wav")
+    rows = ws.sql("SELECT start_sample(ch1) AS s, seg_rms(ch1) AS rms, seg_max(ch1) AS mx "
+                  "FROM mic [SAMPLES 1000] ORDER BY s").collect()
+    x = np.concatenate(stored)
+    starts = list(range(0, len(x), 1000))
+    assert [r.s for r in rows] == starts
+    for r, s in zip(rows, starts):
+        w = x[s:s + 1000]
+        assert r.rms == pytest.approx(np.sqrt(np.mean(w * w)), rel=1e-6)
+        assert r.mx == pytest.approx(w.max(), rel=1e-6)
+
+
+# ---------------------------------------------------------------------------- bad locations
+def test_a_missing_path_and_an_unreachable_namenode_are_clear_errors(hdfs, ws, spark,
+                                                                     tmp_path):
+    """At the DDL's location clause: a path HDFS does not have is MISSING_PATH; a
+    nameservice whose namenode does not answer (its WebHDFS address a closed port) is
+    STORAGE_UNREACHABLE naming the settings to check -- never a stack trace."""
+    ddl = f"CREATE STREAM t (v DOUBLE) FROM '{hdfs.uri('/not/there')}/' FORMAT parquet"
+    with pytest.raises(WaveSQLError) as info:
+        ws.sql(ddl)
+    assert info.value.code == "MISSING_PATH"
+    assert ddl[info.value.span.start:info.value.span.end] == f"'{hdfs.uri('/not/there')}/'"
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("dfs.namenode.http-address.deadnn", "127.0.0.1:1")
+    try:
+        with pytest.raises(WaveSQLError) as info:
+            ws.sql("CREATE STREAM u (v DOUBLE) FROM 'hdfs://deadnn/x/' FORMAT parquet")
+        assert info.value.code == "STORAGE_UNREACHABLE"
+        assert "hdfs://deadnn/x/" in info.value.message
+        assert "dfs.namenode.http-address" in info.value.hint
+        assert "\tat " not in str(info.value) and "Traceback" not in str(info.value)
+    finally:
+        conf.unset("dfs.namenode.http-address.deadnn")
+
+
+_AS_ANOTHER_USER = """
+import sys
+from wavesql import storage
+from wavesql.errors import WaveSQLError
+storage.use(storage.Settings.of({"dfs.namenode.http-address": sys.argv[1]}))
+for attempt in (lambda: storage.check_reachable([sys.argv[2]]),
+                lambda: storage.write_text(sys.argv[2] + "/mine.txt", "x")):
+    try:
+        attempt()
+        print("ALLOWED")
+    except WaveSQLError as e:
+        print(e.code, "|", e.message, "|", e.hint)
+"""
+
+
+def test_a_folder_the_user_may_not_enter_is_storage_denied(hdfs, tmp_path):
+    """A folder of HDFS's superuser with mode 700, reached by another user
+    (HADOOP_USER_NAME, Hadoop's simple authentication) in a process of its own: reading
+    and writing are STORAGE_DENIED, naming the location."""
+    p = _prefix(tmp_path)
+    hdfs.put(f"{p}/secret/x.parquet", b"PAR1")
+    hdfs._rest("PUT", p, "SETPERMISSION", permission="700")
+    location = hdfs.uri(f"{p}/secret")
+    env = dict(os.environ, HADOOP_USER_NAME="mallory")
+    out = subprocess.run([sys.executable, "-c", _AS_ANOTHER_USER, hdfs.http_address, location],
+                         env=env, capture_output=True, text=True, timeout=120)
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 2, out.stdout + out.stderr
+    for line in lines:
+        code, message, hint = line.split(" | ")
+        assert code == "STORAGE_DENIED" and location in message and "mallory" in message
+        assert "HADOOP_USER_NAME" in hint
+    assert hdfs.files(f"{p}/secret") == [f"{p}/secret/x.parquet"]  # nothing written
