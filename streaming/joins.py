@@ -127,7 +127,27 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
         # keep rows with event time >= progress(other side) + offset
         other, offset = (b.key, band.lo) if key == a.key else (a.key, -band.hi)
         inputs.append(Input(index, stream, (KeepMatchable(other, offset),)))
-    return Plan(tuple(inputs), "band", None)
+    info = {"a": a.key, "b": b.key, "lo": band.lo, "hi": band.hi,
+            "pairs": _key_pairs(join.args.get("on"), band.a.table, band.b.table)}
+    return Plan(tuple(inputs), "band", None, band=info)
+
+
+def _key_pairs(on, a_alias: str, b_alias: str) -> list[tuple[str, str]]:
+    """``(a column, b column)`` of each conjunct of ``on`` that equates a bare column of
+    each side (the join's keys; planner/band.py's bin equality aside)."""
+    from wavesql.planner.band import BIN, _conjuncts
+
+    pairs = []
+    sides = {a_alias.lower(): 0, b_alias.lower(): 1}
+    for part in _conjuncts(on):
+        if not (isinstance(part, exp.EQ) and isinstance(part.this, exp.Column)
+                and isinstance(part.expression, exp.Column)):
+            continue
+        cols = sorted((part.this, part.expression), key=lambda c: sides.get(c.table.lower(), 2))
+        if [sides.get(c.table.lower()) for c in cols] == [0, 1] and BIN not in (
+                cols[0].name, cols[1].name):
+            pairs.append((cols[0].name, cols[1].name))
+    return pairs
 
 
 def asof_split(plan: Plan, buffers: dict, progress: dict) -> dict:

@@ -99,17 +99,19 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
         if plan.signal.scan.signal.source == "kafka":  # sample blocks: kafka_signals.py
             cls = KafkaSignalQuery
         bound = plan.signal.bound
-    elif plan.mode in ("windowed", "over", "resample", "asof"):  # on the state store if it can
+    elif plan.mode in ("windowed", "over", "resample", "asof", "band"):  # state store if it can
         windowed, _ = stateful_plan(session.spark, stmt, bound.relation,
                                     absolute(checkpoint), plan)
         if windowed is not None:
             from .stateful import query as stateful
             from .stateful.asof_query import StatefulAsofQuery
+            from .stateful.interval_query import StatefulIntervalQuery
             from .stateful.resample_query import StatefulResampleQuery
 
             cls = {"windowed": stateful.StatefulWindowQuery,
                    "over": stateful.StatefulOverQuery,
-                   "resample": StatefulResampleQuery, "asof": StatefulAsofQuery}[plan.mode]
+                   "resample": StatefulResampleQuery, "asof": StatefulAsofQuery,
+                   "band": StatefulIntervalQuery}[plan.mode]
             extra = {"windowed": windowed}
     # Relative paths resolve against this process's current directory, as CREATE's do:
     # Spark would resolve them against the JVM's, which os.chdir does not move.

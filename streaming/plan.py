@@ -86,7 +86,12 @@ class Plan:
     time_column: str | None  # the result column compared with progress
     signal: object = None  # mode ``signal``: a streaming.signals.SignalPlan
     sync: object = None  # mode ``sync``: the ir.SyncJoin (see streaming.sync.sync_split)
+    #: mode ``sync``: every SYNC JOIN of the SELECT, first (``sync``, over the control) to
+    #: last -- several signals synced together
+    syncs: tuple = ()
     asof: dict | None = None  # mode ``asof``: left/right stream keys, the right key columns
+    band: dict | None = None  # mode ``band``: streams a and b (a.t - b.t in [lo, hi]), the
+    #: key pairs (a column, b column) the ON clause equates
     resample: dict | None = None  # a RESAMPLE (mode ``resample``, or under windows): its
     #: ``series`` (input, method, interpolated columns) and ``keys``
 

@@ -161,7 +161,7 @@ def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = N
                   plan: Plan | None = None):
     """``(plan, None)`` for a continuous query that runs on Spark's state store -- a
     windowed aggregate's ``WindowedPlan``, OVER windows' ``OverPlan``, a RESAMPLE's
-    ``ResamplePlan`` or an ASOF JOIN's ``AsofPlan`` -- else ``(None,
+    ``ResamplePlan``, an ASOF or interval join's ``AsofPlan`` -- else ``(None,
     why not)``: the buffer is then re-evaluated each micro-batch. ``plan``: the query's
     :func:`plan_continuous` (made here if not given). ``WAVESQL_STATEFUL=0`` forces the
     re-evaluating runner (comparisons, diagnosis)."""
@@ -189,6 +189,10 @@ def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = N
             from .stateful import asof_plan
 
             return asof_plan.recognize_asof(plan, changes, buckets), None
+        if plan.mode == "band":
+            from .stateful import interval_query
+
+            return interval_query.recognize_interval(plan, changes, buckets), None
     except stateful.NotIncremental as why:
         return None, str(why)
     return None, f"a {plan.mode} query"
@@ -204,7 +208,7 @@ def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
     lines.append("real-time mode: " + ("possible with a Kafka sink as output" if cannot and
                                        cannot.startswith("its output") else
                                        f"not possible ({cannot})"))
-    if plan.mode in ("windowed", "over", "resample", "asof"):
+    if plan.mode in ("windowed", "over", "resample", "asof", "band"):
         windowed, why = stateful_plan(spark, stmt, target.relation, plan=plan)
         lines.append(windowed.explain if windowed is not None else
                      f"re-evaluated over each input's look-back every micro-batch (not on "

@@ -383,9 +383,9 @@ def _streams(ws, tmp_path):
                f"'{tmp_path / 'in' / name}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
 
 
-def _rounds(ws, tmp_path, sql, rounds) -> list:
+def _rounds(ws, tmp_path, sql, rounds, engine: str = "StatefulAsofQuery") -> list:
     """Move each round's files of both streams in and run the query to the end on one
-    checkpoint (a restart each round); every run's reports."""
+    checkpoint (a restart each round) on the runner ``engine``; every run's reports."""
     staged = {name: sorted((tmp_path / "staging" / name).iterdir())
               for name in ("trades", "quotes")}
     reports, at = [], 0
@@ -399,7 +399,7 @@ def _rounds(ws, tmp_path, sql, rounds) -> list:
         at += n
         cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1)
         cq.await_termination()
-        assert type(cq).__name__ == "StatefulAsofQuery"
+        assert type(cq).__name__ == engine
         reports += cq.reports
     return reports
 

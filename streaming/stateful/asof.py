@@ -72,13 +72,20 @@ class AsofOperator:
 
     def schema(self) -> pa.Schema:
         """The Arrow schema of the rows handed in, kept and handed back."""
-        fields = [pa.field("ts", pa.int64()), pa.field("right", pa.bool_()),
-                  pa.field("sk", pa.int64()), pa.field("sh", pa.int64()),
-                  pa.field("nk", pa.bool_())]
-        for side, types in (("l", self.left), ("r", self.right)):
-            for i, t in enumerate(types):
-                fields += [pa.field(f"{side}n{i}", pa.bool_()), pa.field(f"{side}{i}", ARROW[t])]
-        return pa.schema(fields)
+        return two_stream_schema(self.left, self.right)
+
+
+def two_stream_schema(left: tuple[str, ...], right: tuple[str, ...],
+                      extra: tuple = ()) -> pa.Schema:
+    """The encoded rows of a join of two streams (module docstring): time, stream, key
+    hashes, then each stream's columns as NULL flag plus value; ``extra`` fields last."""
+    fields = [pa.field("ts", pa.int64()), pa.field("right", pa.bool_()),
+              pa.field("sk", pa.int64()), pa.field("sh", pa.int64()),
+              pa.field("nk", pa.bool_())]
+    for side, types in (("l", left), ("r", right)):
+        for i, t in enumerate(types):
+            fields += [pa.field(f"{side}n{i}", pa.bool_()), pa.field(f"{side}{i}", ARROW[t])]
+    return pa.schema(fields + list(extra))
 
 
 @dataclass
@@ -97,15 +104,8 @@ def step(op: AsofOperator, value: bytes | None, new: pd.DataFrame,
     rows of both streams (``op.schema()``'s columns); ``left_progress`` / ``right_progress``:
     each stream's progress the micro-batch runs with (None: none yet)."""
     names = [f.name for f in op.schema()]
-    meta, tables = st.decode(op.kind, value) if value is not None else ({}, {})
-    wl = _never_back(meta.get("wl"), left_progress)
-    wr = _never_back(meta.get("wr"), right_progress)
-    new_ts = new["ts"].to_numpy(np.int64) if len(new) else np.zeros(0, np.int64)
-    new_right = new["right"].to_numpy(bool) if len(new) else np.zeros(0, bool)
-    late = np.where(new_right, new_ts < wr if wr is not None else False,
-                    new_ts < wl if wl is not None else False)
+    kept, wl, wr, late = resume(op.kind, value, new, left_progress, right_progress)
     fresh = new.loc[~late, names]
-    kept = tables["rows"].to_pandas() if "rows" in tables else None
     rows = pd.concat([kept, fresh], ignore_index=True) if kept is not None else \
         fresh.reset_index(drop=True)
     is_right = rows["right"].to_numpy(bool)
@@ -115,7 +115,7 @@ def step(op: AsofOperator, value: bytes | None, new: pd.DataFrame,
     left, right = rows[~is_right], rows[is_right]
     lt = left["ts"].to_numpy(np.int64)
     rt = right["ts"].to_numpy(np.int64)
-    lid, rid = _series(left, right)
+    lid, rid = series(left, right)
     nk = left["nk"].to_numpy(bool) & op.keyed
     if op.direction == "backward":
         match = None
@@ -147,6 +147,23 @@ def step(op: AsofOperator, value: bytes | None, new: pd.DataFrame,
     return AsofStep(context[names], int(ready.sum()), late, out, timer, len(after))
 
 
+def resume(kind: str, value: bytes | None, new: pd.DataFrame, left_progress: int | None,
+           right_progress: int | None):
+    """A two-stream bucket picked up where its last call left it: ``(kept, wl, wr, late)``
+    -- its kept rows (a frame; None: none), each stream's progress for this call (never
+    going back: the one the bucket last saw when later) and which of the ``new`` rows are
+    late, each below its own stream's progress."""
+    meta, tables = st.decode(kind, value) if value is not None else ({}, {})
+    wl = _never_back(meta.get("wl"), left_progress)
+    wr = _never_back(meta.get("wr"), right_progress)
+    new_ts = new["ts"].to_numpy(np.int64) if len(new) else np.zeros(0, np.int64)
+    new_right = new["right"].to_numpy(bool) if len(new) else np.zeros(0, bool)
+    late = np.where(new_right, new_ts < wr if wr is not None else False,
+                    new_ts < wl if wl is not None else False)
+    kept = tables["rows"].to_pandas() if "rows" in tables else None
+    return kept, wl, wr, np.asarray(late, bool)
+
+
 def _never_back(seen: int | None, given: int | None) -> int | None:
     """A stream's progress for this step: the one given, or the one the bucket last saw
     when that is later (a progress never goes back; None: none yet)."""
@@ -173,7 +190,7 @@ def _kept_right(op: AsofOperator, waiting_lt: np.ndarray, rt: np.ndarray, rid: n
     return keep
 
 
-def _series(left: pd.DataFrame, right: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def series(left: pd.DataFrame, right: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Each left and right row's series number (equal keys: equal numbers)."""
     sk = np.concatenate([left["sk"].to_numpy(np.int64), right["sk"].to_numpy(np.int64)])
     sh = np.concatenate([left["sh"].to_numpy(np.int64), right["sh"].to_numpy(np.int64)])

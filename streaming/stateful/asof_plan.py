@@ -91,36 +91,14 @@ def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> 
     if plan.mode != "asof" or plan.asof is None or len(plan.inputs) != 2:
         raise NotIncremental("not an ASOF JOIN of two streams")
     info = plan.asof
-    by_key = {i.stream.key: i.stream for i in plan.inputs}
-    left, right = by_key[info["left"]], by_key[info["right"]]
-    for s in (left, right):
-        for c in s.columns:
-            if c.type.lower() not in KEY_TYPES:
-                raise NotIncremental(f"the column {s.name}.{c.name} of type {c.type}")
-    lcols = {c.name.lower(): c for c in left.columns}
-    rcols = {c.name.lower(): c for c in right.columns}
-    pairs = []
-    for lk, rk in info["pairs"]:
-        lc, rc = lcols.get(lk.lower()), rcols.get(rk.lower())
-        if lc is None or rc is None:
-            raise NotIncremental(f"the key pair {lk} = {rk} is not two stream columns")
-        if _family(lc.type) != _family(rc.type):
-            raise NotIncremental(f"the keys {left.name}.{lc.name} ({lc.type}) and "
-                                 f"{right.name}.{rc.name} ({rc.type}) hold different kinds "
-                                 "of values")
-        pairs.append((lc, rc))
+    left, right, pairs, n_buckets = joined_streams(plan, info["left"], info["right"],
+                                                   info["pairs"], buckets)
     keyed = bool(pairs)
-    n_buckets = buckets if keyed else 1
-    op = kernel.AsofOperator(tuple(KEY_TYPES[c.type.lower()][1] for c in left.columns),
-                             tuple(KEY_TYPES[c.type.lower()][1] for c in right.columns),
+    op = kernel.AsofOperator(encoded_types(left), encoded_types(right),
                              info["direction"], bool(info["inclusive"]), keyed)
-    pre_left = _pre(left, False, [lc for lc, _ in pairs], op, n_buckets)
-    pre_right = _pre(right, True, [rc for _, rc in pairs], op, n_buckets)
-    ddl = ["__kind TINYINT"] + [f"__{f.name} {_spark(f.type)}" for f in op.schema()]
-    ddl += ["__record STRING", "__file STRING"]
-    ddl += [f"__n{i} BIGINT" for i in range(len(STAT_NAMES))]
-    if left.source == "kafka" or right.source == "kafka":
-        ddl.append(f"{ARRIVED} BIGINT")  # a call's earliest Kafka record (result latency)
+    pre_left = encoded_rows(left, False, [lc for lc, _ in pairs], op, n_buckets)
+    pre_right = encoded_rows(right, True, [rc for _, rc in pairs], op, n_buckets)
+    ddl = output_ddl(op, left, right)
     keys = ", ".join(f"{lc.name} = {rc.name}" for lc, rc in pairs) or "no keys"
     explain = (f"stateful ASOF JOIN on Spark's state store ({info['direction']}, "
                f"{'inclusive' if info['inclusive'] else 'strict'}, {keys}): each bucket keeps "
@@ -131,8 +109,57 @@ def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> 
                  f"{right.name} stream's is Spark's watermark (a {left.name} row is final "
                  f"once it passes), the {left.name} stream's kept by the driver per "
                  "micro-batch; a micro-batch joins the left rows whose match became final")
-    return AsofPlan(left, right, op, tuple(pre_left), tuple(pre_right), ", ".join(ddl),
-                    n_buckets, explain)
+    return AsofPlan(left, right, op, tuple(pre_left), tuple(pre_right), ddl, n_buckets,
+                    explain)
+
+
+def joined_streams(plan: stream_plan.Plan, left_key: str, right_key: str, pairs: list,
+                   buckets: int) -> tuple:
+    """``(left, right, key columns, buckets)`` of a join of two streams on the state store
+    (:func:`checked_pairs`; without keys, one bucket)."""
+    by_key = {i.stream.key: i.stream for i in plan.inputs}
+    left, right = by_key[left_key], by_key[right_key]
+    checked = checked_pairs(left, right, pairs)
+    return left, right, checked, (buckets if checked else 1)
+
+
+def checked_pairs(left: cat.StreamDef, right: cat.StreamDef, pairs: list) -> list:
+    """The key columns ``(left, right)`` of a join of two streams on the state store, or
+    :class:`~.plan.NotIncremental`: every column of either stream must travel exactly
+    through the kernel, and each key pair hash alike on both sides."""
+    for s in (left, right):
+        for c in s.columns:
+            if c.type.lower() not in KEY_TYPES:
+                raise NotIncremental(f"the column {s.name}.{c.name} of type {c.type}")
+    lcols = {c.name.lower(): c for c in left.columns}
+    rcols = {c.name.lower(): c for c in right.columns}
+    out = []
+    for lk, rk in pairs:
+        lc, rc = lcols.get(lk.lower()), rcols.get(rk.lower())
+        if lc is None or rc is None:
+            raise NotIncremental(f"the key pair {lk} = {rk} is not two stream columns")
+        if _family(lc.type) != _family(rc.type):
+            raise NotIncremental(f"the keys {left.name}.{lc.name} ({lc.type}) and "
+                                 f"{right.name}.{rc.name} ({rc.type}) hold different kinds "
+                                 "of values")
+        out.append((lc, rc))
+    return out
+
+
+def encoded_types(stream: cat.StreamDef) -> tuple[str, ...]:
+    """The kernel's types of a stream's columns."""
+    return tuple(KEY_TYPES[c.type.lower()][1] for c in stream.columns)
+
+
+def output_ddl(op, left: cat.StreamDef, right: cat.StreamDef) -> str:
+    """The Spark schema of a two-stream kernel's rows (``op.schema()`` under ``__`` names,
+    the passed-through rows' text and file, the counts)."""
+    ddl = ["__kind TINYINT"] + [f"__{f.name} {_spark(f.type)}" for f in op.schema()]
+    ddl += ["__record STRING", "__file STRING"]
+    ddl += [f"__n{i} BIGINT" for i in range(len(STAT_NAMES))]
+    if left.source == "kafka" or right.source == "kafka":
+        ddl.append(f"{ARRIVED} BIGINT")  # a call's earliest Kafka record (result latency)
+    return ", ".join(ddl)
 
 
 def _spark(arrow_type) -> str:
@@ -154,9 +181,10 @@ def _key_sql(c: cat.Column) -> str:
     return quote(c.name)
 
 
-def _pre(stream: cat.StreamDef, right: bool, keys: list, op: kernel.AsofOperator,
-         n_buckets: int) -> list[tuple[str, str]]:
-    """The per-row SQL of one stream's rows (module docstring)."""
+def encoded_rows(stream: cat.StreamDef, right: bool, keys: list, op,
+                 n_buckets: int) -> list[tuple[str, str]]:
+    """The per-row SQL of one stream's rows (module docstring); ``op``: a two-stream
+    kernel's operator (its ``left`` / ``right`` encoded types)."""
     if keys:
         parts = ", ".join(f"{quote(k.name)} IS NULL, {_key_sql(k)}" for k in keys)
         series = [("__sk", f"xxhash64({parts})"), ("__sh", f"CAST(hash({parts}) AS BIGINT)"),

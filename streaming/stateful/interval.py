@@ -1,0 +1,145 @@
+"""Incremental interval (band) join: one bucket of keys, one micro-batch (numpy and pandas,
+no Spark).
+
+A continuous interval join of two streams (``streaming/joins.py`` :func:`plan_band`)
+pairs rows whose event times lie within a band of each other: ``a.t`` in
+``[b.t + lo, b.t + hi]``, with equal keys where the ON clause equates columns of the two
+streams. Each stream has its own progress, as on the re-evaluating runner: ``L`` stream
+``a``'s (the "left" one, whose progress the driver keeps), ``R`` stream ``b``'s (Spark's
+watermark). :func:`step` gets one bucket's state (the rows of either stream a future row
+of the other can still match), the bucket's new rows of both streams and the two
+progresses the micro-batch runs with, and
+
+1. sets aside the **late** rows, each below its own stream's progress; with keys, a row
+   whose key is NULL matches nothing, ever (SQL's ``=``): neither handed back nor kept;
+2. hands back the **context** -- the new rows with a partner (same key, inside the band)
+   among the other stream's kept or new rows, marked ``new``, and the kept rows with a
+   partner among the other stream's new rows. The caller evaluates the batch plan twice,
+   over (new ``a``, every ``b`` handed back) and (kept ``a`` handed back, new ``b``): every
+   pair with a new row in it, once -- the re-evaluating runner's pairing, restricted to
+   rows that can pair. The ON clause (its other conditions, strict bounds) and the SELECT
+   around the join are the batch plan's, so they mean what they mean in a batch query;
+3. keeps what a future row of the other stream can still match: a future ``b`` row is at
+   or after ``R`` (one below is late), so the ``a`` rows from ``R + lo`` on; a future
+   ``a`` row at or after ``L``, so the ``b`` rows from ``L - hi`` on (no progress yet:
+   all). State is bounded by the band and the watermarks' delay;
+4. names the next event time ``R`` must pass for a kept row to go (an ``a`` row at
+   ``t - lo``, a ``b`` row -- which goes by ``L`` -- at ``t + hi``, a call then being the
+   chance to drop it), so the caller sets a timer on Spark's watermark and a bucket
+   without new rows still sheds its rows.
+
+Rows travel in the ASOF join's encoding (:mod:`.asof`: ``l*`` columns stream ``a``, ``r*``
+stream ``b``, ``right`` which stream, ``sk``/``sh`` key hashes, ``nk`` a NULL key) plus
+``new``; the state is one Arrow table of the kept rows and the two progresses it last saw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import state as st
+from .asof import resume, series, two_stream_schema
+
+#: The flag of a handed-back row that arrived in this micro-batch.
+NEW = "new"
+
+
+@dataclass(frozen=True)
+class IntervalOperator:
+    """An interval join's kernel: the encoded types of stream ``a``'s (left) and ``b``'s
+    (right) columns, the band (``a.t - b.t`` in ``[lo, hi]``, µs) and whether it has
+    keys."""
+
+    left: tuple[str, ...]
+    right: tuple[str, ...]
+    lo: int
+    hi: int
+    keyed: bool
+
+    kind = "interval"
+
+    def schema(self) -> pa.Schema:
+        return two_stream_schema(self.left, self.right, (pa.field(NEW, pa.bool_()),))
+
+
+@dataclass
+class IntervalStep:
+    context: pd.DataFrame  # the rows to pair (module docstring, 2.), ``new`` marking new ones
+    late: np.ndarray  # mask over the new rows
+    state: bytes | None  # None: nothing to keep
+    timer: int | None  # the next event time R must pass for a kept row to go
+    state_rows: int
+
+
+def step(op: IntervalOperator, value: bytes | None, new: pd.DataFrame,
+         left_progress: int | None, right_progress: int | None) -> IntervalStep:
+    """One micro-batch of ``op`` over one bucket (module docstring). ``new``: the encoded
+    rows of both streams (``op.schema()``'s columns); ``left_progress`` /
+    ``right_progress``: stream ``a``'s and ``b``'s progress the micro-batch runs with
+    (None: none yet)."""
+    names = [f.name for f in op.schema()]
+    kept, wl, wr, late = resume(op.kind, value, new, left_progress, right_progress)
+    fresh = new.loc[~late, names[:-1]].assign(**{NEW: True})
+    old = kept.assign(**{NEW: False}) if kept is not None else fresh.iloc[:0]
+    rows = pd.concat([old, fresh], ignore_index=True)
+    if op.keyed:  # a NULL key matches nothing: never handed back, never kept
+        rows = rows[~rows["nk"].to_numpy(bool)].reset_index(drop=True)
+    is_b = rows["right"].to_numpy(bool)
+    a, b = rows[~is_b], rows[is_b]
+    at, bt = a["ts"].to_numpy(np.int64), b["ts"].to_numpy(np.int64)
+    aid, bid = series(a, b)
+    a_new, b_new = a[NEW].to_numpy(bool), b[NEW].to_numpy(bool)
+    # a partner of an a row at t: a b row of its key in [t - hi, t - lo]; of a b row at t:
+    # an a row in [t + lo, t + hi]
+    a_any = _any_within(aid, at - op.hi, at - op.lo, bid, bt)
+    b_any = _any_within(bid, bt + op.lo, bt + op.hi, aid, at)
+    a_by_new = _any_within(aid, at - op.hi, at - op.lo, bid[b_new], bt[b_new])
+    b_by_new = _any_within(bid, bt + op.lo, bt + op.hi, aid[a_new], at[a_new])
+    context = pd.concat([a[np.where(a_new, a_any, a_by_new)],
+                         b[np.where(b_new, b_any, b_by_new)]], ignore_index=True)
+    keep_a = at >= wr + op.lo if wr is not None else np.ones(len(a), bool)
+    keep_b = bt >= wl - op.hi if wl is not None else np.ones(len(b), bool)
+    after = pd.concat([a[keep_a], b[keep_b]], ignore_index=True)
+    goes = np.concatenate([at[keep_a] - op.lo, bt[keep_b] + op.hi])
+    if wr is not None:  # (a time R has passed already: the row waits for L, or a call)
+        goes = goes[goes >= wr]
+    timer = int(goes.min()) if len(goes) else None
+    out = None
+    if len(after):
+        table = pa.Table.from_pandas(after[names[:-1]], schema=_kept_schema(op),
+                                     preserve_index=False)
+        out = st.encode(op.kind, {"wl": wl, "wr": wr}, {"rows": table})
+    return IntervalStep(context[names], late, out, timer, len(after))
+
+
+def _kept_schema(op: IntervalOperator) -> pa.Schema:
+    """The state's rows: the encoded columns without ``new`` (every kept row is old)."""
+    return two_stream_schema(op.left, op.right)
+
+
+def _any_within(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, other_ids: np.ndarray,
+                other_t: np.ndarray) -> np.ndarray:
+    """Per row, whether some row of ``other`` with the same series number has a time in
+    ``[lo, hi]``: one sort of the other rows by (series, time) and two binary searches,
+    series and time packed into one int64 when they fit (else series by series)."""
+    out = np.zeros(len(ids), bool)
+    if not len(ids) or not len(other_ids):
+        return out
+    base = int(min(lo.min(), other_t.min()))
+    span = int(max(hi.max(), other_t.max())) - base + 1
+    count = int(max(ids.max(), other_ids.max())) + 1
+    if span * count < (1 << 62):
+        packed = np.sort(other_ids * span + (other_t - base))
+        first = np.searchsorted(packed, ids * span + (lo - base), "left")
+        last = np.searchsorted(packed, ids * span + (hi - base), "right")
+        return last > first
+    for sid in np.unique(ids):
+        mine = ids == sid
+        times = np.sort(other_t[other_ids == sid])
+        out[mine] = (np.searchsorted(times, hi[mine], "right")
+                     > np.searchsorted(times, lo[mine], "left"))
+    return out
