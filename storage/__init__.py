@@ -27,6 +27,10 @@ AWS default chain applies (environment, ``~/.aws``, instance profile), as in S3A
 settings travel to Spark's Python tasks with the work (:func:`use` there): a task never
 asks the driver.
 
+**HDFS** without libhdfs (a native library only a Hadoop distribution brings; pyarrow's
+HadoopFileSystem needs it in every Python worker) goes over WebHDFS, the namenode's REST
+interface, configured from ``dfs.namenode.http-address``: see :mod:`wavesql.storage.hdfs`.
+
 **Errors** are :class:`wavesql.errors.WaveSQLError` naming the location and what to
 configure: ``UNSUPPORTED_SCHEME``, ``STORAGE_UNREACHABLE``, ``MISSING_BUCKET``,
 ``STORAGE_DENIED`` -- never a C++ or Java stack trace.

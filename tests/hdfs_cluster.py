@@ -33,12 +33,12 @@ USER = os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
 
 def cluster_jars() -> str:
     """The cluster's class path: ``$WAVESQL_HDFS_CLUSTER`` or where ``make hdfs-cluster``
-    put the jars."""
+    put the jars (the minicluster's own unpacked into ``classes``: it starts faster)."""
     folder = os.environ.get("WAVESQL_HDFS_CLUSTER") or os.path.join(
         sys.prefix, "share", "wavesql", "hdfs-cluster")
-    if not os.path.isdir(folder) or not any(n.endswith(".jar") for n in os.listdir(folder)):
-        raise RuntimeError(f"no HDFS minicluster jars in {folder}: run `make hdfs-cluster`")
-    return os.path.join(folder, "*")
+    if not os.path.isdir(os.path.join(folder, "classes")):
+        raise RuntimeError(f"no HDFS minicluster in {folder}: run `make hdfs-cluster`")
+    return os.pathsep.join([os.path.join(folder, "classes"), os.path.join(folder, "*")])
 
 
 class HdfsCluster:
