@@ -18,10 +18,12 @@ final; a micro-batch is committed whole or redone):
   series whose grid points became final. An ASOF JOIN of two streams (backward or
   forward, by keys or not, ``ASOF LEFT JOIN``) too: each bucket of keys keeps its waiting
   left rows and the right rows they can still match, and a micro-batch joins the left rows
-  whose match became final.
+  whose match became final. An inner interval (band) join of two streams (by keys or not)
+  too: each bucket of keys keeps each stream's rows the other's future rows can still
+  pair, and a micro-batch pairs the new rows with them and with each other.
 * **Re-evaluating** (:mod:`.runner`): every other shape -- joins of windowed streams,
-  RESAMPLE under CQL windows or with ``EMIT CHANGES``, ASOF joins on keys of different
-  kinds, interval joins, SYNC,
+  RESAMPLE under CQL windows or with ``EMIT CHANGES``, ASOF and interval joins on keys of
+  different kinds, SYNC,
   row-by-row queries, unslid RSTREAM, OVER windows with ``EMIT CHANGES``, and OVER windows
   or RESAMPLE over columns of complex types --
   evaluates the batch plan over each input's buffered look-back every micro-batch, with
@@ -111,7 +113,27 @@ ASOF JOIN (of two streams)         the same processor shape (:mod:`.stateful.aso
                                    source per partition (its progress: the slowest
                                    partition's). Keys of different kinds (the kernel
                                    compares hashes) stay re-evaluated.
-the rest (second runner)           not yet: interval joins and per-instant joins keep
+interval (band) join (inner)       the ASOF join's machinery with another kernel
+                                   (:mod:`.stateful.interval`): both streams in one
+                                   ``transformWithStateInPandas``, one ``ValueState``
+                                   per bucket of the keys the ON clause equates (none:
+                                   one bucket) holding each stream's rows a future row
+                                   of the other can still pair -- stream ``a`` (``a.t``
+                                   in ``[b.t + lo, b.t + hi]``) from ``progress(b) + lo``
+                                   on, ``b`` from ``progress(a) - hi`` on. Progress per
+                                   stream as the ASOF join's (``b`` Spark's watermark,
+                                   ``a`` the driver's record in ``<checkpoint>/asof/``);
+                                   a bucket hands back its new rows that can pair and the
+                                   kept rows a new row can pair, and the batch plan runs
+                                   over (new ``a``, all ``b`` handed back) and (kept
+                                   ``a``, new ``b``): each pair once, the ON clause and
+                                   the SELECT Spark's. Timers (``b``'s progress) let an
+                                   idle bucket shed rows. OUTER interval joins are refused
+                                   on both runners (a row without a match would be
+                                   emitted with NULLs once the other stream passed its
+                                   band: not built); keys of different kinds stay
+                                   re-evaluated.
+the rest (second runner)           not yet: per-instant joins of windowed streams keep
                                    WaveSQL's buffer.
 =================================  =====================================================
 

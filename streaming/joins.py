@@ -1,10 +1,9 @@
 """Continuous joins of two streams: ASOF joins and interval (band) joins.
 
 Each is planned here (the streaming rules it follows, what each side keeps between
-micro-batches). An ASOF JOIN runs on Spark's state store where it can
-(:mod:`.stateful.asof`, same rules, a progress per stream); otherwise, and every
-interval join, the re-evaluating runner (:mod:`.runner`) evaluates it over the rows it
-keeps: an ASOF JOIN through :func:`asof_split`, which picks the left rows whose match is
+micro-batches). Both run on Spark's state store where they can (:mod:`.stateful.asof`,
+:mod:`.stateful.interval`: same rules, a progress per stream); otherwise the
+re-evaluating runner (:mod:`.runner`) evaluates them over the rows it keeps: an ASOF JOIN through :func:`asof_split`, which picks the left rows whose match is
 final and prunes the right side; an interval join by pairing each side's new rows with
 the other side's kept ones (:meth:`.runner.ReEvaluatingQuery._run_batch`), its buffers
 pruned by the band (``"band"`` look-back rules). So the state of either is bounded by the
