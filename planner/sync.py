@@ -17,8 +17,9 @@ Semantics (user documentation):
 * Every control row gives exactly one output row (identical control rows give identical
   output rows); a row whose range is NULL gets NULL segments.
 * Several SYNC JOINs of one SELECT chain: each takes its own range over the control's
-  columns (a SYNC's result carries the earlier signals' structs along), and the signals
-  must share a rate (``RATE_MISMATCH`` otherwise, checked at bind).
+  columns (a SYNC's result carries the earlier signals' structs along) and turns it into
+  samples at its own signal's rate, so the signals may have different rates: each
+  segment carries its rate.
 * The result exposes the control row as a struct named by its alias (``d.t_from``) and the
   channels as a struct named by the signal's alias (``m.ch1``), plus a top-level copy of
   every column whose name is unique; ``SELECT *`` is ``d.*, m.*``.

@@ -69,6 +69,7 @@ from .report import FINAL, PROGRESS, REASON, BatchReport, format_us, timestamp_l
 from .resample import ResampleProgress
 from .source import reader_settings, stream_source
 from .sync import sync_split, watch_path
+from .sync_state import signals_of
 
 __all__ = ["ReEvaluatingQuery"]
 
@@ -118,15 +119,18 @@ class ReEvaluatingQuery(ContinuousQuery):
                 F.lit(None).cast("string").alias("__file"), kafka_sync.BLOCK))
         elif self.plan.mode == "sync":
             # New WAV files must run a micro-batch too (control rows wait for them): Spark's
-            # binaryFile source lists them, tagged -2; the content column is never read.
-            watch = (self.spark.readStream.format("binaryFile")
-                     .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, "
-                             "content BINARY")
-                     .option("pathGlobFilter", "*.[wW][aA][vV]")
-                     .load(watch_path(self.plan.sync.signal.signal.path)))
-            parts.append(watch.select(F.lit(-2).alias("__src"), *[
-                F.lit(None).cast(df.schema).alias(o.column)
-                for o, df in zip(self.inputs, rows)], F.col("path").alias("__file")))
+            # binaryFile source lists each synced signal's folder, tagged -2; the content
+            # column is never read (sync_split lists the folders itself).
+            signals = signals_of(self.plan.syncs or (self.plan.sync,))
+            for folder in dict.fromkeys(watch_path(s.path) for s in signals):
+                watch = (self.spark.readStream.format("binaryFile")
+                         .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, "
+                                 "content BINARY")
+                         .option("pathGlobFilter", "*.[wW][aA][vV]")
+                         .load(folder))
+                parts.append(watch.select(F.lit(-2).alias("__src"), *[
+                    F.lit(None).cast(df.schema).alias(o.column)
+                    for o, df in zip(self.inputs, rows)], F.col("path").alias("__file")))
         source = parts[0]
         for part in parts[1:]:
             source = source.unionByName(part)
@@ -266,13 +270,12 @@ class ReEvaluatingQuery(ContinuousQuery):
             report.quarantined += got.quarantined
             if got.quarantine is not None:
                 quarantine_parts.append(got.quarantine)
-        elif self.plan.mode == "sync":  # synced: the rows the recording now covers
+        elif self.plan.mode == "sync":  # synced: the rows every signal now covers
             key = self.inputs[0].stream.key
             ready, buffers[key], sync_state, placements = sync_split(
                 self.plan, buffers[key], state, self.clock())
-            # the SYNC reads the very files the split judged complete (no second listing)
-            fresh = {key: ready,
-                     ("placements", self.plan.sync.signal.signal.key): placements}
+            # each SYNC reads the very files the split judged complete (no second listing)
+            fresh = {key: ready, **{("placements", k): p for k, p in placements.items()}}
         stateful = self.plan.mode not in ("rows", "sync", "band", "asof")
         if self.plan.mode == "asof":
             fresh = asof_split(self.plan, buffers, progress)

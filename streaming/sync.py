@@ -1,23 +1,22 @@
 """A continuous SYNC JOIN: a control stream's rows, each synced with a signal's samples
-once the recording covers its range.
+once the recording covers its range -- or with several signals' (``SYNC JOIN a ON RANGE
+(...) SYNC JOIN b ON RANGE (...)``, WAV signals at any rates), once every one covers its.
 
 The control is a catalog stream read row by row, or a view, CTE or subquery that is row by
 row over one (filters, projections, computed range bounds: :func:`_control_stream`): the
 buffer keeps the stream's rows, and a stream row waits exactly while a control row made
 from it waits (:func:`control_ranges`, :func:`release`). A signal read from Kafka is handled by
-:mod:`.kafka_sync`; for a WAV signal, its folder is watched too
+:mod:`.kafka_sync` (alone: several SYNCs with a Kafka signal among them are refused); for
+WAV signals, each signal's folder is watched too
 (Spark's binaryFile source over :func:`watch_path`, so that a new file runs a micro-batch).
 Each micro-batch the re-evaluating runner (:mod:`.runner`) splits the control rows it keeps
-with :func:`sync_split`: those the signal's complete files now cover are synced and final,
-the others wait in its buffer. The state records how far the files went and what they
-were (a digest), so that a file arriving out of timeline order fails the query rather than
-changing results already delivered.
+with :func:`sync_split`: those every signal's complete files now cover are synced and final,
+the others wait in its buffer. The state records, per signal, how far its files went and
+what they were (a digest: :mod:`.sync_state`), so that a file arriving out of timeline
+order fails the query rather than changing results already delivered.
 """
 
 from __future__ import annotations
-
-import json
-import os
 
 from wavesql import storage
 from wavesql.catalog import objects as cat
@@ -31,26 +30,16 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
     """A continuous SYNC JOIN: its control is a catalog stream read row by row -- or a view,
     CTE or subquery that is row by row over one (:func:`_control_stream`); the signal's WAV
     folder is watched, and each control row is synced once the recording covers its range
-    (:func:`sync_split`). Signal functions over the synced segments in the same query are
-    row by row too (each row's segment a signal of its own); windows around it are not."""
-    if len(syncs) > 1:
-        raise WaveSQLError("NOT_IMPLEMENTED", "several SYNC JOINs in one continuous query",
-                           Span.of(stmt.node),
-                           hint="run one continuous query per signal, over the same control")
-    sync = syncs[0]
+    (:func:`sync_split`). Several SYNC JOINs of one SELECT (one control, a signal each, each
+    with its own range and rate) run too, for WAV signals: a control row is synced once
+    every signal covers its range. Signal functions over the synced segments in the same
+    query are row by row too (each row's segment a signal of its own); windows around it
+    are not."""
+    chain = _chain(syncs, stmt)
+    sync = chain[0]
     stream = _control_stream(sync.control, stmt)
-    signal = sync.signal.signal
-    if not ((signal.source == "files" and signal.format == "wav")
-            or (signal.source == "kafka" and signal.format == "samples")):
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN watches a signal's WAV "
-                           f"folder or Kafka topic of sample blocks; `{signal.name}` is "
-                           f"{signal.format}", Span.of(stmt.node),
-                           hint="run the SYNC as a batch query (or a scheduled query file)")
-    if sync.signal.program is not None:
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN over a signal's "
-                           "processed segments", Span.of(stmt.node),
-                           hint="SYNC over the signal itself; apply signal functions to "
-                                "the synced segments in a query over the results")
+    for each in chain:
+        _check_signal(each, len(chain), stmt)
     if stream.event_time is None:
         raise WaveSQLError("STREAMING_RULE", f"stream `{stream.name}` has no EVENT TIME",
                            Span.of(stmt.node), hint="a continuous query needs event time to "
@@ -72,7 +61,49 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
             tree = parsed(rel)
             if tree is not None:
                 check_row_by_row(tree, stmt)
-    return Plan((Input(0, stream),), "sync", None, sync=sync)
+    return Plan((Input(0, stream),), "sync", None, sync=sync, syncs=tuple(chain))
+
+
+def _chain(syncs: list, stmt) -> list:
+    """The SYNC JOINs of one SELECT, first to last (each later one's control is the one
+    before it: planner/analyze/sync.py chains them); SYNCs in different SELECTs are
+    refused."""
+    outermost = next(s for s in syncs if not any(o is not s and any(
+        r is s for r in ir.walk(o)) for o in syncs))
+    chain, rel = [], outermost
+    while isinstance(rel, ir.SyncJoin):
+        chain.append(rel)
+        rel = rel.control
+    if len(chain) != len(syncs):
+        raise WaveSQLError("NOT_IMPLEMENTED", "SYNC JOINs in different SELECTs of one "
+                           "continuous query", Span.of(stmt.node),
+                           hint="SYNC every signal in one SELECT over the control: FROM c "
+                                "SYNC JOIN a ON RANGE (...) SYNC JOIN b ON RANGE (...)")
+    return chain[::-1]
+
+
+def _check_signal(sync: ir.SyncJoin, count: int, stmt) -> None:
+    """A signal a continuous SYNC can watch: a WAV folder, or (alone) a Kafka topic of
+    sample blocks; the signal itself, not its processed segments."""
+    signal = sync.signal.signal
+    if not ((signal.source == "files" and signal.format == "wav")
+            or (signal.source == "kafka" and signal.format == "samples")):
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN watches a signal's WAV "
+                           f"folder or Kafka topic of sample blocks; `{signal.name}` is "
+                           f"{signal.format}", Span.of(stmt.node),
+                           hint="run the SYNC as a batch query (or a scheduled query file)")
+    if signal.source == "kafka" and count > 1:
+        raise WaveSQLError("NOT_IMPLEMENTED", "several SYNC JOINs in one continuous query "
+                           f"with a signal read from Kafka (`{signal.name}`): several WAV "
+                           "signals are synced together, a Kafka signal only alone",
+                           Span.of(stmt.node),
+                           hint="run one continuous query per Kafka signal, over the same "
+                                "control, and join their results by the control's key")
+    if sync.signal.program is not None:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN over a signal's "
+                           "processed segments", Span.of(stmt.node),
+                           hint="SYNC over the signal itself; apply signal functions to "
+                                "the synced segments in a query over the results")
 
 
 def _outside(root: ir.Relation, control: ir.Relation):
@@ -164,47 +195,47 @@ def _across_rows(tree) -> str | None:
 
 
 def sync_split(plan: Plan, candidates, state: dict, at: float):
-    """(rows to sync now, rows that keep waiting, the signal's state, its complete files
-    placed) for a continuous SYNC JOIN, its files judged complete at wall-clock time ``at``.
+    """(rows to sync now, rows that keep waiting, the signals' state, each signal's complete
+    files placed, by signal key) for a continuous SYNC JOIN over WAV signals, their files
+    judged complete at wall-clock time ``at``.
 
-    A control row is final once the recording covers its range: its end sample is at
-    or before the end of the signal's complete files (files still being written do not
-    count), or its range is NULL or reversed (NULL either way). The others wait in the
-    buffer -- so state is the control rows the signal has not caught up with, however
-    long the streams run. Files must arrive in timeline order: one that lands before
-    the end already used would change results already delivered (``OUT_OF_ORDER_FILE``).
+    A control row is final once the recording covers its range -- every signal it is
+    SYNCed with, each over its own range at its own rate: its end sample is at or before
+    the end of that signal's complete files (files still being written do not count), or
+    the range is NULL or reversed (NULL segments either way). The others wait in the
+    buffer -- so state is the control rows some signal has not caught up with, however
+    long the streams run. A signal's files must arrive in timeline order: one that lands
+    before the end already used would change results already delivered
+    (``OUT_OF_ORDER_FILE``, :mod:`.sync_state`).
     """
     from pyspark.sql import functions as F
 
     from wavesql.planner.sync import sample_number
 
-    sync = plan.sync
-    s = sync.signal.signal
-    placements = _complete_placements(s, at)
-    before = state.get("signal") or {"end": None, "files": None}
-    end = max((p.end_sample for p in placements), default=None)
-    if before["end"] is not None:
-        if (end is None or end < before["end"]
-                or _fingerprint(placements, before["end"]) != before["files"]):
-            raise WaveSQLError(
-                "OUT_OF_ORDER_FILE", f"signal `{s.name}`: the files up to sample "
-                f"{before['end']} changed after results over them were delivered (a file "
-                "arrived out of timeline order, or one was removed)",
-                hint="add a signal's files in time order; to redo the results, start the "
-                     "query again with a new checkpoint")
-    if end is None:
-        signal_state = before
-    else:
-        signal_state = {"end": end, "files": _fingerprint(placements, end)}
-    keyed, ranged = control_ranges(sync, candidates)
+    from . import sync_state
+
+    chain = plan.syncs or (plan.sync,)
+    signals = sync_state.signals_of(chain)
+    before = sync_state.records(state, signals)
+    after, placements = {}, {}
+    for s in signals:
+        after[s.key], placements[s.key] = sync_state.advance(s, before[s.key], at)
+    keyed, ranged = control_ranges(plan.sync, candidates, chain)
     types = {f.name: f.dataType for f in ranged.schema.fields}
-    s0 = sample_number(F.col("__a"), types["__a"], s.rate_hz, s.epoch_us)
-    s1 = sample_number(F.col("__b"), types["__b"], s.rate_hz, s.epoch_us)
-    ready = s0.isNull() | s1.isNull() | (s1 < s0)
-    if end is not None:
-        ready = ready | (s1 <= F.lit(end))
-    now, waiting, _ = release(keyed, ranged.withColumn("__ready", ready), ["__a", "__b"])
-    return now, waiting, signal_state, placements
+    ready, helpers = F.lit(True), []
+    for i, each in enumerate(chain):
+        s = each.signal.signal
+        a, b = f"__a{i}" if i else "__a", f"__b{i}" if i else "__b"
+        s0 = sample_number(F.col(a), types[a], s.rate_hz, s.epoch_us)
+        s1 = sample_number(F.col(b), types[b], s.rate_hz, s.epoch_us)
+        covered = s0.isNull() | s1.isNull() | (s1 < s0)
+        end = after[s.key]["end"]
+        if end is not None:
+            covered = covered | (s1 <= F.lit(end))
+        ready = ready & covered
+        helpers += [a, b]
+    now, waiting, _ = release(keyed, ranged.withColumn("__ready", ready), helpers)
+    return now, waiting, sync_state.to_state(after), placements
 
 
 #: A control stream row's identity while its micro-batch is split, when the control is a
@@ -214,10 +245,12 @@ def sync_split(plan: Plan, candidates, state: dict, at: float):
 RID = "__wavesql_rid"
 
 
-def control_ranges(sync: ir.SyncJoin, candidates):
+def control_ranges(sync: ir.SyncJoin, candidates, chain=()):
     """``(keyed, ranged)``: ``ranged`` is the control rows made from ``candidates`` (rows of
-    the control stream) with their range bounds as ``__a`` and ``__b``; when the control is
-    the stream itself, they are the candidates row for row and ``keyed`` is None; else (a
+    the control stream) with their range bounds as ``__a`` and ``__b`` -- and, given the
+    ``chain`` of SYNC JOINs of the SELECT (``sync`` first), the later ones' bounds as
+    ``__a1``, ``__b1``, ... (each over the same control row); when the control is the
+    stream itself, they are the candidates row for row and ``keyed`` is None; else (a
     view, CTE or subquery row by row over it, :func:`_control_stream`) ``keyed`` is the
     candidates with their :data:`RID`, which each control row carries from the stream row
     it was made from (:func:`_carrying_rid`)."""
@@ -232,8 +265,12 @@ def control_ranges(sync: ir.SyncJoin, candidates):
         stream = next(r.stream for r in ir.walk(sync.control) if isinstance(r, ir.StreamScan))
         rt = Runtime(candidates.sparkSession, None, streams={stream.key: keyed})
         rows = lower_relation(_carrying_rid(sync.control), rt)
-    ranged = rows.alias(sync.control_alias).select(
-        "*", F.expr(sync.start_sql).alias("__a"), F.expr(sync.end_sql).alias("__b"))
+    bounds = [F.expr(sync.start_sql).alias("__a"), F.expr(sync.end_sql).alias("__b")]
+    for i, later in enumerate(chain[1:], start=1):
+        # each SYNC's range is over the control's columns (its alias is the control's)
+        bounds += [F.expr(later.start_sql).alias(f"__a{i}"),
+                   F.expr(later.end_sql).alias(f"__b{i}")]
+    ranged = rows.alias(sync.control_alias).select("*", *bounds)
     return keyed, ranged
 
 
@@ -312,35 +349,3 @@ def watch_path(path: str) -> str:
     if storage.is_dir(path) or storage.has_magic(path):
         return path
     return storage.dirname(path) or "."
-
-
-def _complete_placements(signal: cat.SignalDef, now: float) -> list:
-    """The signal's files that are complete now, placed on its timeline (wav_plan.plan).
-    A file is complete when its header declares exactly the data present, or -- a header
-    that cannot say (streamed WAV) -- when it has not been modified for the settle time."""
-    from wavesql.planner.lower import signal_placements
-    from wavesql.sources.wav_plan import list_wav_files
-    from wavesql.udfs.wav import WavError, read_info
-
-    from . import files
-
-    complete = []
-    for path in list_wav_files(signal.path):
-        try:
-            info = read_info(path)
-        except (OSError, WavError):
-            info = None  # a header still being written: wait for it to settle
-        if (info is not None and not info.truncated and not info.open_ended) or \
-                files.why_not_ready(path, "wav", files.SETTLE_SECONDS, now) is None:
-            complete.append(path)
-    return signal_placements(signal, complete) if complete else []
-
-
-def _fingerprint(placements, end: int) -> str:
-    """What identifies the files placed before ``end`` (names, places, lengths): a digest,
-    so the state stays one line however many files the signal has."""
-    import hashlib
-
-    used = sorted((os.path.basename(p.path), p.start_sample, p.info.frames)
-                  for p in placements if p.start_sample < end)
-    return hashlib.sha256(json.dumps(used).encode()).hexdigest()

@@ -380,8 +380,6 @@ def test_several_signals_errors(ws, tmp_path):
     _control(ws, tmp_path, [(0, 1000)])
     cases = {
         "SELECT * FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
-        "SYNC JOIN counting m ON RANGE (c.a, c.b)": ("RATE_MISMATCH", "counting"),
-        "SELECT * FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
         "SYNC JOIN rec r ON RANGE (c.a, c.b)": ("INVALID_OPTION", "rec"),
         "SELECT * FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
         "JOIN ctl d ON c.id = d.id": ("NOT_IMPLEMENTED", "ctl"),
@@ -391,8 +389,14 @@ def test_several_signals_errors(ws, tmp_path):
             ws.sql(text)
         assert err.value.code == code, (text, err.value)
         assert text[err.value.span.start:err.value.span.end] == underlined, err.value.span
-    assert "resample" in WaveSQLError.__str__(
-        pytest.raises(WaveSQLError, ws.sql, list(cases)[0]).value)
+    # signals of different rates SYNC together: each range in its own signal's samples
+    # (0..1000 us: samples 0..7 at 8 kHz, 0..44 at 44.1 kHz, the first at or after each bound)
+    mixed = ws.sql("SELECT c.id, r.x, m.voice FROM ctl c SYNC JOIN rec r ON RANGE (c.a, c.b) "
+                   "SYNC JOIN counting m ON RANGE (c.a, c.b)").collect()
+    assert mixed[0].x.rate == RATE and len(mixed[0].x.samples) == sample_at(1000, RATE) == 8
+    assert mixed[0].voice.rate == 44100 and mixed[0].voice.start == 0
+    np.testing.assert_array_equal(np.asarray(mixed[0].voice.samples, np.float32),
+                                  _counting_samples()[:sample_at(1000, 44100)])
 
 
 def test_read_mode_decides_whether_the_recording_is_scanned(ws, tmp_path, read_mode):

@@ -123,14 +123,6 @@ def _bind_sync(join: exp.Join, previous: ir.Relation, control: ir.Relation,
         raise WaveSQLError("INVALID_OPTION", f"`{salias}` names two inputs of this SELECT",
                            Span.of(signal_table), hint=f"give it another alias: "
                                                        f"SYNC JOIN {signal_table.name} AS s2")
-    if synced and synced[0][1].rate_hz != defn.rate_hz:
-        first_alias, first, _ = synced[0]
-        raise WaveSQLError(
-            "RATE_MISMATCH", f"signals SYNCed in one SELECT must share a rate: "
-            f"`{first.name}` is {first.rate_hz:g} Hz, `{defn.name}` {defn.rate_hz:g} Hz",
-            Span.of(signal_table),
-            hint=f"resample one in a view: CREATE VIEW {defn.name}_r AS SELECT "
-                 f"resample(...) ..., or SYNC each in its own SELECT and join the results")
     signal = resolve_relation(signal_table.name, signal_table.this, ctx)
     sync = join.args["sync"]
     start_sql, end_sql = to_spark_sql(sync.args["start"]), to_spark_sql(sync.args["end"])

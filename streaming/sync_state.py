@@ -1,0 +1,130 @@
+"""What a continuous SYNC JOIN over WAV signals remembers of each signal, batch to batch.
+
+A query may SYNC its control with several signals (``... SYNC JOIN mic a ON RANGE (...)
+SYNC JOIN acc b ON RANGE (...)``), each a WAV folder of its own, at its own rate. For each
+signal the state keeps one record: how far its complete files went (``end``, a sample
+number) and a digest of the files placed before that end (``files``). A later batch whose
+files up to that end differ -- a file arrived out of timeline order, or one was removed --
+would change results already delivered, so it fails the query (``OUT_OF_ORDER_FILE``).
+
+The records are stored in the checkpoint's ``state.json`` under ``signal``, versioned::
+
+    {"version": 2, "kind": "wav", "signals": {"<signal key>": {"end": ..., "files": ...}}}
+
+A checkpoint of the one-signal format before it (``{"end": ..., "files": ...}``, no
+version) still loads when the query syncs one signal: that record is the signal's. Any
+other mismatch between the checkpoint's signals and the query's is refused with
+``CHECKPOINT_MISMATCH`` saying which: resuming would judge a signal's files against
+another signal's record, or start a signal from nothing while its control rows were
+already released without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from wavesql.catalog import objects as cat
+from wavesql.errors import WaveSQLError
+
+#: The format of the per-signal records (1: the single record of a one-signal SYNC).
+STATE_VERSION = 2
+
+_FRESH = {"end": None, "files": None}
+
+
+def signals_of(syncs) -> list[cat.SignalDef]:
+    """The distinct signals of a chain of SYNC JOINs, in SYNC order (one signal SYNCed
+    twice, under two aliases, is watched and recorded once)."""
+    seen: dict[str, cat.SignalDef] = {}
+    for sync in syncs:
+        seen.setdefault(sync.signal.signal.key, sync.signal.signal)
+    return list(seen.values())
+
+
+def records(state: dict, signals: list[cat.SignalDef]) -> dict[str, dict]:
+    """Each signal's record from a batch's committed ``state`` (a fresh one if the query
+    has not run yet), by signal key; refuses a checkpoint whose records do not fit."""
+    kept = state.get("signal")
+    keys = [s.key for s in signals]
+    if not kept:
+        return {k: dict(_FRESH) for k in keys}
+
+    def refuse(why: str) -> WaveSQLError:
+        return WaveSQLError("CHECKPOINT_MISMATCH", f"the checkpoint's SYNC state {why}",
+                            hint="run the query as it was on this checkpoint, or give it a "
+                                 "new checkpoint (and output) folder")
+
+    if kept.get("kind") == "kafka":
+        raise refuse("is a Kafka signal's index; this query syncs WAV signals "
+                     f"({', '.join(s.name for s in signals)})")
+    if "version" not in kept:  # format 1: one signal's record, as the state itself
+        if len(signals) != 1:
+            raise refuse("is of a one-signal SYNC (format 1, before several signals were "
+                         f"synced continuously); this query syncs {len(signals)} signals "
+                         f"({', '.join(s.name for s in signals)})")
+        return {keys[0]: {"end": kept.get("end"), "files": kept.get("files")}}
+    if kept.get("version") != STATE_VERSION:
+        raise refuse(f"was written in format {kept.get('version')!r}; this WaveSQL reads "
+                     f"{STATE_VERSION}")
+    mine = kept.get("signals") or {}
+    if sorted(mine) != sorted(keys):
+        raise refuse(f"records the signals {', '.join(sorted(mine)) or '(none)'}; this query "
+                     f"syncs {', '.join(sorted(keys))}")
+    return {k: dict(mine[k]) for k in keys}
+
+
+def to_state(per_signal: dict[str, dict]) -> dict:
+    """The ``signal`` entry of ``state.json`` for the records ``per_signal``."""
+    return {"version": STATE_VERSION, "kind": "wav", "signals": per_signal}
+
+
+def advance(signal: cat.SignalDef, before: dict, at: float) -> tuple[dict, list]:
+    """``(record, placements)``: the signal's complete files at wall-clock time ``at``,
+    placed on its timeline, and its record after this batch. Raises ``OUT_OF_ORDER_FILE``
+    if the files up to the end already used are not those the record describes."""
+    placements = complete_placements(signal, at)
+    end = max((p.end_sample for p in placements), default=None)
+    if before["end"] is not None:
+        if (end is None or end < before["end"]
+                or fingerprint(placements, before["end"]) != before["files"]):
+            raise WaveSQLError(
+                "OUT_OF_ORDER_FILE", f"signal `{signal.name}`: the files up to sample "
+                f"{before['end']} changed after results over them were delivered (a file "
+                "arrived out of timeline order, or one was removed)",
+                hint="add a signal's files in time order; to redo the results, start the "
+                     "query again with a new checkpoint")
+    if end is None:
+        return dict(before), placements
+    return {"end": end, "files": fingerprint(placements, end)}, placements
+
+
+def complete_placements(signal: cat.SignalDef, now: float) -> list:
+    """The signal's files that are complete now, placed on its timeline (wav_plan.plan).
+    A file is complete when its header declares exactly the data present, or -- a header
+    that cannot say (streamed WAV) -- when it has not been modified for the settle time."""
+    from wavesql.planner.lower import signal_placements
+    from wavesql.sources.wav_plan import list_wav_files
+    from wavesql.udfs.wav import WavError, read_info
+
+    from . import files
+
+    complete = []
+    for path in list_wav_files(signal.path):
+        try:
+            info = read_info(path)
+        except (OSError, WavError):
+            info = None  # a header still being written: wait for it to settle
+        if (info is not None and not info.truncated and not info.open_ended) or \
+                files.why_not_ready(path, "wav", files.SETTLE_SECONDS, now) is None:
+            complete.append(path)
+    return signal_placements(signal, complete) if complete else []
+
+
+def fingerprint(placements, end: int) -> str:
+    """What identifies the files placed before ``end`` (names, places, lengths): a digest,
+    so the state stays one line however many files the signal has."""
+    used = sorted((os.path.basename(p.path), p.start_sample, p.info.frames)
+                  for p in placements if p.start_sample < end)
+    return hashlib.sha256(json.dumps(used).encode()).hexdigest()
