@@ -187,6 +187,25 @@ def test_a_missing_path_and_an_unreachable_namenode_are_clear_errors(hdfs, ws, s
         conf.unset("dfs.namenode.http-address.deadnn")
 
 
+def test_spark_meeting_an_unreachable_namenode_is_storage_unreachable(hdfs, spark):
+    """Spark's own HDFS client (a query's read) meeting a namenode that does not answer:
+    STORAGE_UNREACHABLE naming its address and what to check, no Java stack trace."""
+    from wavesql.spark_errors import runtime_errors
+
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("ipc.client.connect.max.retries", "0")  # Hadoop's RPC client retries 10 times
+    try:
+        with pytest.raises(WaveSQLError) as info, runtime_errors():
+            spark.read.parquet("hdfs://127.0.0.1:1/x/").collect()
+    finally:
+        conf.unset("ipc.client.connect.max.retries")
+    assert info.value.code == "STORAGE_UNREACHABLE"
+    # (Hadoop names 127.0.0.1 by its host name)
+    assert info.value.message.endswith(":1 did not answer"), info.value.message
+    assert "fs.defaultFS" in info.value.hint
+    assert "\tat " not in str(info.value)
+
+
 _AS_ANOTHER_USER = """
 import sys
 from wavesql import storage

@@ -301,6 +301,11 @@ _STORAGE_FAILURES = (
     (re.compile(r"(?:AccessDeniedException|InvalidAccessKeyId|SignatureDoesNotMatch|"
                 r"403 Forbidden)"), "STORAGE_DENIED", "the object store refused the "
      "credentials", _S3A_HINT),
+    # Hadoop's RPC client (hdfs://) names the namenode's address, not the location
+    (re.compile(r"Call From \S+ to (?P<namenode>\S+) failed on connection exception"),
+     "STORAGE_UNREACHABLE", "the HDFS namenode at {namenode} did not answer",
+     "check the hdfs:// location's namenode host and port (or fs.defaultFS) and that the "
+     "namenode runs"),
     (re.compile(r"(?:java\.net\.ConnectException|Unable to execute HTTP request|"
                 r"SdkClientException: Unable to|UnknownHostException)"),
      "STORAGE_UNREACHABLE", "the object store did not answer", _S3A_HINT),
