@@ -61,6 +61,15 @@ def test_the_storage_layer_sees_what_webhdfs_sees(hdfs, spark, tmp_path):
         f.seek(4)
         buf = bytearray(3)
         assert f.readinto(buf) == 3 and bytes(buf) == b"xxx"
+    # hdfs:///path is the namenode of fs.defaultFS (a cluster's usual setting; not set on
+    # the tests' shared Spark, where it would move every path without a scheme)
+    settings = storage.current()
+    storage.use(storage.Settings.of({**dict(settings.hadoop),
+                                     "fs.defaultFS": f"hdfs://{hdfs.authority}"}))
+    try:
+        assert storage.read_bytes(f"hdfs://{p}/sub/d.wav") == b"w" * 3
+    finally:
+        storage.use(settings)
     storage.delete(folder, recursive=True)
     assert hdfs.files(p) == []
 
