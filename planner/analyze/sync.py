@@ -23,6 +23,7 @@ from sqlglot import exp
 from wavesql.catalog import objects as cat
 from wavesql.dialect import to_spark_sql
 from wavesql.errors import Span, WaveSQLError
+from wavesql.udfs import registry
 
 from .. import ir
 from ..ctes import inline_query
@@ -88,6 +89,7 @@ def extract_syncs(node: exp.Expression, ctx: BindContext, found: Found) -> exp.E
         if calls_signal_functions(select):
             # seg_rms(s.ch1) over the synced segments, in the same SELECT: a signal stage
             # over the SYNC's rows (planner/signals.py: bind_segment_select)
+            _refuse_shared_channel_names(select, control, synced)
             stage = bind_segment_select(select, from_table, rel, "SYNC JOIN", f"{name}_stage",
                                         fold=ctx.env.constant,
                                         qualifiers=tuple(a for a, _, _ in synced))
@@ -96,6 +98,30 @@ def extract_syncs(node: exp.Expression, ctx: BindContext, found: Found) -> exp.E
             inputs.append((name, rel))
     found.made.extend(inputs)
     return node
+
+
+def _refuse_shared_channel_names(select: exp.Select, control: ir.Relation,
+                                 synced: list) -> None:
+    """Signal functions read a SYNC result's channels by their names, which must then be
+    unique among the control's columns and the signals' channels: ``a.ch1`` of a signal
+    whose ``ch1`` another one has too is refused at the reference, saying how to rename
+    (rather than ``TYPE_ERROR``: the name is right, the stage cannot tell the two apart)."""
+    names = [f.name.lower() for f in control.schema.fields]
+    names += [c.name.lower() for _, d, _ in synced for c in d.channels]
+    aliases = {a.lower(): d for a, d, _ in synced}
+    # a channel read inside a signal function call (``a.ch1`` elsewhere reads the struct
+    # ``a``'s field, which works whatever the names)
+    calls = [c for c in select.find_all(exp.Anonymous) if registry.lookup(c.name) is not None]
+    for column in (col for call in calls for col in call.find_all(exp.Column)):
+        signal = aliases.get(column.table.lower()) if column.table else None
+        if signal is None or names.count(column.name.lower()) < 2:
+            continue
+        raise WaveSQLError(
+            "NOT_IMPLEMENTED", f"signal functions over `{column.sql()}`: channel "
+            f"`{column.name}` is the name of another synced channel or control column too",
+            Span.of(column), hint=f"define the signal under channel names of its own, e.g. "
+            f"CREATE SIGNAL {signal.name}_2 ({signal.name}_{column.name} FLOAT, ...) RATE "
+            f"{signal.rate_hz:g} HZ FROM '<its folder>' FORMAT wav, and SYNC that")
 
 
 def _bind_sync(join: exp.Join, previous: ir.Relation, control: ir.Relation,
