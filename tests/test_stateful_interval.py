@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.test_stateful_asof import KILL_JOB as ASOF_JOB
 from tests.test_stateful_asof import (SECOND, _arrive, _draw, _encode, _files, _in_files,
                                       _micros, _rounds, _streams, late_by_own_progress_only,
                                       oracle_late, oracle_progress)
@@ -340,13 +341,8 @@ def test_one_run_equals_pandas_and_what_stays_re_evaluated_says_why(ws, spark, t
     assert err.value.code == "CHECKPOINT_MISMATCH"
 
 
-KILL_JOB = """\
-CREATE STREAM IF NOT EXISTS trades (k STRING, v DOUBLE, ts TIMESTAMP) FROM 'in/trades/'
-  FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS;
-CREATE STREAM IF NOT EXISTS quotes (k STRING, v DOUBLE, ts TIMESTAMP) FROM 'in/quotes/'
-  FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS;
-CREATE SINK IF NOT EXISTS joined TO 'out/joined/' FORMAT parquet;
-INSERT INTO joined
+#: the ASOF job's streams and sink, this join into it
+KILL_JOB = ASOF_JOB.split("INSERT INTO")[0] + """INSERT INTO joined
   SELECT q.v AS qid, t.v AS tid FROM trades t JOIN quotes q
   ON t.k = q.k AND q.ts BETWEEN t.ts - INTERVAL 2 SECONDS AND t.ts + INTERVAL 3 SECONDS;
 """

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine  # noqa: E402
-from run import Durations, steady, write_events  # noqa: E402
+from run import Durations, connect, steady, write_events  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 QUERY = ("SELECT t.k, t.v, q.v AS qv, t.ts, q.ts AS qts FROM trades t JOIN quotes q "
@@ -94,18 +94,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(HERE / "interval_results.md"))
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    import wavesql
-
     work = Path(args.work or tempfile.mkdtemp(prefix="wavesql-interval-bench-"))
     folders = {"trades": work / "trades", "quotes": work / "quotes"}
     for seed, folder in enumerate(folders.values()):
         if not folder.exists():
             write_events(folder, args.files, 500, args.keys, 10, seed=20 + seed)
     load0 = os.getloadavg()
-    ws = wavesql.connect(master="local[2]", catalog=work / "catalog.db",
-                         config={"spark.sql.shuffle.partitions": "2",
-                                 "spark.ui.enabled": "false",
-                                 "spark.sql.streaming.numRecentProgressUpdates": "100000"})
+    ws = connect(work)
     durations = Durations(ws.spark)
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     got = {}

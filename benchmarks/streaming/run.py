@@ -369,6 +369,17 @@ def resample(ws, durations, work: Path, last: int, files: int = 90) -> list[str]
     return lines + [""]
 
 
+def connect(work: Path):
+    """The benchmarks' session: local[2], 2 shuffle partitions, every batch's progress kept
+    (Durations reads them at the end)."""
+    import wavesql
+
+    return wavesql.connect(master="local[2]", catalog=work / "catalog.db",
+                           config={"spark.sql.shuffle.partitions": "2",
+                                   "spark.ui.enabled": "false",
+                                   "spark.sql.streaming.numRecentProgressUpdates": "100000"})
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="sliding,istream,flat")
@@ -382,15 +393,9 @@ def main(argv=None) -> int:
                              "--only over)")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    import wavesql
-
     work = Path(args.work or tempfile.mkdtemp(prefix="wavesql-streaming-bench-"))
     load0 = os.getloadavg()
-    ws = wavesql.connect(master="local[2]", catalog=work / "catalog.db",
-                         config={"spark.sql.shuffle.partitions": "2",
-                                 "spark.ui.enabled": "false",
-                                 # every batch's progress (Durations reads them at the end)
-                                 "spark.sql.streaming.numRecentProgressUpdates": "100000"})
+    ws = connect(work)
     durations = Durations(ws.spark)
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Streaming benchmark, {started}", ""]
