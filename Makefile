@@ -7,8 +7,11 @@ BIN    := $(VENV)/bin
 CONNECTORS := $(VENV)/share/wavesql/connectors
 BROKER     := $(VENV)/share/wavesql/kafka-broker
 HDFS       := $(VENV)/share/wavesql/hdfs-cluster
+GCS        := $(VENV)/share/wavesql/gcs-server
+# Go for the GCS test server: on PATH, else where the Go distribution installs itself
+GO         ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 
-.PHONY: demo test test-fast test-all connectors kafka-broker hdfs-cluster clean
+.PHONY: demo test test-fast test-all connectors kafka-broker hdfs-cluster gcs-server clean
 
 demo: $(VENV)/.installed
 	$(BIN)/wavesql demo
@@ -39,7 +42,7 @@ $(VENV)/.installed-python-test: $(VENV)/.installed
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed-python-test $(VENV)/.connectors $(VENV)/.kafka-broker \
-		$(VENV)/.hdfs-cluster
+		$(VENV)/.hdfs-cluster $(VENV)/.gcs-server
 	touch $@
 
 # Spark connectors from Maven Central (connectors/pom.xml: the S3A filesystem for s3a://
@@ -80,6 +83,16 @@ $(VENV)/.hdfs-cluster: connectors/hdfs-cluster/pom.xml | $(VENV)/.installed
 	# 12 s instead of 20 s
 	$(BIN)/python -m zipfile -e $(HDFS)/hadoop-client-minicluster-*.jar $(HDFS)/classes
 	rm $(HDFS)/hadoop-client-minicluster-*.jar
+	touch $@
+
+# A GCS-protocol server (fake-gcs-server, Go, built from the Go module proxy), which the
+# tests start on loopback (tests/gcs_server.py; `python -m tests.gcs_server` runs one).
+gcs-server: $(VENV)/.gcs-server
+
+$(VENV)/.gcs-server: | $(VENV)/.installed
+	@[ -x "$(GO)" ] || { echo "make gcs-server needs Go 1.24+ (https://go.dev/doc/install)"; exit 1; }
+	rm -rf $(GCS)
+	GOBIN=$(abspath $(GCS)) $(GO) install github.com/fsouza/fake-gcs-server@v1.56.1
 	touch $@
 
 clean:

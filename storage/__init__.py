@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from wavesql.errors import WaveSQLError
-from wavesql.storage import hdfs
+from wavesql.storage import gcs, hdfs
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 S3_SCHEMES = ("s3a", "s3", "s3n")
@@ -120,7 +120,8 @@ class Settings:
 
     hadoop: tuple[tuple[str, str], ...] = ()
 
-    _PREFIXES = ("fs.s3a.", "fs.azure.", "fs.gs.", *hdfs.SETTING_PREFIXES)
+    _PREFIXES = ("fs.s3a.", "fs.azure.", "fs.gs.", *gcs.SETTING_PREFIXES,
+                 *hdfs.SETTING_PREFIXES)
 
     @classmethod
     def of(cls, mapping: Mapping[str, str]) -> "Settings":
@@ -222,7 +223,7 @@ def _filesystem(kind: str, authority: str, settings: Settings):
     if kind in S3_SCHEMES:
         return _s3(authority, settings)
     if kind in ("gs", "gcs"):
-        return pafs.GcsFileSystem()
+        return gcs.filesystem(settings)
     if kind in ("abfs", "abfss"):
         container, _, host = authority.partition("@")
         account = host.split(".", 1)[0]
@@ -285,7 +286,7 @@ def translate(error: BaseException, location: str, doing: str) -> WaveSQLError:
     kind = scheme(location)
     conf = ("fs.s3a.endpoint, fs.s3a.access.key / fs.s3a.secret.key (or the AWS default "
             "chain), fs.s3a.path.style.access" if kind in S3_SCHEMES else
-            hdfs.CONFIGURE if kind == "hdfs" else
+            hdfs.CONFIGURE if kind == "hdfs" else gcs.CONFIGURE if kind in ("gs", "gcs") else
             "the filesystem's settings in Spark's Hadoop configuration")
     if "nosuchbucket" in low or "bucket does not exist" in low or "no such bucket" in low \
             or "containernotfound" in low:
@@ -339,8 +340,8 @@ def file_type(location: str) -> str:
     t = _info(location).type
     found = {pafs.FileType.File: "file", pafs.FileType.Directory: "dir"}.get(t, "missing")
     kind, authority, key = _split(location)
-    if found == "missing" and kind in S3_SCHEMES and key:
-        # S3 answers "no such key" for a key of a missing bucket too: say which it is
+    if found == "missing" and kind in (*S3_SCHEMES, "gs", "gcs") and key:
+        # S3 and GCS answer "no such key" for a key of a missing bucket too: say which
         if _info(f"{kind}://{authority}").type == pafs.FileType.NotFound:
             raise WaveSQLError("MISSING_BUCKET", f"`{location}`: bucket `{authority}` does "
                                "not exist", hint="create it, or fix the bucket's name")
@@ -578,7 +579,9 @@ def delete(location: str, *, recursive: bool = False, missing_ok: bool = True) -
     try:
         info = fs.get_file_info(path)
         if info.type == pafs.FileType.Directory and recursive:
-            fs.delete_dir(path)
+            fs.delete_dir_contents(path, missing_dir_ok=True)  # GCS: no marker to delete
+            if fs.get_file_info(path).type == pafs.FileType.Directory:
+                fs.delete_dir(path)  # a folder of its own (local, HDFS, a marker object)
         elif info.type == pafs.FileType.File:
             fs.delete_file(path)
         elif not missing_ok:
