@@ -184,7 +184,12 @@ def _arrived(path, i: int) -> None:
     os.utime(path, (stamp, stamp))
 
 
-@pytest.mark.parametrize("kind, op", [("ASOF LEFT JOIN", ">="), ("ASOF JOIN", ">")])
+# The continuous tests below compare with the batch query; each starts a state-store query
+# several times (10-60 s). CI runs one case of each; the others are `slow`. The state-store
+# kernels are checked against pandas for every method, keying and direction, batch by batch,
+# in tests/test_stateful_resample.py and tests/test_stateful_asof.py.
+@pytest.mark.parametrize("kind, op", [("ASOF LEFT JOIN", ">="),
+                                      pytest.param("ASOF JOIN", ">", marks=pytest.mark.slow)])
 def test_continuous_asof_join_equals_the_batch_join(ws, spark, tmp_path, kind, op):
     """Trades and quotes arrive in 6 files each, out of order within the watermark: every
     trade the quotes' progress has passed is delivered once, final, with the batch join's
@@ -214,7 +219,8 @@ def test_continuous_asof_join_equals_the_batch_join(ws, spark, tmp_path, kind, o
     assert max(r.buffered for r in reports) < 0.25 * (n_t + n_q)
 
 
-@pytest.mark.parametrize("method", ["linear", "prev", "null", "zero"])
+@pytest.mark.parametrize("method", ["null"] + [pytest.param(m, marks=pytest.mark.slow)
+                                                for m in ("linear", "prev", "zero")])
 def test_continuous_resample_equals_the_batch_resample(ws, spark, tmp_path, method):
     """An irregular stream (with NULL holes) arrives in 6 files, out of order within the
     watermark: every grid point is delivered once, final, with the batch value, up to the
@@ -244,7 +250,8 @@ def test_continuous_resample_equals_the_batch_resample(ws, spark, tmp_path, meth
     assert max(r.buffered for r in reports) < 0.3 * n
 
 
-@pytest.mark.parametrize("kind, op", [("ASOF LEFT JOIN", "<="), ("ASOF JOIN", "<")])
+@pytest.mark.parametrize("kind, op", [pytest.param("ASOF LEFT JOIN", "<=", marks=pytest.mark.slow),
+                                      ("ASOF JOIN", "<")])
 def test_continuous_forward_asof_join_equals_the_batch_join(ws, spark, tmp_path, kind, op):
     """A forward ASOF JOIN (each trade with the first quote at or after it) over trades and
     quotes arriving out of order: a trade is delivered, final, once a quote of its symbol
@@ -339,7 +346,8 @@ def _meters_stream(ws, tmp_path, rng, frame: pd.DataFrame, parts: int) -> None:
            f"'{tmp_path / 'meters'}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
 
 
-@pytest.mark.parametrize("method", ["prev", "zero", "linear"])
+@pytest.mark.parametrize("method", ["linear"] + [pytest.param(m, marks=pytest.mark.slow)
+                                                  for m in ("prev", "zero")])
 def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_path, method):
     """``PARTITION BY dev``: three devices arrive in 6 files, out of order within the
     watermark; one stops reporting at 20 s. Every device's points are delivered once, final,
@@ -391,7 +399,7 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
     assert max(r.buffered for r in reports) < 0.3 * len(frame)
 
 
-@pytest.mark.parametrize("method", ["prev", "linear"])
+@pytest.mark.parametrize("method", ["prev", pytest.param("linear", marks=pytest.mark.slow)])
 def test_continuous_imputation_per_key_equals_the_batch_query(ws, spark, tmp_path, method):
     """TiLT's imputation per device: a RESAMPLE ``PARTITION BY dev`` joined to each device's
     10 s bucket means, continuously. d3 pauses from 20 s to 40 s: its grid spans the pause
@@ -451,7 +459,7 @@ def test_continuous_imputation_per_key_equals_the_batch_query(ws, spark, tmp_pat
             [x for x in w[3:] if x is not None], rel=1e-12, abs=1e-12)
 
 
-@pytest.mark.parametrize("whole", ["before", "after"])
+@pytest.mark.parametrize("whole", [pytest.param("before", marks=pytest.mark.slow), "after"])
 def test_continuous_imputation_keeps_what_each_resample_needs(ws, spark, tmp_path, whole):
     """Two RESAMPLEs of one stream under windows, one per device and one of the whole
     stream: the state keeps each device's last row before the cut *and* the stream's. d3
