@@ -120,8 +120,7 @@ class Settings:
 
     hadoop: tuple[tuple[str, str], ...] = ()
 
-    _PREFIXES = ("fs.s3a.", "fs.azure.", "fs.gs.", *gcs.SETTING_PREFIXES,
-                 *hdfs.SETTING_PREFIXES)
+    _PREFIXES = ("fs.s3a.", "fs.azure.", *gcs.SETTING_PREFIXES, *hdfs.SETTING_PREFIXES)
 
     @classmethod
     def of(cls, mapping: Mapping[str, str]) -> "Settings":
@@ -528,7 +527,8 @@ def children(location: str) -> list[tuple[str, bool]]:
 
     fs, path = resolve(location)
     try:
-        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        infos = gcs.children(fs, path) if scheme(location) in ("gs", "gcs") else \
+            fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     except Exception as e:  # noqa: BLE001 - see translate
         raise translate(e, location, "listing it") from None
     return sorted((i.base_name, i.type == pafs.FileType.Directory) for i in infos)

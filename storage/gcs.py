@@ -22,8 +22,9 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-#: the Hadoop settings that reach GCS beyond ``fs.gs.*`` (Settings copies these too)
-SETTING_PREFIXES = ("google.cloud.auth.null.enable",)
+#: the Hadoop settings that reach GCS (Settings copies these): the connector's, and 2.x's
+#: switch for no credentials
+SETTING_PREFIXES = ("fs.gs.", "google.cloud.auth.null.enable")
 
 #: what to check when the store does not answer or refuses (errors' hints)
 CONFIGURE = ("fs.gs.storage.root.url, fs.gs.auth.type (or GOOGLE_APPLICATION_CREDENTIALS), "
@@ -51,3 +52,23 @@ def filesystem(settings):
     if settings.get("fs.gs.project.id"):
         kwargs["project_id"] = settings.get("fs.gs.project.id")
     return pafs.GcsFileSystem(**kwargs)
+
+
+def children(fs, path: str) -> list:
+    """What is directly in the folder ``path``, as pyarrow FileInfos. pyarrow's own
+    listing of a folder reports a subfolder only where a marker object (``a/``) stands for
+    it, and Spark's connector leaves none for most folders it writes into (``job=x/``
+    under a sink): the subfolders are the first parts of the names below ``path``, from
+    one listing of the whole subtree."""
+    import pyarrow.fs as pafs
+
+    base = path.rstrip("/") + "/"
+    found: dict[str, bool] = {}
+    for info in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True,
+                                                   recursive=True)):
+        head, sep, _ = info.path[len(base):].partition("/")
+        if head:
+            found[head] = found.get(head, False) or bool(sep) or \
+                info.type == pafs.FileType.Directory
+    return [pafs.FileInfo(base + name, pafs.FileType.Directory if is_dir else
+                          pafs.FileType.File) for name, is_dir in found.items()]

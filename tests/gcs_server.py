@@ -117,6 +117,10 @@ class GcsServer:
             # for the old one, fails every read with NoSuchMethodError on PySpark's Hadoop
             # 3.5; plain ranged reads instead
             "parquet.hadoop.vectored.io.enabled": "false",
+            # a rename (Spark's checkpoint and commit files) as copy and delete: the
+            # server answers 400 to the connector's moveTo request (a newer JSON API call,
+            # with generation preconditions) -- real GCS has it, keep it on there
+            "fs.gs.operation.move.enable": "false",
             "fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
             "fs.AbstractFileSystem.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS",
             "fs.gs.storage.root.url": self.endpoint,
@@ -146,6 +150,15 @@ class GcsServer:
     def get(self, key: str) -> bytes:
         name = urllib.parse.quote(key, safe="")
         return self._json("GET", f"/storage/v1/b/{self.bucket}/o/{name}?alt=media")
+
+    def children(self, prefix: str) -> list[tuple[str, bool]]:
+        """``(name, is_folder)`` directly under ``prefix`` (``a/b/``), as the JSON API's
+        listing with a delimiter says: objects, and the prefixes of deeper names."""
+        query = urllib.parse.urlencode({"prefix": prefix, "delimiter": "/"})
+        page = self._json("GET", f"/storage/v1/b/{self.bucket}/o?{query}")
+        names = [(i["name"][len(prefix):], False) for i in page.get("items", [])]
+        return sorted(names + [(p[len(prefix):].rstrip("/"), True)
+                               for p in page.get("prefixes", [])])
 
     def keys(self, prefix: str = "") -> list[str]:
         """Every object's name under ``prefix``, sorted."""
