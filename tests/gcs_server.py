@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.processes import ServerProcess
 
 
 def server_binary() -> str:
@@ -48,8 +49,10 @@ BYTE_SIZES = {"fs.gs.block.size": str(64 << 20), "fs.gs.rewrite.max.chunk.size":
               "fs.gs.inputstream.min.range.request.size": str(2 << 20)}
 
 
-class GcsServer:
+class GcsServer(ServerProcess):
     """``with GcsServer(logs) as gcs: gcs.uri("data/x.parquet")``."""
+
+    stop_seconds = 10
 
     def __init__(self, logs: Path, bucket: str = "wavesql-test"):
         self.port = _free_port()
@@ -83,21 +86,6 @@ class GcsServer:
             raise RuntimeError(f"fake-gcs-server did not start; see {self.logs}")
         self.create_bucket(self.bucket)
         return self
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-    def __enter__(self) -> "GcsServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     # -- what a user configures; the URIs -----------------------------------------------
     def uri(self, key: str = "") -> str:

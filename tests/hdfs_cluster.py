@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.processes import ServerProcess
 
 #: the user both clients act as (Hadoop's simple authentication): the one that started
 #: the cluster, so its superuser
@@ -41,7 +42,7 @@ def cluster_jars() -> str:
     return os.pathsep.join([os.path.join(folder, "classes"), os.path.join(folder, "*")])
 
 
-class HdfsCluster:
+class HdfsCluster(ServerProcess):
     """``with HdfsCluster(folder) as hdfs: hdfs.uri("data/x.parquet")`` -- its blocks,
     configuration and log in ``folder``."""
 
@@ -87,21 +88,6 @@ class HdfsCluster:
             return True
         except OSError:
             return False
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-    def __enter__(self) -> "HdfsCluster":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     # -- what a user configures; the URIs -----------------------------------------------
     @property

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +26,8 @@ import pytest
 
 from tests.kafka_broker import _LOG4J, _free_port  # (the same log file and port rules)
 
+from tests.processes import ServerProcess
+
 
 def pyspark_jars() -> str:
     import pyspark
@@ -34,7 +35,7 @@ def pyspark_jars() -> str:
     return os.path.join(os.path.dirname(pyspark.__file__), "jars")
 
 
-class HiveMetastore:
+class HiveMetastore(ServerProcess):
     """``with HiveMetastore(folder) as hms: hms.uri`` -- one metastore service."""
 
     def __init__(self, folder: Path, port: int | None = None):
@@ -111,21 +112,6 @@ class HiveMetastore:
                 time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"the Hive metastore did not start; see {self.folder}")
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-    def __enter__(self) -> "HiveMetastore":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def spark_config(self, scratch: Path) -> dict[str, str]:
         """The Spark settings of a session using this metastore (``scratch``: a folder of

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import base64
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+
+from tests.processes import ServerProcess
 
 HERE = Path(__file__).resolve().parent
 
@@ -50,9 +51,11 @@ rootLogger.appenderRef.file.ref = file
 """
 
 
-class KafkaBroker:
+class KafkaBroker(ServerProcess):
     """``with KafkaBroker(folder) as kafka: kafka.bootstrap`` -- one broker, its data in
     ``folder``; :meth:`restart` stops and starts it on the same port and data."""
+
+    stop_seconds = 60
 
     def __init__(self, folder: Path, port: int | None = None):
         self.folder = Path(folder)
@@ -133,24 +136,9 @@ class KafkaBroker:
         except Exception:  # noqa: BLE001 - not up yet
             return False
 
-    def stop(self, kill: bool = False) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
     def restart(self) -> None:
         self.stop()
         self.start()
-
-    def __enter__(self) -> "KafkaBroker":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     # -- the test side: a Python client of its own --------------------------------------
     def admin(self):

@@ -16,6 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.processes import ServerProcess
+
 ACCESS_KEY = SECRET_KEY = "wavesql-test"
 REGION = "us-east-1"
 
@@ -26,8 +28,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class S3Server:
+class S3Server(ServerProcess):
     """``with S3Server(logs) as s3: s3.uri("data/x.parquet")``."""
+
+    stop_seconds = 10
 
     def __init__(self, logs: Path, bucket: str = "wavesql-test", *, auth: bool = False):
         #: ``auth``: the server checks credentials (moto's IAM: none are valid), and has
@@ -62,20 +66,6 @@ class S3Server:
         if not self.auth:
             self.client().create_bucket(Bucket=self.bucket)
         return self
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-
-    def __enter__(self) -> "S3Server":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def client(self):
         """A boto3 client: the tests' independent view of the bucket."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+
 #: JVM options for the short-lived Spark a test starts in a process of its own (``wavesql
 #: run`` killed mid-run, the CLI): the client compiler only and one GC thread. Such a JVM
 #: lives for a few micro-batches, so most of its time is start-up, where C2's compile
@@ -52,3 +55,31 @@ def kill_after_two_commits(cmd, env, committed, batches: int):
     proc.wait(timeout=60)
     assert 2 <= committed() < batches, "killed after its last batch"
     return root
+
+
+class ServerProcess:
+    """A server the tests start in a process of their own (S3, HDFS, GCS, Kafka, the Hive
+    metastore): a subclass starts ``self.process``; stopping sends SIGTERM (SIGKILL with
+    ``kill=True``: a crash) and kills it if it has not ended within :attr:`stop_seconds`.
+    A context manager too (``with KafkaBroker(folder) as broker: ...``)."""
+
+    process: subprocess.Popen | None = None
+    stop_seconds: float = 30
+
+    def start(self):
+        raise NotImplementedError
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                self.process.wait(self.stop_seconds)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

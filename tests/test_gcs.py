@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from wavesql import storage
 from wavesql.errors import WaveSQLError
 
 from tests.gcs_server import gcs  # noqa: F401 - the session's GCS fixture
+from tests.store_cases import (create_event_stream, insert_job_runs_incrementally,
+                                put_events, signal_equals_numpy)
 
 pytestmark = pytest.mark.spark
 
@@ -63,29 +63,10 @@ def test_the_storage_layer_sees_what_the_json_api_sees(gcs, spark, tmp_path):
     assert gcs.keys(p + "/") == []
 
 
-def _events_in_gcs(gcs, tmp_path, p: str, n: int = 2) -> pd.DataFrame:
-    """``n`` Parquet files of (k, v, ts) events in the bucket under ``p/events/``."""
-    frames = []
-    for i in range(n):
-        f = pd.DataFrame({"k": ["a", "b", "a", "c"],
-                          "v": [1.0 + i, 2.0, 3.5, 4.0 * i],
-                          "ts": pd.to_datetime([f"2026-01-01 00:00:0{j + 4 * i}"
-                                                for j in range(4)]).astype("datetime64[us]")})
-        f.to_parquet(tmp_path / f"e{i}.parquet", index=False)
-        gcs.put(f"{p}/events/e{i}.parquet", tmp_path / f"e{i}.parquet")
-        frames.append(f)
-    return pd.concat(frames, ignore_index=True)
-
-
-def _stream(ws, gcs, p):
-    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{gcs.uri(p)}/events/' "
-           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
-
-
 def test_a_batch_query_over_a_stream_in_gcs_equals_pandas(gcs, ws, tmp_path):
     p = _prefix(tmp_path)
-    events = _events_in_gcs(gcs, tmp_path, p)
-    _stream(ws, gcs, p)
+    events = put_events(gcs, tmp_path, p)
+    create_event_stream(ws, gcs, p)
     got = ws.sql("SELECT k, sum(v) AS s, count(*) AS n FROM ev WHERE v > 1.5 GROUP BY k"
                  ).collect()
     want = events[events.v > 1.5].groupby("k").v.agg(["sum", "count"])
@@ -97,31 +78,8 @@ def test_a_signal_in_gcs_equals_numpy_over_its_samples(gcs, ws, tmp_path):
     """seg_rms and seg_max per 1,000-sample window over two WAV files in the bucket (read
     in Spark's Python tasks through pyarrow's GcsFileSystem; local copies gone), against
     numpy over the samples scipy reads from the same files."""
-    from scipy.io import wavfile
+    signal_equals_numpy(gcs, ws, tmp_path, _prefix(tmp_path))
 
-    from wavesql.udfs.wav import write_wav
-
-    rng = np.random.default_rng(7)
-    parts = [rng.standard_normal(5_500).astype(np.float32) * 0.3,
-             rng.standard_normal(4_700).astype(np.float32) * 0.3]
-    p = _prefix(tmp_path)
-    stored = []
-    for i, x in enumerate(parts):
-        write_wav(tmp_path / f"rec_{i}.wav", x, 8000)
-        rate, pcm = wavfile.read(tmp_path / f"rec_{i}.wav")
-        stored.append(pcm.astype(np.float64) / (32768.0 if pcm.dtype == np.int16 else 1.0))
-        gcs.put(f"{p}/rec/rec_{i}.wav", tmp_path / f"rec_{i}.wav")
-        (tmp_path / f"rec_{i}.wav").unlink()
-    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE 8000 HZ FROM '{gcs.uri(p)}/rec/' FORMAT wav")
-    rows = ws.sql("SELECT start_sample(ch1) AS s, seg_rms(ch1) AS rms, seg_max(ch1) AS mx "
-                  "FROM mic [SAMPLES 1000] ORDER BY s").collect()
-    x = np.concatenate(stored)
-    starts = list(range(0, len(x), 1000))
-    assert [r.s for r in rows] == starts
-    for r, s in zip(rows, starts):
-        w = x[s:s + 1000]
-        assert r.rms == pytest.approx(np.sqrt(np.mean(w * w)), rel=1e-6)
-        assert r.mx == pytest.approx(w.max(), rel=1e-6)
 
 
 # ---------------------------------------------------------------------------- bad locations
@@ -151,24 +109,6 @@ def test_insert_into_a_sink_in_gcs_runs_incrementally_exactly_once(gcs, ws, spar
     warm session at load 1.5 on 2 cores; slow as its HDFS twin, whose time triples under
     the load of a full run.)"""
     p = _prefix(tmp_path)
-    events = _events_in_gcs(gcs, tmp_path, p)
-    _stream(ws, gcs, p)
-    sink = gcs.uri(f"{p}/sink")
-    ws.sql(f"CREATE SINK k TO '{sink}/' FORMAT parquet")
-    job = "INSERT INTO k SELECT k, v FROM ev WHERE v >= 1.0"
-    first = ws.execute(job)[-1].report
-    assert first.batches >= 1 and first.rows_in == len(events)
-    third = pd.DataFrame({"k": ["z", "y"], "v": [9.0, 0.5],
-                          "ts": pd.to_datetime(["2026-01-01 00:00:09",
-                                                "2026-01-01 00:00:10"]).astype("datetime64[us]")})
-    third.to_parquet(tmp_path / "e2.parquet", index=False)
-    gcs.put(f"{p}/events/e2.parquet", tmp_path / "e2.parquet")
-    second = ws.execute(job)[-1].report
-    assert second.rows_in == len(third)  # only the new file
-    every = pd.concat([events, third])
-    want = sorted(map(tuple, every[every.v >= 1.0][["k", "v"]].to_numpy().tolist()))
-    got = spark.read.parquet(sink).select("k", "v").collect()
-    assert sorted((r.k, r.v) for r in got) == want
-    # the commit log Spark reads the sink by is in the bucket, nothing on local disk
+    insert_job_runs_incrementally(gcs, ws, spark, tmp_path, p)
+    # the commit log Spark reads the sink by is in the store
     assert any("/_spark_metadata/" in k for k in gcs.keys(f"{p}/sink/"))
-    assert not list(tmp_path.glob("**/_spark_metadata"))

@@ -21,6 +21,8 @@ from wavesql import storage
 from wavesql.errors import WaveSQLError
 
 from tests.hdfs_cluster import hdfs  # noqa: F401 - the session's HDFS fixture
+from tests.store_cases import (create_event_stream, insert_job_runs_incrementally,
+                                put_events, signal_equals_numpy)
 
 pytestmark = pytest.mark.spark
 
@@ -74,29 +76,10 @@ def test_the_storage_layer_sees_what_webhdfs_sees(hdfs, spark, tmp_path):
     assert hdfs.files(p) == []
 
 
-def _events_in_hdfs(hdfs, tmp_path, p: str, n: int = 2) -> pd.DataFrame:
-    """``n`` Parquet files of (k, v, ts) events in HDFS under ``p/events/``."""
-    frames = []
-    for i in range(n):
-        f = pd.DataFrame({"k": ["a", "b", "a", "c"],
-                          "v": [1.0 + i, 2.0, 3.5, 4.0 * i],
-                          "ts": pd.to_datetime([f"2026-01-01 00:00:0{j + 4 * i}"
-                                                for j in range(4)]).astype("datetime64[us]")})
-        f.to_parquet(tmp_path / f"e{i}.parquet", index=False)
-        hdfs.put(f"{p}/events/e{i}.parquet", tmp_path / f"e{i}.parquet")
-        frames.append(f)
-    return pd.concat(frames, ignore_index=True)
-
-
-def _stream(ws, hdfs, p):
-    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{hdfs.uri(p)}/events/' "
-           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
-
-
 def test_a_batch_query_over_a_stream_in_hdfs_equals_pandas(hdfs, ws, tmp_path):
     p = _prefix(tmp_path)
-    events = _events_in_hdfs(hdfs, tmp_path, p)
-    _stream(ws, hdfs, p)
+    events = put_events(hdfs, tmp_path, p)
+    create_event_stream(ws, hdfs, p)
     got = ws.sql("SELECT k, sum(v) AS s, count(*) AS n FROM ev WHERE v > 1.5 GROUP BY k"
                  ).collect()
     want = events[events.v > 1.5].groupby("k").v.agg(["sum", "count"])
@@ -108,31 +91,8 @@ def test_a_signal_in_hdfs_equals_numpy_over_its_samples(hdfs, ws, tmp_path):
     """seg_rms and seg_max per 1,000-sample window over two WAV files in HDFS (read in
     Spark's Python tasks over WebHDFS; local copies gone), against numpy over the samples
     scipy reads from the same files."""
-    from scipy.io import wavfile
+    signal_equals_numpy(hdfs, ws, tmp_path, _prefix(tmp_path))
 
-    from wavesql.udfs.wav import write_wav
-
-    rng = np.random.default_rng(7)
-    parts = [rng.standard_normal(5_500).astype(np.float32) * 0.3,
-             rng.standard_normal(4_700).astype(np.float32) * 0.3]
-    p = _prefix(tmp_path)
-    stored = []
-    for i, x in enumerate(parts):
-        write_wav(tmp_path / f"rec_{i}.wav", x, 8000)
-        rate, pcm = wavfile.read(tmp_path / f"rec_{i}.wav")
-        stored.append(pcm.astype(np.float64) / (32768.0 if pcm.dtype == np.int16 else 1.0))
-        hdfs.put(f"{p}/rec/rec_{i}.wav", tmp_path / f"rec_{i}.wav")
-        (tmp_path / f"rec_{i}.wav").unlink()
-    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE 8000 HZ FROM '{hdfs.uri(p)}/rec/' FORMAT wav")
-    rows = ws.sql("SELECT start_sample(ch1) AS s, seg_rms(ch1) AS rms, seg_max(ch1) AS mx "
-                  "FROM mic [SAMPLES 1000] ORDER BY s").collect()
-    x = np.concatenate(stored)
-    starts = list(range(0, len(x), 1000))
-    assert [r.s for r in rows] == starts
-    for r, s in zip(rows, starts):
-        w = x[s:s + 1000]
-        assert r.rms == pytest.approx(np.sqrt(np.mean(w * w)), rel=1e-6)
-        assert r.mx == pytest.approx(w.max(), rel=1e-6)
 
 
 
@@ -156,7 +116,7 @@ def test_the_direct_pass_reads_parquet_row_groups_from_hdfs(hdfs, ws, tmp_path, 
         events.iloc[i * 1000:(i + 1) * 1000].to_parquet(tmp_path / f"w{i}.parquet",
                                                          index=False, row_group_size=250)
         hdfs.put(f"{p}/events/w{i}.parquet", tmp_path / f"w{i}.parquet")
-    _stream(ws, hdfs, p)
+    create_event_stream(ws, hdfs, p)
     ws.spark.conf.set("wavesql.windows.min_rows", "0")
     ws.spark.conf.set("wavesql.windows.chunk_rows", "1000")
     try:
@@ -257,27 +217,9 @@ def test_insert_into_a_sink_in_hdfs_runs_incrementally_exactly_once(hdfs, ws, sp
     by plain Spark at its root) holds each row once, equal to pandas' filter. (Slow: 29-33 s in a
     warm session, 66 s in a cold one, at load 10-13 on 2 cores.)"""
     p = _prefix(tmp_path)
-    events = _events_in_hdfs(hdfs, tmp_path, p)
-    _stream(ws, hdfs, p)
-    sink = hdfs.uri(f"{p}/sink")
-    ws.sql(f"CREATE SINK k TO '{sink}/' FORMAT parquet")
-    job = "INSERT INTO k SELECT k, v FROM ev WHERE v >= 1.0"
-    first = ws.execute(job)[-1].report
-    assert first.batches >= 1 and first.rows_in == len(events)
-    third = pd.DataFrame({"k": ["z", "y"], "v": [9.0, 0.5],
-                          "ts": pd.to_datetime(["2026-01-01 00:00:09",
-                                                "2026-01-01 00:00:10"]).astype("datetime64[us]")})
-    third.to_parquet(tmp_path / "e2.parquet", index=False)
-    hdfs.put(f"{p}/events/e2.parquet", tmp_path / "e2.parquet")
-    second = ws.execute(job)[-1].report
-    assert second.rows_in == len(third)  # only the new file
-    every = pd.concat([events, third])
-    want = sorted(map(tuple, every[every.v >= 1.0][["k", "v"]].to_numpy().tolist()))
-    got = spark.read.parquet(sink).select("k", "v").collect()
-    assert sorted((r.k, r.v) for r in got) == want
-    # the commit log Spark reads the sink by is in HDFS, nothing on local disk
+    insert_job_runs_incrementally(hdfs, ws, spark, tmp_path, p)
+    # the commit log Spark reads the sink by is in the store
     assert any("/_spark_metadata/" in f for f in hdfs.files(f"{p}/sink"))
-    assert not list(tmp_path.glob("**/_spark_metadata"))
 
 
 @pytest.mark.slow
@@ -288,8 +230,8 @@ def test_a_windowed_query_in_hdfs_restarts_where_it_stopped(hdfs, ws, spark, tmp
     pandas' over all three files, each window once. (Slow: 52-73 s in a warm
     session at load 10-13 on 2 cores.)"""
     p = _prefix(tmp_path)
-    events = _events_in_hdfs(hdfs, tmp_path, p)
-    _stream(ws, hdfs, p)
+    events = put_events(hdfs, tmp_path, p)
+    create_event_stream(ws, hdfs, p)
     query = "SELECT k, count(*) AS n FROM ev [RANGE 2 SECONDS SLIDE 2 SECONDS] GROUP BY k"
     out, ckpt = hdfs.uri(f"{p}/out"), hdfs.uri(f"{p}/ckpt")
     assert "state store" in ws.explain(query, "STREAM")

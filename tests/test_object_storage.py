@@ -16,6 +16,7 @@ from wavesql import storage
 from wavesql.errors import WaveSQLError
 
 from tests.processes import kill_after_two_commits, kill_after_two_commits_then_rerun
+from tests.store_cases import create_event_stream, put_events, signal_equals_numpy
 from tests.test_run_files import run_in_process
 
 pytestmark = pytest.mark.spark
@@ -156,52 +157,15 @@ def test_a_store_that_refuses_the_credentials_is_storage_denied(s3, ws, spark, t
 def test_a_signal_in_a_bucket_equals_numpy_over_its_samples(s3, ws, tmp_path):
     """seg_rms and seg_max per 1,000-sample window over two WAV files in the bucket (local
     copies gone), against numpy over the samples scipy reads from the same files."""
-    from scipy.io import wavfile
+    signal_equals_numpy(s3, ws, tmp_path, _prefix(tmp_path))
 
-    from wavesql.udfs.wav import write_wav
-
-    rng = np.random.default_rng(7)
-    parts = [rng.standard_normal(5_500).astype(np.float32) * 0.3,
-             rng.standard_normal(4_700).astype(np.float32) * 0.3]
-    p = _prefix(tmp_path)
-    stored = []
-    for i, x in enumerate(parts):
-        write_wav(tmp_path / f"rec_{i}.wav", x, 8000)
-        rate, pcm = wavfile.read(tmp_path / f"rec_{i}.wav")
-        stored.append(pcm.astype(np.float64) / (32768.0 if pcm.dtype == np.int16 else 1.0))
-        s3.put(f"{p}/rec/rec_{i}.wav", tmp_path / f"rec_{i}.wav")
-        (tmp_path / f"rec_{i}.wav").unlink()
-    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE 8000 HZ FROM '{s3.uri(p)}/rec/' FORMAT wav")
-    rows = ws.sql("SELECT start_sample(ch1) AS s, seg_rms(ch1) AS rms, seg_max(ch1) AS mx "
-                  "FROM mic [SAMPLES 1000] ORDER BY s").collect()
-    x = np.concatenate(stored)
-    starts = list(range(0, len(x), 1000))
-    assert [r.s for r in rows] == starts
-    for r, s in zip(rows, starts):
-        w = x[s:s + 1000]
-        assert r.rms == pytest.approx(np.sqrt(np.mean(w * w)), rel=1e-6)
-        assert r.mx == pytest.approx(w.max(), rel=1e-6)
-
-
-def _events_in_bucket(s3, tmp_path, p: str) -> pd.DataFrame:
-    """Two Parquet files of (k, v, ts) events in the bucket under ``p/events/``."""
-    frames = []
-    for i in range(2):
-        f = pd.DataFrame({"k": ["a", "b", "a", "c"],
-                          "v": [1.0 + i, 2.0, 3.5, 4.0 * i],
-                          "ts": pd.to_datetime([f"2026-01-01 00:00:0{j + 4 * i}"
-                                                for j in range(4)]).astype("datetime64[us]")})
-        f.to_parquet(tmp_path / f"e{i}.parquet", index=False)
-        s3.put(f"{p}/events/e{i}.parquet", tmp_path / f"e{i}.parquet")
-        frames.append(f)
-    return pd.concat(frames, ignore_index=True)
 
 
 def test_a_continuous_query_reads_a_stream_from_a_bucket(s3, ws, spark, tmp_path):
     """The input in the bucket, the checkpoint and output on disk: the continuous result
     equals pandas over the same rows."""
     p = _prefix(tmp_path)
-    events = _events_in_bucket(s3, tmp_path, p)
+    events = put_events(s3, tmp_path, p)
     ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{s3.uri(p)}/events/' "
            "FORMAT parquet EVENT TIME ts WATERMARK 0 SECONDS")
     cq = ws.stream("SELECT k, v FROM ev WHERE v > 1.5", tmp_path / "out", tmp_path / "ckpt")
@@ -217,8 +181,8 @@ def test_insert_into_a_sink_in_a_bucket_runs_incrementally_exactly_once(s3, ws, 
     with a file arriving in between: the sink, read at its root (the index of what every
     job committed), holds each row once; a second job publishes beside the first."""
     p = _prefix(tmp_path)
-    events = _events_in_bucket(s3, tmp_path, p)
-    _bucket_stream(ws, s3, p)
+    events = put_events(s3, tmp_path, p)
+    create_event_stream(ws, s3, p)
     sink = s3.uri(f"{p}/sink")
     ws.sql(f"CREATE SINK k TO '{sink}/' FORMAT parquet")
     first = ws.execute("INSERT INTO k SELECT k, v FROM ev WHERE v >= 1.0")[-1].report
@@ -302,11 +266,6 @@ def test_spark_reads_only_the_batches_committed_to_a_bucket(s3, spark, tmp_path)
 
 
 # ---------------------------------------------------------------------------- continuous
-def _bucket_stream(ws, s3, p):
-    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{s3.uri(p)}/events/' "
-           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
-
-
 def test_a_continuous_query_keeps_output_checkpoint_and_late_rows_in_a_bucket(
         s3, ws, spark, tmp_path):
     """Everything in the bucket -- input, output, checkpoint, late rows -- and a restart
@@ -315,8 +274,8 @@ def test_a_continuous_query_keeps_output_checkpoint_and_late_rows_in_a_bucket(
     from wavesql.streaming.metrics import read_reports
 
     p = _prefix(tmp_path)
-    events = _events_in_bucket(s3, tmp_path, p)
-    _bucket_stream(ws, s3, p)
+    events = put_events(s3, tmp_path, p)
+    create_event_stream(ws, s3, p)
     out, ckpt = s3.uri(f"{p}/out"), s3.uri(f"{p}/ckpt")
     query = "SELECT k, v, ts FROM ev WHERE v >= 1.0"
     ws.stream(query, out, ckpt, max_files_per_trigger=1).await_termination()
@@ -345,8 +304,8 @@ def test_a_windowed_query_on_the_state_store_runs_in_a_bucket(s3, ws, spark, tmp
     """The state-store runner with its checkpoint (Spark's offsets and RocksDB state) and
     output in the bucket: final tumbling counts per key equal pandas'."""
     p = _prefix(tmp_path)
-    events = _events_in_bucket(s3, tmp_path, p)
-    _bucket_stream(ws, s3, p)
+    events = put_events(s3, tmp_path, p)
+    create_event_stream(ws, s3, p)
     query = "SELECT k, count(*) AS n FROM ev [RANGE 2 SECONDS SLIDE 2 SECONDS] GROUP BY k"
     out, ckpt = s3.uri(f"{p}/out"), s3.uri(f"{p}/ckpt")
     assert "state store" in ws.explain(query, "STREAM")
