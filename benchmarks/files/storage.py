@@ -283,7 +283,7 @@ def main() -> None:
         f"{name} local {' '.join(f'{t:.3f}' for t in r['local']['times'])}, S3 "
         f"{' '.join(f'{t:.3f}' for t in r['S3']['times'])}" for name, r in results.items()) + ".",
         "", f"The floor's S3 median is {share['statfilter']:.0%} of STATFILTER's S3 median and "
-        f"{share['trend']:.0%} of trend's.", ""]
+        f"{share['trend']:.0%} of trend's.", "", ""]
     text = "\n".join(lines)
     print("\n" + text)
     with open(args.out, "a") as f:
