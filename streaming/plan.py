@@ -146,3 +146,125 @@ def passes_through(tree: exp.Expression, column: str) -> bool:
             if not (isinstance(inner, exp.Column) and inner.name.lower() == column.lower()):
                 return False
     return True
+
+
+def row_by_row_stream(rel: ir.Relation, stmt, what: str, hint: str) -> cat.StreamDef:
+    """The one catalog stream ``rel`` reads: the stream itself, or one stream under a view,
+    CTE or subquery that is row by row over it -- filters, projections, computed columns,
+    each output row made from one stream row alone. Such a relation can be evaluated over
+    any subset of the stream's rows (a buffer, a micro-batch) and give the rows it would
+    give over the whole stream. Anything that keeps state across rows is refused (``what``
+    says whose input ``rel`` is), with what it is: its result would depend on rows no
+    longer held."""
+    if isinstance(rel, ir.StreamScan):
+        return rel.stream
+
+    def refuse(why: str) -> WaveSQLError:
+        return WaveSQLError("NOT_IMPLEMENTED", f"{what} {why}", Span.of(stmt.node), hint=hint)
+
+    below = list(ir.walk(rel))
+    kinds = {ir.WindowScan: "a CQL window", ir.StreamOf: "ISTREAM/DSTREAM/RSTREAM",
+             ir.SyncJoin: "a SYNC JOIN", ir.SignalScan: "a signal's segments",
+             ir.SignalStage: "signal functions", ir.Rewindow: "re-cut signal windows",
+             ir.SplitScan: "PARTITION INTO", ir.SparkTable: "a Spark table"}
+    for r in below:
+        if not isinstance(r, (ir.SqlQuery, ir.ViewRef, ir.StreamScan)):
+            kind = kinds.get(type(r), type(r).__name__)
+            raise refuse(f"reads {kind}: only one catalog stream's rows, row by row, are "
+                         "kept for it")
+    streams = {r.stream.key: r.stream for r in below if isinstance(r, ir.StreamScan)}
+    if len(streams) != 1:
+        raise refuse("reads several streams" if streams else "reads no catalog stream")
+    for r in below:
+        if isinstance(r, ir.SqlQuery):
+            if r.resample is not None or r.asof is not None:
+                raise refuse("is not row by row: a RESAMPLE or ASOF JOIN keeps state across "
+                             "rows")
+            tree = parsed(r)
+            if tree is None:
+                raise refuse("is SQL whose steps cannot be checked to be row by row")
+            why = _across_rows(tree)
+            if why is not None:
+                raise refuse(f"is not row by row: {why}")
+            volatile = _volatile(tree)
+            if volatile is not None:
+                raise refuse(f"calls `{volatile}`, which gives another value each time: the "
+                             "rows are evaluated more than once, and each time must agree")
+    return next(iter(streams.values()))
+
+
+def _volatile(tree) -> str | None:
+    """The first call in ``tree`` whose value changes from one evaluation to the next."""
+    kinds = (exp.Rand, exp.Randn, exp.Uuid, exp.Shuffle, exp.CurrentTimestamp,
+             exp.CurrentDate)
+    names = {"now", "random", "monotonically_increasing_id", "spark_partition_id",
+             "localtimestamp", "current_timestamp", "current_date", "input_file_name"}
+    for node in tree.walk():
+        if isinstance(node, kinds) or (isinstance(node, exp.Anonymous)
+                                       and node.name.lower() in names):
+            return node.sql(dialect="spark")[:40]
+    return None
+
+
+def _across_rows(tree) -> str | None:
+    """What in ``tree`` makes a row's result depend on other rows (None: nothing)."""
+    checks = ((exp.AggFunc, "an aggregate"), (exp.Window, "an OVER window"),
+              (exp.Group, "GROUP BY"), (exp.Join, "a join"), (exp.Distinct, "DISTINCT"),
+              (exp.Limit, "LIMIT"), (exp.SetOperation, "a set operation"))
+    for node in tree.walk():
+        for kind, what in checks:
+            if isinstance(node, kind):
+                return f"{what} (`{node.sql(dialect='spark')[:40]}`) keeps state across rows"
+    return None
+
+
+def carrying(rel: ir.Relation, columns: tuple, keep_if: str | None = None) -> ir.Relation:
+    """``rel`` (accepted by :func:`row_by_row_stream`) with the stream's ``columns`` (``(name,
+    Spark type)`` pairs) added to the output of every SELECT that rows flow through (the
+    FROM and WITH chain, not subqueries inside expressions) that does not output them
+    already: being row by row, each SELECT has one source, which carries them. With
+    ``keep_if`` (a SQL predicate over them) a row for which it holds passes every WHERE
+    of that chain -- rows the view is not about (punctuation, malformed rows) still reach
+    the runner, which handles them before the view's columns matter."""
+    from dataclasses import replace
+
+    from wavesql.dialect import to_spark_sql
+
+    if isinstance(rel, ir.ViewRef):
+        return replace(rel, body=carrying(rel.body, columns, keep_if))
+    if not isinstance(rel, ir.SqlQuery):
+        return rel  # the stream: its rows carry them already
+    tree = rel.ast()
+    for select in list(tree.find_all(exp.Select)):
+        starred = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column)
+                                                   and isinstance(e.this, exp.Star))
+                      for e in select.expressions)
+        if select.args.get("from_") is None or not _row_path(select):
+            continue
+        if not starred:
+            names = {e.alias_or_name.lower() for e in select.expressions}
+            for name, _ in columns:
+                if name.lower() not in names:
+                    select.select(exp.column(name), append=True, copy=False)
+        where = select.args.get("where")
+        if keep_if is not None and where is not None:
+            select.set("where", exp.Where(this=exp.or_(
+                exp.maybe_parse(keep_if, dialect="spark"), exp.paren(where.this))))
+    present = {f.name.lower() for f in rel.schema.fields}
+    added = tuple(ir.Field(n, t) for n, t in columns if n.lower() not in present)
+    return replace(rel, sql=to_spark_sql(tree), tree=tree, source_offset=None,
+                   inputs=tuple((n, carrying(r, columns, keep_if)) for n, r in rel.inputs),
+                   schema=ir.Schema(rel.schema.fields + added))
+
+
+def _row_path(select) -> bool:
+    """Whether the rows of ``select`` flow to its query's result: it is the query, or the
+    source (FROM, or a CTE) of a SELECT that is."""
+    path = {(exp.Subquery, "this"), (exp.From, "this"), (exp.Select, "from_"),
+            (exp.CTE, "this"), (exp.With, "expressions"), (exp.Select, "with_")}
+    node = select
+    while node.parent is not None:
+        if (type(node.parent), node.arg_key) not in path:
+            return False
+        node = node.parent
+    return True

@@ -159,6 +159,24 @@ def _filtered_stream(window: ir.WindowScan, stmt) -> cat.StreamDef:
 
 def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None,
                   plan: Plan | None = None):
+    """:func:`_stateful_plan`; a RESAMPLE over a view (CTE, subquery) runs on the state
+    store only -- the re-evaluating runner's look-back keeps the stream's rows by the
+    stream's columns, not the view's -- so where the state store cannot run it, it is
+    refused, saying why."""
+    windowed, why = _stateful_plan(spark, stmt, relation, checkpoint, plan)
+    if windowed is None:
+        plan = plan if plan is not None else plan_continuous(relation, stmt)
+        if plan.mode == "resample" and plan.resample.get("view") is not None:
+            raise WaveSQLError("NOT_IMPLEMENTED", "a continuous RESAMPLE over a view, CTE or "
+                               f"subquery runs on Spark's state store only, which cannot run "
+                               f"this one: {why}", Span.of(stmt.node),
+                               hint="RESAMPLE the catalog stream itself, or drop EMIT CHANGES "
+                                    "/ WAVESQL_STATEFUL=0")
+    return windowed, why
+
+
+def _stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None,
+                   plan: Plan | None = None):
     """``(plan, None)`` for a continuous query that runs on Spark's state store -- a
     windowed aggregate's ``WindowedPlan``, OVER windows' ``OverPlan``, a RESAMPLE's
     ``ResamplePlan``, an ASOF or interval join's ``AsofPlan`` -- else ``(None,

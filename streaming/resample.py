@@ -17,7 +17,8 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 from wavesql.sqltext import quote
 
-from .plan import Input, KeepRows, Plan, check_row_by_row_except, require_event_time
+from .plan import (Input, KeepRows, Plan, check_row_by_row_except, parsed, passes_through,
+                   require_event_time, row_by_row_stream)
 
 
 def resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
@@ -96,11 +97,15 @@ def plan_resample(root: ir.Relation, queries: list, trees: list, scans: dict, st
                                f"the key {quote(k)} in its result", Span.of(stmt.node),
                                hint=f"add {k} to the SELECT: each key's points are final "
                                     "on their own")
-    stream = next(iter(scans.values()))
     rel = dict(query.inputs).get(source)
-    if not isinstance(rel, ir.StreamScan):
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous RESAMPLE reads a catalog stream "
-                           "(not a view)", Span.of(stmt.node))
+    stream = row_by_row_stream(
+        rel, stmt, "a continuous RESAMPLE's input",
+        "RESAMPLE a view (or CTE, subquery) that filters, projects and computes columns of "
+        "one catalog stream's rows; compute anything across rows in a continuous query of "
+        "its own into a stream, and RESAMPLE that stream")
+    view = None if isinstance(rel, ir.StreamScan) else rel
+    if view is not None:
+        _check_time_carried(view, stream, time_col, stmt)
     require_event_time(stream, time_col, "a continuous RESAMPLE puts the stream's event "
                         "time on the grid", stmt)
     if root.schema.find(time_col) is None:
@@ -115,7 +120,31 @@ def plan_resample(root: ir.Relation, queries: list, trees: list, scans: dict, st
         last += [KeepRows(by, 1, f"{quote(c)} IS NOT NULL") for c in numeric]
     inp = Input(0, stream, tuple(last))
     return Plan((inp,), "resample", time_col, resample={
-        "keys": list(keys), "series": [_series(stream.key, method, numeric, keys)]})
+        "keys": list(keys), "series": [_series(stream.key, method, numeric, keys)],
+        "view": view})
+
+
+def _check_time_carried(view: ir.Relation, stream, time_col: str, stmt) -> None:
+    """Over a view (CTE, subquery), the RESAMPLE's time column must be the stream's EVENT
+    TIME passed through unchanged: a view row is then late, and final, exactly when the
+    stream row it was made from is (the runner judges lateness by the stream's own EVENT
+    TIME, before the view is applied)."""
+    if stream.event_time is not None and stream.event_time.lower() != time_col.lower():
+        raise WaveSQLError(
+            "STREAMING_RULE", f"a continuous RESAMPLE over a view puts the stream's EVENT "
+            f"TIME on the grid; `{time_col}` is not `{stream.name}`'s EVENT TIME "
+            f"`{stream.event_time}`", Span.of(stmt.node),
+            hint=f"select {stream.event_time} unchanged (not renamed) in the view and name "
+                 f"it: RESAMPLE(..., {stream.event_time}, ...)")
+    for rel in ir.walk(view):
+        tree = parsed(rel) if isinstance(rel, ir.SqlQuery) else None
+        if tree is not None and not passes_through(tree, time_col):
+            raise WaveSQLError(
+                "STREAMING_RULE", f"a continuous RESAMPLE over a view puts the stream's "
+                f"EVENT TIME on the grid; the view computes `{time_col}` instead of passing "
+                f"`{stream.name}.{stream.event_time}` through", Span.of(stmt.node),
+                hint=f"select {stream.event_time} unchanged in the view and RESAMPLE on it; "
+                     "shift or round times in a query over the RESAMPLE")
 
 
 class ResampleProgress:

@@ -23,7 +23,7 @@ from wavesql.catalog import objects as cat
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
-from .plan import Input, Plan, check_row_by_row, parsed
+from .plan import Input, Plan, carrying, check_row_by_row, parsed, row_by_row_stream
 
 
 def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
@@ -117,81 +117,18 @@ def _outside(root: ir.Relation, control: ir.Relation):
 
 def _control_stream(control: ir.Relation, stmt) -> cat.StreamDef:
     """The catalog stream a continuous SYNC JOIN's control reads: the stream itself, or one
-    stream under a view, CTE or subquery that is row by row over it -- filters, projections,
-    computed columns (range bounds), each control row made from one stream row alone. A
-    stream row then waits in the buffer exactly while a control row made from it waits for
-    the signal (:func:`sync_split`). Anything that keeps state across rows is refused, with
-    what it is: its result would depend on rows the buffer no longer holds.
+    stream under a view, CTE or subquery that is row by row over it
+    (:func:`.plan.row_by_row_stream`). A stream row then waits in the buffer exactly while
+    a control row made from it waits for the signal (:func:`sync_split`).
 
     Event time is not needed in the control's columns: a control row is final when the
     signal covers its range, and a stream row is late by the stream's own EVENT TIME before
     the view is applied."""
-    if isinstance(control, ir.StreamScan):
-        return control.stream
-
-    def refuse(why: str) -> WaveSQLError:
-        return WaveSQLError(
-            "NOT_IMPLEMENTED", f"a continuous SYNC JOIN's control {why}", Span.of(stmt.node),
-            hint="SYNC over a view (or CTE, subquery) that filters, projects and computes "
-                 "columns of one catalog stream's rows; compute anything across rows in a "
-                 "continuous query of its own into a stream, and SYNC over that stream")
-
-    below = list(ir.walk(control))
-    kinds = {ir.WindowScan: "a CQL window", ir.StreamOf: "ISTREAM/DSTREAM/RSTREAM",
-             ir.SyncJoin: "another SYNC JOIN", ir.SignalScan: "a signal's segments",
-             ir.SignalStage: "signal functions", ir.Rewindow: "re-cut signal windows",
-             ir.SplitScan: "PARTITION INTO", ir.SparkTable: "a Spark table"}
-    for rel in below:
-        if not isinstance(rel, (ir.SqlQuery, ir.ViewRef, ir.StreamScan)):
-            what = kinds.get(type(rel), type(rel).__name__)
-            raise refuse(f"reads {what}: only one catalog stream's rows, row by row, are "
-                         "kept for it")
-    streams = {r.stream.key: r.stream for r in below if isinstance(r, ir.StreamScan)}
-    if len(streams) != 1:
-        raise refuse("reads several streams" if streams else "reads no catalog stream")
-    for rel in below:
-        if isinstance(rel, ir.SqlQuery):
-            tree = parsed(rel)
-            if tree is None:
-                raise refuse("is SQL whose steps cannot be checked to be row by row")
-            why = _across_rows(tree)
-            if why is not None:
-                raise refuse(f"is not row by row: {why}")
-            volatile = _volatile(tree)
-            if volatile is not None:
-                raise refuse(f"calls `{volatile}`, which gives another value each time: the "
-                             "control is evaluated when a row is split and again when it is "
-                             "synced, and both must agree")
-    return next(iter(streams.values()))
-
-
-def _volatile(tree) -> str | None:
-    """The first call in ``tree`` whose value changes from one evaluation to the next."""
-    from sqlglot import exp
-
-    kinds = (exp.Rand, exp.Randn, exp.Uuid, exp.Shuffle, exp.CurrentTimestamp,
-             exp.CurrentDate)
-    names = {"now", "random", "monotonically_increasing_id", "spark_partition_id",
-             "localtimestamp", "current_timestamp", "current_date", "input_file_name"}
-    for node in tree.walk():
-        if isinstance(node, kinds) or (isinstance(node, exp.Anonymous)
-                                       and node.name.lower() in names):
-            return node.sql(dialect="spark")[:40]
-    return None
-
-
-def _across_rows(tree) -> str | None:
-    """What in ``tree`` makes a row's result depend on other rows (None: nothing)."""
-    from sqlglot import exp
-
-    checks = ((exp.AggFunc, "an aggregate"), (exp.Window, "an OVER window"),
-              (exp.Group, "GROUP BY"), (exp.Join, "a join"), (exp.Distinct, "DISTINCT"),
-              (exp.Limit, "LIMIT"), (exp.SetOperation, "a set operation"))
-    for node in tree.walk():
-        for kind, what in checks:
-            if isinstance(node, kind):
-                return f"{what} (`{node.sql(dialect='spark')[:40]}`) keeps state across rows"
-    return None
+    return row_by_row_stream(
+        control, stmt, "a continuous SYNC JOIN's control",
+        "SYNC over a view (or CTE, subquery) that filters, projects and computes columns of "
+        "one catalog stream's rows; compute anything across rows in a continuous query of "
+        "its own into a stream, and SYNC over that stream")
 
 
 def sync_split(plan: Plan, candidates, state: dict, at: float):
@@ -253,7 +190,7 @@ def control_ranges(sync: ir.SyncJoin, candidates, chain=()):
     stream itself, they are the candidates row for row and ``keyed`` is None; else (a
     view, CTE or subquery row by row over it, :func:`_control_stream`) ``keyed`` is the
     candidates with their :data:`RID`, which each control row carries from the stream row
-    it was made from (:func:`_carrying_rid`)."""
+    it was made from (:func:`.plan.carrying`)."""
     from pyspark.sql import functions as F
 
     from wavesql.planner.lower import Runtime, lower_relation
@@ -264,7 +201,7 @@ def control_ranges(sync: ir.SyncJoin, candidates, chain=()):
         keyed = candidates.withColumn(RID, _row_hash(candidates))
         stream = next(r.stream for r in ir.walk(sync.control) if isinstance(r, ir.StreamScan))
         rt = Runtime(candidates.sparkSession, None, streams={stream.key: keyed})
-        rows = lower_relation(_carrying_rid(sync.control), rt)
+        rows = lower_relation(carrying(sync.control, ((RID, "bigint"),)), rt)
     bounds = [F.expr(sync.start_sql).alias("__a"), F.expr(sync.end_sql).alias("__b")]
     for i, later in enumerate(chain[1:], start=1):
         # each SYNC's range is over the control's columns (its alias is the control's)
@@ -300,47 +237,6 @@ def _row_hash(frame):
     cols = [F.to_json(F.col(quote(f.name))) if "map<" in f.dataType.simpleString()
             else F.col(quote(f.name)) for f in frame.schema.fields]
     return F.xxhash64(*cols)
-
-
-def _carrying_rid(rel: ir.Relation) -> ir.Relation:
-    """``rel`` (a control :func:`_control_stream` accepted) with :data:`RID` added to the
-    output of every SELECT that rows flow through (the FROM and WITH chain, not subqueries
-    inside expressions): being row by row, each SELECT has one source, which carries it."""
-    from dataclasses import replace
-
-    from sqlglot import exp
-
-    from wavesql.dialect import to_spark_sql
-
-    if isinstance(rel, ir.ViewRef):
-        return replace(rel, body=_carrying_rid(rel.body))
-    if not isinstance(rel, ir.SqlQuery):
-        return rel  # the stream: its rows carry RID already
-    tree = rel.ast()
-    for select in list(tree.find_all(exp.Select)):
-        starred = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column)
-                                                   and isinstance(e.this, exp.Star))
-                      for e in select.expressions)
-        if select.args.get("from_") is not None and not starred and _row_path(select):
-            select.select(exp.column(RID), append=True, copy=False)
-    return replace(rel, sql=to_spark_sql(tree), tree=tree, source_offset=None,
-                   inputs=tuple((n, _carrying_rid(r)) for n, r in rel.inputs),
-                   schema=ir.Schema(rel.schema.fields + (ir.Field(RID, "bigint"),)))
-
-
-def _row_path(select) -> bool:
-    """Whether the rows of ``select`` flow to its query's result: it is the query, or the
-    source (FROM, or a CTE) of a SELECT that is."""
-    from sqlglot import exp
-
-    path = {(exp.Subquery, "this"), (exp.From, "this"), (exp.Select, "from_"),
-            (exp.CTE, "this"), (exp.With, "expressions"), (exp.Select, "with_")}
-    node = select
-    while node.parent is not None:
-        if (type(node.parent), node.arg_key) not in path:
-            return False
-        node = node.parent
-    return True
 
 
 def watch_path(path: str) -> str:

@@ -129,11 +129,7 @@ class StatefulQuery(ContinuousQuery):
         pre = pre if pre is not None else w.pre
         for name, sql_text in pre:
             frame = frame.withColumn(name, F.expr(sql_text))
-        promised = (f"CASE WHEN __kind = {pl.RESULT} THEN __ts - {s.watermark_us or 0} "
-                    + (f"WHEN __kind = {pl.PUNCTUATION} THEN "
-                       f"unix_micros({quote(s.progress_column)}) " if s.progress_column
-                       else "") + "END")
-        frame = frame.withColumn("__wm", F.expr(watermark_sql(promised)))
+        frame = frame.withColumn("__wm", F.expr(watermark_sql(self._promised(s))))
         keep = [n for n, _ in pre]
         if CORRUPT_COLUMN in frame.columns:  # a CSV/JSON stream's malformed rows: their file
             # and text, for the quarantine (no other row needs its file: a stream that has
@@ -147,6 +143,14 @@ class StatefulQuery(ContinuousQuery):
         if not watermark:
             return frame
         return frame.withWatermark("__wm", "0 seconds").select(*keep)
+
+    @staticmethod
+    def _promised(s) -> str:
+        """Spark SQL of what an encoded row of stream ``s`` promises (``__wm``, in µs)."""
+        return (f"CASE WHEN __kind = {pl.RESULT} THEN __ts - {s.watermark_us or 0} "
+                + (f"WHEN __kind = {pl.PUNCTUATION} THEN "
+                   f"unix_micros({quote(s.progress_column)}) " if s.progress_column
+                   else "") + "END")
 
     def _ticker(self, frame, heartbeat_us: int):
         """A HEARTBEAT's clock: Spark's rate source, one row a second promising the wall

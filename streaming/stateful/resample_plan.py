@@ -49,20 +49,37 @@ class ResamplePlan:
     output_ddl: str  # the kernel rows' Spark schema
     buckets: int
     explain: str
-    keys: tuple[str, ...]  # the PARTITION BY columns (the stream's names)
+    keys: tuple[str, ...]  # the PARTITION BY columns (the series' names)
     time_column: str
+    #: the series' columns, ``(name, Spark type)``: the stream's, or the view's
+    columns: tuple[tuple[str, str], ...] = ()
+    #: the view, CTE or subquery RESAMPLEd (row by row over ``stream``), or None; its rows
+    #: are what the kernel keeps (:meth:`.resample_query.StatefulResampleQuery._watermarked`)
+    view: ir.Relation | None = None
+    #: over a view: Spark SQL of a stream row's kind, evaluated before the view
+    raw_kind: str | None = None
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self)
+        if self.view is None:
+            return fingerprint(self)
+        # the view's filters decide which rows the state holds: a checkpoint is its own
+        views = [r.sql for r in ir.walk(self.view) if isinstance(r, ir.SqlQuery)]
+        return fingerprint(self) + _digest(views)
 
     def decoded(self) -> list[str]:
-        """Spark SQL of the stream's columns from the kernel's encoded ones."""
+        """Spark SQL of the series' columns from the kernel's encoded ones."""
         out = []
-        for i, c in enumerate(self.stream.columns):
-            decode = KEY_TYPES[c.type.lower()][2].format(v=f"__c{i}")
-            out.append(f"CASE WHEN __cn{i} THEN NULL ELSE {decode} END AS {quote(c.name)}")
+        for i, (name, type_) in enumerate(self.columns):
+            decode = KEY_TYPES[type_.lower()][2].format(v=f"__c{i}")
+            out.append(f"CASE WHEN __cn{i} THEN NULL ELSE {decode} END AS {quote(name)}")
         return out
+
+
+def _digest(texts: list) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(texts).encode()).hexdigest()[:8]
 
 
 def recognize_resample(plan: stream_plan.Plan, relation: ir.Relation, emit_changes: bool,
@@ -79,18 +96,23 @@ def recognize_resample(plan: stream_plan.Plan, relation: ir.Relation, emit_chang
         raise NotIncremental("not one RESAMPLE")
     r = found[0]
     stream = plan.inputs[0].stream
+    view = plan.resample.get("view")
+    # over a view, the series are the view's rows (the stream's, row by row, filtered and
+    # projected), encoded by the view's columns
+    columns = (tuple((c.name, c.type) for c in stream.columns) if view is None else
+               tuple((f.name, f.type) for f in view.schema.fields))
     encoded = []
-    for c in stream.columns:
-        t = c.type.lower()
+    for name, type_ in columns:
+        t = type_.lower()
         if t not in KEY_TYPES:
-            raise NotIncremental(f"the column {c.name} of type {c.type}")
+            raise NotIncremental(f"the column {name} of type {type_}")
         encoded.append(KEY_TYPES[t][1])
-    index = {c.name.lower(): i for i, c in enumerate(stream.columns)}
-    keys = tuple(stream.columns[index[k.lower()]].name for k in r.keys)
+    index = {name.lower(): i for i, (name, _) in enumerate(columns)}
+    keys = tuple(columns[index[k.lower()]][0] for k in r.keys)
     special = {r.time_column.lower()} | {k.lower() for k in keys}
     # the batch SQL breaks ties between rows of one instant by the other columns, in order
-    order = tuple(i for i, c in enumerate(stream.columns)
-                  if c.name.lower() not in special and is_orderable(c.type))
+    order = tuple(i for i, (name, type_) in enumerate(columns)
+                  if name.lower() not in special and is_orderable(type_))
     interp = tuple(index[n.lower()] for n in r.numeric) if r.method == "linear" else ()
     op = kernel.ResampleOperator(tuple(encoded), int(r.period_us), r.method, bool(keys),
                                  interp, order)
@@ -101,13 +123,15 @@ def recognize_resample(plan: stream_plan.Plan, relation: ir.Relation, emit_chang
         bucket = f"CAST(pmod(xxhash64({parts}), {n_buckets}) AS INT)"
     else:
         series, bucket = [("__sk", "0L"), ("__sh", "0L")], "0"
-    kind = row_kind(stream)
+    # over a view the row's kind is the stream row's, computed before the view and carried
+    kind = row_kind(stream) if view is None else "__kind"
+    time = stream.event_time if view is None else r.time_column  # (the same, carried)
     pre = [("__kind", f"CAST({kind} AS TINYINT)"),
-           ("__ts", f"coalesce(unix_micros({quote(stream.event_time)}), 0L)")] + series
+           ("__ts", f"coalesce(unix_micros({quote(time)}), 0L)")] + series
     ddl = ["__kind TINYINT", "__ts BIGINT", "__sk BIGINT", "__sh BIGINT"]
-    for i, c in enumerate(stream.columns):
-        enc = KEY_TYPES[c.type.lower()][0].format(v=f"({quote(c.name)})")
-        pre += [(f"__cn{i}", f"{quote(c.name)} IS NULL"),
+    for i, (name, type_) in enumerate(columns):
+        enc = KEY_TYPES[type_.lower()][0].format(v=f"({quote(name)})")
+        pre += [(f"__cn{i}", f"{quote(name)} IS NULL"),
                 (f"__c{i}", f"coalesce({enc}, {_FILL[encoded[i]]})")]
         ddl += [f"__cn{i} BOOLEAN", f"__c{i} {encoded[i].upper()}"]
     pre += arrival(stream)
@@ -117,7 +141,10 @@ def recognize_resample(plan: stream_plan.Plan, relation: ir.Relation, emit_chang
     ddl += [f"__n{i} BIGINT" for i in range(len(STAT_NAMES))]
     ddl += [f"{name} BIGINT" for name, _ in arrival(stream)]
     kept = "; ".join(str(rule) for rule in plan.inputs[0].lookback)
-    explain = (f"stateful RESAMPLE on Spark's state store ('{r.method}', every "
+    over = ("" if view is None else
+            f" over a view of {stream.name} (row by row: each micro-batch's rows are put "
+            f"through it, late rows judged by {stream.event_time} before it)")
+    explain = (f"stateful RESAMPLE{over} on Spark's state store ('{r.method}', every "
                f"{r.period_us} us): each series keeps its rows from its bound on and the "
                f"rows bracketing its next grid points ({kept}), "
                + (f"{n_buckets} buckets of {', '.join(keys)}" if keys else
@@ -125,4 +152,6 @@ def recognize_resample(plan: stream_plan.Plan, relation: ir.Relation, emit_chang
                + "; a micro-batch evaluates the RESAMPLE over the series with grid points "
                  "becoming final")
     return ResamplePlan(stream, op, tuple(pre), ", ".join(ddl), n_buckets, explain, keys,
-                        r.time_column)
+                        r.time_column, columns, view,
+                        None if view is None else row_kind(stream))
+

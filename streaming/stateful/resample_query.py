@@ -20,10 +20,13 @@ cap)``, without calling the buckets that have nothing to do.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
 from wavesql import storage
+from wavesql.planner import ir
 from wavesql.planner.temporal import quote
 from wavesql.sqltext import JSON_OPTIONS
 from wavesql.streaming.report import FINAL, PROGRESS, timestamp_lit
@@ -31,7 +34,7 @@ from wavesql.streaming.report import FINAL, PROGRESS, timestamp_lit
 from . import batch_records
 from . import plan as pl
 from . import resample as kernel
-from .processor import BucketProcessor
+from .processor import BucketProcessor, watermark_sql
 from .query import StatefulQuery
 from .resample_plan import SPAN
 
@@ -102,6 +105,61 @@ class StatefulResampleQuery(StatefulQuery):
     def _processor(self, columns: list[str]):
         return ResampleProcessor(self.windowed, columns)
 
+    def _watermarked(self, frame, trigger: str, stream=None, pre=None, watermark: bool = True):
+        """Over a view (CTE, subquery): the stream's rows are watermarked by the stream's
+        own EVENT TIME -- every row, those the view filters out too -- and then put
+        through the view, row by row (a micro-batch's rows give the rows the view gives
+        over the whole stream), before they are encoded. Each row's kind (punctuation,
+        malformed, no event time, a heartbeat's tick) is the stream row's, carried through
+        the view with what the runner reads of it (its file, corrupt record); those rows
+        pass the view's filters. The view passes the EVENT TIME through unchanged
+        (streaming/resample.py), so a row the view keeps is late exactly when its stream
+        row is."""
+        from pyspark.sql import functions as F
+
+        from wavesql.planner.bad_rows import CORRUPT_COLUMN
+
+        w = self.windowed
+        if w.view is None or not watermark:  # (one stream: ``stream`` is w.stream)
+            return super()._watermarked(frame, trigger, stream, pre, watermark)
+        s = w.stream
+        frame = (frame.withColumn("__kind", F.expr(f"CAST({w.raw_kind} AS TINYINT)"))
+                 .withColumn("__ts", F.expr(
+                     f"coalesce(unix_micros({quote(s.event_time)}), 0L)")))
+        frame = frame.withColumn("__wm", F.expr(watermark_sql(self._promised(s))))
+        if trigger.startswith("every ") and s.heartbeat_us is not None:
+            frame = frame.unionByName(self._ticker(frame, s.heartbeat_us))
+        frame = self._through_view(frame.withWatermark("__wm", "0 seconds"))
+        for name, sql_text in w.pre:
+            frame = frame.withColumn(name, F.expr(sql_text))
+        keep = [n for n, _ in w.pre]
+        if CORRUPT_COLUMN in frame.columns:  # (as the stream's own rows: query.py)
+            frame = frame.withColumn("__record", F.col(quote(CORRUPT_COLUMN)))
+            keep += ["__file", "__record"]
+        return frame.select(*keep)
+
+    def _through_view(self, frame):
+        """``frame`` (the stream's rows, kind and watermark on) put through the view."""
+        from wavesql.planner.bad_rows import CORRUPT_COLUMN
+        from wavesql.planner.lower import Runtime, lower_relation
+        from wavesql.streaming.plan import carrying
+
+        w = self.windowed
+        types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+        carried = ["__kind", "__wm", "__file", CORRUPT_COLUMN]
+        if w.stream.source == "kafka":
+            carried.append("_timestamp")  # (its arrival time: plan.arrival)
+        carried = tuple((n, types[n]) for n in carried if n in types)
+        # The view's filters name __wm: Spark pushes a filter that does not name the
+        # event-time column below the watermark (PushPredicateThroughNonJoin), and the rows
+        # the view drops would then not move progress -- the stream's, by its EVENT TIME.
+        view = carrying(w.view, carried, keep_if=(
+            f"__kind IN ({pl.PUNCTUATION}, {pl.MALFORMED}, {pl.TICK}) "
+            "OR (__wm IS NOT NULL AND __kind = -1)"))
+        rt = Runtime(self.spark, self.session.catalog, self.text,
+                     streams={w.stream.key: frame})
+        return lower_relation(view, rt)
+
     def _row_json(self):
         from pyspark.sql import functions as F
 
@@ -128,7 +186,11 @@ class StatefulResampleQuery(StatefulQuery):
         report.progress_us = shown
         rows = df.where(f"__kind = {pl.RESULT}").selectExpr(*w.decoded())
         rt = Runtime(spark, self.session.catalog, self.text, streams={w.stream.key: rows})
-        result = lower(self.bound, rt)
+        bound = self.bound
+        if w.view is not None:  # the rows are the view's already: it stands for the stream
+            scan = ir.StreamScan(w.stream, w.view.schema)
+            bound = replace(bound, relation=_substituted(bound.relation, w.view, scan))
+        result = lower(bound, rt)
         t = F.unix_micros(F.col(quote(self.plan.time_column)))
         spans = df.where(f"__kind = {SPAN}").selectExpr(
             *[d for d, c in zip(w.decoded(), w.stream.columns) if c.name in w.keys],
@@ -182,3 +244,14 @@ class StatefulResampleQuery(StatefulQuery):
             return self.reports[-1].progress_us
         ids = batch_records.ids(self._caps_dir())
         return self._caps_before(ids[-1] + 1).get("progress") if ids else None
+
+
+def _substituted(rel, old, new):
+    """``rel`` with the relation ``old`` (the RESAMPLE's input) replaced by ``new``."""
+    if rel is old or rel == old:
+        return new
+    if isinstance(rel, ir.ViewRef):
+        return replace(rel, body=_substituted(rel.body, old, new))
+    if isinstance(rel, ir.SqlQuery):
+        return replace(rel, inputs=tuple((n, _substituted(r, old, new)) for n, r in rel.inputs))
+    return rel
