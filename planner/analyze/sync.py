@@ -44,6 +44,12 @@ def extract_syncs(node: exp.Expression, ctx: BindContext, found: Found) -> exp.E
     # ISTREAM): the control may be one of them
     derived = dict(found.made)
     node = node.copy()
+    # each SELECT's inline control (a CTE, a subquery), taken before any SYNC inside it is
+    # rewritten below: a control that SYNCs itself (a SYNC result as another SYNC's
+    # control) is then bound whole, its own SYNC JOIN with it -- its rewritten text would
+    # read the inner SYNC's internal input, which only this query has
+    inlines = {id(s): inline_query(s.args["from_"].this, s) for s in node.find_all(exp.Select)
+               if s.args.get("from_") is not None}
     inputs: list[tuple[str, ir.Relation]] = []
     for select in sorted(node.find_all(exp.Select), key=lambda n: -depth(n)):
         joins = select.args.get("joins") or []
@@ -56,7 +62,7 @@ def extract_syncs(node: exp.Expression, ctx: BindContext, found: Found) -> exp.E
                                "JOINs only, not with other joins in its SELECT", Span.of(other),
                                hint="SYNC in a view or subquery, then join its result")
         control_table = select.args["from_"].this
-        inline = inline_query(control_table, select)
+        inline = inlines.get(id(select))
         if inline is not None:  # a CTE or a subquery: bound as a view of its own
             alias = control_table.alias_or_name or f"__wavesql_control_{len(inputs)}"
             named = f"__wavesql_control_{len(inputs)}"
