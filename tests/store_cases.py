@@ -7,9 +7,19 @@ interface; nothing here imports WaveSQL's storage layer, the code under test."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
+
+_names = itertools.count()
+
+
+def unique_prefix(tmp_path, root: str = "") -> str:
+    """A key prefix of this test's own in the store's shared bucket or namespace (``root``
+    "/" for a filesystem's absolute paths)."""
+    return f"{root}{tmp_path.name}-{next(_names)}"
 
 
 def put_events(store, tmp_path, p: str, n: int = 2) -> pd.DataFrame:

@@ -9,7 +9,6 @@ for sinks.
 
 from __future__ import annotations
 
-import itertools
 
 import pytest
 
@@ -18,15 +17,9 @@ from wavesql.errors import WaveSQLError
 
 from tests.gcs_server import gcs  # noqa: F401 - the session's GCS fixture
 from tests.store_cases import (create_event_stream, insert_job_runs_incrementally,
-                                put_events, signal_equals_numpy)
+                                put_events, signal_equals_numpy, unique_prefix)
 
 pytestmark = pytest.mark.spark
-
-_names = itertools.count()
-
-
-def _prefix(tmp_path) -> str:
-    return f"{tmp_path.name}-{next(_names)}"
 
 
 def test_the_storage_layer_sees_what_the_json_api_sees(gcs, spark, tmp_path):
@@ -34,7 +27,7 @@ def test_the_storage_layer_sees_what_the_json_api_sees(gcs, spark, tmp_path):
     storage layer, configured from the Spark session's Hadoop settings alone, against what
     the server's JSON API says."""
     storage.use(storage.Settings.from_spark(spark))  # what a session does at each statement
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     for key, body in [("a.wav", b"x" * 10), ("b.WAV", b"y" * 5), ("c.txt", b"z"),
                       ("sub/d.wav", b"w" * 3)]:
         gcs.put(f"{p}/{key}", body)
@@ -64,7 +57,7 @@ def test_the_storage_layer_sees_what_the_json_api_sees(gcs, spark, tmp_path):
 
 
 def test_a_batch_query_over_a_stream_in_gcs_equals_pandas(gcs, ws, tmp_path):
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     events = put_events(gcs, tmp_path, p)
     create_event_stream(ws, gcs, p)
     got = ws.sql("SELECT k, sum(v) AS s, count(*) AS n FROM ev WHERE v > 1.5 GROUP BY k"
@@ -78,8 +71,7 @@ def test_a_signal_in_gcs_equals_numpy_over_its_samples(gcs, ws, tmp_path):
     """seg_rms and seg_max per 1,000-sample window over two WAV files in the bucket (read
     in Spark's Python tasks through pyarrow's GcsFileSystem; local copies gone), against
     numpy over the samples scipy reads from the same files."""
-    signal_equals_numpy(gcs, ws, tmp_path, _prefix(tmp_path))
-
+    signal_equals_numpy(gcs, ws, tmp_path, unique_prefix(tmp_path))
 
 
 # ---------------------------------------------------------------------------- bad locations
@@ -108,7 +100,7 @@ def test_insert_into_a_sink_in_gcs_runs_incrementally_exactly_once(gcs, ws, spar
     by plain Spark at its root) holds each row once, equal to pandas' filter. (7.7 s in a
     warm session at load 1.5 on 2 cores; slow as its HDFS twin, whose time triples under
     the load of a full run.)"""
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     insert_job_runs_incrementally(gcs, ws, spark, tmp_path, p)
     # the commit log Spark reads the sink by is in the store
     assert any("/_spark_metadata/" in k for k in gcs.keys(f"{p}/sink/"))

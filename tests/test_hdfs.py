@@ -8,7 +8,6 @@ what is in HDFS, numpy/scipy/pandas for results, plain ``spark.read`` for sinks.
 
 from __future__ import annotations
 
-import itertools
 import os
 import subprocess
 import sys
@@ -22,15 +21,9 @@ from wavesql.errors import WaveSQLError
 
 from tests.hdfs_cluster import hdfs  # noqa: F401 - the session's HDFS fixture
 from tests.store_cases import (create_event_stream, insert_job_runs_incrementally,
-                                put_events, signal_equals_numpy)
+                                put_events, signal_equals_numpy, unique_prefix)
 
 pytestmark = pytest.mark.spark
-
-_names = itertools.count()
-
-
-def _prefix(tmp_path) -> str:
-    return f"/{tmp_path.name}-{next(_names)}"
 
 
 def test_the_storage_layer_sees_what_webhdfs_sees(hdfs, spark, tmp_path):
@@ -38,7 +31,7 @@ def test_the_storage_layer_sees_what_webhdfs_sees(hdfs, spark, tmp_path):
     storage layer, configured from the Spark session's Hadoop settings alone, against
     what the namenode's REST interface says."""
     storage.use(storage.Settings.from_spark(spark))  # what a session does at each statement
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path, "/")
     for key, body in [("a.wav", b"x" * 10), ("b.WAV", b"y" * 5), ("c.txt", b"z"),
                       ("sub/d.wav", b"w" * 3)]:
         hdfs.put(f"{p}/{key}", body)
@@ -77,7 +70,7 @@ def test_the_storage_layer_sees_what_webhdfs_sees(hdfs, spark, tmp_path):
 
 
 def test_a_batch_query_over_a_stream_in_hdfs_equals_pandas(hdfs, ws, tmp_path):
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path, "/")
     events = put_events(hdfs, tmp_path, p)
     create_event_stream(ws, hdfs, p)
     got = ws.sql("SELECT k, sum(v) AS s, count(*) AS n FROM ev WHERE v > 1.5 GROUP BY k"
@@ -91,9 +84,7 @@ def test_a_signal_in_hdfs_equals_numpy_over_its_samples(hdfs, ws, tmp_path):
     """seg_rms and seg_max per 1,000-sample window over two WAV files in HDFS (read in
     Spark's Python tasks over WebHDFS; local copies gone), against numpy over the samples
     scipy reads from the same files."""
-    signal_equals_numpy(hdfs, ws, tmp_path, _prefix(tmp_path))
-
-
+    signal_equals_numpy(hdfs, ws, tmp_path, unique_prefix(tmp_path, "/"))
 
 
 def test_the_direct_pass_reads_parquet_row_groups_from_hdfs(hdfs, ws, tmp_path, monkeypatch):
@@ -107,7 +98,7 @@ def test_the_direct_pass_reads_parquet_row_groups_from_hdfs(hdfs, ws, tmp_path, 
     monkeypatch.setattr(parquet_chunks, "parquet_file",
                         lambda loc, _f=parquet_chunks.parquet_file: read.append(loc) or _f(loc))
     rng = np.random.default_rng(3)
-    p, n = _prefix(tmp_path), 3_000
+    p, n = unique_prefix(tmp_path, "/"), 3_000
     ms = np.sort(rng.choice(60_000, n, replace=False))  # distinct times: no frame peers
     events = pd.DataFrame({"k": rng.choice(["a", "b"], n), "v": rng.standard_normal(n),
                            "ts": (pd.Timestamp("2026-01-01") + pd.to_timedelta(ms, unit="ms")
@@ -193,7 +184,7 @@ def test_a_folder_the_user_may_not_enter_is_storage_denied(hdfs, tmp_path):
     """A folder of HDFS's superuser with mode 700, reached by another user
     (HADOOP_USER_NAME, Hadoop's simple authentication) in a process of its own: reading
     and writing are STORAGE_DENIED, naming the location."""
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path, "/")
     hdfs.put(f"{p}/secret/x.parquet", b"PAR1")
     hdfs._rest("PUT", p, "SETPERMISSION", permission="700")
     location = hdfs.uri(f"{p}/secret")
@@ -216,7 +207,7 @@ def test_insert_into_a_sink_in_hdfs_runs_incrementally_exactly_once(hdfs, ws, sp
     file arriving in between: the second run reads only the new file, and the sink (read
     by plain Spark at its root) holds each row once, equal to pandas' filter. (Slow: 29-33 s in a
     warm session, 66 s in a cold one, at load 10-13 on 2 cores.)"""
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path, "/")
     insert_job_runs_incrementally(hdfs, ws, spark, tmp_path, p)
     # the commit log Spark reads the sink by is in the store
     assert any("/_spark_metadata/" in f for f in hdfs.files(f"{p}/sink"))
@@ -229,7 +220,7 @@ def test_a_windowed_query_in_hdfs_restarts_where_it_stopped(hdfs, ws, spark, tmp
     then restarted after a third arrives: the final counts per window and key equal
     pandas' over all three files, each window once. (Slow: 52-73 s in a warm
     session at load 10-13 on 2 cores.)"""
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path, "/")
     events = put_events(hdfs, tmp_path, p)
     create_event_stream(ws, hdfs, p)
     query = "SELECT k, count(*) AS n FROM ev [RANGE 2 SECONDS SLIDE 2 SECONDS] GROUP BY k"

@@ -16,21 +16,18 @@ from wavesql import storage
 from wavesql.errors import WaveSQLError
 
 from tests.processes import kill_after_two_commits, kill_after_two_commits_then_rerun
-from tests.store_cases import create_event_stream, put_events, signal_equals_numpy
+from tests.store_cases import (create_event_stream, put_events, signal_equals_numpy,
+                                unique_prefix)
 from tests.test_run_files import run_in_process
 
 pytestmark = pytest.mark.spark
 
-_names = itertools.count()
-
-
-def _prefix(tmp_path) -> str:
-    return f"{tmp_path.name}-{next(_names)}"
+_names = itertools.count()  # bucket names of the tests' own
 
 
 def test_the_storage_layer_sees_what_boto3_sees(s3, spark, tmp_path):
     storage.use(storage.Settings.from_spark(spark))  # what a session does at each statement
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     for key, body in [("a.wav", b"x" * 10), ("b.WAV", b"y" * 5), ("c.txt", b"z"),
                       ("sub/d.wav", b"w" * 3)]:
         s3.put(f"{p}/{key}", body)
@@ -58,7 +55,7 @@ def test_the_storage_layer_sees_what_boto3_sees(s3, spark, tmp_path):
 
 
 def test_locations_are_stored_as_given_and_local_paths_made_absolute(s3, ws, tmp_path):
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     pd.DataFrame({"v": [1.0]}).to_parquet(tmp_path / "x.parquet")
     s3.put(f"{p}/x.parquet", tmp_path / "x.parquet")
     ws.sql(f"CREATE STREAM r (v DOUBLE) FROM '{s3.uri(p)}/' FORMAT parquet")
@@ -157,14 +154,14 @@ def test_a_store_that_refuses_the_credentials_is_storage_denied(s3, ws, spark, t
 def test_a_signal_in_a_bucket_equals_numpy_over_its_samples(s3, ws, tmp_path):
     """seg_rms and seg_max per 1,000-sample window over two WAV files in the bucket (local
     copies gone), against numpy over the samples scipy reads from the same files."""
-    signal_equals_numpy(s3, ws, tmp_path, _prefix(tmp_path))
+    signal_equals_numpy(s3, ws, tmp_path, unique_prefix(tmp_path))
 
 
 
 def test_a_continuous_query_reads_a_stream_from_a_bucket(s3, ws, spark, tmp_path):
     """The input in the bucket, the checkpoint and output on disk: the continuous result
     equals pandas over the same rows."""
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     events = put_events(s3, tmp_path, p)
     ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{s3.uri(p)}/events/' "
            "FORMAT parquet EVENT TIME ts WATERMARK 0 SECONDS")
@@ -180,7 +177,7 @@ def test_insert_into_a_sink_in_a_bucket_runs_incrementally_exactly_once(s3, ws, 
     """An INSERT INTO job with its stream, sink and checkpoint in the bucket, run twice
     with a file arriving in between: the sink, read at its root (the index of what every
     job committed), holds each row once; a second job publishes beside the first."""
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     events = put_events(s3, tmp_path, p)
     create_event_stream(ws, s3, p)
     sink = s3.uri(f"{p}/sink")
@@ -211,7 +208,7 @@ def test_a_replacing_job_in_a_bucket_replaces_its_rows(s3, ws, spark, tmp_path):
 
     from wavesql.udfs.wav import write_wav
 
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     rng = np.random.default_rng(11)
     parts = [rng.standard_normal(3_000).astype(np.float32) * 0.2 for _ in range(2)]
 
@@ -246,7 +243,7 @@ def test_spark_reads_only_the_batches_committed_to_a_bucket(s3, spark, tmp_path)
     from wavesql.streaming import sinks
 
     storage.use(storage.Settings.from_spark(spark))
-    root = s3.uri(f"{_prefix(tmp_path)}/out")
+    root = s3.uri(f"{unique_prefix(tmp_path)}/out")
     want = {}
     for b in range(23):
         rows = [(b, i) for i in range(b % 4 + 1)]
@@ -273,7 +270,7 @@ def test_a_continuous_query_keeps_output_checkpoint_and_late_rows_in_a_bucket(
     and every micro-batch's record adds up (rows_in = on_time + late)."""
     from wavesql.streaming.metrics import read_reports
 
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     events = put_events(s3, tmp_path, p)
     create_event_stream(ws, s3, p)
     out, ckpt = s3.uri(f"{p}/out"), s3.uri(f"{p}/ckpt")
@@ -303,7 +300,7 @@ def test_a_continuous_query_keeps_output_checkpoint_and_late_rows_in_a_bucket(
 def test_a_windowed_query_on_the_state_store_runs_in_a_bucket(s3, ws, spark, tmp_path):
     """The state-store runner with its checkpoint (Spark's offsets and RocksDB state) and
     output in the bucket: final tumbling counts per key equal pandas'."""
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     events = put_events(s3, tmp_path, p)
     create_event_stream(ws, s3, p)
     query = "SELECT k, count(*) AS n FROM ev [RANGE 2 SECONDS SLIDE 2 SECONDS] GROUP BY k"
@@ -332,7 +329,7 @@ def test_a_signal_query_over_arriving_wav_files_in_a_bucket(s3, ws, spark, tmp_p
 
     rate, n = 8000, 9_000
     x = (np.random.default_rng(5).standard_normal(n) * 0.2).astype(np.float32)
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
 
     def put(i, a, b):
         write_wav(tmp_path / f"r_{i}.wav", x[a:b], rate, "float32")
@@ -372,7 +369,7 @@ def test_a_continuous_query_killed_mid_run_in_a_bucket_is_exactly_once(s3, spark
     from wavesql.streaming.metrics import read_reports
 
     storage.use(storage.Settings.from_spark(spark))  # read_reports below reads the bucket
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     frames = []
     for i in range(6):
         f = pd.DataFrame({"id": np.arange(i * 50, (i + 1) * 50),
@@ -412,7 +409,7 @@ def test_a_job_killed_mid_run_in_a_bucket_leaves_the_sink_exactly_once(s3, ws, s
     import os
     import sys
 
-    p = _prefix(tmp_path)
+    p = unique_prefix(tmp_path)
     frames = []
     for i in range(5):
         f = pd.DataFrame({"id": np.arange(i * 40, (i + 1) * 40), "v": np.linspace(0, 1, 40) + i,
