@@ -501,6 +501,14 @@ class _Chains:
                 f"SELECT ts, {', '.join(second)} FROM one")
 
 
+def _seeds(seeds, in_ci: int) -> list:
+    """``seeds``, of which CI runs the first ``in_ci``; the rest are ``slow`` (run with
+    ``-m slow``): each generated query costs a few seconds of Spark, and the first ones
+    already cover every construct the generator makes (the rest widen the sweep)."""
+    return [s if i < in_ci else pytest.param(s, marks=pytest.mark.slow)
+            for i, s in enumerate(seeds)]
+
+
 def _both_ways(ws, sql) -> dict:
     """``{"true"|"false": (fused?, rows as pandas)}`` of ``sql`` with the fused and time
     window passes on and off (ranges of 700 rows); an error as ``(None, its ANSI codes or
@@ -525,7 +533,7 @@ def _both_ways(ws, sql) -> dict:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", _seeds(range(30), 12))
 def test_generated_chains_equal_spark(stream, seed):
     """Each generated chain gives Spark's answer through the fused pass (or its error:
     both raise the same ANSI error), or is left to Spark (a construct it refuses)."""
@@ -565,7 +573,7 @@ def test_whole_window_aggregates_are_complete_only_from_a_whole_window():
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", _seeds(range(10), 5))
 def test_generated_window_aggregates_equal_spark(stream, seed):
     """Generated aggregates per tumbling window (GROUP BY keys, WHERE, HAVING, expressions
     over aggregates) give Spark's answer (1e-9: whole-group sums add in another order)."""
@@ -594,7 +602,7 @@ def test_generated_window_aggregates_equal_spark(stream, seed):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", _seeds(range(10), 5))
 def test_generated_totals_equal_spark(stream, seed):
     """Generated totals (aggregates without GROUP BY, expressions over them, a WHERE) over
     generated chains -- or over generated aggregates per tumbling window -- give Spark's
