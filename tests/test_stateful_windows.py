@@ -84,9 +84,7 @@ def _run(op: w.Operator, rows, batches: int, watermark_us: int, where, keyed, or
         for i in range(len(res)):
             assert res.final[i]
             key = (None if res.keys[0][1][i] else res.keys[0][0][i],) if keyed else ()
-            vals = tuple(None if m[i] else (float(v[i]) if op.aggregates[j].func == "avg"
-                                           else int(v[i]))
-                         for j, (v, m) in enumerate(res.values))
+            vals = tuple(None if m[i] else _python(v[i]) for v, m in res.values)
             out[(int(res.time[i]),) + key + vals] += 1
         # the next batch sees the progress this one made (Spark's watermark)
         if chunk:
@@ -94,6 +92,15 @@ def _run(op: w.Operator, rows, batches: int, watermark_us: int, where, keyed, or
             max_ts = top if max_ts is None else max(max_ts, top)
             progress = max(progress or -10**18, max_ts - watermark_us)
     return out, late, progress
+
+
+def _python(value):
+    """A kernel's result value as the oracle writes it (int, float, str, or a tuple)."""
+    if isinstance(value, (np.ndarray, list)):
+        return tuple(_python(x) for x in value)
+    if isinstance(value, (np.floating, float)):
+        return float(value)
+    return value if isinstance(value, str) else int(value)
 
 
 def _expected(rows, window, kind, keyed, where, progress):

@@ -273,6 +273,13 @@ def _merge_moments(a: tuple, b: tuple) -> tuple:
     return n, mean, m2
 
 
+def merged_moments(count, mean, m2, lo, hi) -> tuple:
+    """(count, mean, sum of squared deviations) of the partials ``[lo, hi)`` merged by
+    :func:`_merge_moments` pairwise (a segment tree): the partials of rows (count 1 or 0,
+    the value, 0) or of groups of rows (a pane's) alike."""
+    return _tree_query((count.astype(np.float64), mean, m2), lo, hi, _merge_moments)
+
+
 def _check_long_sum(x, lo, hi, total) -> None:
     """Raise as Spark (ANSI mode) does when a BIGINT sum overflows. The int64 prefix sums
     give every frame's sum exactly modulo 2^64; a float sum, good to far better than 2^63,
@@ -367,7 +374,9 @@ def _tree_query(leaves: tuple, lo, hi, merge, identity: float = 0.0) -> tuple:
         size *= 2
     tree = []
     for leaf in leaves:
-        t = np.full(2 * size, identity, dtype=leaf.dtype)
+        # one slot past the tree: a range ending at the last leaf of a full tree (``hi`` =
+        # ``size``) reads it, unused, while its other end is still climbing
+        t = np.full(2 * size + 1, identity, dtype=leaf.dtype)
         t[size:size + n] = leaf
         tree.append(t)
     for level_start in _levels(size):

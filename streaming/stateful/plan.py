@@ -9,7 +9,10 @@ A windowed aggregate over one catalog stream runs on Spark's state store
       [WHERE <row predicate>] [GROUP BY <expressions over the stream's columns>]
       [HAVING <predicate over group keys and aggregates>])
 
-with aggregates ``count(*)``, ``count / sum / avg / min / max(<numeric expression>)`` and
+with aggregates (each keeps a small partial per pane or window: :data:`KEEPS`)
+``count(*)``, ``count(x)`` of any type, ``count_if``, ``sum / avg / min / max``, the
+spreads ``stddev / stddev_samp / stddev_pop / variance / var_samp / var_pop`` (of numeric
+expressions) and ``bool_and / every / bool_or / any / some`` (of booleans), and
 
 * a slid window ``[RANGE r SLIDE s]`` (tumbling when ``r = s``): any of the three streams,
   ``EMIT CHANGES`` with RSTREAM;
@@ -213,12 +216,11 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
         if arg is None:
             aggregates.append(kernel.Aggregate("count"))
             continue
-        t = next(arg_types)
-        if t not in INTEGRAL + FLOATING:
-            raise NotIncremental(f"{func}() of type {t}")
-        aggregates.append(kernel.Aggregate(func, len(arg_sql), t in INTEGRAL))
+        kernel_func, arg, t = _argument(func, arg, next(arg_types))
+        aggregates.append(kernel.Aggregate(kernel_func, len(arg_sql),
+                                           t in INTEGRAL + ("boolean",)))
         arg_sql.append(arg)
-        arg_enc.append((t, "bigint" if t in INTEGRAL else "double"))
+        arg_enc.append((t, "double" if t in FLOATING else "bigint"))
     order_cols = ([c for c in stream.columns] if operator_window == "ROWS" else [])
     for c in order_cols:
         if c.type.lower() not in KEY_TYPES:
@@ -239,7 +241,7 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
     explain = (f"stateful {op.window.lower()} window on Spark's state store "
                f"({'panes of ' + str(op.pane) + ' us' if op.window == 'SLIDE' else 'rows'}), "
                f"{output}, {len(key_sql)} key(s) in {buckets if key_sql else 1} bucket(s), "
-               f"aggregates {', '.join(f.upper() + '(' + (a or '*') + ')' for f, a in aggs)}")
+               f"aggregates {_explained(aggs, op.window)}")
     return WindowedPlan(stream, op, tuple(pre), enc_keys, tuple(e for _, e in arg_enc),
                         tuple(KEY_TYPES[c.type.lower()][1] for c in order_cols), ddl, post,
                         buckets if key_sql else 1, explain)
@@ -270,31 +272,94 @@ def _window(spec, key_sql: list[str], output: str, changes: bool) -> tuple[str, 
     raise NotIncremental(f"a {kind} window")
 
 
-_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+          exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp",
+          exp.StddevPop: "stddev_pop", exp.Variance: "var_samp", exp.VariancePop: "var_pop",
+          exp.CountIf: "count_if", exp.LogicalAnd: "bool_and", exp.LogicalOr: "bool_or",
+          exp.Any: "bool_or"}
+#: Spark's aggregates sqlglot leaves as plain function calls (``exp.Anonymous``).
+_NAMED = {"every": "bool_and", "some": "bool_or", "std": "stddev_samp"}
+#: What each aggregate keeps per pane (SLIDE) -- an unslid window keeps its rows -- and the
+#: kernel function that computes it: ``count_if(c)`` is the count of ``CASE WHEN c THEN 1
+#: END``, ``bool_and`` / ``bool_or`` the min / max of the booleans as 0 / 1.
+KEEPS = {"count": "a count", "sum": "a sum", "avg": "a count and a DOUBLE sum",
+         "min": "a minimum", "max": "a maximum", "count_if": "a count",
+         "bool_and": "a minimum", "bool_or": "a maximum",
+         **{f: "a count, mean and sum of squared deviations" for f in kernel.MOMENTS}}
+
+
+def _name(node: exp.Expression) -> str | None:
+    """The aggregate function ``node`` calls, as :data:`KEEPS` names it (None: not one)."""
+    if isinstance(node, exp.Anonymous):
+        return _NAMED.get(str(node.this).lower())
+    if isinstance(node, exp.Any) and isinstance(node.this, exp.Subquery):
+        return None  # ``= ANY (SELECT ...)``
+    return _FUNCS.get(type(node))
+
+
+def _item(node: exp.Expression) -> tuple[str, str | None]:
+    """``(function, argument SQL or None)`` of an aggregate call (:func:`_name` not None)."""
+    func = _name(node)
+    arg = node.expressions[0] if isinstance(node, exp.Anonymous) else node.this
+    if isinstance(arg, exp.Star) and func == "count":
+        return func, None
+    while isinstance(arg, exp.Paren):  # ``any(v < 2)`` parses with its parentheses
+        arg = arg.this
+    return func, to_spark_sql(unqualified(arg))
 
 
 def _aggregates(select: exp.Select) -> list[tuple[str, str | None]]:
     """``(function, argument SQL or None)`` of each distinct aggregate, in order of first
     appearance in the SELECT list and HAVING."""
     found: list[tuple[str, str | None]] = []
-    for node in select.find_all(exp.AggFunc):
-        func = _FUNCS.get(type(node))
+    for node in select.walk():
+        func = _name(node)
         if func is None:
-            raise NotIncremental(f"the aggregate {node.sql()[:30]}")
-        arg = node.this
+            if isinstance(node, exp.AggFunc):
+                raise NotIncremental(f"the aggregate {node.sql()[:30]}")
+            continue
+        arg = node.expressions[0] if isinstance(node, exp.Anonymous) else node.this
         if isinstance(arg, exp.Distinct) or node.args.get("distinct"):
             raise NotIncremental("a DISTINCT aggregate")
-        if len([a for a in node.args.values() if isinstance(a, exp.Expression)]) > 1:
+        args = (node.expressions if isinstance(node, exp.Anonymous) else
+                [a for a in node.args.values() if isinstance(a, exp.Expression)])
+        if len(args) > 1:
             raise NotIncremental(f"{func}() with more than one argument")
-        if isinstance(arg, exp.Star) and func == "count":
-            item = (func, None)
-        elif arg is None or any(isinstance(n, exp.AggFunc) for n in arg.walk()):
+        if arg is None or (not isinstance(arg, exp.Star) and any(
+                _name(n) or isinstance(n, exp.AggFunc) for n in arg.walk())):
             raise NotIncremental(f"the aggregate {node.sql()[:30]}")
-        else:
-            item = (func, to_spark_sql(unqualified(arg)))
+        if isinstance(arg, exp.Star) and func != "count":
+            raise NotIncremental(f"the aggregate {node.sql()[:30]}")
+        item = _item(node)
         if item not in found:
             found.append(item)
     return found
+
+
+def _explained(aggs: list[tuple[str, str | None]], window: str) -> str:
+    """The aggregates for EXPLAIN, each with what it keeps per key and pane (an unslid
+    window keeps its rows, whatever its aggregates)."""
+    def one(func, arg):
+        call = f"{func.upper()}({arg or '*'})"
+        return f"{call} [{KEEPS[func]} per pane]" if window == "SLIDE" else call
+    return ", ".join(one(f, a) for f, a in aggs)
+
+
+def _argument(func: str, arg: str, t: str) -> tuple[str, str, str]:
+    """``(kernel function, argument SQL, its Spark type)`` of ``func(arg)``, ``arg`` of type
+    ``t``: counts of other types count ``1`` where the value is not NULL, ``count_if``
+    where it is true; ``bool_and`` / ``bool_or`` are min / max of 0 / 1."""
+    if func == "count" and t not in INTEGRAL + FLOATING:
+        return "count", f"CASE WHEN ({arg}) IS NOT NULL THEN 1L END", "bigint"
+    if func in ("count_if", "bool_and", "bool_or"):
+        if t != "boolean":
+            raise NotIncremental(f"{func}() of type {t}")
+        if func == "count_if":
+            return "count", f"CASE WHEN ({arg}) THEN 1L END", "bigint"
+        return {"bool_and": "min", "bool_or": "max"}[func], arg, t
+    if t not in INTEGRAL + FLOATING:
+        raise NotIncremental(f"{func}() of type {t}")
+    return func, arg, t
 
 
 def _types(spark, columns: ir.Schema, sql: list[str]) -> list[str]:
@@ -391,16 +456,13 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
     decoded_aggs = []
     for j, (agg, (func, arg)) in enumerate(zip(aggregates, aggs)):
         value = f"CASE WHEN __gn{j} THEN NULL ELSE __g{j} END"
-        if func in ("min", "max") and arg is not None:
+        if func in ("min", "max", "bool_and", "bool_or") and arg is not None:
             value = f"CAST({value} AS {arg_enc[agg.arg][0].upper()})"
         decoded_aggs.append(value)
 
     def replace(node):
-        if isinstance(node, exp.AggFunc) and type(node) in _FUNCS:
-            arg = node.this
-            item = (_FUNCS[type(node)], None if isinstance(arg, exp.Star)
-                    else to_spark_sql(unqualified(arg)))
-            return exp.maybe_parse(decoded_aggs[aggs.index(item)], dialect="spark")
+        if _name(node) is not None:
+            return exp.maybe_parse(decoded_aggs[aggs.index(_item(node))], dialect="spark")
         if not isinstance(node, (exp.Alias, exp.Identifier)) and isinstance(
                 node, exp.Expression) and not isinstance(node, exp.Star):
             try:
@@ -417,7 +479,7 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
         inner = e.this if isinstance(e, exp.Alias) else e
         name = alias or (inner.name if isinstance(inner, exp.Column) else None)
         if output != "RSTREAM":
-            bare = isinstance(inner, tuple(_FUNCS)) or (
+            bare = _name(inner) is not None or (
                 to_spark_sql(unqualified(inner)) in key_sql) or (
                 isinstance(inner, exp.Column) and inner.name.lower() == TIME)
             if not bare:

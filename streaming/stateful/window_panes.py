@@ -4,6 +4,11 @@
 ``gcd(r, s)`` of event time (``RANGE 1 HOUR SLIDE 1 MINUTE`` keeps 60 partials per key, not
 an hour of rows); a window's aggregate combines its panes' partials, so a sum's rounding
 can differ from a sum over the rows in the last bits (a different order of additions).
+
+A pane's partial of an aggregate is its count of values ``c`` and a value ``v``: the sum
+(a DOUBLE sum for avg), min or max; for a spread (variance, standard deviation) ``v`` is
+the mean and ``m`` the sum of squared deviations from it, merged pairwise by Chan et al.'s
+formula -- never ``E[x^2] - E[x]^2`` of large sums, which loses the digits a spread has.
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ import numpy as np
 from .window_columns import (concat_arrays, first_of_pairs, frame_values, key_codes,
                              key_columns, np_column, take_keys, to_table)
 from .window_output import concat_results, emit, new_last
-from .window_types import Aggregate, Operator, Rows
+from wavesql.udfs.time_windows import merged_moments
+
+from .window_types import MOMENTS, Aggregate, Operator, Rows
 
 
 def _partials(op: Operator, rows: Rows, codes: np.ndarray, pane: np.ndarray):
     """Per (key, pane) of ``rows``: the first row's index, the passing-row count ``n`` and
-    per aggregate its count of values ``c`` and value ``v`` (sum, DOUBLE sum for avg,
-    min, max)."""
+    per aggregate its partial (module docstring)."""
     order = np.lexsort((pane, codes))
     codes, pane = codes[order], pane[order]
     change = np.ones(len(order), bool)
@@ -37,10 +43,33 @@ def _partials(op: Operator, rows: Rows, codes: np.ndarray, pane: np.ndarray):
             continue
         x, null = rows.args[agg.arg]
         x, valid = x[order], ~null[order] & passes
-        out[f"c{j}"] = frame_values(Aggregate("count"), valid, valid.astype(np.int64),
-                                     starts, ends)[0]
-        out[f"v{j}"] = _partial_value(agg, valid, x, starts, ends)
+        out.update(_merged(agg, j, _row_partials(agg, valid, x), starts, ends))
     return first, out
+
+
+def _row_partials(agg: Aggregate, valid, x) -> dict:
+    """Each row's partial by itself: count 1 (0 for a NULL or failing row), its value
+    (a spread's M2 0)."""
+    if agg.func in MOMENTS:
+        return {"c": valid.astype(np.int64), "v": np.where(valid, x, 0).astype(np.float64),
+                "m": np.zeros(len(x))}
+    return {"c": valid.astype(np.int64), "v": x}
+
+
+def _parts_of(j: int, table: dict, idx=slice(None)) -> dict:
+    """Aggregate ``j``'s partial columns (``c``, ``v``, ``m``) of a pane table."""
+    return {name: table[f"{name}{j}"][idx] for name in "cvm" if f"{name}{j}" in table}
+
+
+def _merged(agg: Aggregate, j: int, part: dict, lo, hi) -> dict:
+    """Aggregate ``j``'s columns of the partials ``part`` merged over each range
+    ``[lo, hi)`` (rows into panes, equal panes into one, panes into windows)."""
+    c = part["c"]
+    count = frame_values(Aggregate("sum"), np.ones(len(c), bool), c, lo, hi)[0]
+    if agg.func in MOMENTS:
+        _, mean, m2 = merged_moments(c, part["v"], part["m"], lo, hi)
+        return {f"c{j}": count, f"v{j}": mean, f"m{j}": m2}
+    return {f"c{j}": count, f"v{j}": _partial_value(agg, c > 0, part["v"], lo, hi)}
 
 
 def _partial_value(agg: Aggregate, valid, x, lo, hi) -> np.ndarray:
@@ -65,6 +94,15 @@ def _final_values(op: Operator, parts: dict, j: int):
     if agg.func == "avg":
         with np.errstate(invalid="ignore", divide="ignore"):
             return v / np.maximum(c, 1), empty
+    if agg.func in MOMENTS:
+        sample = agg.func.endswith("_samp")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            spread = np.maximum(parts[f"m{j}"], 0.0) / (c - 1 if sample else c)
+        # an infinity or NaN among the values makes the spread NaN, as Spark's does
+        spread = np.where(np.isfinite(v), spread, np.nan)
+        if agg.func.startswith("stddev"):
+            spread = np.sqrt(spread)
+        return spread, empty | (sample & (c == 1))
     return v, empty
 
 
@@ -134,9 +172,7 @@ def _combine_panes(op: Operator, both: dict) -> dict:
     out = {name: v[order][starts] for name, v in both.items()}
     out["n"] = np.add.reduceat(both["n"][order], starts)
     for j, agg in enumerate(op.aggregates):
-        c, v = both[f"c{j}"][order], both[f"v{j}"][order]
-        out[f"c{j}"] = np.add.reduceat(c, starts)
-        out[f"v{j}"] = _partial_value(agg, c > 0, v, starts, ends)
+        out.update(_merged(agg, j, _parts_of(j, both, order), starts, ends))
     return out
 
 
@@ -146,9 +182,6 @@ def _window_observations(op: Operator, panes: dict, codes, p, k_from, k_to):
     g, r, s = op.pane, op.size, op.slide
     count = np.maximum(k_to - k_from + 1, 0)
     total = int(count.sum())
-    if total == 0:
-        return {"code": np.zeros(0, np.int64), "k": np.zeros(0, np.int64), "values": [],
-                "row": np.zeros(0, np.int64)}
     owner = np.repeat(np.arange(len(p)), count)
     offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
     ks = k_from[owner] + offset
@@ -165,9 +198,7 @@ def _window_observations(op: Operator, panes: dict, codes, p, k_from, k_to):
     n = total_n[hi] - total_n[lo]
     parts = {}
     for j, agg in enumerate(op.aggregates):
-        c, v = panes[f"c{j}"], panes[f"v{j}"]
-        parts[f"c{j}"] = frame_values(Aggregate("sum"), np.ones(len(c), bool), c, lo, hi)[0]
-        parts[f"v{j}"] = _partial_value(agg, c > 0, v, lo, hi)
+        parts.update(_merged(agg, j, _parts_of(j, panes), lo, hi))
     values = [_final_values(op, parts, j) for j in range(len(op.aggregates))]
     present = n > 0
     return {"code": code[present], "k": ks[present], "row": row[present],

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-FUNCTIONS = ("count", "sum", "avg", "min", "max")
+#: The spreads: a pane keeps their count, mean and sum of squared deviations (``M2``).
+MOMENTS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
+FUNCTIONS = ("count", "sum", "avg", "min", "max") + MOMENTS
 WINDOWS = ("SLIDE", "RANGE", "ROWS")
 OUTPUTS = ("RSTREAM", "ISTREAM", "DSTREAM")
 

@@ -45,11 +45,11 @@ from .window_columns import key_hash, np_column
 from .window_frames import range_step, rows_step
 from .window_output import present_only
 from .window_panes import slide_step
-from .window_types import (FUNCTIONS, OUTPUTS, WINDOWS, Aggregate, Operator, Results, Rows,
-                           Step)
+from .window_types import (FUNCTIONS, MOMENTS, OUTPUTS, WINDOWS, Aggregate, Operator, Results,
+                           Rows, Step)
 
-__all__ = ["step", "SPLIT_ROWS", "FUNCTIONS", "WINDOWS", "OUTPUTS", "Aggregate", "Operator",
-           "Rows", "Results", "Step"]
+__all__ = ["step", "SPLIT_ROWS", "FUNCTIONS", "MOMENTS", "WINDOWS", "OUTPUTS", "Aggregate",
+           "Operator", "Rows", "Results", "Step"]
 
 
 def step(op: Operator, value: bytes | None, new: Rows, watermark: int | None) -> Step:

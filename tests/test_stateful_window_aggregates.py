@@ -1,0 +1,190 @@
+"""Algebraic and holistic aggregates of the incremental window kernel
+(streaming/stateful/windows.py) and of continuous queries on Spark's state store, against
+oracles written here: numpy/pandas over the same on-time rows (``np.var`` / ``np.std`` with
+``ddof``, ``np.percentile`` with linear interpolation = Spark's ``percentile``, sets
+compared as sets), never WaveSQL's other mode.
+
+The kernel cases (no Spark) run micro-batch by micro-batch with out-of-order and late rows
+through the helpers of tests/test_stateful_windows.py; the end-to-end cases through those
+of tests/test_stateful_streaming.py (files arriving one per micro-batch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests import cql_reference as cql
+from tests.test_stateful_windows import CASES, SECOND, _run, _stream
+from wavesql.streaming.stateful import windows as w
+
+#: Values around 1e9 with a spread of a few units: ``E[x^2] - E[x]^2`` over them keeps no
+#: digit of the spread (1e18 +- 1e2 in DOUBLE). A stable merge is off by about one rounding
+#: of the mean (1e-7 at 1e9) relative to the spread, as Spark's running update is: within
+#: :data:`REL` (a naive merge is off by 100%).
+OFFSET = 10 ** 9
+REL = 1e-6
+
+SPREADS = (w.Aggregate("var_samp", 0, True), w.Aggregate("var_pop", 0, True),
+           w.Aggregate("stddev_samp", 0, True), w.Aggregate("stddev_pop", 0, True))
+
+
+def _spreads(vals: list) -> tuple:
+    x = np.array(vals, np.float64)
+    n = len(x)
+    return (float(np.var(x, ddof=1)) if n > 1 else None, float(np.var(x)) if n else None,
+            float(np.std(x, ddof=1)) if n > 1 else None, float(np.std(x)) if n else None)
+
+
+def _query(keyed: bool, where, of_values):
+    """The oracle's per-instant query: ``of_values`` over each group's non-NULL values."""
+    def q(rel):
+        groups: dict = {}
+        for r in rel:
+            if where(r):
+                groups.setdefault(r["sym"] if keyed else None, []).append(r["v"])
+        return [((key,) if keyed else ()) + of_values([x for x in vs if x is not None])
+                for key, vs in groups.items()]
+    return q
+
+
+def _window(kind, size, slide, keyed):
+    if kind == "ROWS" and keyed:
+        return cql.Window("PARTITION_ROWS", size, partition_by=("sym",))
+    if kind == "RANGE" and size == 1:
+        return cql.Window("NOW")
+    return cql.Window(kind, size, slide)
+
+
+def _by_instant(counter, keyed: bool) -> dict:
+    """``{(instant, key): values}`` of a result stream (each at most once)."""
+    out = {}
+    for row, n in counter.items():
+        head = 2 if keyed else 1
+        assert n == 1 and row[:head] not in out, row
+        out[row[:head]] = row[head:]
+    return out
+
+
+def _assert_close(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for key, values in want.items():
+        for g, x in zip(got[key], values):
+            assert (g is None) == (x is None), (key, got[key], values)
+            if x is not None:
+                assert g == pytest.approx(x, rel=REL, abs=REL), (key, got[key], values)
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["group-by", "global"])
+@pytest.mark.parametrize("kind, size, slide, output", CASES)
+def test_spreads_against_numpy(kind, size, slide, output, keyed):
+    """Variance and standard deviation (sample and population) of values near 1e9, NULLs
+    and a WHERE, every window kind and output stream, batch by batch with late rows."""
+    rows = [{**r, "v": None if r["v"] is None else r["v"] + OFFSET} for r in _stream(4, 160)]
+    where = lambda r: r["v"] is None or r["v"] != OFFSET + 3  # noqa: E731
+    op = w.Operator(kind, size, slide, output, keys=1 if keyed else 0, aggregates=SPREADS,
+                    order=2 if kind == "ROWS" else 0)
+    got, late, progress = _run(op, rows, 6, 2 * SECOND, where, keyed, kind == "ROWS")
+    assert late
+    on_time = [r for r in rows if r not in late]
+    want = cql.evaluate(on_time, "ts", _window(kind, size, slide, keyed), ["sym", "v"],
+                        _query(keyed, where, _spreads), output)
+    want = {k: n for k, n in want.items() if k[0] < progress}
+    assert sum(want.values()) > 10
+    _assert_close(_by_instant(got, keyed), _by_instant(want, keyed))
+
+
+def test_a_spread_merged_from_panes_is_stable():
+    """RANGE 8 s SLIDE 1 s: each window merges 8 panes' (count, mean, M2); values 1e12 + a
+    few units -- the merged spread is numpy's within the rounding of a mean at 1e12
+    (2e-4 relative to a spread of 2; ``E[x^2] - E[x]^2`` would be off by ~1e8)."""
+    op = w.Operator("SLIDE", 8 * SECOND, SECOND, "RSTREAM", aggregates=SPREADS)
+    rng = np.random.default_rng(7)
+    ts = np.arange(0, 20 * SECOND, SECOND // 4, dtype=np.int64)
+    v = 10 ** 12 + rng.integers(0, 7, len(ts))
+    rows = w.Rows(ts, np.ones(len(ts), bool), [], [(v, np.zeros(len(ts), bool))], [])
+    res = w.step(op, w.step(op, None, rows, None).state, w.Rows(
+        np.zeros(0, np.int64), np.zeros(0, bool), [], [(v[:0], np.zeros(0, bool))], []),
+        30 * SECOND).results
+    assert len(res) == 28  # windows (t - 8 s, t] ending at 0 s .. 27 s
+    for i, t in enumerate(res.time):
+        inside = v[(ts > t - 8 * SECOND) & (ts <= t)].astype(np.float64)
+        for (values, null), want in zip(res.values, _spreads(list(inside))):
+            assert bool(null[i]) == (want is None)
+            assert want is None or values[i] == pytest.approx(want, rel=1e-3)
+
+
+@pytest.mark.parametrize("n", [32, 64, 100])
+def test_moments_of_ranges_reaching_the_last_leaf(n):
+    """Ranges ending at the last of 2^k partials (the segment tree's edge) merge too."""
+    from wavesql.udfs.time_windows import merged_moments
+
+    x = np.random.default_rng(n).normal(5.0, 2.0, n)
+    lo, hi = np.array([0, n // 2, n - 1, n]), np.array([n, n, n, n])
+    count, mean, m2 = merged_moments(np.ones(n, np.int64), x, np.zeros(n), lo, hi)
+    for i in range(3):
+        part = x[lo[i]:hi[i]]
+        assert count[i] == len(part) and mean[i] == pytest.approx(part.mean())
+        assert m2[i] == pytest.approx(((part - part.mean()) ** 2).sum(), abs=1e-12)
+    assert count[3] == 0
+
+
+# -- end to end, on Spark's state store -----------------------------------------------------
+def _slid(rows, size: int, slide: int):
+    """Each row once per window ``(t - size, t]`` (``t`` a multiple of ``slide``) holding it,
+    with its window's instant in column ``t``."""
+    import pandas as pd
+
+    first = -(-rows.ts // slide)
+    copies = [rows.assign(t=(first + i) * slide) for i in range(-(-size // slide))]
+    out = pd.concat(copies)
+    return out[(out.t - size < out.ts) & (out.ts <= out.t)]
+
+
+def test_algebraic_aggregates_on_the_state_store_against_pandas(ws, spark, tmp_path):
+    """Spreads, count of a string with NULLs, count_if, bool_and/every, bool_or/any over a
+    sliding window per key, out-of-order files with late rows; HAVING and an expression
+    over a spread. Also plain Spark SQL's stddev over the same on-time rows of one window
+    (Spark's own result, not only pandas')."""
+    from tests.test_stateful_streaming import _files, _late_split, _out
+    from tests.test_stateful_streaming import _run as run_query
+    from tests.test_stateful_streaming import _stream as create_stream
+
+    parts = _files(tmp_path / "in", seed=2, n_files=3, per_file=120)
+    on_time, late, progress = _late_split(parts)
+    create_stream(ws, tmp_path / "in")
+    sql = ("SELECT k, stddev(v) AS sd, var_pop(v) AS vp, variance(v) * 2 AS vs2, "
+           "stddev_pop(v) AS sp, count(CASE WHEN v > 20 THEN k END) AS nk, "
+           "count_if(v >= 50) AS big, bool_and(v >= 5) AS all5, every(v < 99) AS below, "
+           "bool_or(v >= 95) AS top, any(v < 2) AS low "
+           "FROM kv [RANGE 6 SECONDS SLIDE 2 SECONDS] GROUP BY k HAVING count(*) > 1")
+    shown = ws.explain(sql, "STREAM")
+    assert "state store" in shown and "a count, mean and sum of squared deviations" in shown
+    cq = run_query(ws, tmp_path, sql)
+    assert type(cq).__name__ != "ContinuousRunner" and cq.progress_us == progress
+    want = {}
+    for (t, k), g in _slid(on_time, 6 * SECOND, 2 * SECOND).groupby(["t", "k"]):
+        v = g.v.dropna()
+        if len(g) > 1 and t < progress:
+            want[(t, k)] = (v.std(ddof=1) if len(v) > 1 else None,
+                            v.var(ddof=0) if len(v) else None,
+                            v.var(ddof=1) * 2 if len(v) > 1 else None,
+                            v.std(ddof=0) if len(v) else None,
+                            int((g.v > 20).sum()), int((g.v >= 50).sum()),
+                            bool((v >= 5).all()) if len(v) else None,
+                            bool((v < 99).all()) if len(v) else None,
+                            bool((v >= 95).any()) if len(v) else None,
+                            bool((v < 2).any()) if len(v) else None)
+    columns = ["_time", "k", "sd", "vp", "vs2", "sp", "nk", "big", "all5", "below", "top", "low"]
+    got = _by_instant(_out(spark, tmp_path, columns), keyed=True)
+    assert len(want) > 50 and len(late) > 0
+    _assert_close(got, {k: tuple(None if x is None or x != x else x for x in v)
+                        for k, v in want.items()})
+    types = dict(spark.read.parquet(str(tmp_path / "out")).dtypes)
+    assert [types[c] for c in columns[2:]] == ["double"] * 4 + ["bigint"] * 2 + ["boolean"] * 4
+    # Spark's own stddev over one window's on-time rows
+    t, k = max(want, key=lambda key: want[key][0] or 0)
+    rows = on_time[(on_time.k == k) & (on_time.ts > t - 6 * SECOND) & (on_time.ts <= t)]
+    spark_sd = spark.createDataFrame(rows[["v"]].astype(float)).selectExpr(
+        "stddev(v) AS sd").collect()[0]["sd"]
+    assert got[(t, k)][0] == pytest.approx(spark_sd, rel=1e-12)
