@@ -121,7 +121,9 @@ class SignalScan(Relation):
         if self.program is not None:
             text += " " + program_label(self.program)
             if self.program.stateful:
-                text += " " + history_label(self.program, s.rate_hz)
+                split = row_state_split(s, self.program)
+                text += " " + (split.label(s.rate_hz) if split is not None else
+                               history_label(self.program, s.rate_hz))
         return text
 
 
@@ -161,6 +163,18 @@ def program_label(program) -> str:
     if program.filters:
         text += " filter[" + " AND ".join(_tree_text(f) for f in program.filters) + "]"
     return text
+
+
+def row_state_split(signal, program):
+    """How a WAV scan of ``signal`` runs a program whose only unbounded parts are
+    row-state functions (``cfar``): the windows scored in parallel partitions, the
+    functions in one ordered pass over the scores (a ``wavesql.udfs.row_state.Split``);
+    None where the program cannot be cut so, or the signal is not read from WAV files."""
+    from wavesql.udfs import row_state
+
+    if signal.source == "kafka" or signal.format != "wav":
+        return None
+    return row_state.split(program, signal.rate_hz)
 
 
 def history_label(program, rate: float) -> str:

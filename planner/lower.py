@@ -112,15 +112,19 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
         return rt.streams[("signal", s.key)]  # a continuous signal query's micro-batch
     program = rel.program or Program.identity([c.name for c in s.channels])
     width, slide = rel.window or (s.segment, s.segment)
+    # cfar & co.: the windows scored in parallel, the recursion in one ordered pass
+    split = ir.row_state_split(s, program)
+    if split is not None:
+        program = split.scan
     options = _wav_options(s, program, width, slide)
     if s.source != "kafka" and s.format == "wav":
         options["partition_samples"] = str(_partition_samples(s, width, rt))
-    if program.stateful:
+    if program.stateful or split is not None:
         if slide < width:
             raise WaveSQLError(
                 "STREAMING_RULE", "stateful signal functions need non-overlapping windows",
                 hint=f"filter the signal in [SAMPLES {width}] windows, then window the result")
-        lookback = program.lookback(s.rate_hz)
+        lookback = program.lookback(s.rate_hz) if program.stateful else 0
         if isinstance(lookback, str):
             options["sequential"] = "true"  # the whole past matters: one ordered pass
         else:  # parallel partitions, each warmed up on the look-back before it
@@ -140,11 +144,12 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
             tasks=tasks)
     if settings.get(rt.spark, "wavesql.wav.scan") == "source":
         wav_source.register(rt.spark)
-        return (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
-                .options(**options, **wav_source.storage_option()).load())
+        df = (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
+              .options(**options, **wav_source.storage_option()).load())
+        return df if split is None else wav_source.ordered_frame(df, split)
     try:
         return wav_source.batch_frame(rt.spark, program.spark_ddl(), options,
-                                      read=_cached_header)
+                                      read=_cached_header, split=split)
     except WavError as err:
         raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
 

@@ -140,7 +140,7 @@ def load(spark, schema: str | None = None, *, streaming: bool = False, **options
     return source.format(SHORT_NAME).schema(schema or checked.spark_ddl).options(**opts).load()
 
 
-def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None):
+def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None, split=None):
     """A batch read planned here, on the driver, and run as ``mapInArrow`` tasks.
 
     The same partitions and the same reading as the ``wavesql_wav`` source's batch reader,
@@ -149,8 +149,14 @@ def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None):
     that dominated short reads (benchmarks/signals/README.md). Here the plan is made in
     this process, and each task is one partition index handed to a reused Python worker.
     ``read`` is :func:`.wav_plan.plan`'s (a header cache).
+
+    With ``split`` (a :class:`wavesql.udfs.row_state.Split` whose ``scan`` program the
+    options carry) the tasks score the windows and the result is :func:`ordered_frame`'s:
+    each task's rows packed into one row, then the row-state functions in one ordered pass.
     """
     from pyspark.sql.types import _parse_datatype_string
+
+    from wavesql.udfs import row_state
 
     opts = WavOptions.parse(options)
     checked = plan(opts, read=read)
@@ -160,12 +166,45 @@ def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None):
     program_json, channels, stateful = checked.program_json, checked.channels, checked.stateful
     settings = storage.current()  # the tasks reach the files' store as the driver does
 
-    def wav_scan(batches):  # the name shows in Spark's plans: MapInArrow wav_scan(id)
+    def rows(batches):  # each partition index in the batches: its rows, in order
         storage.use(settings)
         for b in batches:
             for i in b.column(0).to_pylist():
-                for batch in read_partition(parts[i], opts, program_json, channels, stateful):
-                    yield conform(batch, target)
+                yield i, (conform(batch, target) for batch in read_partition(
+                    parts[i], opts, program_json, channels, stateful))
+
+    def wav_scan(batches):  # the name shows in Spark's plans: MapInArrow wav_scan(id)
+        for _, out in rows(batches):
+            yield from out
+
+    def wav_scan_packed(batches):  # the scan's rows, one packed row per partition
+        for i, out in rows(batches):
+            yield from row_state.pack(i, out)
 
     n = len(parts)
-    return spark.range(0, n, 1, max(1, n)).mapInArrow(wav_scan, struct)
+    frame = spark.range(0, n, 1, max(1, n))
+    if split is None:
+        return frame.mapInArrow(wav_scan, struct)
+    return ordered_frame(frame.mapInArrow(wav_scan_packed, split.packed_ddl()), split, True)
+
+
+def ordered_frame(scanned, split, packed: bool = False):
+    """The ordered pass of ``split`` over the ``scanned`` rows of its scan program, in one
+    task. The rows reach it packed (:func:`row_state.pack`), one row per scan partition
+    keyed by its index -- partitions are cut in timeline order --, so a shuffle moves a
+    few rows and nothing is sorted by Spark. ``packed``: the scan packed them itself
+    (:func:`batch_frame`); otherwise (the data source) each task packs its rows here."""
+    from pyspark import TaskContext
+
+    from wavesql.udfs import row_state
+
+    def row_state_pack(batches):
+        yield from row_state.pack(TaskContext.get().partitionId(), batches)
+
+    def row_state_pass(batches):  # the name shows in Spark's plans
+        yield from row_state.ordered_pass(batches, split)
+
+    if not packed:
+        scanned = scanned.mapInArrow(row_state_pack, split.packed_ddl())
+    return scanned.repartition(1, row_state.PART).mapInArrow(row_state_pass,
+                                                             split.ordered.spark_ddl())

@@ -16,6 +16,7 @@ from scipy import signal as sps
 
 from wavesql.sources import wav_plan, wav_scan
 from wavesql.sources import wav_source as wsrc
+from wavesql.udfs import row_state
 from wavesql.udfs.program import Output, Program
 from wavesql.udfs.wav import write_wav
 
@@ -215,6 +216,143 @@ def test_cfar_runs_in_one_ordered_pass_equal_to_numpy_over_the_whole_signal(tmp_
         assert [r["f"] for r in got] == flags and 0 < sum(flags), trial
 
 
+def _cfar_call(score, k=2.0, alpha=0.05, warmup=8) -> dict:
+    return {"call": "cfar", "args": [score] + [{"lit": v} for v in (k, alpha, warmup)]}
+
+
+_START = {"call": "start_sample", "args": [{"col": "ch1"}]}
+_RMS = {"call": "seg_rms", "args": [{"col": "ch1"}]}
+_LOW = {"call": "seg_rms", "args": [{"call": "lowpass", "args": [
+    {"col": "ch1"}, {"lit": 40.0}, {"lit": 4}]}]}
+_MAX = {"call": "seg_max", "args": [{"col": "ch1"}]}
+#: cfar in the SELECT list, in an expression, and as the WHERE filter
+_CFAR_SELECT = Program(("ch1",), (
+    Output("s", _START, "bigint"), Output("f", _cfar_call(_RMS), "boolean"),
+    Output("g", {"op": "and", "args": [_cfar_call(_RMS), {"op": ">", "args": [
+        _MAX, {"lit": 0.0}]}]}, "boolean")))
+_CFAR_WHERE = Program(("ch1",), (Output("s", _START, "bigint"),), (_cfar_call(_RMS),))
+
+
+def _cfar_expected(runs, n, score=lambda x: x):
+    """(start, flag, window max) of every window, the flags by the test's own recursion
+    over the windows' RMS of ``score`` (each run filtered from rest) in time order."""
+    want = _expected(runs, score, n)
+    raw = _expected(runs, lambda x: x, n)
+    flags = _cfar_oracle([float(np.sqrt(np.mean(y * y))) for _, y in want], 2.0, 0.05, 8)
+    return [(s, f, float(np.max(y))) for (s, y), f in zip(raw, flags)]
+
+
+def _split_read(options, split, rng) -> pa.Table:
+    """The split without Spark: the scan program over every partition, each packed, the
+    packed rows shuffled (a shuffle keeps no order), then the ordered pass."""
+    plan = wsrc.plan({**options, "program": split.scan.to_json()})
+    packed = [b for part in plan.partitions() for b in row_state.pack(part.index, (
+        wav_scan.read_partition(part, plan.options, plan.program_json, plan.channels,
+                                plan.stateful)))]
+    order = rng.permutation(len(packed))
+    out = list(row_state.ordered_pass([packed[i] for i in order], split))
+    schema = split.ordered.arrow_schema()
+    return pa.Table.from_batches(out, schema=schema), len(plan.partitions())
+
+
+@pytest.mark.parametrize("fmt", ["float32", "int16"])
+def test_cfar_scores_windows_in_parallel_and_flags_them_in_one_ordered_pass(tmp_path, fmt):
+    # The scan scores the windows in small partitions; the ordered pass runs cfar over the
+    # scores in window order -- across random file splits, 1-sample files and gaps, which
+    # cut windows but do not reset the estimate -- giving the recursion's flags bit for bit.
+    assert row_state.split(_CFAR_WHERE, RATE).scan.filters == ()  # every window is scored
+    fired = []
+    for trial, (n, size, score) in enumerate(((1, 97, "rms"), (7, 300, "rms"),
+                                              (50, 100, "rms"), (3, 30, "rms"),
+                                              (20, 60, "lowpass"))):
+        rng = np.random.default_rng([trial, 23, len(fmt)])
+        folder = tmp_path / str(trial)
+        folder.mkdir()
+        runs = _recording(folder, rng, fmt)
+        options = {"path": str(folder), "timeline": "timestamped",
+                   "epoch_us": str(BASE_MS * 1000), "window": str(n),
+                   "partition_samples": str(size)}
+        if score == "lowpass":  # a filter inside the score: partitions warm up before it
+            programs = [Program(("ch1",), (Output("s", _START, "bigint"),),
+                                (_cfar_call(_LOW),))]
+            want = _cfar_expected(runs, n, FILTERS["lowpass"][1])
+        else:
+            programs = [_CFAR_SELECT, _CFAR_WHERE]
+            want = _cfar_expected(runs, n)
+        fired.append(sum(f for _, f, _ in want))
+        for program in programs:
+            split = row_state.split(program, RATE)
+            assert split.functions == ("cfar",) and split.scan.stateful == (score != "rms")
+            table, parts = _split_read(options, split, rng)
+            assert parts > 1 or sum(len(x) for _, x in runs) <= size + n, trial
+            got = table.to_pylist()
+            if program is _CFAR_SELECT:
+                assert got == [{"s": s, "f": f, "g": f and m > 0} for s, f, m in want], trial
+            else:
+                assert [r["s"] for r in got] == [s for s, f, _ in want if f], trial
+    assert sum(f > 0 for f in fired) >= 3, fired  # not a test of all-False flags
+
+
+def test_what_cannot_be_split_stays_one_ordered_pass():
+    iir = {"call": "iir", "args": [{"col": "ch1"}, {"lit": [1.0]}, {"lit": [1.0, -1.0]}]}
+    whole_past = {"call": "seg_rms", "args": [iir]}
+    cases = {
+        "a score needing the whole past": (_cfar_call(whole_past), "boolean"),
+        "a segment through the ordered pass": ({"col": "ch1"}, "sigseg"),
+        "cfar of cfar": (_cfar_call({"op": "+", "args": [_cfar_call(_RMS), _RMS]}), "boolean"),
+    }
+    for what, (tree, typ) in cases.items():
+        program = Program(("ch1",), (Output("x", tree, typ),), (_cfar_call(_RMS),))
+        assert row_state.split(program, RATE) is None, what
+    # nothing unbounded: nothing to split
+    assert row_state.split(_program("lowpass", FILTERS["lowpass"][0]), RATE) is None
+
+
+def test_cfar_split_through_spark_equals_the_recursion(spark, tmp_path):
+    # The Spark form: scan tasks packing their rows, a shuffle, one ordered task -- over
+    # many small partitions, cfar in the SELECT list and as the WHERE filter.
+    rng = np.random.default_rng(41)
+    runs = _recording(tmp_path, rng, "float32")
+    want = _cfar_expected(runs, 5)
+    options = {"path": str(tmp_path), "timeline": "timestamped", "rate": str(RATE),
+               "epoch_us": str(BASE_MS * 1000), "window": "5", "partition_samples": "400"}
+    for program in (_CFAR_SELECT, _CFAR_WHERE):
+        split = row_state.split(program, RATE)
+        df = wsrc.batch_frame(spark, split.scan.spark_ddl(),
+                              {**options, "program": split.scan.to_json()}, split=split)
+        got = [r.asDict() for r in df.collect()]
+        if program is _CFAR_SELECT:
+            assert got == [{"s": s, "f": f, "g": f and m > 0} for s, f, m in want]
+        else:
+            assert [r["s"] for r in got] == [s for s, f, _ in want if f]
+
+
+def test_cfar_queries_score_in_parallel_and_flag_in_order(ws, tmp_path):
+    # End to end: a recording of 2.2 M samples (three scan partitions) in two files with a
+    # gap between them; cfar in WHERE, in the SELECT list, and through the data source.
+    rng = np.random.default_rng(9)
+    lengths, t_ms, runs = (1_300_000, 900_000), 0, []
+    for i, length in enumerate(lengths):
+        x = (rng.standard_normal(length) * 0.3).astype(np.float32)
+        x[rng.integers(0, length, 40)] *= 30  # a few loud samples to flag
+        write_wav(tmp_path / f"rec_{BASE_MS + t_ms}.wav", x, int(RATE), "float32")
+        runs.append((t_ms, x.astype(np.float64)))
+        t_ms += length + 1234
+    want = _cfar_expected(runs, 400)
+    flagged = [s for s, f, _ in want if f]
+    assert 10 < len(flagged) < len(want)
+    ws.sql(f"CREATE SIGNAL rs (ch1 FLOAT) RATE {int(RATE)} HZ FROM '{tmp_path}' FORMAT wav "
+           "OPTIONS (timeline = 'timestamped')")
+    cfar = "cfar(seg_rms(ch1), 2.0, 0.05, 8)"
+    where = f"SELECT start_sample(ch1) AS s FROM rs [SAMPLES 400] WHERE {cfar} ORDER BY s"
+    assert "cfar in one ordered pass over the window scores" in ws.explain(where)
+    assert [r[0] - BASE_MS for r in ws.sql(where).collect()] == flagged
+    rows = ws.sql(f"SELECT count(*), sum(CAST({cfar} AS INT)) FROM rs [SAMPLES 400]").collect()
+    assert tuple(rows[0]) == (len(want), len(flagged))
+    ws.sql("SET wavesql.wav.scan = source")
+    assert [r[0] - BASE_MS for r in ws.sql(where).collect()] == flagged
+
+
 def test_explain_says_parallel_or_sequential_and_why(ws, tmp_path):
     x = (np.random.default_rng(1).standard_normal(4000) * 0.3).astype(np.float32)
     write_wav(tmp_path / "a.wav", x, 8000, "float32")
@@ -225,7 +363,15 @@ def test_explain_says_parallel_or_sequential_and_why(ws, tmp_path):
                        "FROM pf [SAMPLES 400]")
     assert "sequential: iir never forgets its state" in text
     text = ws.explain("SELECT cfar(seg_rms(ch1)) FROM pf [SAMPLES 400]")
-    assert "sequential: cfar's noise estimate" in text
+    assert ("parallel: the windows scored in partitions; cfar in one ordered pass over the "
+            "window scores") in text
+    text = ws.explain("SELECT cfar(seg_rms(lowpass(ch1, 1000.0))) FROM pf [SAMPLES 400]")
+    assert ("parallel: each partition warms up on the 256 samples before it; cfar in one "
+            "ordered pass over the window scores") in text
+    # a score that needs the whole past itself: the whole scan stays one ordered pass
+    text = ws.explain("SELECT cfar(seg_rms(iir(ch1, array(1.0), array(1.0, -1.0)))) "
+                       "FROM pf [SAMPLES 400]")
+    assert "sequential: iir never forgets its state" in text
 
 
 def test_a_micro_batch_of_several_files_filters_them_in_parallel(tmp_path):

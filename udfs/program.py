@@ -231,6 +231,15 @@ class Evaluator:
         columns, idx = self._run(rows, discard_before)
         return self._batch(columns, len(idx))
 
+    def run_columns(self, columns: Sequence[np.ndarray]) -> pa.RecordBatch:
+        """Evaluate the program over rows whose inputs are value columns, one array per
+        ``program.channels`` (the ordered pass over window scores: udfs/row_state.py);
+        calls come in row order, as for ``run_windows``."""
+        k = len(columns[0]) if columns else 0
+        rows = _Rows(np.zeros(k, dtype=np.int64), 1.0, dict(zip(self.program.channels, columns)))
+        out, idx = self._run(rows, None)
+        return self._batch(out, len(idx))
+
     def run_batch(self, batch: pa.RecordBatch, passthrough: Sequence[str] = ()
                   ) -> pa.RecordBatch:
         """Evaluate the program over rows of SigSeg columns (an Arrow batch of a DataFrame).
