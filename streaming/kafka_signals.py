@@ -7,8 +7,16 @@ equal to the batch query over the same blocks.
 Spark's Kafka source delivers each micro-batch's new records (offsets in the checkpoint);
 the batch's blocks are placed on the timeline with the ones still **pending** -- blocks
 holding samples of windows not yet complete -- and the windows whose samples are all there
--- up to the first gap a partition may still fill -- are evaluated, in order, in one task that starts from the signal functions' states the
-previous batch saved (``<checkpoint>/signal_state``, as for WAV). A window is complete when
+-- up to the first gap a partition may still fill -- are evaluated. A program of finite
+look-back (stateless, FIR, every stable IIR filter: :meth:`Program.lookback`) runs them in
+parallel partitions (about two per core, at least :data:`MIN_PARTITION_SAMPLES` each), each
+warmed up on the samples before it, as a WAV micro-batch does: the batch keeps the blocks
+holding the last ``lookback + window`` samples before its end (in ``pending.npz``), so the
+next batch's first partition warms up on them. A program of unbounded look-back (a
+detector, ``degap``...) runs in order, in one task that starts from the signal functions'
+states the previous batch saved (``<checkpoint>/signal_state``, as for WAV). A checkpoint
+written before look-back blocks were kept (no ``lookback`` in its state) runs its next
+batch in order from the saved states, then in parallel. A window is complete when
 a later block exists after its run (a gap ends a run: the partial window before it is
 emitted, as between WAV files, once the gap is settled: every partition that has had
 blocks has moved past it, a producer sending each partition's blocks in sample order) or
@@ -17,9 +25,9 @@ recording is emitted after an **end block** -- a block of 0 frames whose first s
 is the recording's length, the Kafka counterpart of the ``*.eof`` marker -- once the samples
 up to it are in, together with detectors' pending output.
 
-What a micro-batch keeps: the pending blocks' samples (``pending.npz`` in the batch's state
-folder: numpy arrays, loaded without pickles) and the grid position up to which windows
-were emitted, committed with the batch's ``state.json`` (written last). A re-run of a batch
+What a micro-batch keeps: the pending blocks' samples and the look-back blocks
+(``pending.npz`` in the batch's state folder: numpy arrays, loaded without pickles) and
+the grid position up to which windows were emitted, committed with the batch's ``state.json`` (written last). A re-run of a batch
 after a crash starts from the previous batch's committed state and gets the same records,
 so its output is the same: exactly once into a file sink.
 
@@ -51,6 +59,9 @@ from .signals import SignalContinuousQuery, signal_key
 
 #: Version of the pending-blocks state this module writes (``state["signal"]``).
 STATE_VERSION = 1
+#: Fewest samples a parallel partition of a micro-batch holds: Spark charges tens of
+#: milliseconds per Python task, so a small batch runs in one.
+MIN_PARTITION_SAMPLES = 1 << 20
 
 
 class KafkaSignalQuery(SignalContinuousQuery):
@@ -150,8 +161,12 @@ class KafkaSignalQuery(SignalContinuousQuery):
         k_from = None if end_sample is None else end_sample // m
         if k_from is not None:
             k_end = k_from if k_end is None else max(k_end, k_from)
-        out = self._evaluate(spark, runs, n, m, k_from, k_end,
-                             flush=final and not closed)
+        lookback = scan.program.lookback(s.rate_hz) if scan.program.stateful else 0
+        finite = not isinstance(lookback, str)
+        # parallel when the previous batch kept the look-back blocks (or nothing came before)
+        parallel = finite and (k_from is None or mine.get("lookback") == lookback)
+        out = self._evaluate(spark, runs, n, m, k_from, k_end, flush=final and not closed,
+                             lookback=lookback if parallel else None)
         samples, progress = self._progress_of({"end": None if k_end is None else k_end * m})
         report.progress_us = progress
         out = out.withColumn(FINAL, _lit(True)).withColumn(PROGRESS, timestamp_lit(progress))
@@ -167,7 +182,11 @@ class KafkaSignalQuery(SignalContinuousQuery):
                 self.quarantine_path, batch_id)
 
         keep_from = None if k_end is None else k_end * m
-        left = [p for p in placed if keep_from is None or p.end_sample > keep_from]
+        # the blocks of windows not emitted yet, and of the look-back before them: the
+        # warm-up of the next batch's first window reads the windows ending after
+        # keep_from - lookback (sources/wav_plan.py: _warmup)
+        reach = n + lookback if finite else 0
+        left = [p for p in placed if keep_from is None or p.end_sample > keep_from - reach]
         report.state_bytes = self._keep_signal_state(
             None if k_from is None else k_from * m, None if k_end is None else k_end * m, m)
         report.state_bytes += _save_pending(self._state_dir(batch_id), left)
@@ -177,17 +196,21 @@ class KafkaSignalQuery(SignalContinuousQuery):
             "inputs": {s.key: {"progress": progress, "samples": samples, "final": final}},
             "signal": {"version": STATE_VERSION, "end": keep_from, "final": final,
                        "end_at": end_at, "pending": [p.meta() for p in left],
-                       "partitions": reached}})
+                       "partitions": reached, "lookback": lookback if finite else None}})
         report.inputs = {s.key: progress}
         self._finish(report, began, arrived)
 
-    def _evaluate(self, spark, runs, n: int, m: int, k_from, k_to, *, flush: bool):
-        """The program over windows ``k_from <= k < k_to`` of ``runs``, in order, in one task
-        carrying the signal functions' states through the checkpoint; then the query."""
+    def _evaluate(self, spark, runs, n: int, m: int, k_from, k_to, *, flush: bool,
+                  lookback: int | None):
+        """The program over windows ``k_from <= k < k_to`` of ``runs``, then the query: in
+        parallel partitions warmed up on ``lookback`` samples, or (``lookback`` None) in
+        order, in one task carrying the signal functions' states through the checkpoint."""
         from pyspark.sql.types import _parse_datatype_string
 
         from wavesql.sources.arrow import conform
-        from wavesql.sources.wav_plan import WavOptions, WavPartition, WavPlan, plan_partitions
+        from wavesql.planner.lower import TASKS_PER_CORE
+        from wavesql.sources.wav_plan import (WavOptions, WavPartition, WavPlan, k_range,
+                                              plan_partitions)
         from wavesql.sources.wav_scan import read_partition, state_file, target_schema
 
         scan = self.plan.signal.scan
@@ -195,20 +218,31 @@ class KafkaSignalQuery(SignalContinuousQuery):
         program = scan.program
         channels = tuple(c.name for c in s.channels)
         struct = _parse_datatype_string(program.spark_ddl())
-        tasks = ()
-        if runs and k_to is not None:
-            found = plan_partitions(runs, n, m, 1 << 62, s.rate_hz, k_from=k_from, k_to=k_to,
-                                    sequential=True, flush=flush)
-            tasks = tuple(t for part in found for t in part.tasks)
-        if not tasks and not flush:
+        stateful = program.stateful
+        parts = []
+        if lookback is not None and runs and k_to is not None:
+            cores = spark.sparkContext.defaultParallelism
+            first = k_from if k_from is not None else k_range(runs[0], n, m)[0]
+            size = max(MIN_PARTITION_SAMPLES, -(-max(0, k_to - first) * m
+                                                 // (TASKS_PER_CORE * cores)))
+            parts = plan_partitions(runs, n, m, size, s.rate_hz, k_from=k_from, k_to=k_to,
+                                    lookback=lookback, flush=flush)
+        elif lookback is None:
+            tasks = ()
+            if runs and k_to is not None:
+                found = plan_partitions(runs, n, m, 1 << 62, s.rate_hz, k_from=k_from,
+                                        k_to=k_to, sequential=True, flush=flush)
+                tasks = tuple(t for part in found for t in part.tasks)
+            if tasks or flush:  # a flush alone emits detectors' pending output
+                folder = storage.join(self.checkpoint, "signal_state")
+                state_in = (None if not stateful or k_from is None
+                            else state_file(folder, k_from))
+                state_out = state_file(folder, k_to) if stateful and k_to is not None else None
+                parts = [WavPartition(0, s.rate_hz, tasks, (), None, flush, state_in,
+                                      state_out)]
+        if not parts:
             frame = spark.createDataFrame([], struct)
         else:
-            folder = storage.join(self.checkpoint, "signal_state")
-            stateful = program.stateful
-            state_in = (None if not stateful or k_from is None
-                        else state_file(folder, k_from))
-            state_out = state_file(folder, k_to) if stateful and k_to is not None else None
-            part = WavPartition(0, s.rate_hz, tasks, (), None, flush, state_in, state_out)
             options = WavOptions.parse({
                 "path": f"kafka:{s.path}", "rate": repr(s.rate_hz),
                 "channels": json.dumps(list(channels)), "window": str(n), "slide": str(m),
@@ -220,12 +254,14 @@ class KafkaSignalQuery(SignalContinuousQuery):
 
             def kafka_signal_scan(batches):
                 storage.use(settings)
-                for _ in batches:
-                    for batch in read_partition(part, options, program_json, channels,
-                                                stateful):
-                        yield conform(batch, target)
+                for b in batches:
+                    for i in b.column(0).to_pylist():
+                        for batch in read_partition(parts[i], options, program_json,
+                                                    channels, stateful):
+                            yield conform(batch, target)
 
-            frame = spark.range(0, 1, 1, 1).mapInArrow(kafka_signal_scan, struct)
+            count = len(parts)
+            frame = spark.range(0, count, 1, count).mapInArrow(kafka_signal_scan, struct)
         rt = Runtime(spark, self.session.catalog, self.text,
                      streams={signal_key(s): frame})
         return lower(self.bound, rt)
