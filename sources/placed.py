@@ -9,7 +9,8 @@ is the WAV scan's own: the same runs, windows, partitions and warm-ups
 (:class:`~wavesql.sources.wav_plan.WavPlan`), and each partition runs the same window and
 signal-function code (:func:`~wavesql.sources.wav_scan.read_partition`) once its
 placements hold their samples. :func:`placed_plan` builds that plan; :func:`scan_part` runs
-one partition.
+one partition (:func:`filled` gives a partition's placements their samples; the streaming
+reader of table signals, sources/table_stream.py, uses it on its own partitions).
 """
 
 from __future__ import annotations
@@ -84,9 +85,19 @@ def scan_part(placed: PlacedPlan, index: int, samples_of):
     from wavesql.sources.arrow import conform
     from wavesql.sources.wav_scan import read_partition
 
-    n, m = placed.options.window, placed.options.slide
+    part = filled(placed.parts[index], placed.options.window, placed.options.slide,
+                  samples_of)
+    plan = placed.plan
+    out = [conform(b, placed.target) for b in read_partition(
+        part, placed.options, plan.program_json, plan.channels, plan.stateful)]
+    return (pa.Table.from_batches(out, schema=placed.target) if out
+            else placed.target.empty_table())
 
-    def filled(task):
+
+def filled(part, n: int, m: int, samples_of):
+    """Partition ``part`` (of ``[SAMPLES n SLIDE m]`` windows) with each of its placements
+    cut to the samples its windows read and holding them (``samples_of``: :func:`scan_part`)."""
+    def task_filled(task):
         lo = max(task.k0 * m, task.run_start)
         hi = min((task.k1 - 1) * m + n, task.run_end)
         files = []
@@ -97,11 +108,5 @@ def scan_part(placed: PlacedPlan, index: int, samples_of):
                 samples=samples_of(f, a, b)))
         return dataclasses.replace(task, files=tuple(files))
 
-    part = placed.parts[index]
-    part = dataclasses.replace(part, tasks=tuple(filled(t) for t in part.tasks),
-                               warmup=tuple(filled(t) for t in part.warmup))
-    plan = placed.plan
-    out = [conform(b, placed.target) for b in read_partition(
-        part, placed.options, plan.program_json, plan.channels, plan.stateful)]
-    return (pa.Table.from_batches(out, schema=placed.target) if out
-            else placed.target.empty_table())
+    return dataclasses.replace(part, tasks=tuple(task_filled(t) for t in part.tasks),
+                               warmup=tuple(task_filled(t) for t in part.warmup))

@@ -31,6 +31,7 @@ scan. Every signal function, window and SYNC then works as over a WAV signal.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,10 +103,10 @@ class Layout:
         return self.sample_column or self.time_column
 
 
-def list_files(signal) -> list[str]:
-    """The files of ``signal``: itself, a folder's files with the format's suffixes (any
-    case), or a glob's files; sorted by name."""
-    return [e.location for e in storage.files(signal.path, suffix=SUFFIXES[signal.format])]
+def list_files(path: str, fmt: str) -> list[str]:
+    """The files of a signal at ``path`` in FORMAT ``fmt``: the file itself, a folder's files
+    with the format's suffixes (any case), or a glob's files; sorted by name."""
+    return [e.location for e in storage.files(path, suffix=SUFFIXES[fmt])]
 
 
 # ------------------------------------------------------------------------------- reading
@@ -243,25 +244,37 @@ def file_runs(path: str, layout: Layout) -> tuple[list[tuple[int, int, int, int]
     A Parquet file is read per row group, and a row group whose statistics say it holds
     exactly the samples ``min .. max`` (``max - min + 1`` rows) is placed from them alone:
     whether it is in order, or holds a sample twice (then ``OVERLAPPING_SAMPLES``), is seen
-    when a task reads it. Other row groups, and CSV and JSON files, are read here (their
-    position column only)."""
+    when a task reads it. Other row groups are read here (their position column only); a
+    CSV or JSON file is parsed whole anyway, so its channels are checked to be numbers here
+    too (``MALFORMED_ROW`` before anything runs, not in a task: a continuous query then
+    refuses the file before its micro-batch is logged, sources/table_stream.py)."""
     if layout.format == "parquet":
         return _parquet_runs(path, layout)
+    table = read_file(path, layout, list(layout.channels)
+                      + ([layout.position] if layout.position else []))
+    channel_samples(table, layout, path)
     if layout.position is None:
-        rows = read_file(path, layout, layout.channels[:1]).num_rows
+        rows = table.num_rows
         return ([(0, rows, -1, 0)] if rows else []), rows
-    numbers = sample_numbers(read_file(path, layout, [layout.position]), layout, path)
+    numbers = sample_numbers(table, layout, path)
     return [(a, n, -1, r) for a, n, r in sample_runs(np.sort(numbers, kind="stable"), path)], int(
         numbers.size)
 
 
 def _parquet_runs(path: str, layout: Layout):
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     runs, at = [], 0
     with _open(path) as f:
         pf = pq.ParquetFile(f)
         meta = pf.metadata
+        for name in layout.channels:  # numbers, from the footer (as CSV's are checked)
+            dtype = pf.schema_arrow.field(_find(pf.schema_arrow.names, name, path)).type
+            if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+                    or pa.types.is_decimal(dtype) or pa.types.is_null(dtype)
+                    or pa.types.is_boolean(dtype)):
+                raise _not_numbers(path, name, dtype)
         column = (_find(pf.schema_arrow.names, layout.position, path)
                   if layout.position else None)
         index = pf.schema_arrow.names.index(column) if column else None
@@ -338,10 +351,13 @@ def channel_samples(table, layout: Layout, path: str) -> np.ndarray:
         try:
             rows.append(column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False))
         except (TypeError, ValueError):
-            raise WaveSQLError("MALFORMED_ROW", f"{path}: channel `{name}` holds "
-                               f"{column.type}, not numbers",
-                               hint="one number per row and channel") from None
+            raise _not_numbers(path, name, column.type) from None
     return rows[0][None, :] if len(rows) == 1 else np.stack(rows)
+
+
+def _not_numbers(path: str, name: str, dtype) -> WaveSQLError:
+    return WaveSQLError("MALFORMED_ROW", f"{path}: channel `{name}` holds {dtype}, not "
+                        "numbers", hint="one number per row and channel")
 
 
 # ------------------------------------------------------------------------------- planning
@@ -358,9 +374,14 @@ def placements(spark, signal, layout: Layout, files: list[str]) -> list[RowsPlac
     with runtime_errors():  # a bad file's WaveSQLError, not a worker's traceback
         found = (spark.sparkContext.parallelize(list(enumerate(files)), slices)
                  .map(runs_of_file).collect())
+    return place(files, [runs for _, runs in sorted(found, key=lambda x: x[0])], layout)
+
+
+def place(files: list[str], found, layout: Layout) -> list[RowsPlacement]:
+    """The runs ``found[i] = file_runs(files[i], layout)`` of name-ordered ``files`` on the
+    timeline, in order; overlaps between files are ``OVERLAPPING_SAMPLES``."""
     placed, shift = [], 0
-    for index, (runs, rows) in sorted(found, key=lambda x: x[0]):
-        path = files[index]
+    for path, (runs, rows) in zip(files, found):
         for start, frames, group, row in runs:
             placed.append(RowsPlacement(path, Frames(frames), start + shift, group, row))
         if layout.position is None:  # rows in file order, the files one after the other
@@ -386,7 +407,7 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
     from wavesql.sqltext import quote
 
     layout = Layout.of(signal)
-    files = list_files(signal)
+    files = list_files(signal.path, signal.format)
     placed = placed_plan(signal, program, placements(spark, signal, layout, files), width,
                          slide, path=signal.path, lookback=lookback, sequential=sequential,
                          tasks=tasks)
@@ -400,18 +421,27 @@ def batch_frame(spark, signal, program, width: int, slide: int, *, lookback: int
         storage.use(settings)
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                units = _Units(layout)
-
-                def samples_of(f, lo, hi):
-                    return _Slice(units, f.path, f.group, f.row + lo - f.start_sample)
-
-                try:
+                with sampler(layout) as samples_of:
                     yield from scan_part(placed, index, samples_of).to_batches()
-                finally:
-                    units.close()
 
     frame = spark.range(count, numPartitions=count).mapInArrow(scan, struct_type)
     return frame.select(*[F.col(quote(f.name)) for f in struct_type.fields])
+
+
+@contextlib.contextmanager
+def sampler(layout: Layout):
+    """``samples_of(placement, lo, hi)`` for :func:`.placed.scan_part` over a task's
+    placements (samples ``[lo, hi)`` of the timeline), reading each unit once; the files
+    it opened are closed when the block ends."""
+    units = _Units(layout)
+
+    def samples_of(f: RowsPlacement, lo: int, hi: int):
+        return _Slice(units, f.path, f.group, f.row + lo - f.start_sample)
+
+    try:
+        yield samples_of
+    finally:
+        units.close()
 
 
 class _Units:
@@ -472,7 +502,7 @@ def check_files(signal) -> None:
     """At CREATE: the signal's files exist, and the first one has every channel and the
     position column (``UNKNOWN_COLUMN`` naming it otherwise)."""
     layout = Layout.of(signal)
-    files = list_files(signal)
+    files = list_files(signal.path, signal.format)
     if not files:
         raise WaveSQLError("MISSING_PATH", f"no {signal.format} files at `{signal.path}` "
                            f"(looked for {', '.join('*' + s for s in SUFFIXES[signal.format])})")
@@ -504,4 +534,4 @@ def _column_names(path: str, layout: Layout) -> list[str]:
 
 
 __all__ = ["FORMATS", "Layout", "RowsPlacement", "batch_frame", "check_files", "file_runs",
-           "list_files", "placements", "to_samples"]
+           "list_files", "place", "placements", "sampler", "to_samples"]

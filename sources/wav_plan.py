@@ -324,7 +324,7 @@ def load_program(text: str):
 
 def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
          files: Sequence[str] | None = None, allow_empty: bool | None = None,
-         read=None, identity=None) -> WavPlan:
+         read=None, identity=None, place=None) -> WavPlan:
     """Check the options and files and place the files on their timeline (driver side).
 
     Parameters
@@ -342,6 +342,10 @@ def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
         ``read(path, strict=...) -> WavInfo`` in place of ``read_info`` (a header cache).
     identity : callable, optional
         How to tell two names of one file apart (``plan_timeline``'s ``identity``).
+    place : callable, optional
+        ``place(paths) -> placements`` in timeline order, in place of reading WAV headers:
+        samples the caller places itself (rows of a table, sources/table_stream.py; then
+        ``rate`` and ``channels`` must be given).
 
     Raises
     ------
@@ -390,10 +394,13 @@ def plan(options: Mapping[str, str] | WavOptions, *, streaming: bool = False,
                        "cannot run over a stream: its state would have to survive between "
                        "micro-batches", "use a function with a finite look-back, or run the "
                        "query as a batch")
-    placements = plan_timeline(paths, rate if rate is not None else 1, mode=o.timeline,
-                               channels=len(channels), epoch_us=o.epoch_us,
-                               tolerance=o.tolerance, strict=o.strict,
-                               read=read, identity=identity) if paths else []
+    if place is not None:
+        placements = place(paths) if paths else []
+    else:
+        placements = plan_timeline(paths, rate if rate is not None else 1, mode=o.timeline,
+                                   channels=len(channels), epoch_us=o.epoch_us,
+                                   tolerance=o.tolerance, strict=o.strict,
+                                   read=read, identity=identity) if paths else []
     truncated = [p.path for p in placements if p.info.truncated]
     for p in truncated:
         _log.warning("%s is truncated; reading the whole frames present", p)

@@ -208,11 +208,12 @@ def target_schema(p: WavPlan, schema):
 class WavScan:
     """What a reader carries to the workers: options, resolved program, target schema."""
 
-    def _init_scan(self, options, schema, streaming: bool):
+    def _init_scan(self, options, schema, streaming: bool, **plan_options):
         self.options = WavOptions.parse(options)
         if self.options.storage_secret:  # Spark plans this in a Python process of its own
             storage.use(storage.Settings.from_json(self.options.storage_secret))
-        self._plan = plan(self.options, streaming=streaming)  # driver-side checks, early
+        # driver-side checks, early (plan_options: a placed source's, table_stream.py)
+        self._plan = plan(self.options, streaming=streaming, **plan_options)
         self._target = target_schema(self._plan, schema)
         # Fixed for the query: the program and channel names come from the options (or the
         # files present at its start); the rate travels with each partition.

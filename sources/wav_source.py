@@ -88,6 +88,10 @@ class WavDataSource(DataSource):
         return WavBatchReader(self.options, schema)
 
     def streamReader(self, schema):
+        if "layout" in self.options:  # a table signal's rows (sources/table_stream.py)
+            from .table_stream import TableStreamReader
+
+            return TableStreamReader(self.options, schema)
         return WavStreamReader(self.options, schema)
 
 

@@ -117,14 +117,19 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
 
     def _info(self, path: str, *, strict: bool = False):
         """``read_info`` once per (path, size, modification time)."""
+        return self._memo(path, lambda: read_info(path, strict=strict))
+
+    def _memo(self, path: str, compute):
+        """What ``compute()`` learns of file ``path`` (its header), once per (path, size,
+        modification time)."""
         st = self._stat(path)
         key = (st.size, st.mtime_ns)
         hit = self._infos.get(path)
         if hit is not None and hit[0] == key:
             return hit[1]
-        info = read_info(path, strict=strict)
-        self._infos[path] = (key, info)
-        return info
+        value = compute()
+        self._infos[path] = (key, value)
+        return value
 
     def _not_ready(self, path: str, now: float) -> bool:
         """Whether the new file ``path`` may still be being written (module docstring)."""
@@ -166,9 +171,18 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
         for path in new:
             if self._not_ready(path, now):
                 _log.info("%s: not complete yet; deferred with the files after it", path)
-                return known + admitted, True
+                # where a file lands is only known once it is read: then hold back them all
+                return known + (admitted if self._named_in_order else []), True
             admitted.append(path)
         return known + admitted, False
+
+    #: whether ``_order_key`` is the timeline order of new files (not so for table rows
+    #: placed by their sample numbers: sources/table_stream.py)
+    _named_in_order = True
+
+    def _list(self) -> list[str]:
+        """The stream's files now."""
+        return list_wav_files(self.options.path)
 
     def _order_key(self, path: str):
         """Timeline order of new files, from their names alone."""
@@ -181,7 +195,7 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
 
     def prepareForTriggerAvailableNow(self) -> None:
         # availableNow: read what is there now and not what arrives during the run.
-        self._frozen = (list_wav_files(self.options.path), _eof_marked(self.options.path))
+        self._frozen = (self._list(), _eof_marked(self.options.path))
 
     def _plan_files(self, known: Sequence[str], files: list[str]) -> WavPlan:
         # latestOffset and then partitions plan the same files: read their headers once.
@@ -189,9 +203,25 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
         if self._cached is not None and self._cached[0] == key:
             p = self._cached[1]
         else:
-            p = plan(self.options, streaming=True, files=files, read=self._info,
-                     identity=self._identity)
+            p = self._plan_of(files)
             self._cached = (key, p)
+        self._check_order(known, p)
+        return p
+
+    def _plan_of(self, files: list[str]) -> WavPlan:
+        """``files`` placed on the timeline."""
+        return plan(self.options, streaming=True, files=files, read=self._info,
+                    identity=self._identity)
+
+    def _timeline_files(self, known: Sequence[str], p: WavPlan,
+                        files: Sequence[str]) -> list[str]:
+        """The files of plan ``p`` of ``files`` in timeline order, the ``known`` ones first
+        (``_check_order`` saw to that)."""
+        return [x.path for x in p.placements]
+
+    def _check_order(self, known: Sequence[str], p: WavPlan) -> None:
+        """``OUT_OF_ORDER_FILE`` when a new file lands before a known one on the timeline
+        (``MISSING_PATH`` when a known file is gone)."""
         order = [x.path for x in p.placements]
         if order[:len(known)] != list(known):
             known_set, listed = set(known), set(order)
@@ -205,7 +235,6 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
             raise WavError("OUT_OF_ORDER_FILE", early, f"the new file sorts before {later}, "
                            "which an earlier micro-batch already read",
                            "name files so that new recordings sort last (e.g. by start time)")
-        return p
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         self._stats = {}  # stat each file once per call (readiness, sizes, header cache)
@@ -216,8 +245,7 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
 
     def _latest(self, start: dict) -> dict:
         known = list(start.get("files") or [])
-        listed, eof = self._frozen or (list_wav_files(self.options.path),
-                                       _eof_marked(self.options.path))
+        listed, eof = self._frozen or (self._list(), _eof_marked(self.options.path))
         if start.get("final") and set(listed) - set(known):
             new = sorted(set(listed) - set(known))[0]
             raise WavError("OUT_OF_ORDER_FILE", new, "the file arrived after the stream was "
@@ -235,12 +263,13 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
         # the end of the recording is only final once every file before the marker is in
         final = bool(start.get("final")) or (eof and not held)
         p = self._plan_files(known, listed)
+        files = self._timeline_files(known, p, listed)
         cap = self.options.max_files_per_trigger
-        if cap is not None and len(p.placements) > len(known) + cap:
+        if cap is not None and len(files) > len(known) + cap:
             # Rate limit: the next `cap` files in timeline order; the end is not final
             # until every listed file has been read.
-            listed = [x.path for x in p.placements[:len(known) + cap]]
-            p, final = self._plan_files(known, listed), bool(start.get("final"))
+            files = files[:len(known) + cap]
+            p, final = self._plan_files(known, files), bool(start.get("final"))
         n, m = self.options.window, self.options.slide
         if not p.runs:
             k_end = None
@@ -250,7 +279,6 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
             k_end = (p.runs[-1].end - n) // m + 1
         if start.get("end") is not None:
             k_end = max(k_end, start["end"] // m) if k_end is not None else start["end"] // m
-        files = [x.path for x in p.placements]
         return {"end": None if k_end is None else k_end * m, "files": files,
                 "final": final, "sizes": [self._size(f) for f in files]}
 

@@ -66,6 +66,9 @@ from wavesql.planner import ir
 from wavesql.planner.lower import TASKS_PER_CORE, Runtime, lower
 from wavesql.planner.windows import TIME
 
+from wavesql.sources.table_signal import FORMATS as TABLE_FORMATS
+from wavesql.sources.table_stream import layout_option
+
 from .plan import check_row_by_row, parsed
 from .query import ContinuousQuery
 from .report import FINAL, PROGRESS, BatchReport, timestamp_lit
@@ -109,11 +112,11 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
     if len(scans) != 1:
         refuse("NOT_IMPLEMENTED", "a continuous query over several signals")
     scan = scans[0]
-    if scan.signal.format not in ("wav", "samples"):
+    if scan.signal.format not in ("wav", "samples") + TABLE_FORMATS:
         what = ("a signal defined by a query" if scan.signal.format == "query"
                 else f"{scan.signal.format} files")
-        refuse("NOT_IMPLEMENTED", f"continuous queries read WAV signals and Kafka sample "
-               f"blocks, not {what}",
+        refuse("NOT_IMPLEMENTED", f"continuous queries read WAV signals, signals stored as "
+               f"tables and Kafka sample blocks, not {what}",
                "run it as a batch query (or a scheduled query file: INSERT INTO a sink, "
                "`wavesql schedule`); a continuous query can read the stream the signal "
                "is built from")
@@ -161,7 +164,10 @@ def scan_options(scan: ir.SignalScan, checkpoint: str, max_files: int | None,
     options = {"path": s.path, "rate": repr(s.rate_hz),
                "channels": json.dumps([c.name for c in s.channels]),
                "window": str(width), "slide": str(slide), "program": scan.program.to_json()}
-    options.update(dict(s.options))
+    if s.format in TABLE_FORMATS:  # rows placed by sources/table_stream.py
+        options["layout"] = layout_option(s)
+    else:
+        options.update(dict(s.options))
     if scan.program.stateful:  # only a program of unbounded look-back reads it
         options["state_dir"] = storage.join(checkpoint, "signal_state")
     if tasks is not None:

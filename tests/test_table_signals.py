@@ -206,17 +206,6 @@ def test_a_null_channel_value_is_a_nan_sample(ws, tmp_path):
     assert row.m == 4.0
 
 
-def test_continuous_queries_over_a_table_signal_say_so(ws, tmp_path):
-    folder = tmp_path / "t"
-    folder.mkdir()
-    pq.write_table(pa.table({"x": np.zeros(10, np.float32)}), folder / "a.parquet")
-    ws.sql(f"CREATE SIGNAL t (x FLOAT) RATE 10 HZ FROM '{folder}' FORMAT parquet")
-    with pytest.raises(WaveSQLError) as info:
-        ws.stream("SELECT seg_rms(x) AS r FROM t [SAMPLES 5]", str(tmp_path / "out"),
-                  checkpoint=str(tmp_path / "ck"))
-    assert info.value.code == "NOT_IMPLEMENTED" and "parquet" in info.value.message
-
-
 def test_parquet_row_groups_placed_from_their_statistics_or_read(ws, tmp_path):
     """Row groups out of order in the file; one shuffled inside (its statistics place it,
     the task that reads it sorts it), one with a gap inside (read when planning)."""
