@@ -112,10 +112,8 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
         return rt.streams[("signal", s.key)]  # a continuous signal query's micro-batch
     program = rel.program or Program.identity([c.name for c in s.channels])
     width, slide = rel.window or (s.segment, s.segment)
-    # cfar & co.: the windows scored in parallel, the recursion in one ordered pass
-    split = ir.row_state_split(s, program)
-    if split is not None:
-        program = split.scan
+    split = ir.row_state_split(s, program)  # cfar: windows scored in parallel, then in order
+    program = program if split is None else split.scan
     options = _wav_options(s, program, width, slide)
     if s.source != "kafka" and s.format == "wav":
         options["partition_samples"] = str(_partition_samples(s, width, rt))
@@ -143,10 +141,7 @@ def _lower_signal_scan(rel: ir.SignalScan, rt: Runtime):
             int(options["lookback"]), sequential=options.get("sequential") == "true",
             tasks=tasks)
     if settings.get(rt.spark, "wavesql.wav.scan") == "source":
-        wav_source.register(rt.spark)
-        df = (rt.spark.read.format("wavesql_wav").schema(program.spark_ddl())
-              .options(**options, **wav_source.storage_option()).load())
-        return df if split is None else wav_source.ordered_frame(df, split)
+        return wav_source.source_frame(rt.spark, program.spark_ddl(), options, split)
     try:
         return wav_source.batch_frame(rt.spark, program.spark_ddl(), options,
                                       read=_cached_header, split=split)

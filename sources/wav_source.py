@@ -46,7 +46,8 @@ from .wav_stream import WavStreamReader
 # plan, list_wav_files (wav_plan) and WavStreamReader (wav_stream) are here too: the ways
 # into a WAV read, all in one place for the planner and streaming
 __all__ = ["SHORT_NAME", "WavDataSource", "WavBatchReader", "WavStreamReader", "register",
-           "load", "batch_frame", "storage_option", "plan", "list_wav_files"]
+           "load", "batch_frame", "source_frame", "ordered_frame", "storage_option", "plan",
+           "list_wav_files"]
 
 SHORT_NAME = "wavesql_wav"
 
@@ -190,6 +191,15 @@ def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None, sp
     if split is None:
         return frame.mapInArrow(wav_scan, struct)
     return ordered_frame(frame.mapInArrow(wav_scan_packed, split.packed_ddl()), split, True)
+
+
+def source_frame(spark, schema: str, options: Mapping[str, str], split=None):
+    """A batch read through the data source (``SET wavesql.wav.scan = source``); with
+    ``split``, its rows then go through :func:`ordered_frame`."""
+    register(spark)
+    df = spark.read.format(SHORT_NAME).schema(schema).options(**options,
+                                                              **storage_option()).load()
+    return df if split is None else ordered_frame(df, split)
 
 
 def ordered_frame(scanned, split, packed: bool = False):

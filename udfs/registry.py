@@ -251,6 +251,15 @@ class SignalFunction:
 
     # -- signature ------------------------------------------------------------------------
     @property
+    def over_rows(self) -> bool:
+        """A stateful function over rows -- its first parameter a value, one state step
+        per window -- with a form over a run of rows (``scan``): ``cfar``. Scans score the
+        windows in parallel and run it in one ordered pass over the scores
+        (:mod:`wavesql.udfs.row_state`)."""
+        return self.stateful and self.scan is not None and \
+            self.params[0].type in ("double", "bigint", "int", "boolean")
+
+    @property
     def arg_types(self) -> tuple[str, ...]:
         """Logical types of all parameters, required then optional."""
         return tuple(p.type for p in self.params)
@@ -512,6 +521,9 @@ def semantics(fn: SignalFunction) -> str:
                   "; not over a SYNC result, whose rows have no order: UNDEFINED_ORDER)")
     if fn.lookback_rule is not None:
         history = "look-back: depends on the signal's rate and the arguments (EXPLAIN shows it)"
+    elif fn.lookback is None and fn.over_rows:
+        history = (f"look-back: unbounded ({fn.unbounded}), so scans score the windows in "
+                   "parallel and run it in one ordered pass over the scores")
     elif fn.lookback is None:
         history = f"look-back: unbounded, so scans run in one ordered pass ({fn.unbounded})"
     else:

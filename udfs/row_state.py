@@ -72,12 +72,6 @@ class Split:
                                                   for o in self.scan.outputs])
 
 
-def is_row_state(fn: registry.SignalFunction) -> bool:
-    """A stateful function over rows (its first parameter a value, not a segment) with a
-    form over a run of rows (``scan``): one state step per window."""
-    return fn.stateful and fn.scan is not None and fn.params[0].type in _CUT_DTYPES
-
-
 def split(program: Program, rate: float) -> Split | None:
     """The program cut at its row-state calls, or None where it cannot be: nothing
     unbounded, an unbounded part that is not a row-state call's, a row-state call inside
@@ -95,7 +89,7 @@ def split(program: Program, rate: float) -> Split | None:
             args = [cut(a) for a in tree["args"]]
             return None if None in args else {"op": tree["op"], "args": args}
         fn = registry.require(tree["call"]) if "call" in tree else None
-        if fn is not None and is_row_state(fn):
+        if fn is not None and fn.over_rows:
             if any(_holds_row_state(a) for a in tree["args"]):
                 return None
             args = [cut(tree["args"][0])] + tree["args"][1:]
@@ -125,7 +119,7 @@ def split(program: Program, rate: float) -> Split | None:
 
 
 def _holds_row_state(tree: dict) -> bool:
-    if "call" in tree and is_row_state(registry.require(tree["call"])):
+    if "call" in tree and registry.require(tree["call"]).over_rows:
         return True
     return any(_holds_row_state(a) for a in tree.get("args", ()))
 
@@ -169,4 +163,4 @@ def ordered_pass(batches: Iterable[pa.RecordBatch], split_: Split
         yield tail
 
 
-__all__ = ["Split", "split", "is_row_state", "pack", "ordered_pass", "PART"]
+__all__ = ["Split", "split", "pack", "ordered_pass", "PART"]
