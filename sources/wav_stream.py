@@ -31,6 +31,11 @@ file's size (``"sizes"``): a file read by an earlier micro-batch whose size chan
 ``FILE_CHANGED`` -- its samples are already on the timeline, and moving them would duplicate
 or drop windows. Writing ``x.wav.part`` and renaming it into place avoids all of this.
 Headers are read once per (path, size, modification time), not on every micro-batch.
+Signals stored as tables stream through a subclass (:mod:`.table_stream`) that overrides how
+files are listed, placed (rows, not WAV headers), judged complete and ordered (``_list``,
+``_plan_of``, ``_not_ready``, ``_order_key``, ``_check_order``, ``_timeline_files``) and
+how a partition's samples are read; offsets, the tail window, the marker and state are
+these.
 Without ``state_dir``, stateful programs need a finite look-back (the Evaluator does not
 survive between micro-batches, so each batch warms up from the look-back region);
 ``sequential`` or an unbounded look-back in streaming is then ``NOT_IMPLEMENTED``.

@@ -1,4 +1,4 @@
-"""Continuous signal queries: a query over a SIGNAL, evaluated as its WAV files arrive.
+"""Continuous signal queries: a query over a SIGNAL, evaluated as its files arrive.
 
 ``SELECT start_time(voice) AS t, seg_rms(voice) AS rms FROM mic [SAMPLES 4096]
 WHERE seg_rms(voice) > 0.1`` run with :meth:`wavesql.Session.stream` reads the signal's
@@ -6,7 +6,11 @@ directory with the streaming WAV reader (:class:`wavesql.sources.wav_stream.WavS
 with the query's program pushed into the scan, exactly as the batch query does
 (``planner/lower.py``): files are placed on the sample timeline as in batch (natural name
 order back to back, or by the start time in their names), windows lie on the same absolute
-grid, and the program's filters run next to the samples.
+grid, and the program's filters run next to the samples. A signal stored as a table (CSV,
+Parquet or JSON files, one row per sample) streams the same way: the reader's ``layout``
+option hands it to :class:`wavesql.sources.table_stream.TableStreamReader`, which places the
+rows as the batch read does (file order, ``sample_column`` or ``time_column``); a new file
+must land after everything already read (``OUT_OF_ORDER_FILE`` otherwise).
 
 What a micro-batch emits
 ------------------------
@@ -44,10 +48,11 @@ starts from the same state file and rewrites the same end state), so the output 
 batch query's, however the recording is cut into files and micro-batches.
 
 What is refused (``NOT_IMPLEMENTED`` / ``STREAMING_RULE``, before anything runs): a signal
-with a stream in one continuous query, SYNC JOIN, segments of a view, several signals,
-and anything but row-by-row SQL over the windows (aggregates, joins, OVER windows, DISTINCT,
-LIMIT): each window's row is final when the window is, nothing is carried across windows
-outside the signal functions.
+defined by a query, a signal with a stream in one continuous query, SYNC JOIN (its own
+runner, streaming/sync.py, watches WAV folders and Kafka topics, not tables), segments of a
+view, several signals, and anything but row-by-row SQL over the windows (aggregates, joins,
+OVER windows, DISTINCT, LIMIT): each window's row is final when the window is, nothing is
+carried across windows outside the signal functions.
 """
 
 from __future__ import annotations

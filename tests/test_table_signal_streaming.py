@@ -4,6 +4,7 @@ the same checkpoint each), checked against numpy/scipy over the samples written.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -171,7 +172,7 @@ def test_csv_in_file_order_refuses_an_earlier_name_and_reports_a_bad_value(ws, s
     assert got.hi.tolist() == [float(x[s:s + 100].max()) for s in range(0, 900, 100)]
 
 
-def _reader(folder, fmt, **options):
+def _reader(folder, fmt, reader_options=(), **options):
     """The stream reader as Spark drives it (no Spark): offsets, partitions, rows."""
     from types import SimpleNamespace
 
@@ -186,7 +187,7 @@ def _reader(folder, fmt, **options):
         Output("s", {"call": "start_sample", "args": [{"col": "x"}]}, "bigint"),
         Output("r", {"call": "seg_rms", "args": [{"col": "x"}]}, "double")))
     opts = {"path": str(folder), "window": "50", "rate": str(RATE), "channels": '["x"]',
-            "program": prog.to_json(), "layout": layout_option(signal)}
+            "program": prog.to_json(), "layout": layout_option(signal), **dict(reader_options)}
     return TableStreamReader(opts, from_arrow_schema(prog.arrow_schema()))
 
 
@@ -226,3 +227,42 @@ def test_files_still_being_written_are_deferred(tmp_path):
     end = reader.latestOffset(start, None)
     assert end["end"] == 400 and len(end["files"]) == 1  # no settle time: the footer says
     assert _rows(reader, start, end).s.tolist() == list(range(0, 400, 50))
+
+
+def test_files_by_sample_number_are_taken_in_sample_order(tmp_path):
+    """JSON by ``sample_column``: files named against their samples are taken in sample
+    order (one per micro-batch here); a file still being written holds back every new file
+    (its place is only known once read), even one sorting before it by name."""
+    x = np.random.default_rng(5).standard_normal(300).astype(np.float32)
+    folder = tmp_path / "j"
+    folder.mkdir()
+
+    def write(name, a, b, settled=True):
+        with open(folder / name, "w") as f:
+            for i in reversed(range(a, b)):
+                f.write(json.dumps({"n": i, "x": float(x[i])}) + "\n")
+        if settled:
+            _settled(folder / name)
+
+    write("b.json", 0, 100)
+    write("a.json", 100, 200)
+    reader = _reader(folder, "json", {"max_files_per_trigger": "1"}, sample_column="n")
+    offsets = [reader.initialOffset()]
+    offsets.append(reader.latestOffset(offsets[-1], None))
+    assert [os.path.basename(f) for f in offsets[-1]["files"]] == ["b.json"]
+    offsets.append(reader.latestOffset(offsets[-1], None))
+    assert [os.path.basename(f) for f in offsets[-1]["files"]] == ["b.json", "a.json"]
+    write("x.json", 250, 300)
+    write("y.json", 200, 250, settled=False)  # still being written: x.json waits too
+    assert reader.latestOffset(offsets[-1], None)["files"] == offsets[-1]["files"]
+    _settled(folder / "y.json")
+    (folder / "end.eof").write_text("")
+    for _ in range(2):
+        offsets.append(reader.latestOffset(offsets[-1], None))
+    assert [os.path.basename(f) for f in offsets[-1]["files"]] == ["b.json", "a.json", "y.json",
+                                                                  "x.json"]
+    assert offsets[-1]["final"] and offsets[-1]["end"] == 300
+    got = pd.concat([_rows(reader, a, b) for a, b in zip(offsets, offsets[1:])])
+    assert got.s.tolist() == list(range(0, 300, 50))
+    np.testing.assert_allclose(got.r, [_rms(x[s:s + 50]) for s in range(0, 300, 50)],
+                               rtol=1e-6)
