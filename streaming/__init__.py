@@ -29,7 +29,8 @@ final; a micro-batch is committed whole or redone):
   evaluates the batch plan over each input's buffered look-back every micro-batch, with
   progress kept by WaveSQL in ``<checkpoint>/state/``. Its cost follows the look-back, not
   what arrived.
-* Signals (:mod:`.signals`): windows of arriving WAV files read by WaveSQL's own streaming
+* Signals (:mod:`.signals`): windows of arriving WAV files -- or of CSV, Parquet or JSON
+  files of a signal stored as a table, one row per sample -- read by WaveSQL's own streaming
   source, filter state carried between micro-batches; sample blocks from a Kafka topic
   (:mod:`.kafka_signals`) the same way, the blocks not yet complete kept in the checkpoint.
 * **Real-time mode** (:mod:`.realtime`): a row-by-row query from one Kafka stream to a

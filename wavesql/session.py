@@ -196,7 +196,8 @@ class Session:
                max_files_per_trigger: int | None = None, clock=None,
                output_format: str = "parquet"):
         """Start ``text`` as a continuous query over the streams' directories (or, for a
-        query over a SIGNAL, over its directory of arriving WAV files: streaming/signals.py).
+        query over a SIGNAL, over its directory of arriving WAV files or table files:
+        streaming/signals.py).
 
         Parameters
         ----------
