@@ -255,21 +255,15 @@ def _split_read(options, split, rng) -> pa.Table:
     return pa.Table.from_batches(out, schema=schema), len(plan.partitions())
 
 
-@pytest.mark.parametrize("fmt", ["float32", "int16"])
-def test_cfar_scores_windows_in_parallel_and_flags_them_in_one_ordered_pass(tmp_path, fmt):
-    # The scan scores the windows in small partitions; the ordered pass runs cfar over the
-    # scores in window order -- across random file splits, 1-sample files and gaps, which
-    # cut windows but do not reset the estimate -- giving the recursion's flags bit for bit.
-    assert row_state.split(_CFAR_WHERE, RATE).scan.filters == ()  # every window is scored
+def _check_cfar_split(folder, fmt: str, trials) -> list[int]:
+    """The split read (:func:`_split_read`) of random recordings vs the recursion, for
+    ``trials`` of (seed, window, partition size, score); returns the flags each fired."""
     fired = []
-    for trial, (n, size, score) in enumerate(((1, 97, "rms"), (7, 300, "rms"),
-                                              (50, 100, "rms"), (3, 30, "rms"),
-                                              (20, 60, "lowpass"))):
-        rng = np.random.default_rng([trial, 23, len(fmt)])
-        folder = tmp_path / str(trial)
-        folder.mkdir()
-        runs = _recording(folder, rng, fmt)
-        options = {"path": str(folder), "timeline": "timestamped",
+    for seed, n, size, score in trials:
+        rng = np.random.default_rng([seed, 23, len(fmt)])
+        (folder / str(seed)).mkdir()
+        runs = _recording(folder / str(seed), rng, fmt)
+        options = {"path": str(folder / str(seed)), "timeline": "timestamped",
                    "epoch_us": str(BASE_MS * 1000), "window": str(n),
                    "partition_samples": str(size)}
         if score == "lowpass":  # a filter inside the score: partitions warm up before it
@@ -284,13 +278,34 @@ def test_cfar_scores_windows_in_parallel_and_flags_them_in_one_ordered_pass(tmp_
             split = row_state.split(program, RATE)
             assert split.functions == ("cfar",) and split.scan.stateful == (score != "rms")
             table, parts = _split_read(options, split, rng)
-            assert parts > 1 or sum(len(x) for _, x in runs) <= size + n, trial
+            assert parts > 1 or sum(len(x) for _, x in runs) <= size + n, seed
             got = table.to_pylist()
             if program is _CFAR_SELECT:
-                assert got == [{"s": s, "f": f, "g": f and m > 0} for s, f, m in want], trial
+                assert got == [{"s": s, "f": f, "g": f and m > 0} for s, f, m in want], seed
             else:
-                assert [r["s"] for r in got] == [s for s, f, _ in want if f], trial
+                assert [r["s"] for r in got] == [s for s, f, _ in want if f], seed
+    return fired
+
+
+@pytest.mark.parametrize("fmt", ["float32", "int16"])
+def test_cfar_scores_windows_in_parallel_and_flags_them_in_one_ordered_pass(tmp_path, fmt):
+    # The scan scores the windows in small partitions; the ordered pass runs cfar over the
+    # scores in window order -- across random file splits, 1-sample files and gaps, which
+    # cut windows but do not reset the estimate -- giving the recursion's flags bit for bit.
+    assert row_state.split(_CFAR_WHERE, RATE).scan.filters == ()  # every window is scored
+    fired = _check_cfar_split(tmp_path, fmt, ((0, 1, 97, "rms"), (1, 7, 300, "rms"),
+                                              (2, 50, 100, "rms"), (3, 3, 30, "rms"),
+                                              (4, 20, 60, "lowpass")))
     assert sum(f > 0 for f in fired) >= 3, fired  # not a test of all-False flags
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["float32", "int16"])
+def test_cfar_split_over_many_random_recordings(tmp_path, fmt):
+    rng = np.random.default_rng(99)
+    trials = [(seed, int(rng.choice([1, 2, 5, 16, 64])), int(rng.integers(20, 2000)),
+               "lowpass" if seed % 5 == 0 else "rms") for seed in range(10, 50)]
+    assert sum(f > 0 for f in _check_cfar_split(tmp_path, fmt, trials)) > 20
 
 
 def test_what_cannot_be_split_stays_one_ordered_pass():
