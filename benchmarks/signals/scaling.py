@@ -10,9 +10,11 @@ files, as a recorder writes them). Queries:
   -- a 4th-order Butterworth IIR filter, now cut into parallel partitions that each warm up
   on the 1,024 samples before them (udfs/kernels/filters.py);
 - ``cfar``: ``SELECT count(*) FROM sig [SAMPLES 480] WHERE cfar(seg_rms(ch1), 4.0, 0.01, 64)``
-  -- a detector whose noise estimate runs over every score since the first: sequential
-  (a clipped exponentially-forgetting recursion seeded by the stream's first scores; no
-  finite look-back gives the same flags, so no partition can warm up on one);
+  -- a detector whose noise estimate runs over every score since the first (a clipped
+  exponentially-forgetting recursion seeded by the stream's first scores; no finite
+  look-back gives the same flags, so no partition can warm up on one): the windows are
+  read and scored in parallel partitions, then cfar runs in one ordered pass over the
+  scores (udfs/row_state.py);
 - ``resample``: ``SELECT count(*), sum(v) FROM RESAMPLE(ev, ts, INTERVAL 1 MILLISECOND,
   'linear')`` -- an un-keyed RESAMPLE of an event stream (Parquet, one file per 30 minutes,
   about 1,000 irregular events a second: 1.8 M rows for 30 minutes, 10.8 M for 3 hours) onto
