@@ -108,9 +108,10 @@ class TableStreamReader(WavStreamReader):
             try:
                 found.append(self._runs(path))
             except FileNotFoundError:
-                raise WavError("MISSING_PATH", path, "the file was listed and is gone",
-                               "files of a stream must stay in place (the timeline is "
-                               "computed from all of them)") from None
+                raise WavError("MISSING_PATH", path, "the file is gone (listed for, or "
+                               "read by, an earlier micro-batch)", "files of a stream must "
+                               "stay in place (the timeline is computed from all of them)"
+                               ) from None
             except pa.ArrowInvalid as err:
                 raise WavError("CORRUPT_FILE", path, f"not a readable {self.layout.format} "
                                f"file ({err})", "write each file aside and rename it into "
