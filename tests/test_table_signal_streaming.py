@@ -266,3 +266,38 @@ def test_files_by_sample_number_are_taken_in_sample_order(tmp_path):
     assert got.s.tolist() == list(range(0, 300, 50))
     np.testing.assert_allclose(got.r, [_rms(x[s:s + 50]) for s in range(0, 300, 50)],
                                rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_json_by_time_column_with_an_epoch_and_a_gap_between_files(ws, spark, tmp_path):
+    """``time_column``: each row at the nearest sample to ``(ts - EPOCH) * RATE``; a gap
+    between two rounds' files stays a gap (the window before it partial, emitted once the
+    later file shows the gap); ``_time`` is the window's start after the epoch."""
+    epoch = pd.Timestamp("2024-03-01 12:00:00")
+    z = np.random.default_rng(6).standard_normal(1000).astype(np.float32)
+    folder = tmp_path / "imu"
+    folder.mkdir()
+
+    def write(name, samples):
+        with open(folder / name, "w") as f:
+            for i in samples:
+                ts = epoch + pd.Timedelta(microseconds=int(i) * 10_000)
+                f.write(json.dumps({"ts": ts.isoformat(sep=" "), "z": float(z[i])}) + "\n")
+        _settled(folder / name)
+
+    write("2024-03-01T12-00-00.jsonl", range(0, 430))
+    ws.sql(f"CREATE SIGNAL imu (z FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT json "
+           "OPTIONS (time_column = 'ts') EPOCH '2024-03-01 12:00:00'")
+    query = "SELECT start_sample(z) AS s, width(z) AS w, seg_avg(z) AS a FROM imu [SAMPLES 100]"
+    _stream(ws, tmp_path, query)
+    assert _out(spark, tmp_path).s.tolist() == [0, 100, 200, 300]  # [400, 430) waits
+    write("2024-03-01T12-00-05.jsonl", range(500, 1000))  # samples 430..499 never come
+    (folder / "end.eof").write_text("")
+    _stream(ws, tmp_path, query)
+    got = _out(spark, tmp_path)
+    pieces = _pieces([(0, 430), (500, 1000)], 100)
+    assert list(zip(got.s, got.s + got.w)) == pieces
+    np.testing.assert_allclose(got.a, [np.mean(z[a:b].astype(np.float64)) for a, b in pieces],
+                               rtol=1e-9, atol=1e-12)
+    assert got._time.tolist() == [epoch + pd.Timedelta(microseconds=int(s) * 10_000)
+                                  for s in got.s]
