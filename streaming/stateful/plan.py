@@ -9,10 +9,11 @@ A windowed aggregate over one catalog stream runs on Spark's state store
       [WHERE <row predicate>] [GROUP BY <expressions over the stream's columns>]
       [HAVING <predicate over group keys and aggregates>])
 
-with aggregates (each keeps a small partial per pane or window: :data:`KEEPS`)
-``count(*)``, ``count(x)`` of any type, ``count_if``, ``sum / avg / min / max``, the
-spreads ``stddev / stddev_samp / stddev_pop / variance / var_samp / var_pop`` (of numeric
-expressions) and ``bool_and / every / bool_or / any / some`` (of booleans), and
+with aggregates that keep a small partial per pane -- ``count``, ``count_if``, ``sum``,
+``avg``, ``min``, ``max``, ``bool_and`` / ``bool_or``, the spreads -- or the values a
+window needs -- ``percentile``, ``median``, ``collect_list``, ``collect_set``,
+``count(DISTINCT)``, ``sum(DISTINCT)`` (:mod:`.window_aggregates` says which, and what
+each keeps) and
 
 * a slid window ``[RANGE r SLIDE s]`` (tumbling when ``r = s``): any of the three streams,
   ``EMIT CHANGES`` with RSTREAM;
@@ -47,26 +48,10 @@ from wavesql.planner.temporal import quote
 from wavesql.planner.windows import TIME
 from wavesql.sqltext import JSON_OPTIONS
 
+from . import window_aggregates as aggregates_plan
 from . import windows as kernel
+from .encoding import _FILL, FLOATING, INTEGRAL, KEY_TYPES, NotIncremental  # noqa: F401
 
-#: Spark types a group key or tie-order column may have, and how it travels to the kernel
-#: (a value that pandas keeps exact): (encoding SQL over ``{v}``, encoded type, decoding).
-KEY_TYPES = {
-    "string": ("{v}", "string", "{v}"),
-    "boolean": ("{v}", "boolean", "{v}"),
-    "tinyint": ("CAST({v} AS BIGINT)", "bigint", "CAST({v} AS TINYINT)"),
-    "smallint": ("CAST({v} AS BIGINT)", "bigint", "CAST({v} AS SMALLINT)"),
-    "int": ("CAST({v} AS BIGINT)", "bigint", "CAST({v} AS INT)"),
-    "bigint": ("{v}", "bigint", "{v}"),
-    "float": ("CAST({v} AS DOUBLE)", "double", "CAST({v} AS FLOAT)"),
-    "double": ("{v}", "double", "{v}"),
-    "date": ("unix_date({v})", "bigint", "date_from_unix_date(CAST({v} AS INT))"),
-    "timestamp": ("unix_micros({v})", "bigint", "timestamp_micros({v})"),
-}
-#: The zero each encoded type is filled with where the value is NULL.
-_FILL = {"string": "''", "boolean": "false", "bigint": "0L", "double": "0.0D"}
-INTEGRAL = ("tinyint", "smallint", "int", "bigint")
-FLOATING = ("float", "double")
 
 #: Kinds of input rows (``__kind``): data, punctuation, no event time, malformed, and a
 #: HEARTBEAT's tick (carries progress only).
@@ -153,10 +138,6 @@ def buckets_for(spark, checkpoint) -> int:
     return max(2, min(2 * partitions, 1024))
 
 
-class NotIncremental(Exception):
-    """The query is not of a shape the stateful runner evaluates (the reason)."""
-
-
 def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
               buckets: int) -> WindowedPlan:
     """The :class:`WindowedPlan` of a bound continuous query, or :class:`NotIncremental`."""
@@ -200,7 +181,7 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
             raise NotIncremental(f"GROUP BY {e.sql()} (a position or an alias)")
     key_sql = [to_spark_sql(e) for e in keys]
     operator_window, size, slide = _window(spec, key_sql, output, emit_changes)
-    aggs = _aggregates(select)
+    aggs = aggregates_plan.find(select)
     if not aggs:
         raise NotIncremental("no aggregate (a windowed projection)")
 
@@ -212,15 +193,16 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
             raise NotIncremental(f"a group key of type {t} ({sql_text})")
     arg_types = iter(types[len(key_sql):])
     aggregates, arg_sql, arg_enc = [], [], []
-    for func, arg in aggs:
+    for func, arg, param in aggs:
         if arg is None:
             aggregates.append(kernel.Aggregate("count"))
             continue
-        kernel_func, arg, t = _argument(func, arg, next(arg_types))
+        kernel_func, arg, t, enc = aggregates_plan.argument(func, arg, next(arg_types))
+        fractions, many = param or ((), False)
         aggregates.append(kernel.Aggregate(kernel_func, len(arg_sql),
-                                           t in INTEGRAL + ("boolean",)))
+                                           t in INTEGRAL + ("boolean",), fractions, many))
         arg_sql.append(arg)
-        arg_enc.append((t, "double" if t in FLOATING else "bigint"))
+        arg_enc.append((t, enc))
     order_cols = ([c for c in stream.columns] if operator_window == "ROWS" else [])
     for c in order_cols:
         if c.type.lower() not in KEY_TYPES:
@@ -235,13 +217,14 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
     pre += arrival(stream)
     pre.append(("__bucket", _bucket(len(key_sql), buckets)))
     enc_keys = tuple(KEY_TYPES[t][1] for t in key_types)
-    ddl = _output_ddl(enc_keys, [("bigint" if a.func == "count" or (a.integral and a.func in (
-        "sum", "min", "max")) else "double") for a in aggregates])
+    ddl = _output_ddl(enc_keys, [aggregates_plan.value_type(
+        a.func, a.integral, a.many, arg_enc[a.arg][1] if a.arg is not None else None)
+        for a in aggregates])
     ddl += "".join(f", {name} BIGINT" for name, _ in arrival(stream))
     explain = (f"stateful {op.window.lower()} window on Spark's state store "
                f"({'panes of ' + str(op.pane) + ' us' if op.window == 'SLIDE' else 'rows'}), "
                f"{output}, {len(key_sql)} key(s) in {buckets if key_sql else 1} bucket(s), "
-               f"aggregates {_explained(aggs, op.window)}")
+               f"aggregates {aggregates_plan.explained(aggs, op.window)}")
     return WindowedPlan(stream, op, tuple(pre), enc_keys, tuple(e for _, e in arg_enc),
                         tuple(KEY_TYPES[c.type.lower()][1] for c in order_cols), ddl, post,
                         buckets if key_sql else 1, explain)
@@ -270,96 +253,6 @@ def _window(spec, key_sql: list[str], output: str, changes: bool) -> tuple[str, 
             raise NotIncremental("GROUP BY other than the window's PARTITION BY")
         return "ROWS", spec.size, 0
     raise NotIncremental(f"a {kind} window")
-
-
-_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
-          exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp",
-          exp.StddevPop: "stddev_pop", exp.Variance: "var_samp", exp.VariancePop: "var_pop",
-          exp.CountIf: "count_if", exp.LogicalAnd: "bool_and", exp.LogicalOr: "bool_or",
-          exp.Any: "bool_or"}
-#: Spark's aggregates sqlglot leaves as plain function calls (``exp.Anonymous``).
-_NAMED = {"every": "bool_and", "some": "bool_or", "std": "stddev_samp"}
-#: What each aggregate keeps per pane (SLIDE) -- an unslid window keeps its rows -- and the
-#: kernel function that computes it: ``count_if(c)`` is the count of ``CASE WHEN c THEN 1
-#: END``, ``bool_and`` / ``bool_or`` the min / max of the booleans as 0 / 1.
-KEEPS = {"count": "a count", "sum": "a sum", "avg": "a count and a DOUBLE sum",
-         "min": "a minimum", "max": "a maximum", "count_if": "a count",
-         "bool_and": "a minimum", "bool_or": "a maximum",
-         **{f: "a count, mean and sum of squared deviations" for f in kernel.MOMENTS}}
-
-
-def _name(node: exp.Expression) -> str | None:
-    """The aggregate function ``node`` calls, as :data:`KEEPS` names it (None: not one)."""
-    if isinstance(node, exp.Anonymous):
-        return _NAMED.get(str(node.this).lower())
-    if isinstance(node, exp.Any) and isinstance(node.this, exp.Subquery):
-        return None  # ``= ANY (SELECT ...)``
-    return _FUNCS.get(type(node))
-
-
-def _item(node: exp.Expression) -> tuple[str, str | None]:
-    """``(function, argument SQL or None)`` of an aggregate call (:func:`_name` not None)."""
-    func = _name(node)
-    arg = node.expressions[0] if isinstance(node, exp.Anonymous) else node.this
-    if isinstance(arg, exp.Star) and func == "count":
-        return func, None
-    while isinstance(arg, exp.Paren):  # ``any(v < 2)`` parses with its parentheses
-        arg = arg.this
-    return func, to_spark_sql(unqualified(arg))
-
-
-def _aggregates(select: exp.Select) -> list[tuple[str, str | None]]:
-    """``(function, argument SQL or None)`` of each distinct aggregate, in order of first
-    appearance in the SELECT list and HAVING."""
-    found: list[tuple[str, str | None]] = []
-    for node in select.walk():
-        func = _name(node)
-        if func is None:
-            if isinstance(node, exp.AggFunc):
-                raise NotIncremental(f"the aggregate {node.sql()[:30]}")
-            continue
-        arg = node.expressions[0] if isinstance(node, exp.Anonymous) else node.this
-        if isinstance(arg, exp.Distinct) or node.args.get("distinct"):
-            raise NotIncremental("a DISTINCT aggregate")
-        args = (node.expressions if isinstance(node, exp.Anonymous) else
-                [a for a in node.args.values() if isinstance(a, exp.Expression)])
-        if len(args) > 1:
-            raise NotIncremental(f"{func}() with more than one argument")
-        if arg is None or (not isinstance(arg, exp.Star) and any(
-                _name(n) or isinstance(n, exp.AggFunc) for n in arg.walk())):
-            raise NotIncremental(f"the aggregate {node.sql()[:30]}")
-        if isinstance(arg, exp.Star) and func != "count":
-            raise NotIncremental(f"the aggregate {node.sql()[:30]}")
-        item = _item(node)
-        if item not in found:
-            found.append(item)
-    return found
-
-
-def _explained(aggs: list[tuple[str, str | None]], window: str) -> str:
-    """The aggregates for EXPLAIN, each with what it keeps per key and pane (an unslid
-    window keeps its rows, whatever its aggregates)."""
-    def one(func, arg):
-        call = f"{func.upper()}({arg or '*'})"
-        return f"{call} [{KEEPS[func]} per pane]" if window == "SLIDE" else call
-    return ", ".join(one(f, a) for f, a in aggs)
-
-
-def _argument(func: str, arg: str, t: str) -> tuple[str, str, str]:
-    """``(kernel function, argument SQL, its Spark type)`` of ``func(arg)``, ``arg`` of type
-    ``t``: counts of other types count ``1`` where the value is not NULL, ``count_if``
-    where it is true; ``bool_and`` / ``bool_or`` are min / max of 0 / 1."""
-    if func == "count" and t not in INTEGRAL + FLOATING:
-        return "count", f"CASE WHEN ({arg}) IS NOT NULL THEN 1L END", "bigint"
-    if func in ("count_if", "bool_and", "bool_or"):
-        if t != "boolean":
-            raise NotIncremental(f"{func}() of type {t}")
-        if func == "count_if":
-            return "count", f"CASE WHEN ({arg}) THEN 1L END", "bigint"
-        return {"bool_and": "min", "bool_or": "max"}[func], arg, t
-    if t not in INTEGRAL + FLOATING:
-        raise NotIncremental(f"{func}() of type {t}")
-    return func, arg, t
 
 
 def _types(spark, columns: ir.Schema, sql: list[str]) -> list[str]:
@@ -454,15 +347,15 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
     having = select.args.get("having")
     decoded_keys = [_decode_key(i, t) for i, t in enumerate(key_types)]
     decoded_aggs = []
-    for j, (agg, (func, arg)) in enumerate(zip(aggregates, aggs)):
+    for j, (agg, (func, _, _)) in enumerate(zip(aggregates, aggs)):
         value = f"CASE WHEN __gn{j} THEN NULL ELSE __g{j} END"
-        if func in ("min", "max", "bool_and", "bool_or") and arg is not None:
-            value = f"CAST({value} AS {arg_enc[agg.arg][0].upper()})"
-        decoded_aggs.append(value)
+        t = arg_enc[agg.arg][0] if agg.arg is not None else None
+        decoded_aggs.append(aggregates_plan.decoded(func, value, t))
 
     def replace(node):
-        if _name(node) is not None:
-            return exp.maybe_parse(decoded_aggs[aggs.index(_item(node))], dialect="spark")
+        if aggregates_plan.name_of(node) is not None:
+            item = aggregates_plan.item_of(node)
+            return exp.maybe_parse(decoded_aggs[aggs.index(item)], dialect="spark")
         if not isinstance(node, (exp.Alias, exp.Identifier)) and isinstance(
                 node, exp.Expression) and not isinstance(node, exp.Star):
             try:
@@ -479,7 +372,7 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
         inner = e.this if isinstance(e, exp.Alias) else e
         name = alias or (inner.name if isinstance(inner, exp.Column) else None)
         if output != "RSTREAM":
-            bare = _name(inner) is not None or (
+            bare = aggregates_plan.name_of(inner) is not None or (
                 to_spark_sql(unqualified(inner)) in key_sql) or (
                 isinstance(inner, exp.Column) and inner.name.lower() == TIME)
             if not bare:

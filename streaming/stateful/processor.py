@@ -179,7 +179,7 @@ class BucketProcessor(StatefulProcessor):
         NULL, numbers 0."""
         if name == "__kind":
             return np.full(n, kind, np.int8)
-        if spark_type == "STRING":
+        if spark_type == "STRING" or spark_type.startswith("ARRAY"):
             return np.full(n, None, object)
         if spark_type == "BOOLEAN":
             return np.full(n, name.startswith(("__kn", "__gn", "__cn", "__wn")), bool)

@@ -15,7 +15,8 @@ import pyarrow as pa
 from .window_columns import (concat_columns, first_of_pairs, frame_values, key_codes,
                              key_columns, key_hash, keys_from, np_column, take_keys, to_table)
 from .window_output import concat_results, emit, new_last
-from .window_types import Aggregate, Operator, Rows
+from . import window_holistic as holistic
+from .window_types import HOLISTIC, Aggregate, Operator, Rows
 
 
 def _rows_state(op: Operator, tables: dict, rows: Rows, keep_failing: bool) -> Rows:
@@ -58,7 +59,11 @@ def _frame_observations(op: Operator, rows: Rows, codes, t, code, lo, hi) -> dic
             values.append((n.astype(np.int64), np.zeros(len(n), bool)))
             continue
         x, null = rows.args[agg.arg]
-        values.append(frame_values(agg, ~null & passes, x, lo, hi))
+        if agg.func in HOLISTIC:
+            values.append(holistic.evaluate(agg.func, agg.param, agg.many, ~null & passes, x,
+                                            lo, hi))
+        else:
+            values.append(frame_values(agg, ~null & passes, x, lo, hi))
     return {"code": code, "k": t, "row": lo, "present": n > 0, "values": values}
 
 

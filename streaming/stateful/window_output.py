@@ -60,11 +60,20 @@ def emit(op: Operator, obs: dict, keys: list, last: pa.Table | None, final_lo, f
 def _equal(a, am, b, bm) -> np.ndarray:
     """Row values equal as a multiset difference sees them: NULL = NULL, NaN = NaN."""
     both_null = am & bm
-    if a.dtype.kind == "f":
+    if a.dtype == object:  # arrays (a holistic aggregate's): equal element by element
+        same = np.fromiter((_same_array(x, y) for x, y in zip(a, b)), bool, len(a))
+    elif a.dtype.kind == "f":
         same = (a == b) | (np.isnan(a) & np.isnan(b))
     else:
         same = a == b
     return both_null | (~am & ~bm & same)
+
+
+def _same_array(x, y) -> bool:
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind == "f" and y.dtype.kind == "f":
+        return bool(np.array_equal(x, y, equal_nan=True))
+    return len(x) == len(y) and bool(np.array_equal(x, y))
 
 
 def _sequence(op: Operator, code, k, present, values, keys, last, final_lo, final_hi):

@@ -8,7 +8,8 @@ can differ from a sum over the rows in the last bits (a different order of addit
 A pane's partial of an aggregate is its count of values ``c`` and a value ``v``: the sum
 (a DOUBLE sum for avg), min or max; for a spread (variance, standard deviation) ``v`` is
 the mean and ``m`` the sum of squared deviations from it, merged pairwise by Chan et al.'s
-formula -- never ``E[x^2] - E[x]^2`` of large sums, which loses the digits a spread has.
+formula -- never ``E[x^2] - E[x]^2`` of large sums, which loses the digits a spread has;
+for a holistic aggregate ``v`` is the list of the pane's values (:mod:`.window_holistic`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from .window_columns import (concat_arrays, first_of_pairs, frame_values, key_co
 from .window_output import concat_results, emit, new_last
 from wavesql.udfs.time_windows import merged_moments
 
-from .window_types import MOMENTS, Aggregate, Operator, Rows
+from . import window_holistic as holistic
+from .window_types import HOLISTIC, MOMENTS, Aggregate, Operator, Rows
 
 
 def _partials(op: Operator, rows: Rows, codes: np.ndarray, pane: np.ndarray):
@@ -49,7 +51,9 @@ def _partials(op: Operator, rows: Rows, codes: np.ndarray, pane: np.ndarray):
 
 def _row_partials(agg: Aggregate, valid, x) -> dict:
     """Each row's partial by itself: count 1 (0 for a NULL or failing row), its value
-    (a spread's M2 0)."""
+    (a spread's M2 0); a holistic aggregate's values as they are (``x``, not lists)."""
+    if agg.func in HOLISTIC:
+        return {"c": valid.astype(np.int64), "x": x}
     if agg.func in MOMENTS:
         return {"c": valid.astype(np.int64), "v": np.where(valid, x, 0).astype(np.float64),
                 "m": np.zeros(len(x))}
@@ -66,6 +70,14 @@ def _merged(agg: Aggregate, j: int, part: dict, lo, hi) -> dict:
     ``[lo, hi)`` (rows into panes, equal panes into one, panes into windows)."""
     c = part["c"]
     count = frame_values(Aggregate("sum"), np.ones(len(c), bool), c, lo, hi)[0]
+    if agg.func in HOLISTIC:
+        if "x" in part:  # rows
+            valid, x = c > 0, part["x"]
+        else:  # panes' lists
+            x, lo, hi = holistic.flattened(part["v"], lo, hi)
+            valid = np.ones(len(x), bool)
+        lists = holistic.evaluate(holistic.kept(agg.func), (), False, valid, x, lo, hi)[0]
+        return {f"c{j}": count, f"v{j}": lists}
     if agg.func in MOMENTS:
         _, mean, m2 = merged_moments(c, part["v"], part["m"], lo, hi)
         return {f"c{j}": count, f"v{j}": mean, f"m{j}": m2}
@@ -90,6 +102,10 @@ def _final_values(op: Operator, parts: dict, j: int):
     c, v = parts[f"c{j}"], parts[f"v{j}"]
     if agg.func == "count":
         return c.astype(np.int64), np.zeros(len(c), bool)
+    if agg.func in HOLISTIC:
+        x, lo, hi = holistic.flattened(v, np.arange(len(v)), np.arange(1, len(v) + 1))
+        return holistic.evaluate(agg.func, agg.param, agg.many, np.ones(len(x), bool), x,
+                                 lo, hi)
     empty = c == 0
     if agg.func == "avg":
         with np.errstate(invalid="ignore", divide="ignore"):

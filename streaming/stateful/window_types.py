@@ -15,19 +15,32 @@ import numpy as np
 
 #: The spreads: a pane keeps their count, mean and sum of squared deviations (``M2``).
 MOMENTS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
-FUNCTIONS = ("count", "sum", "avg", "min", "max") + MOMENTS
+#: Holistic aggregates keep the values themselves (:mod:`.window_holistic`).
+HOLISTIC = ("percentile", "collect_list", "collect_set", "count_distinct", "sum_distinct")
+FUNCTIONS = ("count", "sum", "avg", "min", "max") + MOMENTS + HOLISTIC
 WINDOWS = ("SLIDE", "RANGE", "ROWS")
 OUTPUTS = ("RSTREAM", "ISTREAM", "DSTREAM")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Aggregate:
     """``func(argument arg)``; ``arg`` None is ``count(*)``. ``integral``: the argument is
-    an integer type (its sum is a BIGINT, exact, an overflow an error)."""
+    an integer type (its sum is a BIGINT, exact, an overflow an error). ``param``:
+    percentile's fractions, an array of results when ``many``."""
 
     func: str
     arg: int | None = None
     integral: bool = False
+    param: tuple = ()
+    many: bool = False
+
+    def __repr__(self) -> str:
+        # a checkpoint's fingerprint holds the operator's repr: the fields added later
+        # appear only when set, so checkpoints of the earlier aggregates still match
+        extra = "".join(f", {name}={getattr(self, name)!r}" for name in ("param", "many")
+                        if getattr(self, name))
+        return (f"Aggregate(func={self.func!r}, arg={self.arg!r}, "
+                f"integral={self.integral!r}{extra})")
 
 
 @dataclass(frozen=True)
