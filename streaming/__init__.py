@@ -8,7 +8,9 @@ final; a micro-batch is committed whole or redone):
   ``[RANGE r SLIDE s]`` under RSTREAM / ISTREAM / DSTREAM (``EMIT CHANGES`` too), and
   ``[RANGE r]``, ``[NOW]``, ``[ROWS n]``, ``[PARTITION BY k ROWS n]`` under ISTREAM /
   DSTREAM. A ``transformWithStateInPandas`` processor keeps partial aggregates per pane (or
-  the rows of the window) per bucket of keys in the RocksDB state store; progress is
+  the rows of the window) per bucket of keys in the RocksDB state store -- small partials
+  for algebraic aggregates, the values themselves for holistic ones (``percentile``,
+  ``collect_list``, ...: below); progress is
   Spark's watermark; a micro-batch touches what arrived and the windows that closed.
   OVER windows over one stream (bounded PRECEDING frames, ``lag``, nested through CTEs)
   too: each bucket of partition keys keeps its rows' look-back, and a micro-batch
@@ -55,6 +57,28 @@ windowed aggregates (above)        ``transformWithStateInPandas``, EventTime mod
                                    call per bucket runs the kernel over all its keys in
                                    numpy. State bytes: Arrow IPC (:mod:`.stateful.state`),
                                    never a pickle.
+what a window's pane keeps         (:mod:`.stateful.window_aggregates`; an unslid window
+                                   keeps its rows) algebraic: a count (``count``,
+                                   ``count_if``), a sum, a count and a DOUBLE sum
+                                   (``avg``), a min / max (also ``bool_and`` /
+                                   ``every``, ``bool_or`` / ``any`` / ``some`` as 0 / 1), or
+                                   count, mean and M2 for the spreads (``stddev*``,
+                                   ``var*``, ``variance``), merged by Chan et al.'s
+                                   formula. Holistic (:mod:`.stateful.window_holistic`):
+                                   every value of the argument (``percentile``,
+                                   ``median``, ``collect_list``) or each distinct value
+                                   once (``collect_set``, ``count(DISTINCT)``,
+                                   ``sum(DISTINCT)``), an Arrow list per pane, pruned with
+                                   the pane -- bounded by the window's rows; ``EXPLAIN
+                                   STREAM`` names them ("holistic: keeps every value of v
+                                   in the window per pane"). Result types are the batch
+                                   query's (``collect_list`` of a string:
+                                   ``array<string>``, ``percentile``: ``double``).
+                                   Re-evaluated, with the reason: ``first`` / ``last``
+                                   (their order is undefined), ``percentile_approx``
+                                   (Spark's summary is approximate past ``accuracy``
+                                   values, so exact values would differ from the batch
+                                   query's), other DISTINCT aggregates, FILTER, the rest.
 progress                           Spark's watermark, carried in microseconds: the kernel
                                    and the driver read the same value (offset log), and
                                    Spark runs the micro-batch that closes windows.

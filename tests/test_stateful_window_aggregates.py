@@ -322,3 +322,70 @@ def test_aggregates_not_kept_stay_re_evaluated_with_the_reason(ws, tmp_path):
                        "[PARTITION BY k ROWS 5] GROUP BY k)", "STREAM")
     assert "stateful rows window" in shown
     assert "COLLECT_LIST(v) [holistic: keeps every value of v in the window]" in shown
+
+
+@pytest.mark.slow
+def test_istream_of_holistic_aggregates_over_a_rows_window(ws, spark, tmp_path):
+    """ISTREAM of percentile, collect_set of an expression and collect_list of the event
+    TIMESTAMP (array<timestamp>, in the window's row order: time, then the row's values)
+    over [PARTITION BY k ROWS 3], vs a brute-force oracle: at each instant of a key its
+    last 3 rows, a row out when the result changed."""
+    from collections import Counter
+
+    from tests.test_stateful_streaming import _files, _late_split, _micros
+    from tests.test_stateful_streaming import _run as run_query
+    from tests.test_stateful_streaming import _stream as create_stream
+
+    parts = _files(tmp_path / "in", seed=11, n_files=4, per_file=60, keys="abcdef")
+    on_time, late, progress = _late_split(parts)
+    create_stream(ws, tmp_path / "in")
+    sql = ("ISTREAM (SELECT k, percentile(v, 0.5) AS m, collect_set(CAST(v AS INT) % 4) AS s, "
+           "collect_list(ts) AS tl FROM kv [PARTITION BY k ROWS 3] GROUP BY k)")
+    assert "holistic: keeps every value of ts in the window" in ws.explain(sql, "STREAM")
+    run_query(ws, tmp_path, sql)
+    want = Counter()
+    for k, g in on_time.groupby("k"):
+        rows = sorted(zip(g.ts, g.v), key=lambda r: (r[0], not np.isnan(r[1]),
+                                                     0 if np.isnan(r[1]) else r[1]))
+        previous = None
+        for t in sorted({ts for ts, _ in rows if ts < progress}):
+            window = [r for r in rows if r[0] <= t][-3:]
+            vals = [v for _, v in window if not np.isnan(v)]
+            result = (round(float(np.percentile(vals, 50)), 9) if vals else None,
+                      frozenset(int(v) % 4 for v in vals), tuple(int(ts) for ts, _ in window))
+            if result != previous:
+                want[(int(t), k) + result] += 1
+            previous = result
+    got = Counter()
+    frame = spark.read.parquet(str(tmp_path / "out"))
+    assert dict(frame.dtypes)["tl"] == "array<timestamp>"
+    assert dict(frame.dtypes)["s"] == "array<int>"
+    for r in frame.collect():
+        got[(_micros(r["_time"]), r["k"], None if r["m"] is None else round(r["m"], 9),
+             frozenset(r["s"]), tuple(_micros(x) for x in r["tl"]))] += 1
+    assert sum(want.values()) > 100 and len(late) > 0
+    assert got == want
+
+
+def test_the_values_a_slid_window_keeps_are_its_panes_not_the_stream():
+    """RANGE 20 s SLIDE 10 s, 500 rows per 10 s over 30 micro-batches: the state keeps the
+    values of the panes not final yet (<= 3 panes' rows), not the 15,000 rows seen."""
+    import pyarrow as pa
+
+    from wavesql.streaming.stateful import state as st
+
+    op = w.Operator("SLIDE", 20 * SECOND, 10 * SECOND, "RSTREAM",
+                    aggregates=(w.Aggregate("percentile", 0, False, (0.5,)),))
+    rng = np.random.default_rng(3)
+    value, progress, emitted = None, None, 0
+    for b in range(30):
+        ts = np.sort(rng.integers(b * 10 * SECOND, (b + 1) * 10 * SECOND, 500))
+        v = rng.normal(size=500)
+        out = w.step(op, value, w.Rows(ts, np.ones(500, bool), [], [(v, np.zeros(500, bool))],
+                                       []), progress)
+        value, progress = out.state, int(ts.max()) - SECOND
+        emitted += len(out.results)
+        kept = st.decode(op.kind, value)[1]["kept"]
+        values = pa.compute.list_value_length(kept.column("v0")).to_numpy().sum()
+        assert values <= 3 * 500
+    assert emitted >= 28

@@ -9,8 +9,9 @@ query's progress ``W`` (no row with event time below ``W`` will come), and
 1. sets aside the **late** rows (event time below ``W``: their instants are final already);
 2. folds the on-time rows into the state -- a SLIDE window keeps **partial aggregates per
    pane** (``gcd(range, slide)`` of event time) and key, so ``RANGE 1 HOUR SLIDE 1 MINUTE``
-   keeps 60 partials per key, not an hour of rows; an unslid ``RANGE r`` keeps the rows of
-   its last ``r``, ``[PARTITION BY k ROWS n]`` the last ``n`` rows per key;
+   keeps 60 partials per key, not an hour of rows (a holistic aggregate's partial is the
+   pane's values, :mod:`.window_holistic`); an unslid ``RANGE r`` keeps the rows of its
+   last ``r``, ``[PARTITION BY k ROWS n]`` the last ``n`` rows per key;
 3. evaluates only the instants that became final (``bound <= t < W``, ``bound`` the
    progress of the bucket's previous step) for the keys that have any: a window's aggregate
    combines its panes' partials, or the rows of its frame;
@@ -30,7 +31,8 @@ NULL ambiguity: a NULL and a NaN double are different keys), timestamps as integ
 microseconds.
 
 The kinds of window are :mod:`.window_panes` (SLIDE) and :mod:`.window_frames` (RANGE,
-ROWS), the output streams :mod:`.window_output`, the column arrays they share
+ROWS), the holistic aggregates :mod:`.window_holistic`, the output streams
+:mod:`.window_output`, the column arrays they share
 :mod:`.window_columns`, and the operator and its data :mod:`.window_types` (re-exported
 here: this module is the kernel's interface).
 """
