@@ -66,6 +66,13 @@ def evaluate(func: str, param: tuple, many: bool, valid, x, lo, hi):
     if func == "sum_distinct":
         sums = np.zeros(len(lo), x.dtype if len(x) else np.float64)
         np.add.at(sums, owner, x)
+        if sums.dtype.kind == "i":  # a BIGINT sum that wrapped is Spark's overflow error
+            estimate = np.zeros(len(lo))
+            np.add.at(estimate, owner, x.astype(np.float64))
+            if (np.abs(estimate - sums) > 2.0 ** 62).any():
+                raise ArithmeticError("[ARITHMETIC_OVERFLOW] long overflow: a window's "
+                                      "sum(DISTINCT) exceeds BIGINT; cast its argument to "
+                                      "DOUBLE or DECIMAL")
         return sums, counts == 0
     return _percentiles(x, counts, param, many)
 
