@@ -257,7 +257,8 @@ def _split_read(options, split, rng) -> pa.Table:
 
 def _check_cfar_split(folder, fmt: str, trials) -> list[int]:
     """The split read (:func:`_split_read`) of random recordings vs the recursion, for
-    ``trials`` of (seed, window, partition size, score); returns the flags each fired."""
+    ``trials`` of (seed, window, partition size, score); returns the flags each fired.
+    The tests pack rows in pieces of 5: several pieces per partition, shuffled."""
     fired = []
     for seed, n, size, score in trials:
         rng = np.random.default_rng([seed, 23, len(fmt)])
@@ -288,11 +289,13 @@ def _check_cfar_split(folder, fmt: str, trials) -> list[int]:
 
 
 @pytest.mark.parametrize("fmt", ["float32", "int16"])
-def test_cfar_scores_windows_in_parallel_and_flags_them_in_one_ordered_pass(tmp_path, fmt):
+def test_cfar_scores_windows_in_parallel_and_flags_them_in_one_ordered_pass(tmp_path, fmt,
+                                                                          monkeypatch):
     # The scan scores the windows in small partitions; the ordered pass runs cfar over the
     # scores in window order -- across random file splits, 1-sample files and gaps, which
     # cut windows but do not reset the estimate -- giving the recursion's flags bit for bit.
     assert row_state.split(_CFAR_WHERE, RATE).scan.filters == ()  # every window is scored
+    monkeypatch.setattr(row_state, "PACK_ROWS", 5)
     fired = _check_cfar_split(tmp_path, fmt, ((0, 1, 97, "rms"), (1, 7, 300, "rms"),
                                               (2, 50, 100, "rms"), (3, 3, 30, "rms"),
                                               (4, 20, 60, "lowpass")))
@@ -301,7 +304,8 @@ def test_cfar_scores_windows_in_parallel_and_flags_them_in_one_ordered_pass(tmp_
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["float32", "int16"])
-def test_cfar_split_over_many_random_recordings(tmp_path, fmt):
+def test_cfar_split_over_many_random_recordings(tmp_path, fmt, monkeypatch):
+    monkeypatch.setattr(row_state, "PACK_ROWS", 5)
     rng = np.random.default_rng(99)
     trials = [(seed, int(rng.choice([1, 2, 5, 16, 64])), int(rng.integers(20, 2000)),
                "lowpass" if seed % 5 == 0 else "rms") for seed in range(10, 50)]
