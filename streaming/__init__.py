@@ -66,19 +66,21 @@ what a window's pane keeps         (:mod:`.stateful.window_aggregates`; an unsli
                                    ``var*``, ``variance``), merged by Chan et al.'s
                                    formula. Holistic (:mod:`.stateful.window_holistic`):
                                    every value of the argument (``percentile``,
-                                   ``median``, ``collect_list``) or each distinct value
-                                   once (``collect_set``, ``count(DISTINCT)``,
-                                   ``sum(DISTINCT)``), an Arrow list per pane, pruned with
-                                   the pane -- bounded by the window's rows; ``EXPLAIN
-                                   STREAM`` names them ("holistic: keeps every value of v
-                                   in the window per pane"). Result types are the batch
-                                   query's (``collect_list`` of a string:
+                                   ``median``, ``percentile_approx``, ``collect_list``)
+                                   or each distinct value once (``collect_set``,
+                                   ``count(DISTINCT)``, ``sum(DISTINCT)``), an Arrow list
+                                   per pane, pruned with the pane -- bounded by the
+                                   window's rows; ``EXPLAIN STREAM`` names them
+                                   ("holistic: keeps every value of v in the window per
+                                   pane"). ``percentile_approx`` is computed exactly (rank
+                                   ``ceil(p * n)``): Spark's own answer below
+                                   ``accuracy`` values (measured up to 5,000), within its
+                                   documented rank error above. Result types are the
+                                   batch query's (``collect_list`` of a string:
                                    ``array<string>``, ``percentile``: ``double``).
                                    Re-evaluated, with the reason: ``first`` / ``last``
-                                   (their order is undefined), ``percentile_approx``
-                                   (Spark's summary is approximate past ``accuracy``
-                                   values, so exact values would differ from the batch
-                                   query's), other DISTINCT aggregates, FILTER, the rest.
+                                   (their order is undefined), other DISTINCT aggregates,
+                                   FILTER, the rest.
 progress                           Spark's watermark, carried in microseconds: the kernel
                                    and the driver read the same value (offset log), and
                                    Spark runs the micro-batch that closes windows.

@@ -350,7 +350,7 @@ def _post(select: exp.Select, keys, key_sql, key_types, aggs, aggregates, arg_en
     for j, (agg, (func, _, _)) in enumerate(zip(aggregates, aggs)):
         value = f"CASE WHEN __gn{j} THEN NULL ELSE __g{j} END"
         t = arg_enc[agg.arg][0] if agg.arg is not None else None
-        decoded_aggs.append(aggregates_plan.decoded(func, value, t))
+        decoded_aggs.append(aggregates_plan.decoded(func, value, t, agg.many))
 
     def replace(node):
         if aggregates_plan.name_of(node) is not None:

@@ -10,15 +10,15 @@ items are computed once. What a SLIDE window's pane keeps (:data:`KEEPS`):
   1), the spreads ``stddev / std / stddev_samp / stddev_pop / variance / var_samp /
   var_pop`` (count, mean and M2, merged by Chan et al.'s formula);
 * **holistic** -- the values themselves, bounded by the window's rows: ``percentile(x, p)``
-  / ``percentile(x, array(p, ...))`` and ``median`` (every value), ``collect_list`` (every
-  value), ``collect_set``, ``count(DISTINCT x)``, ``sum(DISTINCT x)`` (each distinct value
-  once).
+  / ``percentile(x, array(p, ...))``, ``median`` and ``percentile_approx`` /
+  ``approx_percentile`` (every value: computed exactly, which is Spark's answer below
+  ``accuracy`` values and within its documented error above, :mod:`.window_holistic`),
+  ``collect_list`` (every value), ``collect_set``, ``count(DISTINCT x)``,
+  ``sum(DISTINCT x)`` (each distinct value once).
 
 An unslid window keeps its rows whatever its aggregates. Refused, with the reason (the
 query stays on the re-evaluating runner): ``first`` / ``last`` (their order is Spark's
-partitions', undefined), ``percentile_approx`` (Spark's summary is approximate past
-``accuracy`` values: an exact answer would differ from the batch query's), other DISTINCT
-aggregates, FILTER, and any other aggregate.
+partitions', undefined), other DISTINCT aggregates, FILTER, and any other aggregate.
 """
 
 from __future__ import annotations
@@ -34,27 +34,26 @@ _FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", ex
           exp.StddevPop: "stddev_pop", exp.Variance: "var_samp", exp.VariancePop: "var_pop",
           exp.CountIf: "count_if", exp.LogicalAnd: "bool_and", exp.LogicalOr: "bool_or",
           exp.Any: "bool_or", exp.Quantile: "percentile", exp.Median: "median",
-          exp.ArrayAgg: "collect_list", exp.ArrayUniqueAgg: "collect_set"}
+          exp.ArrayAgg: "collect_list", exp.ArrayUniqueAgg: "collect_set",
+          exp.ApproxQuantile: "percentile_approx"}
 #: Spark's aggregates sqlglot leaves as plain function calls (``exp.Anonymous``).
 _NAMED = {"every": "bool_and", "some": "bool_or", "std": "stddev_samp"}
 #: The aggregates that take DISTINCT, and what they are then.
 _DISTINCT = {"count": "count_distinct", "sum": "sum_distinct"}
 _REFUSED = {exp.First: "first() (its order is Spark's partitions', undefined)",
-            exp.Last: "last() (its order is Spark's partitions', undefined)",
-            exp.ApproxQuantile: "percentile_approx() (Spark's summary is approximate past "
-                                "`accuracy` values; an exact one would differ)"}
+            exp.Last: "last() (its order is Spark's partitions', undefined)"}
 _SPREAD = "a count, mean and sum of squared deviations"
 #: What a pane keeps of each aggregate (holistic ones: of their argument ``{arg}``).
 KEEPS = {"count": "a count", "sum": "a sum", "avg": "a count and a DOUBLE sum",
          "min": "a minimum", "max": "a maximum", "count_if": "a count",
          "bool_and": "a minimum", "bool_or": "a maximum",
          **{f: _SPREAD for f in ("stddev_samp", "stddev_pop", "var_samp", "var_pop")},
-         "percentile": "every value of {arg}", "median": "every value of {arg}",
-         "collect_list": "every value of {arg}", "collect_set": "each distinct value of {arg}",
-         "count_distinct": "each distinct value of {arg}",
-         "sum_distinct": "each distinct value of {arg}"}
-HOLISTIC = ("percentile", "median", "collect_list", "collect_set", "count_distinct",
-            "sum_distinct")
+         **{f: "every value of {arg}"
+            for f in ("percentile", "median", "percentile_approx", "collect_list")},
+         **{f: "each distinct value of {arg}"
+            for f in ("collect_set", "count_distinct", "sum_distinct")}}
+#: The aggregates that keep values (the others keep a small partial).
+HOLISTIC = tuple(f for f, keeps in KEEPS.items() if keeps.endswith("{arg}"))
 
 
 def name_of(node: exp.Expression) -> str | None:
@@ -85,20 +84,20 @@ def item_of(node: exp.Expression) -> tuple:
     param = None
     if func == "median":
         func, param = "percentile", ((0.5,), False)
-    elif func == "percentile":
-        param = _fractions(node.args.get("quantile"))
+    elif func in ("percentile", "percentile_approx"):
+        param = _fractions(node.args.get("quantile"), func)
     return func, to_spark_sql(unqualified(arg)), param
 
 
-def _fractions(node) -> tuple:
+def _fractions(node, func: str) -> tuple:
     """percentile's fractions: one number, or an array of them (all constants in [0, 1])."""
     many = isinstance(node, exp.Array)
     items = node.expressions if many else [node]
     if not items or not all(isinstance(i, exp.Literal) and not i.is_string for i in items):
-        raise NotIncremental("percentile() whose fraction is not a number from 0 to 1")
+        raise NotIncremental(f"{func}() whose fraction is not a number from 0 to 1")
     values = tuple(float(i.this) for i in items)
     if not all(0.0 <= v <= 1.0 for v in values):
-        raise NotIncremental("percentile() whose fraction is not a number from 0 to 1")
+        raise NotIncremental(f"{func}() whose fraction is not a number from 0 to 1")
     return values, many
 
 
@@ -119,7 +118,7 @@ def find(select: exp.Select) -> list[tuple]:
         arg = node.expressions[0] if isinstance(node, exp.Anonymous) else node.this
         args = (node.expressions if isinstance(node, exp.Anonymous) else
                 [a for k, a in node.args.items() if isinstance(a, exp.Expression)
-                 and not (k == "quantile" and func == "percentile")])
+                 and k not in ("quantile", "accuracy")])
         if len(args) > 1:
             raise NotIncremental(f"{func}() with more than one argument")
         if arg is None or (not isinstance(arg, exp.Star) and any(
@@ -175,17 +174,21 @@ def value_type(func: str, integral: bool, many: bool, enc: str | None) -> str:
         return "bigint"
     if func == "percentile":
         return "array<double>" if many else "double"
+    if func == "percentile_approx":  # the argument's own type
+        return f"array<{enc}>" if many else enc
     if func in ("collect_list", "collect_set"):
         return f"array<{enc}>"
     return "bigint" if integral and func in ("sum", "min", "max", "sum_distinct") else "double"
 
 
-def decoded(func: str, value: str, t: str | None) -> str:
+def decoded(func: str, value: str, t: str | None, many: bool = False) -> str:
     """Spark SQL of an aggregate's result from the kernel's ``value`` (NULL already
     decoded): a min / max / bool back in its argument's type ``t``, a list's elements
     decoded as keys are."""
     if func in ("min", "max", "bool_and", "bool_or") and t is not None:
         return f"CAST({value} AS {t.upper()})"
+    if func == "percentile_approx":
+        return f"CAST({value} AS {f'ARRAY<{t.upper()}>' if many else t.upper()})"
     if func in ("collect_list", "collect_set"):
         decode = KEY_TYPES[t][2]
         return value if decode == "{v}" else (

@@ -8,7 +8,11 @@ as for every aggregate. The state is bounded by the window's rows, not the strea
 
 Semantics are Spark's batch ones: ``percentile`` interpolates linearly between the two
 nearest ranks (``(higher - position) * lower_value + (position - lower) * higher_value``,
-Spark's formula), NaN the greatest value; no value: NULL (``collect_*``: an empty array,
+Spark's formula), NaN the greatest value; ``percentile_approx`` is the value of rank
+``ceil(p * n)`` exactly -- Spark's own answer while a window holds fewer values than its
+``accuracy`` (measured: every fraction equal up to 5,000 values, off by up to 6 ranks of
+100,000 at accuracy 10,000), and beyond within the rank error ``n / accuracy`` Spark
+documents; no value: NULL (``collect_*``: an empty array,
 ``count(DISTINCT)``: 0). Distinct values are Spark's grouping's: ``-0.0`` is ``0.0`` and
 every NaN one value. ``collect_list`` keeps its rows' order of arrival per pane, panes in
 time order (Spark's order is its partitions', undefined too).
@@ -74,6 +78,8 @@ def evaluate(func: str, param: tuple, many: bool, valid, x, lo, hi):
                                       "sum(DISTINCT) exceeds BIGINT; cast its argument to "
                                       "DOUBLE or DECIMAL")
         return sums, counts == 0
+    if func == "percentile_approx":
+        return _ranked(x, counts, param, many)
     return _percentiles(x, counts, param, many)
 
 
@@ -85,6 +91,27 @@ def _lists(x, owner, n: int) -> np.ndarray:
     for i in range(n):
         out[i] = x[bounds[i]:bounds[i + 1]]
     return out
+
+
+def _ranked(x, counts, fractions: tuple, many: bool):
+    """The value of rank ``ceil(p * n)`` (the first for p = 0) of each owner's sorted
+    values, in their own type."""
+    start = np.cumsum(counts) - counts
+    last = np.maximum(counts - 1, 0)
+    columns = [x[np.minimum(start + np.clip(np.ceil(p * counts).astype(np.int64) - 1, 0, last),
+                            max(len(x) - 1, 0))] if len(x) else np.zeros(len(counts), x.dtype)
+               for p in fractions]
+    return _shaped(columns, counts == 0, many, x.dtype)
+
+
+def _shaped(columns: list, empty, many: bool, dtype):
+    """One result per owner: the first column, or (``many``) an array of all of them."""
+    if not many:
+        return columns[0], empty
+    out = np.empty(len(empty), object)
+    for i in range(len(empty)):
+        out[i] = np.array([c[i] for c in columns], dtype)
+    return out, empty
 
 
 def _percentiles(x, counts, fractions: tuple, many: bool):
@@ -103,9 +130,4 @@ def _percentiles(x, counts, fractions: tuple, many: bool):
         with np.errstate(invalid="ignore"):
             between = (higher - position) * lo_v + (position - lower) * hi_v
         columns.append(np.where((lower == higher) | (lo_v == hi_v), lo_v, between))
-    if not many:
-        return columns[0], empty
-    out = np.empty(len(counts), object)
-    for i in range(len(counts)):
-        out[i] = np.array([c[i] for c in columns], np.float64)
-    return out, empty
+    return _shaped(columns, empty, many, np.float64)

@@ -16,7 +16,8 @@ import numpy as np
 #: The spreads: a pane keeps their count, mean and sum of squared deviations (``M2``).
 MOMENTS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 #: Holistic aggregates keep the values themselves (:mod:`.window_holistic`).
-HOLISTIC = ("percentile", "collect_list", "collect_set", "count_distinct", "sum_distinct")
+HOLISTIC = ("percentile", "percentile_approx", "collect_list", "collect_set",
+            "count_distinct", "sum_distinct")
 FUNCTIONS = ("count", "sum", "avg", "min", "max") + MOMENTS + HOLISTIC
 WINDOWS = ("SLIDE", "RANGE", "ROWS")
 OUTPUTS = ("RSTREAM", "ISTREAM", "DSTREAM")
