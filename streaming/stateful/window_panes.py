@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .window_columns import (concat_arrays, first_of_pairs, frame_values, key_codes,
-                             key_columns, np_column, take_keys, to_table)
-from .window_output import concat_results, emit, new_last
 from wavesql.udfs.time_windows import merged_moments
 
 from . import window_holistic as holistic
+from .window_columns import (concat_arrays, first_of_pairs, frame_values, key_codes,
+                             key_columns, np_column, take_keys, to_table)
+from .window_output import concat_results, emit, new_last
 from .window_types import HOLISTIC, MOMENTS, Aggregate, Operator, Rows
 
 
