@@ -30,7 +30,14 @@ def spark(tmp_path_factory):
     warehouse = tmp_path_factory.mktemp("warehouse")
     config = dict(TEST_SPARK_CONFIG)
     config["spark.sql.warehouse.dir"] = str(warehouse)
-    session = start_spark("local[2]", config)
+    # the quick-start options are for short-lived processes (tests/jvm_archive.py): this
+    # session lives for the whole run, with the JVM's defaults
+    quick = os.environ.pop("SPARK_SUBMIT_OPTS", None) if _archiving["applied"] else None
+    try:
+        session = start_spark("local[2]", config)
+    finally:
+        if quick is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = quick
     yield session
     session.stop()
 
@@ -79,6 +86,50 @@ def ws(spark, tmp_path):
 #: Test modules whose tests start Spark in processes of their own (the CLI, the REPL, a
 #: notebook kernel) or through fixtures asked for by name at run time: all ``spark``.
 STARTS_SPARK_ITSELF = {"test_apps", "test_cli", "test_repl", "test_notebook", "test_schedule"}
+
+
+#: the class-data-sharing archive for test-started Sparks (tests/jvm_archive.py): the
+#: process making it, and whether SPARK_SUBMIT_OPTS was set from it
+_archiving = {"proc": None, "pending": False, "applied": False}
+
+
+def pytest_sessionstart(session):
+    """A session that runs Spark tests makes the archive in the background if it is not
+    there yet (``make test``'s first tier, without Spark, does not)."""
+    from tests import jvm_archive
+
+    if "SPARK_SUBMIT_OPTS" in os.environ:  # the user's own options win
+        return
+    marks = session.config.getoption("markexpr") or ""
+    if "not spark" not in marks.replace("(", " "):
+        _archiving["proc"] = jvm_archive.start_archiving()
+        _archiving["pending"] = True
+
+
+def pytest_runtest_setup(item):
+    """Test-started Sparks read the archive from the first test after it is made."""
+    if _archiving["pending"]:
+        from tests import jvm_archive
+
+        opts = jvm_archive.finish_archiving(_archiving["proc"])
+        if opts is not None or _archiving["proc"] is None or \
+                _archiving["proc"].poll() is not None:
+            _archiving["pending"] = False
+        if opts is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = opts
+            _archiving["applied"] = True
+
+
+def pytest_sessionfinish(session):
+    proc = _archiving["proc"]
+    if proc is not None and proc.poll() is None:
+        try:
+            proc.wait(120)  # a whole archive for the next run
+        except Exception:  # noqa: BLE001 - never fail a run over its cache
+            proc.kill()
+        from tests import jvm_archive
+
+        jvm_archive.finish_archiving(proc)
 
 
 def pytest_collection_modifyitems(items):
