@@ -730,3 +730,15 @@ def test_group_by_window_parses_although_sqlglot_spark_does_not():
         sqlglot.parse_one(sql, read="spark")
     group = parse_one(sql).args["group"].expressions
     assert isinstance(group[0], exp.Anonymous) and group[0].name == "window"
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT percentile(v, 0.5, f) FROM t",
+    "SELECT percentile(DISTINCT v, ARRAY(0.25, 0.5), f + 1) AS p FROM t",
+])
+def test_no_argument_of_a_percentile_is_dropped(sql):
+    """sqlglot's node for PERCENTILE has no place for Spark's third argument (each value's
+    frequency) and dropped it: the regenerated call must keep every argument."""
+    again = to_spark_sql(parse_one(sql))
+    assert again == sql, again
+

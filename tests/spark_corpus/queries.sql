@@ -451,6 +451,12 @@ SELECT status, percentile(amount, 0.5) AS p50, percentile(amount, array(0.25, 0.
 FROM orders
 GROUP BY status
 
+-- name: grp_percentile_with_frequency
+SELECT status, percentile(amount, 0.5, customer_id) AS p50w,
+       percentile(amount, array(0.25, 0.75), customer_id % 3 + 1) AS iqrw
+FROM orders
+GROUP BY status
+
 -- name: grp_listagg_ordered
 SELECT customer_id,
        listagg(CAST(order_id AS STRING), ',') WITHIN GROUP (ORDER BY order_id) AS ids

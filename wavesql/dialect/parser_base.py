@@ -53,6 +53,39 @@ class ParserBase(SparkParser):
             items.append(parse_result)
         return items
 
+    def _parse_distinct_arg_function(self, func, distinct_index: int = 0):
+        """sqlglot's ``PERCENTILE(...)`` / ``PERCENTILE_APPROX(...)`` without dropping
+        arguments its node has no place for: ``percentile(v, 0.5, f)`` (Spark's third
+        argument, each value's frequency) became ``PERCENTILE(v, 0.5)`` -- an unweighted
+        answer, silently. Such a call is kept as Spark's own, argument for argument."""
+        start = self._index
+        node = super()._parse_distinct_arg_function(func, distinct_index)
+        if func.is_var_len_args or len(node.args) >= self._arguments_read(start):
+            return node
+        self._retreat(start)
+        name = self._tokens[start - 2].text  # the function's name, as written (then "(")
+        distinct = self._match(TokenType.DISTINCT)
+        if not distinct:
+            self._match(TokenType.ALL)
+        args = [self._parse_lambda()]
+        if self._match(TokenType.COMMA):
+            args.extend(self._parse_function_args())
+        if distinct:
+            args[0] = self.expression(exp.Distinct(expressions=[args[0]]))
+        return self.expression(exp.Anonymous(this=name, expressions=args))
+
+    def _arguments_read(self, start: int) -> int:
+        """How many top-level arguments the tokens from ``start`` to here held."""
+        depth, count = 0, 1
+        for token in self._tokens[start:self._index]:
+            if token.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+                depth += 1
+            elif token.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
+                depth -= 1
+            elif token.token_type == TokenType.COMMA and depth == 0:
+                count += 1
+        return count
+
     # ---------------------------------------------------------------- errors and positions
     def raise_error(self, message: str, token: Token = SENTINEL_NONE) -> None:
         # sqlglot's ParseError carries line/col and a context string, not offsets; record
