@@ -151,8 +151,9 @@ def pack(index: int, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
 def _packed(index: int, seq: int, batches: list) -> pa.RecordBatch:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batches[0].schema) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
+        # one batch: the ordered task then makes one evaluator call per piece, not one per
+        # scan block (~0.1 s less of its time at 1 M windows)
+        writer.write_table(pa.Table.from_batches(batches).combine_chunks())
     return pa.RecordBatch.from_arrays(
         [pa.array([index], pa.int64()), pa.array([seq], pa.int64()),
          pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=list(PACKED))
