@@ -434,3 +434,20 @@ def test_a_distinct_bigint_sum_that_overflows_is_an_error():
         np.zeros(0, np.int64), np.zeros(0, bool), [], [(v[:0], np.zeros(0, bool))], []),
         10 * SECOND)
     assert out.results.values[0][0].tolist() == [2 ** 61 + 5]
+
+
+@pytest.mark.parametrize("values, fraction, want", [
+    ([-53.567, -13.21, 10.49, 12.573, 64.042], 0.913, 46.13078800000001),
+    ([1.0, math.inf, 2.0, -math.inf], 0.25, math.nan),
+    ([1.0, 3.0, math.inf], 0.9, math.inf)])
+def test_percentile_interpolates_as_spark_4_does(values, fraction, want):
+    """Spark 4's percentile interpolates as ``lower + (position - lower) * (higher -
+    lower)``: these are its answers (spark-catalyst 4.3.0, ``SELECT percentile(v, p) FROM
+    VALUES ...``), bit for bit -- the weighted sum ``(higher - position) * lower + (position
+    - lower) * higher`` is one rounding off in the first and -inf, not NaN, in the second."""
+    from wavesql.streaming.stateful import window_holistic as holistic
+
+    x = np.array(values)
+    got = holistic.evaluate("percentile", (fraction,), False, np.ones(len(x), bool), x,
+                            np.array([0]), np.array([len(x)]))[0][0]
+    assert (math.isnan(got) and math.isnan(want)) or got == want, (got, want)

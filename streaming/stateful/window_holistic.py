@@ -7,8 +7,8 @@ its rows (NULLs and rows the WHERE drops left out) -- every value for ``percenti
 as for every aggregate. The state is bounded by the window's rows, not the stream's.
 
 Semantics are Spark's batch ones: ``percentile`` interpolates linearly between the two
-nearest ranks (``(higher - position) * lower_value + (position - lower) * higher_value``,
-Spark's formula), NaN the greatest value; ``percentile_approx`` is the value of rank
+nearest ranks (``lower_value + (position - lower) * (higher_value - lower_value)``, Spark
+4's formula, to the last bit; NaN between -inf and a number), NaN the greatest value; ``percentile_approx`` is the value of rank
 ``ceil(p * n)`` exactly -- Spark's own answer while a window holds fewer values than its
 ``accuracy`` (measured: every fraction equal up to 5,000 values, off by up to 6 ranks of
 100,000 at accuracy 10,000), and beyond within the rank error ``n / accuracy`` Spark
@@ -128,6 +128,6 @@ def _percentiles(x, counts, fractions: tuple, many: bool):
         hi_v = x[np.minimum(start + higher.astype(np.int64), max(len(x) - 1, 0))] if len(x) \
             else np.zeros(len(counts))
         with np.errstate(invalid="ignore"):
-            between = (higher - position) * lo_v + (position - lower) * hi_v
+            between = lo_v + (position - lower) * (hi_v - lo_v)
         columns.append(np.where((lower == higher) | (lo_v == hi_v), lo_v, between))
     return _shaped(columns, empty, many, np.float64)
