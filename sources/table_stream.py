@@ -138,7 +138,9 @@ class TableStreamReader(WavStreamReader):
             return
         if self.layout.position is None:  # files in name order, back to back
             early = min(x.path for x in new)
-            later = [f for f in known if f > early]
+            # a read file without rows (a CSV's header alone) holds no sample to land before
+            holding = {x.path for x in p.placements if x.path in seen and x.info.frames}
+            later = [f for f in known if f > early and f in holding]
             if later:
                 raise WavError("OUT_OF_ORDER_FILE", early, f"the new file sorts before "
                                f"{min(later)}, which an earlier micro-batch already read "

@@ -229,6 +229,37 @@ def test_files_still_being_written_are_deferred(tmp_path):
     assert _rows(reader, start, end).s.tolist() == list(range(0, 400, 50))
 
 
+def test_a_file_sorting_before_only_empty_read_files_is_taken(tmp_path):
+    """Rows in file order: a known file without rows (a CSV's header alone) holds no sample,
+    so a new file sorting before it lands where the batch read puts it (after the last file
+    with rows) and is read, not refused as OUT_OF_ORDER_FILE."""
+    x = np.random.default_rng(6).standard_normal(200).astype(np.float32)
+    folder = tmp_path / "e"
+    folder.mkdir()
+    pd.DataFrame({"x": x[:100]}).to_csv(folder / "a.csv", index=False)
+    (folder / "c.csv").write_text("x\n")
+    _settled(folder / "a.csv")
+    _settled(folder / "c.csv")
+    reader = _reader(folder, "csv")
+    offsets = [reader.initialOffset()]
+    offsets.append(reader.latestOffset(offsets[-1], None))
+    pd.DataFrame({"x": x[100:]}).to_csv(folder / "b.csv", index=False)
+    _settled(folder / "b.csv")
+    offsets.append(reader.latestOffset(offsets[-1], None))
+    assert offsets[-1]["end"] == 200
+    got = pd.concat([_rows(reader, a, b) for a, b in zip(offsets, offsets[1:])])
+    assert got.s.tolist() == [0, 50, 100, 150]
+    np.testing.assert_allclose(got.r, [_rms(x[s:s + 50]) for s in range(0, 200, 50)],
+                               rtol=1e-6)
+    # a new file sorting before a read file with rows is still refused
+    pd.DataFrame({"x": x[:10]}).to_csv(folder / "a0.csv", index=False)
+    _settled(folder / "a0.csv")
+    from wavesql.udfs.wav import WavError
+
+    with pytest.raises(WavError, match="OUT_OF_ORDER_FILE"):
+        reader.latestOffset(offsets[-1], None)
+
+
 def test_files_by_sample_number_are_taken_in_sample_order(tmp_path):
     """JSON by ``sample_column``: files named against their samples are taken in sample
     order (one per micro-batch here); a file still being written holds back every new file
