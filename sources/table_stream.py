@@ -19,7 +19,8 @@ exactly-once re-runs. Only what is particular to tables is here:
 - **Files still being written**: a Parquet file is complete once its footer is readable
   (written last); until then it is deferred for up to ``_TRUNCATED_GRACE`` x ``settle_ms``
   of quiet, then read (and a broken file reported). A CSV or JSON file cannot say that it is
-  complete: it is read once it has not been modified for ``settle_ms``. With sample numbers
+  complete: it is read once it has not been modified for ``settle_ms`` (``_TRUNCATED_GRACE``
+  times that when its last line has no end: a writer may have stalled mid-value). With sample numbers
   or timestamps a deferred file holds back every new file (where it lands is only known once
   it is read); in file order, the files after it in name order.
 - **Reading** (:meth:`TableStreamReader.read`): a partition's placements get their rows
@@ -38,6 +39,7 @@ import dataclasses
 import json
 from typing import Sequence
 
+from wavesql import storage
 from wavesql.errors import WaveSQLError
 from wavesql.udfs.wav import WavError
 
@@ -91,7 +93,9 @@ class TableStreamReader(WavStreamReader):
         except FileNotFoundError:
             return True  # renamed away between the listing and now
         if self.layout.format != "parquet":
-            return quiet < settle
+            # a text file whose last line has no end may be a writer stalled mid-value
+            # ("7.2" of "7.25"): it waits the truncated-file grace, as a footerless Parquet
+            return quiet < (settle if _ends_a_line(path) else settle * _TRUNCATED_GRACE)
         try:
             self._runs(path)
         except (pa.ArrowInvalid, OSError):  # no footer yet; once quiet, _place says why
@@ -167,3 +171,13 @@ class TableStreamReader(WavStreamReader):
             for batch in read_partition(part, o, self._program_json, self._channels,
                                         self._stateful):
                 yield conform(batch, self._target)
+
+
+def _ends_a_line(path: str) -> bool:
+    """Whether the file ``path`` is empty or ends with a newline (its last byte only)."""
+    with storage.open_input(path) as f:
+        size = storage.file_size(f)
+        if size == 0:
+            return True
+        f.seek(size - 1)
+        return f.read(1) == b"\n"

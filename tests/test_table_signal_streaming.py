@@ -214,6 +214,21 @@ def test_files_still_being_written_are_deferred(tmp_path):
     assert got.s.tolist() == [0, 50, 100, 150]
     np.testing.assert_allclose(got.r, [_rms(x[s:s + 50]) for s in range(0, 200, 50)], rtol=1e-6)
 
+    # a last line without its end (a writer stalled mid-value, "7.2" of "7.25") waits ten
+    # times the settle time, then is taken as it is (a file may end without a newline)
+    folder = tmp_path / "u"
+    folder.mkdir()
+    text = pd.DataFrame({"x": x[:100]}).to_csv(index=False)
+    (folder / "a.csv").write_text(text.rstrip("\n"))
+    _settled(folder / "a.csv")  # 5 s quiet: past the settle time, within the grace
+    reader = _reader(folder, "csv")
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, None)["files"] == []
+    old = time.time() - 60
+    os.utime(folder / "a.csv", (old, old))
+    end = reader.latestOffset(start, None)
+    assert end["end"] == 100 and len(end["files"]) == 1
+
     buffer = pa.BufferOutputStream()
     pq.write_table(pa.table({"x": x}), buffer)
     data = buffer.getvalue().to_pybytes()
