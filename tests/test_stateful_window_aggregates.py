@@ -342,6 +342,10 @@ def test_aggregates_not_kept_stay_re_evaluated_with_the_reason(ws, tmp_path):
                       ("kurtosis(v)", "the aggregate KURTOSIS(v)")]:
         shown = ws.explain(f"SELECT k, {call} AS x {window}", "STREAM")
         assert "re-evaluated" in shown and why in shown, (call, shown)
+    # count(x) of any type counts where x is not NULL: kept, whatever x's type
+    shown = ws.explain(f"SELECT k, count(CAST(v AS DECIMAL(10, 2))) AS d, count(array(v)) AS a "
+                       f"{window}", "STREAM")
+    assert "state store" in shown and "COUNT(ARRAY(v)) [a count per pane]" in shown, shown
     # and what it keeps, for those it runs: the values of a holistic one, in the window
     shown = ws.explain("ISTREAM (SELECT k, collect_list(v) AS vs, count(*) AS n FROM kv "
                        "[PARTITION BY k ROWS 5] GROUP BY k)", "STREAM")

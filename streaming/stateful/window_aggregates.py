@@ -149,13 +149,12 @@ def explained(aggs: list[tuple], window: str) -> str:
 def argument(func: str, arg: str, t: str) -> tuple[str, str, str, str]:
     """``(kernel function, argument SQL, its Spark type, encoded type)`` of ``func(arg)``,
     ``arg`` of Spark type ``t`` (module docstring)."""
-    if func in ("collect_list", "collect_set", "count_distinct") or (
-            func == "count" and t not in INTEGRAL + FLOATING):
+    if func == "count" and t not in INTEGRAL + FLOATING:  # any type: 1 where not NULL
+        return "count", f"CASE WHEN ({arg}) IS NOT NULL THEN 1L END", "bigint", "bigint"
+    if func in ("collect_list", "collect_set", "count_distinct"):
         if t not in KEY_TYPES:
             raise NotIncremental(f"{func}() of type {t}")
         encode, enc, _ = KEY_TYPES[t]
-        if func == "count":
-            return "count", f"CASE WHEN ({arg}) IS NOT NULL THEN 1L END", "bigint", "bigint"
         return func, encode.format(v=f"({arg})"), t, enc
     if func in ("count_if", "bool_and", "bool_or"):
         if t != "boolean":
