@@ -42,6 +42,20 @@ def spark(tmp_path_factory):
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _wavesql_settings_stay_in_their_test(request):
+    """WaveSQL's settings (``SET wavesql.x = ...``) last for the Spark session, which the
+    suite shares: a test that leaves one set changes the plans of the tests after it (a
+    ``wavesql.wav.scan = source`` once made another module's plan check fail). After each
+    Spark test, the ``wavesql.*`` settings are as before it."""
+    yield
+    if "spark" not in request.fixturenames:
+        return
+    conf = request.getfixturevalue("spark").conf
+    for key in [k for k in conf.getAll if k.startswith("wavesql.")]:
+        conf.unset(key)
+
+
 @pytest.fixture(scope="session")
 def s3(spark, tmp_path_factory):
     """A real S3-protocol server on loopback (tests/object_store.py) with one bucket, and

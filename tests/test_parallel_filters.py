@@ -368,8 +368,11 @@ def test_cfar_queries_score_in_parallel_and_flag_in_order(ws, tmp_path):
     assert [r[0] - BASE_MS for r in ws.sql(where).collect()] == flagged
     rows = ws.sql(f"SELECT count(*), sum(CAST({cfar} AS INT)) FROM rs [SAMPLES 400]").collect()
     assert tuple(rows[0]) == (len(want), len(flagged))
-    ws.sql("SET wavesql.wav.scan = source")
-    assert [r[0] - BASE_MS for r in ws.sql(where).collect()] == flagged
+    ws.sql("SET wavesql.wav.scan = source")  # a setting of the suite's one Spark session
+    try:
+        assert [r[0] - BASE_MS for r in ws.sql(where).collect()] == flagged
+    finally:
+        ws.spark.conf.unset("wavesql.wav.scan")
 
 
 def test_explain_says_parallel_or_sequential_and_why(ws, tmp_path):
