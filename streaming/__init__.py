@@ -155,11 +155,12 @@ interval (band) join (inner)       the ASOF join's machinery with another kernel
                                    over (new ``a``, all ``b`` handed back) and (kept
                                    ``a``, new ``b``): each pair once, the ON clause and
                                    the SELECT Spark's. Timers (``b``'s progress) let an
-                                   idle bucket shed rows. OUTER interval joins are refused
-                                   on both runners (a row without a match would be
-                                   emitted with NULLs once the other stream passed its
-                                   band: not built); keys of different kinds stay
-                                   re-evaluated.
+                                   idle bucket shed rows. LEFT / RIGHT outer joins: the
+                                   preserved stream is made ``a`` (the band turned), each
+                                   kept ``a`` row carries ``matched``, and one that goes
+                                   unpaired is handed back ``alone`` for its NULL-extended
+                                   row (ON: band and keys only; state store only; FULL
+                                   refused); keys of different kinds stay re-evaluated.
 the rest (second runner)           not yet: per-instant joins of windowed streams keep
                                    WaveSQL's buffer.
 =================================  =====================================================

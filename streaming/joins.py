@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
+from wavesql.planner.band import Band
 from wavesql.sqltext import quote
 
 from .plan import (Input, KeepMatchable, Plan, check_row_by_row, check_row_by_row_except,
@@ -92,13 +93,13 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
                            "between two streams, one join per query", Span.of(stmt.node),
                            hint="split the query: one continuous join per query")
     tree, join, band = found[0]
-    if (join.args.get("side") or "") or (join.args.get("kind") or "INNER").upper() not in (
-            "INNER", ""):
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous OUTER interval join (its unmatched "
-                           "rows would have to wait for the other side's progress)",
-                           Span.of(stmt.node), hint="use an inner join")
-    names = {}  # alias -> stream name, through the bin subqueries of planner/band.py
     select = join.parent_select
+    outer = _outer_side(join, select, stmt)
+    if outer is not None:  # the preserved side becomes the band's first: a in [b+lo, b+hi]
+        if outer == band.b.table.lower():
+            band = Band(band.b, band.a, -band.hi, -band.lo)
+        band = _exact_band(join.args.get("on"), band, stmt)
+    names = {}  # alias -> stream name, through the bin subqueries of planner/band.py
     for source in [select.args["from_"].this] + [j.this for j in select.args["joins"]]:
         if isinstance(source, exp.Table):
             names[source.alias_or_name.lower()] = source.name.lower()
@@ -128,7 +129,79 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
         inputs.append(Input(index, stream, (KeepMatchable(other, offset),)))
     info = {"a": a.key, "b": b.key, "lo": band.lo, "hi": band.hi,
             "pairs": _key_pairs(join.args.get("on"), band.a.table, band.b.table)}
+    if outer is not None:
+        info["outer"] = True  # stream a preserved
     return Plan(tuple(inputs), "band", None, band=info)
+
+
+def _outer_side(join: exp.Join, select: exp.Select, stmt) -> str | None:
+    """The alias of the side an outer interval join preserves (``a LEFT JOIN b``: ``a``;
+    ``RIGHT``: ``b``), None for an inner join; a FULL join is refused."""
+    side = (join.args.get("side") or "").upper()
+    kind = (join.args.get("kind") or "").upper()
+    if not side and kind in ("", "INNER"):
+        return None
+    if side not in ("LEFT", "RIGHT") or kind not in ("", "OUTER"):
+        raise WaveSQLError("NOT_IMPLEMENTED", f"a continuous {side or kind} interval join: "
+                           "LEFT and RIGHT outer joins run (the preserved side's unpaired rows "
+                           "emitted once the other stream's progress passes their band), "
+                           "not FULL ones", Span.of(join),
+                           hint="run a LEFT and a RIGHT interval join as two queries")
+    kept = select.args["from_"].this if side == "LEFT" else join.this
+    return kept.alias_or_name.lower()
+
+
+def _exact_band(on, band: Band, stmt) -> Band:
+    """``band`` as the ON clause of an outer interval join states it, bounds inclusive in
+    microseconds (``>`` is ``>=`` one microsecond on: timestamps are microseconds), the
+    clause holding nothing but the band's bounds and equalities of the two sides' columns.
+    An unpaired preserved row is emitted when no row of the other stream can still pair
+    with it, which the state store judges by the band and the keys alone: a further
+    condition in ON could leave a row unmatched that the band and keys pair (it would
+    then never be extended), so it is refused (it belongs in WHERE, or in a query over
+    the join's results)."""
+    from wavesql.planner.band import _conjuncts, _term
+
+    a, b = (band.a.table.lower(), band.a.name.lower()), (band.b.table.lower(),
+                                                         band.b.name.lower())
+    lo, hi = None, None
+    for part in _conjuncts(on):
+        if isinstance(part, exp.EQ) and all(isinstance(c, exp.Column) and c.table for c in (
+                part.this, part.expression)) and {part.this.table.lower(),
+                                                  part.expression.table.lower()} == {a[0], b[0]}:
+            continue  # a key equality
+        bound = None
+        if isinstance(part, exp.Between):
+            bound = [(part.this, part.args["low"], ">=", False),
+                     (part.this, part.args["high"], "<=", False)]
+        elif isinstance(part, (exp.GTE, exp.GT, exp.LTE, exp.LT)):
+            bound = [(part.this, part.expression,
+                      ">=" if isinstance(part, (exp.GTE, exp.GT)) else "<=",
+                      isinstance(part, (exp.GT, exp.LT)))]
+        for x, y, kind, strict in bound or []:
+            tx, ty = _term(x), _term(y)
+            cols = None if tx is None or ty is None else [
+                (t[0].table.lower(), t[0].name.lower()) for t in (tx, ty)]
+            if cols == [b, a]:  # b + ob (kind) a + oa  ->  a (flipped kind) b + ob - oa
+                (tx, ty), kind = (ty, tx), "<=" if kind == ">=" else ">="
+            elif cols != [a, b]:
+                bound = None
+                break
+            offset = ty[1] - tx[1]  # a (kind) b + offset
+            if kind == ">=":
+                value = offset + (1 if strict else 0)
+                lo = value if lo is None else max(lo, value)
+            else:
+                value = offset - (1 if strict else 0)
+                hi = value if hi is None else min(hi, value)
+        if bound is None:
+            raise WaveSQLError("NOT_IMPLEMENTED", "a continuous outer interval join's ON "
+                               "holds only the band between the event times and equalities "
+                               "of the two streams' columns", Span.of(part),
+                               hint="move the other condition to WHERE (it then filters the "
+                                    "joined rows, NULL-extended ones included), or join "
+                                    "inner")
+    return Band(band.a, band.b, lo, hi)
 
 
 def _key_pairs(on, a_alias: str, b_alias: str) -> list[tuple[str, str]]:

@@ -172,6 +172,12 @@ def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = N
                                f"this one: {why}", Span.of(stmt.node),
                                hint="RESAMPLE the catalog stream itself, or drop EMIT CHANGES "
                                     "/ WAVESQL_STATEFUL=0")
+        if plan.mode == "band" and plan.band.get("outer"):
+            # the re-evaluating runner pairs rows; it never knows a row stays unpaired
+            raise WaveSQLError("NOT_IMPLEMENTED", "a continuous outer interval join runs on "
+                               f"Spark's state store only, which cannot run this one: {why}",
+                               Span.of(stmt.node),
+                               hint="join inner, or run the outer join as a batch query")
     return windowed, why
 
 

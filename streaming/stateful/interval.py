@@ -28,14 +28,23 @@ progresses the micro-batch runs with, and
    chance to drop it), so the caller sets a timer on Spark's watermark and a bucket
    without new rows still sheds its rows.
 
+**Outer joins** (``op.outer``: stream ``a`` is the preserved side; streams/joins.py turns
+the band so that it is, and admits only an ON clause of the band and key equalities, so
+that a partner here is exactly a match of the SQL's ON): each kept ``a`` row carries
+whether it has been paired (``matched``), and an ``a`` row that goes -- the other stream's
+progress has passed its band, or its key is NULL -- without ever having been paired is
+handed back ``alone``: the caller evaluates the batch plan over it and no ``b`` row, which
+gives it its NULL-extended row, final. A late ``a`` row is set aside as late, not extended.
+
 Rows travel in the ASOF join's encoding (:mod:`.asof`: ``l*`` columns stream ``a``, ``r*``
 stream ``b``, ``right`` which stream, ``sk``/``sh`` key hashes, ``nk`` a NULL key) plus
-``new``; the state is one Arrow table of the kept rows and the two progresses it last saw.
+``new`` (and ``alone`` for an outer join); the state is one Arrow table of the kept rows
+(outer: with ``matched``) and the two progresses it last saw.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -46,6 +55,9 @@ from .asof import resume, series, two_stream_schema
 
 #: The flag of a handed-back row that arrived in this micro-batch.
 NEW = "new"
+#: Outer joins: the flag of a handed-back ``a`` row that goes unpaired (its NULL-extended
+#: row), and the kept ``a`` rows' flag of having been paired.
+ALONE, MATCHED = "alone", "matched"
 
 
 @dataclass(frozen=True)
@@ -59,11 +71,17 @@ class IntervalOperator:
     lo: int
     hi: int
     keyed: bool
+    #: stream ``a`` preserved (``a LEFT JOIN b``; module docstring). Out of ``repr`` -- part
+    #: of the checkpoint's fingerprint -- so that inner joins' checkpoints keep theirs; an
+    #: outer join's rows (``alone``) and output schema differ anyway.
+    outer: bool = field(default=False, repr=False)
 
     kind = "interval"
 
     def schema(self) -> pa.Schema:
-        return two_stream_schema(self.left, self.right, (pa.field(NEW, pa.bool_()),))
+        extra = [pa.field(NEW, pa.bool_())] + ([pa.field(ALONE, pa.bool_())] if self.outer
+                                               else [])
+        return two_stream_schema(self.left, self.right, tuple(extra))
 
 
 @dataclass
@@ -82,12 +100,19 @@ def step(op: IntervalOperator, value: bytes | None, new: pd.DataFrame,
     ``right_progress``: stream ``a``'s and ``b``'s progress the micro-batch runs with
     (None: none yet)."""
     names = [f.name for f in op.schema()]
+    plain = [n for n in names if n not in (NEW, ALONE)]  # the encoded columns
     kept, wl, wr, late = resume(op.kind, value, new, left_progress, right_progress)
-    fresh = new.loc[~late, names[:-1]].assign(**{NEW: True})
-    old = kept.assign(**{NEW: False}) if kept is not None else fresh.iloc[:0]
+    fresh = new.loc[~late, plain].assign(**{NEW: True, MATCHED: False})
+    old = (kept.assign(**{NEW: False}) if kept is not None else fresh.iloc[:0])
+    if MATCHED not in old:  # an inner join keeps no flag
+        old = old.assign(**{MATCHED: False})
     rows = pd.concat([old, fresh], ignore_index=True)
+    alone = rows.iloc[:0]
     if op.keyed:  # a NULL key matches nothing: never handed back, never kept
-        rows = rows[~rows["nk"].to_numpy(bool)].reset_index(drop=True)
+        nk = rows["nk"].to_numpy(bool)
+        if op.outer:  # ... but a preserved row's NULL-extended row is final at once
+            alone = rows[nk & ~rows["right"].to_numpy(bool)]
+        rows = rows[~nk].reset_index(drop=True)
     is_b = rows["right"].to_numpy(bool)
     a, b = rows[~is_b], rows[is_b]
     at, bt = a["ts"].to_numpy(np.int64), b["ts"].to_numpy(np.int64)
@@ -99,26 +124,36 @@ def step(op: IntervalOperator, value: bytes | None, new: pd.DataFrame,
     b_any = _any_within(bid, bt + op.lo, bt + op.hi, aid, at)
     a_by_new = _any_within(aid, at - op.hi, at - op.lo, bid[b_new], bt[b_new])
     b_by_new = _any_within(bid, bt + op.lo, bt + op.hi, aid[a_new], at[a_new])
-    context = pd.concat([a[np.where(a_new, a_any, a_by_new)],
-                         b[np.where(b_new, b_any, b_by_new)]], ignore_index=True)
+    a_paired = np.where(a_new, a_any, a_by_new)
+    context = pd.concat([a[a_paired], b[np.where(b_new, b_any, b_by_new)]],
+                        ignore_index=True)
     keep_a = at >= wr + op.lo if wr is not None else np.ones(len(a), bool)
     keep_b = bt >= wl - op.hi if wl is not None else np.ones(len(b), bool)
-    after = pd.concat([a[keep_a], b[keep_b]], ignore_index=True)
+    matched = a[MATCHED].to_numpy(bool) | a_paired
+    if op.outer:
+        gone = a[~keep_a & ~matched]  # no b row can pair it any more: final, unpaired
+        alone = pd.concat([alone, gone], ignore_index=True)
+        context = pd.concat([context.assign(**{ALONE: False}),
+                             alone.assign(**{ALONE: True})], ignore_index=True)
+    after = pd.concat([a[keep_a].assign(**{MATCHED: matched[keep_a]}), b[keep_b]],
+                      ignore_index=True)
     goes = np.concatenate([at[keep_a] - op.lo, bt[keep_b] + op.hi])
     if wr is not None:  # (a time R has passed already: the row waits for L, or a call)
         goes = goes[goes >= wr]
     timer = int(goes.min()) if len(goes) else None
     out = None
     if len(after):
-        table = pa.Table.from_pandas(after[names[:-1]], schema=_kept_schema(op),
-                                     preserve_index=False)
+        schema = _kept_schema(op)
+        table = pa.Table.from_pandas(after[schema.names], schema=schema, preserve_index=False)
         out = st.encode(op.kind, {"wl": wl, "wr": wr}, {"rows": table})
     return IntervalStep(context[names], late, out, timer, len(after))
 
 
 def _kept_schema(op: IntervalOperator) -> pa.Schema:
-    """The state's rows: the encoded columns without ``new`` (every kept row is old)."""
-    return two_stream_schema(op.left, op.right)
+    """The state's rows: the encoded columns without ``new`` (every kept row is old), and
+    for an outer join whether each was paired (a ``b`` row's flag unused)."""
+    return two_stream_schema(op.left, op.right,
+                             (pa.field(MATCHED, pa.bool_()),) if op.outer else ())
 
 
 def _any_within(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, other_ids: np.ndarray,

@@ -2,7 +2,7 @@
 processor and the micro-batch.
 
 A continuous query of the ``band`` shape (``streaming/joins.py`` :func:`plan_band`: one
-inner join of two catalog streams -- files or Kafka topics -- whose ON clause holds both
+inner, LEFT or RIGHT join of two catalog streams -- files or Kafka topics -- whose ON clause holds both
 bounds of a band between their event times, row-by-row SQL around it) runs on the state
 store when every column of either stream travels exactly through the kernel and each pair
 of key columns (``a.k = b.k`` in the ON clause) holds the same kind of value on both sides
@@ -40,9 +40,10 @@ def recognize_interval(plan: stream_plan.Plan, emit_changes: bool, buckets: int)
         raise NotIncremental("not an interval join of two streams")
     info = plan.band
     a, b, pairs, n_buckets = joined_streams(plan, info["a"], info["b"], info["pairs"], buckets)
+    outer = bool(info.get("outer"))
     op = kernel.IntervalOperator(encoded_types(a), encoded_types(b), int(info["lo"]),
-                                 int(info["hi"]), bool(pairs))
-    new = [("__new", "true")]
+                                 int(info["hi"]), bool(pairs), outer)
+    new = [("__new", "true")] + ([("__alone", "false")] if outer else [])
     pre_a = encoded_rows(a, False, [ac for ac, _ in pairs], op, n_buckets) + new
     pre_b = encoded_rows(b, True, [bc for _, bc in pairs], op, n_buckets) + new
     keys = ", ".join(f"{ac.name} = {bc.name}" for ac, bc in pairs) or "no keys"
@@ -54,7 +55,9 @@ def recognize_interval(plan: stream_plan.Plan, emit_changes: bool, buckets: int)
                + f"; progress per stream (a row below its own stream's is late): the "
                  f"{b.name} stream's is Spark's watermark, the {a.name} stream's kept by "
                  "the driver per micro-batch; a micro-batch pairs the new rows with the "
-                 "kept ones and each other, each pair once")
+                 "kept ones and each other, each pair once"
+               + (f"; outer: a {a.name} row that goes unpaired is emitted NULL-extended, "
+                  "final" if outer else ""))
     return AsofPlan(a, b, op, tuple(pre_a), tuple(pre_b), output_ddl(op, a, b), n_buckets,
                     explain)
 
@@ -79,9 +82,18 @@ class StatefulIntervalQuery(StatefulAsofQuery):
         ``b`` handed back) and over (kept ``a`` handed back, new ``b``)."""
         w = self.windowed
         a, b = rows.where("NOT __right"), rows.where("__right")
-        a_new = a.where("__new").selectExpr(*w.decoded(False))
-        a_kept = a.where("NOT __new").selectExpr(*w.decoded(False))
+        outer = w.operator.outer
+        paired = a.where("NOT __alone") if outer else a
+        a_new = paired.where("__new").selectExpr(*w.decoded(False))
+        a_kept = paired.where("NOT __new").selectExpr(*w.decoded(False))
         b_all = b.selectExpr(*w.decoded(True))
         b_new = b.where("__new").selectExpr(*w.decoded(True))
-        return self._lowered(spark, a_new, b_all).unionByName(
+        # (outer: a paired a row meets a partner in each pass it is in -- the partner
+        # rule here is the ON clause's, streaming/joins.py -- so neither pass extends it)
+        out = self._lowered(spark, a_new, b_all).unionByName(
             self._lowered(spark, a_kept, b_new))
+        if outer:  # the unpaired a rows that went: the plan over them and no b row
+            alone = a.where("__alone").selectExpr(*w.decoded(False))
+            out = out.unionByName(self._lowered(spark, alone, b.where("false").selectExpr(
+                *w.decoded(True))))
+        return out
