@@ -327,12 +327,12 @@ def _lower_sync_join(rel: ir.SyncJoin, rt: Runtime):
     # ranges, not the recording); join: the range join with time binning over the stored
     # segments, also what runs where the signal's rows are not plain files (a micro-batch)
     mode = settings.get(rt.spark, "wavesql.sync.read")
-    # (the scan's window does not matter here: the files' samples are what a range cuts)
-    direct = (mode == "files" and rel.signal.program is None and s.format == "wav"
-              and (rt.streams is None or ("signal", s.key) not in rt.streams))
+    # a continuous SYNC's complete files (`given`: WAV files, table rows): always direct
+    given = rt.streams.get(("placements", s.key)) if rt.streams is not None else None
+    direct = given is not None or (mode == "files" and rel.signal.program is None and s.format
+                                   == "wav" and ("signal", s.key) not in (rt.streams or {}))
     placements = signal_rows = None
     if direct:
-        given = rt.streams.get(("placements", s.key)) if rt.streams is not None else None
         placements = given if given is not None else signal_placements(s)
     else:
         signal_rows = lower_relation(rel.signal, rt)

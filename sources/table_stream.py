@@ -25,6 +25,9 @@ exactly-once re-runs. Only what is particular to tables is here:
   it is read); in file order, the files after it in name order.
 - **Reading** (:meth:`TableStreamReader.read`): a partition's placements get their rows
   (:func:`.placed.filled`, :func:`.table_signal.sampler`) and run the WAV scan's window code.
+- **Continuous SYNC** (streaming/sync_state.py): :meth:`TableStreamReader.complete` (the WAV
+  reader's, over these hooks) says which files are complete and where they sit; its
+  placements (:class:`SyncedRows`) read their own frames for the SYNC's ranges.
 
 Malformed rows raise as in batch (``MALFORMED_ROW``, ``OVERLAPPING_SAMPLES``, ``UNKNOWN_COLUMN``
 naming file and row), when a micro-batch plans or reads the file: nothing is dropped.
@@ -39,18 +42,21 @@ import dataclasses
 import json
 from typing import Sequence
 
+import numpy as np
+
 from wavesql import storage
 from wavesql.errors import WaveSQLError
 from wavesql.udfs.wav import WavError
 
 from .arrow import conform
 from .placed import filled
-from .table_signal import Layout, file_runs, list_files, place, sampler
+from .table_signal import (Layout, RowsPlacement, file_runs, list_files, place, sampler,
+                           unit_samples)
 from .wav_plan import WavPlan, plan
 from .wav_scan import read_partition
 from .wav_stream import _TRUNCATED_GRACE, WavStreamReader
 
-__all__ = ["TableStreamReader", "layout_option"]
+__all__ = ["SyncedRows", "TableStreamReader", "layout_option"]
 
 
 def layout_option(signal) -> str:
@@ -125,6 +131,11 @@ class TableStreamReader(WavStreamReader):
     def _plan_of(self, files: list[str]) -> WavPlan:
         return plan(self.options, streaming=True, files=files, place=self._place)
 
+    def complete(self, now: float) -> tuple[list, bool]:
+        placements, pending = super().complete(now)
+        return [SyncedRows(**{f.name: getattr(p, f.name) for f in dataclasses.fields(p)},
+                           layout=self.layout) for p in placements], pending
+
     def _timeline_files(self, known, p: WavPlan, files) -> list[str]:
         # a file may hold several runs (gaps, row groups) or none (no rows)
         first: dict[str, int] = {}
@@ -171,6 +182,41 @@ class TableStreamReader(WavStreamReader):
             for batch in read_partition(part, o, self._program_json, self._channels,
                                         self._stateful):
                 yield conform(batch, self._target)
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncedRows(RowsPlacement):
+    """A run of a table signal's rows that reads its own frames: what a continuous SYNC's
+    ranges are cut from (udfs/sync.py ``read_batch``, in the task), as a WAV file's
+    placement is read through its header."""
+
+    layout: Layout | None = None
+
+    def read(self, offset: int, count: int) -> np.ndarray:
+        """Frames ``offset .. offset + count - 1`` of the run, ``(count, channels)``."""
+        first = self.row + offset
+        return _unit(self.path, self.layout, self.group)[:, first:first + count].T
+
+
+#: The units (a file, or a Parquet row group) a Python worker read last, by path, group,
+#: layout, size and modification time: a SYNC's ranges over one file each read it once,
+#: not once per range (two kept, as the scan's sampler keeps them).
+_UNITS: dict = {}
+
+
+def _unit(path: str, layout: Layout, group: int) -> np.ndarray:
+    try:
+        st = storage.stat(path)
+        key = (path, group, layout, st.size, st.mtime_ns)
+        if key not in _UNITS:
+            if len(_UNITS) >= 2:
+                del _UNITS[next(iter(_UNITS))]
+            _UNITS[key] = unit_samples(path, layout, group)
+    except FileNotFoundError:
+        raise WavError("MISSING_PATH", path, "the file disappeared after the query was "
+                       "planned", "files of a signal must stay in place while it is read"
+                       ) from None
+    return _UNITS[key]
 
 
 def _ends_a_line(path: str) -> bool:

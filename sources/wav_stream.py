@@ -185,6 +185,30 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
     #: placed by their sample numbers: sources/table_stream.py)
     _named_in_order = True
 
+    def complete(self, now: float) -> tuple[list, bool]:
+        """``(placements, pending)``: the files complete at wall-clock time ``now``, placed
+        on the timeline, and whether a file still being written may yet land among them.
+        Where names give the timeline order, a file still being written holds back the
+        files after it (``pending`` is then False: nothing can land before them); where a
+        file's place is only known once it is read (rows placed by their sample numbers
+        or timestamps), the complete files are placed and ``pending`` says one is not.
+        What a continuous SYNC's control rows are covered by (streaming/sync_state.py);
+        the same hooks as the micro-batches' (``_list``, ``_order_key``, ``_not_ready``,
+        ``_plan_of``)."""
+        self._stats = {}
+        try:
+            ready, pending = [], False
+            for path in sorted(self._list(), key=self._order_key):
+                if not self._not_ready(path, now):
+                    ready.append(path)
+                elif self._named_in_order:
+                    break
+                else:
+                    pending = True
+            return (self._plan_of(ready).placements if ready else []), pending
+        finally:
+            self._stats = {}
+
     def _list(self) -> list[str]:
         """The stream's files now."""
         return list_wav_files(self.options.path)

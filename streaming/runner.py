@@ -68,7 +68,7 @@ from .query import ContinuousQuery
 from .report import FINAL, PROGRESS, REASON, BatchReport, format_us, timestamp_lit
 from .resample import ResampleProgress
 from .source import reader_settings, stream_source
-from .sync import sync_split, watch_path
+from .sync import sync_split, watch_glob, watch_path
 from .sync_state import signals_of
 
 __all__ = ["ReEvaluatingQuery"]
@@ -122,11 +122,12 @@ class ReEvaluatingQuery(ContinuousQuery):
             # binaryFile source lists each synced signal's folder, tagged -2; the content
             # column is never read (sync_split lists the folders itself).
             signals = signals_of(self.plan.syncs or (self.plan.sync,))
-            for folder in dict.fromkeys(watch_path(s.path) for s in signals):
+            for folder, names in dict.fromkeys((watch_path(s.path), watch_glob(s))
+                                               for s in signals):
                 watch = (self.spark.readStream.format("binaryFile")
                          .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, "
                                  "content BINARY")
-                         .option("pathGlobFilter", "*.[wW][aA][vV]")
+                         .option("pathGlobFilter", names)
                          .load(folder))
                 parts.append(watch.select(F.lit(-2).alias("__src"), *[
                     F.lit(None).cast(df.schema).alias(o.column)

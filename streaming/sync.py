@@ -1,16 +1,19 @@
 """A continuous SYNC JOIN: a control stream's rows, each synced with a signal's samples
 once the recording covers its range -- or with several signals' (``SYNC JOIN a ON RANGE
-(...) SYNC JOIN b ON RANGE (...)``, WAV signals at any rates), once every one covers its.
+(...) SYNC JOIN b ON RANGE (...)``, file signals at any rates), once every one covers its.
 
 The control is a catalog stream read row by row, or a view, CTE or subquery that is row by
 row over one (filters, projections, computed range bounds: :func:`_control_stream`): the
 buffer keeps the stream's rows, and a stream row waits exactly while a control row made
 from it waits (:func:`control_ranges`, :func:`release`). A signal read from Kafka is handled by
 :mod:`.kafka_sync` (alone: several SYNCs with a Kafka signal among them are refused); for
-WAV signals, each signal's folder is watched too
+signals stored as files -- WAV, or a table's CSV, Parquet or JSON rows (sources/table_stream.py)
+--, each signal's folder is watched too
 (Spark's binaryFile source over :func:`watch_path`, so that a new file runs a micro-batch).
 Each micro-batch the re-evaluating runner (:mod:`.runner`) splits the control rows it keeps
-with :func:`sync_split`: those every signal's complete files now cover are synced and final,
+with :func:`sync_split`: those every signal's complete files now cover (complete and placed
+as the signal's continuous reader decides: :func:`.sync_state.complete_placements`) are
+synced, read from those very files, and final,
 the others wait in its buffer. The state records, per signal, how far its files went and
 what they were (a digest: :mod:`.sync_state`), so that a file arriving out of timeline
 order fails the query rather than changing results already delivered.
@@ -28,13 +31,13 @@ from .plan import Input, Plan, carrying, check_row_by_row, parsed, row_by_row_st
 
 def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
     """A continuous SYNC JOIN: its control is a catalog stream read row by row -- or a view,
-    CTE or subquery that is row by row over one (:func:`_control_stream`); the signal's WAV
-    folder is watched, and each control row is synced once the recording covers its range
-    (:func:`sync_split`). Several SYNC JOINs of one SELECT (one control, a signal each, each
-    with its own range and rate) run too, for WAV signals: a control row is synced once
-    every signal covers its range. Signal functions over the synced segments in the same
-    query are row by row too (each row's segment a signal of its own); windows around it
-    are not."""
+    CTE or subquery that is row by row over one (:func:`_control_stream`); the signal's
+    folder (WAV files or a table's rows) is watched, and each control row is synced once
+    the recording covers its range (:func:`sync_split`). Several SYNC JOINs of one SELECT
+    (one control, a signal each, each with its own range and rate) run too, for file
+    signals: a control row is synced once every signal covers its range. Signal functions
+    over the synced segments in the same query are row by row too (each row's segment a
+    signal of its own); windows around it are not."""
     chain = _chain(syncs, stmt)
     sync = chain[0]
     stream = _control_stream(sync.control, stmt)
@@ -83,18 +86,22 @@ def _chain(syncs: list, stmt) -> list:
 
 
 def _check_signal(sync: ir.SyncJoin, count: int, stmt) -> None:
-    """A signal a continuous SYNC can watch: a WAV folder, or (alone) a Kafka topic of
-    sample blocks; the signal itself, not its processed segments."""
+    """A signal a continuous SYNC can watch: a folder of WAV files or of a table's CSV,
+    Parquet or JSON files, or (alone) a Kafka topic of sample blocks; the signal itself,
+    not its processed segments."""
+    from wavesql.sources.table_signal import FORMATS
+
     signal = sync.signal.signal
-    if not ((signal.source == "files" and signal.format == "wav")
+    if not ((signal.source == "files" and signal.format in ("wav", *FORMATS))
             or (signal.source == "kafka" and signal.format == "samples")):
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN watches a signal's WAV "
-                           f"folder or Kafka topic of sample blocks; `{signal.name}` is "
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN watches a signal's "
+                           "folder of WAV, CSV, Parquet or JSON files, or its Kafka topic of "
+                           f"sample blocks; `{signal.name}` is {signal.source} "
                            f"{signal.format}", Span.of(stmt.node),
                            hint="run the SYNC as a batch query (or a scheduled query file)")
     if signal.source == "kafka" and count > 1:
         raise WaveSQLError("NOT_IMPLEMENTED", "several SYNC JOINs in one continuous query "
-                           f"with a signal read from Kafka (`{signal.name}`): several WAV "
+                           f"with a signal read from Kafka (`{signal.name}`): several file "
                            "signals are synced together, a Kafka signal only alone",
                            Span.of(stmt.node),
                            hint="run one continuous query per Kafka signal, over the same "
@@ -133,7 +140,7 @@ def _control_stream(control: ir.Relation, stmt) -> cat.StreamDef:
 
 def sync_split(plan: Plan, candidates, state: dict, at: float):
     """(rows to sync now, rows that keep waiting, the signals' state, each signal's complete
-    files placed, by signal key) for a continuous SYNC JOIN over WAV signals, their files
+    files placed, by signal key) for a continuous SYNC JOIN over file signals, their files
     judged complete at wall-clock time ``at``.
 
     A control row is final once the recording covers its range -- every signal it is
@@ -241,7 +248,18 @@ def _row_hash(frame):
 
 def watch_path(path: str) -> str:
     """What Spark's file source lists for a signal's FROM path: its folder (a single file's
-    folder, filtered to .wav files) or its glob."""
+    folder, filtered by :func:`watch_glob`) or its glob."""
     if storage.is_dir(path) or storage.has_magic(path):
         return path
     return storage.dirname(path) or "."
+
+
+def watch_glob(signal: cat.SignalDef) -> str:
+    """The file names a signal's folder watch lists (any case): its format's suffixes."""
+    from wavesql.sources.table_signal import SUFFIXES
+
+    def any_case(suffix: str) -> str:
+        return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in suffix)
+
+    suffixes = [any_case(s) for s in SUFFIXES.get(signal.format, (".wav",))]
+    return "*" + (suffixes[0] if len(suffixes) == 1 else "{" + ",".join(suffixes) + "}")

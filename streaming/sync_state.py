@@ -1,7 +1,10 @@
-"""What a continuous SYNC JOIN over WAV signals remembers of each signal, batch to batch.
+"""What a continuous SYNC JOIN over file signals remembers of each signal, batch to batch.
 
 A query may SYNC its control with several signals (``... SYNC JOIN mic a ON RANGE (...)
-SYNC JOIN acc b ON RANGE (...)``), each a WAV folder of its own, at its own rate. For each
+SYNC JOIN acc b ON RANGE (...)``), each a folder of its own -- WAV files, or a table's
+CSV, Parquet or JSON files --, at its own rate. Which files are complete and where they
+sit on the timeline is what the signal's continuous reader decides
+(:func:`complete_placements`). For each
 signal the state keeps one record: how far its complete files went (``end``, a sample
 number) and a digest of the files placed before that end (``files``). A later batch whose
 files up to that end differ -- a file arrived out of timeline order, or one was removed --
@@ -10,6 +13,8 @@ would change results already delivered, so it fails the query (``OUT_OF_ORDER_FI
 The records are stored in the checkpoint's ``state.json`` under ``signal``, versioned::
 
     {"version": 2, "kind": "wav", "signals": {"<signal key>": {"end": ..., "files": ...}}}
+
+(``kind`` "wav": the files' signals, WAV or table, as opposed to a Kafka signal's index.)
 
 A checkpoint of the one-signal format before it (``{"end": ..., "files": ...}``, no
 version) still loads when the query syncs one signal: that record is the signal's. Any
@@ -57,7 +62,7 @@ def records(state: dict, signals: list[cat.SignalDef]) -> dict[str, dict]:
                                  "new checkpoint (and output) folder")
 
     if kept.get("kind") == "kafka":
-        raise refuse("is a Kafka signal's index; this query syncs WAV signals "
+        raise refuse("is a Kafka signal's index; this query syncs file signals "
                      f"({', '.join(s.name for s in signals)})")
     if "version" not in kept:  # format 1: one signal's record, as the state itself
         if len(signals) != 1:
@@ -83,8 +88,10 @@ def to_state(per_signal: dict[str, dict]) -> dict:
 def advance(signal: cat.SignalDef, before: dict, at: float) -> tuple[dict, list]:
     """``(record, placements)``: the signal's complete files at wall-clock time ``at``,
     placed on its timeline, and its record after this batch. Raises ``OUT_OF_ORDER_FILE``
-    if the files up to the end already used are not those the record describes."""
-    placements = complete_placements(signal, at)
+    if the files up to the end already used are not those the record describes. While a
+    file whose place only its rows tell is still being written, the end does not move
+    (it may land anywhere): the files are checked, and the rows it could touch wait."""
+    placements, pending = complete_placements(signal, at)
     end = max((p.end_sample for p in placements), default=None)
     if before["end"] is not None:
         if (end is None or end < before["end"]
@@ -95,31 +102,60 @@ def advance(signal: cat.SignalDef, before: dict, at: float) -> tuple[dict, list]
                 "arrived out of timeline order, or one was removed)",
                 hint="add a signal's files in time order; to redo the results, start the "
                      "query again with a new checkpoint")
-    if end is None:
+    if end is None or pending:
         return dict(before), placements
     return {"end": end, "files": fingerprint(placements, end)}, placements
 
 
-def complete_placements(signal: cat.SignalDef, now: float) -> list:
-    """The signal's files that are complete now, placed on its timeline (wav_plan.plan).
-    A file is complete when its header declares exactly the data present, or -- a header
-    that cannot say (streamed WAV) -- when it has not been modified for the settle time."""
-    from wavesql.planner.lower import signal_placements
-    from wavesql.sources.wav_plan import list_wav_files
-    from wavesql.udfs.wav import WavError, read_info
+def complete_placements(signal: cat.SignalDef, now: float) -> tuple[list, bool]:
+    """``(placements, pending)``: the signal's files that are complete now, placed on its
+    timeline, and whether one still being written may land among them -- what the
+    signal's continuous reader decides (``complete`` of sources/wav_stream.py's reader):
+    a WAV file once its header declares exactly the data present, or -- a header that
+    cannot say -- once it has not been modified for the settle time; a Parquet file once
+    its footer parses; a CSV or JSON file once settled; placed by WAV headers, file order,
+    sample numbers or timestamps. A bad file is the error the reader gives."""
+    from wavesql.udfs.wav import WavError
 
-    from . import files
+    try:
+        return _reader(signal).complete(now)
+    except WavError as err:
+        raise WaveSQLError(err.code, f"{err.path}: {err.message}", hint=err.hint) from None
 
-    complete = []
-    for path in list_wav_files(signal.path):
-        try:
-            info = read_info(path)
-        except (OSError, WavError):
-            info = None  # a header still being written: wait for it to settle
-        if (info is not None and not info.truncated and not info.open_ended) or \
-                files.why_not_ready(path, "wav", files.SETTLE_SECONDS, now) is None:
-            complete.append(path)
-    return signal_placements(signal, complete) if complete else []
+
+#: The readers of the signals continuous SYNCs watch, by their options: a reader keeps
+#: what it learnt of each file (a header, a table file's rows) while the file is unchanged,
+#: so a micro-batch does not parse every file of the signal again.
+_READERS: dict = {}
+
+
+def _reader(signal: cat.SignalDef):
+    """The continuous reader of ``signal``'s files (sources/wav_stream.py, or
+    sources/table_stream.py for a table signal), reading its samples as they are."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    from wavesql.sources.table_signal import FORMATS
+    from wavesql.sources.table_stream import TableStreamReader, layout_option
+    from wavesql.sources.wav_stream import WavStreamReader
+    from wavesql.udfs.program import Program
+
+    names = [c.name for c in signal.channels]
+    program = Program.identity(names)
+    options = {"path": signal.path, "rate": repr(signal.rate_hz),
+               "channels": json.dumps(names), "window": str(signal.segment),
+               "slide": str(signal.segment), "program": program.to_json()}
+    table = signal.format in FORMATS
+    if table:
+        options["layout"] = layout_option(signal)
+    else:
+        options.update(dict(signal.options))
+    key = json.dumps(options, sort_keys=True)
+    if key not in _READERS:
+        if len(_READERS) >= 64:
+            del _READERS[next(iter(_READERS))]
+        schema = _parse_datatype_string(program.spark_ddl())
+        _READERS[key] = (TableStreamReader if table else WavStreamReader)(options, schema)
+    return _READERS[key]
 
 
 def fingerprint(placements, end: int) -> str:

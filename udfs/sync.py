@@ -105,8 +105,9 @@ def sync_batch(batch: pa.RecordBatch, channels: Sequence[str], rate: float, poli
 def read_batch(batch: pa.RecordBatch, placements: Sequence, channels: Sequence[str],
                rate: float, policy: str, what: str) -> pa.RecordBatch:
     """Add one segment column per channel, cut to ``[__s0, __s1)``, read straight from the
-    signal's files (``placements``: its :class:`~wavesql.udfs.wav.FilePlacement` list,
-    in timeline order) -- only the samples the ranges cover are read.
+    signal's files (``placements``: its :class:`~wavesql.udfs.wav.FilePlacement` list, or
+    placements with a ``read(offset, count)`` of their own, in timeline order) -- only the
+    samples the ranges cover are read.
 
     The pieces are the files' parts overlapping the range, so a gap between two files is a
     gap here exactly as in :func:`sync_batch`, and the cut is the same :func:`cut_range`.
@@ -128,7 +129,9 @@ def read_batch(batch: pa.RecordBatch, placements: Sequence, channels: Sequence[s
             f = placements[k]
             s, e = max(a, f.start_sample), min(b, f.end_sample)
             try:
-                frames = read_frames(f.info, s - f.start_sample, e - s)
+                # placed rows (a table signal's, sources/table_stream.py) read themselves
+                read = getattr(f, "read", None) or (lambda o, n: read_frames(f.info, o, n))
+                frames = read(s - f.start_sample, e - s)
             except WavError:
                 raise
             except FileNotFoundError:
