@@ -64,14 +64,17 @@ class Range:
 
 
 def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool,
-          progress: str | None = None, no_nulls=()):
+          progress: str | None = None, no_nulls=(), null_times: bool = False,
+          integer_time: bool = False):
     """The row groups of ``files`` with their event-time spans, or None when a file is not
     read by pyarrow exactly as Spark reads it with the stream's schema.
 
     ``wanted`` maps each column to read to the Arrow type Spark gives it; a TIMESTAMP column
     may be stored with milliseconds, and without a time zone only when ``utc_naive`` (Spark
-    then reads the stored value as UTC, which is this session's time zone). Also None when
-    a ``no_nulls`` column may hold NULLs (by its statistics)."""
+    then reads the stored value as UTC, which is this session's time zone); with
+    ``integer_time`` an integer time column's span is its values. Also None when a ``no_nulls`` column may hold NULLs (by its
+    statistics), or the time column may (unless ``null_times``: a reader that drops rows
+    without a time, as an ASOF JOIN's right side; a group of NULL times only is left out)."""
 
     groups = []
     for path in files:
@@ -94,7 +97,10 @@ def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool,
                 continue
             if any(_may_hold_nulls(rg.column(c).statistics) for c in checked):
                 return None
-            span = _statistics_span(rg.column(col).statistics)
+            st = rg.column(col).statistics
+            if null_times and st is not None and st.null_count == rg.num_rows:
+                continue  # no row with a time
+            span = _statistics_span(st, null_times, integer_time)
             if span is None:
                 return None
             lo, hi = span
@@ -125,11 +131,14 @@ def micros(value) -> int | None:
     return None
 
 
-def _statistics_span(st):
-    """``(lo, hi)`` microseconds of a time column's statistics, None if unusable (absent,
-    NULLs counted, or beyond what Python's datetime holds)."""
-    if _may_hold_nulls(st) or not st.has_min_max:
+def _statistics_span(st, nulls: bool = False, integer: bool = False):
+    """``(lo, hi)`` microseconds (an ``integer`` column: its values) of a time column's
+    statistics, None if unusable (absent, NULLs counted unless ``nulls``, or beyond what
+    Python's datetime holds)."""
+    if st is None or (_may_hold_nulls(st) and not nulls) or not st.has_min_max:
         return None
+    if integer and type(st.min) is int and type(st.max) is int:
+        return st.min, st.max
     try:
         lo, hi = micros(st.min), micros(st.max)
     except (OverflowError, ValueError):
@@ -156,29 +165,34 @@ def ranges(groups, tasks: int, before: int, after: int, min_span: int,
                                       if lo < (c - 1) // align * align + 1 <= hi})
     out = []
     for start, end in zip(cuts, cuts[1:]):
-        need_lo, need_hi = start - before, end - 1 + after
-        own = [g for g in groups if g.hi >= start and g.lo <= end - 1]
-        if not own:
-            continue
-        read = {g for g in groups if g.hi >= need_lo and g.lo <= need_hi}
-        further_before = further_after = ()
-        if neighbours:
-            # a pure row group's min and max are data rows: one wholly before the range
-            # holds a row at its max, one reaching into it a row at its min
-            floor = max((g.hi if g.hi < start else g.lo for g in groups
-                         if g.pure and g.lo < start), default=None)
-            further_before = tuple(sorted((g for g in groups if g not in read and g.lo < start
-                                   and (floor is None or g.hi >= floor)),
-                                  key=lambda g: -g.hi))
-            ceiling = min((g.lo if g.lo >= end else g.hi for g in groups
-                           if g.pure and g.hi >= end), default=None)
-            further_after = tuple(sorted((g for g in groups if g not in read and g.hi >= end
-                                  and (ceiling is None or g.lo <= ceiling)),
-                                 key=lambda g: g.lo))
-        out.append(Range(start, end, need_lo, need_hi,
-                         tuple(g for g in groups if g in read), neighbours, further_before,
-                         further_after, storage.current()))
+        if any(g.hi >= start and g.lo <= end - 1 for g in groups):  # rows of its own
+            out.append(span_range(groups, start, end, before, after, neighbours))
     return out
+
+
+def span_range(groups, start: int, end: int, before: int = 0, after: int = 0,
+               neighbours: bool = False) -> Range:
+    """The :class:`Range` ``start <= t < end`` of ``groups`` (:func:`ranges`: what it
+    reads), whether or not any row lies in it; also how an ASOF JOIN's right side is read
+    over the ranges its left side was cut into (planner/physical/direct_asof.py)."""
+    need_lo, need_hi = start - before, end - 1 + after
+    read = {g for g in groups if g.hi >= need_lo and g.lo <= need_hi}
+    further_before = further_after = ()
+    if neighbours:
+        # a pure row group's min and max are data rows: one wholly before the range
+        # holds a row at its max, one reaching into it a row at its min
+        floor = max((g.hi if g.hi < start else g.lo for g in groups
+                     if g.pure and g.lo < start), default=None)
+        further_before = tuple(sorted((g for g in groups if g not in read and g.lo < start
+                               and (floor is None or g.hi >= floor)),
+                              key=lambda g: -g.hi))
+        ceiling = min((g.lo if g.lo >= end else g.hi for g in groups
+                       if g.pure and g.hi >= end), default=None)
+        further_after = tuple(sorted((g for g in groups if g not in read and g.hi >= end
+                              and (ceiling is None or g.lo <= ceiling)),
+                             key=lambda g: g.lo))
+    return Range(start, end, need_lo, need_hi, tuple(g for g in groups if g in read),
+                 neighbours, further_before, further_after, storage.current())
 
 
 def _cuts(groups, lo: int, hi: int, tasks: int, min_span: int) -> list[int]:
@@ -275,6 +289,8 @@ def _read(groups, wanted: dict[str, pa.DataType], progress) -> pa.Table:
                             f"{reason}", "is the file complete? rewrite or remove it") from None
         pieces.append(pa.Table.from_arrays(
             [_as(piece.column(name), t) for name, t in wanted.items()], schema=schema))
+    if not pieces:  # no row group (an ASOF JOIN's right side may have none in a range)
+        return schema.empty_table()
     table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
     if progress and table.column(progress).null_count < table.num_rows:
         table = table.filter(pc.is_null(table.column(progress)))
@@ -295,7 +311,10 @@ class ReadError(ValueError):
 
 
 def _micros(table: pa.Table, time_col: str):
-    return table.column(time_col).cast(pa.timestamp("us")).cast(pa.int64())
+    column = table.column(time_col)
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("us"))
+    return column.cast(pa.int64())
 
 
 def _nearest(us, edge: int, further, side: str, wanted, progress, time_col, pieces):

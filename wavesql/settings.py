@@ -119,6 +119,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "parallel ranges of time (planner/physical/direct_resample.py); false: Spark SQL."),
     Setting("wavesql.resample.min_rows", 100_000, _count(0), "0",
             "Below this many rows, RESAMPLE stays Spark SQL."),
+    Setting("wavesql.asof.direct", True, _boolean, "false",
+            "An un-keyed ASOF JOIN of two Parquet streams runs as a direct pass over the "
+            "files in parallel ranges of the left side's time (planner/physical/"
+            "direct_asof.py); false: Spark SQL."),
+    Setting("wavesql.asof.min_rows", 100_000, _count(0), "0",
+            "Below this many left rows, an un-keyed ASOF JOIN of Parquet streams stays "
+            "Spark SQL."),
     Setting("wavesql.temporal.parallel", False, _boolean, "true",
             "true: an un-keyed RESAMPLE or ASOF JOIN that no direct pass takes (CSV or JSON "
             "streams, views, subqueries, ...) runs in parallel chunks of event time "

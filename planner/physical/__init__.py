@@ -27,9 +27,9 @@ sources/parquet_chunks.py), cut to fit a Python task's memory (task_memory.py). 
 applies to a continuous query's micro-batch (``rt.streams`` set): the continuous runner
 has its own operators.
 
-The order matters: the direct RESAMPLE comes first because it replaces the whole query
-(its SQL never runs), and the chunked RESAMPLE / ASOF JOIN (chunked_temporal.py) next, for
-the inputs the direct pass leaves; fused chains come before chunked windows because a chain takes a
+The order matters: the direct RESAMPLE and ASOF JOIN (direct_asof.py) come first because
+they replace the whole query (its SQL never runs), and the chunked RESAMPLE / ASOF JOIN
+(chunked_temporal.py) next, for the inputs the direct passes leave; fused chains come before chunked windows because a chain takes a
 whole stack of SELECTs, their RANGE windows included, into one pass, and the chunked
 windows then take, one SELECT at a time, the windows left in the SQL (reading the fused
 views as inputs). A fused total over a RESAMPLE reuses the ranges the RESAMPLE's own
@@ -44,7 +44,7 @@ file_ranges.py and task_memory.py (ranges planned from the files' footers), row_
 fused_compiler.py and fused_types.py (a SELECT compiled), fused_joins.py.
 """
 
-from . import chunked_temporal, chunked_windows, direct_resample, fused_chains
+from . import chunked_temporal, chunked_windows, direct_asof, direct_resample, fused_chains
 from .plan import SqlPlan
 
 __all__ = ["RULES", "SqlPlan"]
@@ -52,6 +52,8 @@ __all__ = ["RULES", "SqlPlan"]
 RULES = (
     # an un-keyed RESAMPLE of a Parquet stream -> the whole result, in parallel time ranges
     direct_resample.resample_in_ranges,
+    # an un-keyed ASOF JOIN of two Parquet streams -> the whole result, in parallel ranges
+    direct_asof.asof_in_ranges,
     # an un-keyed RESAMPLE or ASOF JOIN of any other input -> its result, in parallel chunks
     chunked_temporal.temporal_in_chunks,
     # chains of SELECTs with lag / RANGE windows over a Parquet stream -> one numpy pass each

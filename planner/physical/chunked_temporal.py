@@ -424,7 +424,6 @@ def _resample(rel, rt, inputs):
 # ------------------------------------------------------------------------------ ASOF JOIN
 def _asof(rel, rt, inputs):
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from wavesql.udfs.temporal_chunks import CONTEXT, asof_chunk, conform
@@ -433,26 +432,14 @@ def _asof(rel, rt, inputs):
 
     a = rel.asof
     left, right = inputs.frame(a.left), inputs.frame(a.right)
-    if a.keys or left is None or right is None or rel.schema is None:
+    if left is None or right is None:
         return None
+    shape = asof_shape(rel, left.schema.fields, right.schema.fields)
+    if shape is None:
+        return None
+    lt, rt_ = shape[0], shape[1]
     lfields, rfields = left.schema.fields, right.schema.fields
-    lt, rt_ = _find(lfields, a.left_time), _find(rfields, a.right_time)
-    if not (_carried(lfields) and _carried(rfields)) or lt is None or rt_ is None:
-        return None
-    kinds = {lt.dataType.simpleString(), rt_.dataType.simpleString()}
-    if not (kinds == {"timestamp"} or kinds <= set(_INTEGRAL)):
-        return None
     lnames, rnames = [f.name for f in lfields], [f.name for f in rfields]
-    names = [f.name for f in rel.schema.fields]
-    if len(names) < 2:
-        return None
-    lalias, ralias = names[0], names[1]
-    shared = {n.lower() for n in lnames} & {n.lower() for n in rnames}
-    hidden = shared | {lalias.lower(), ralias.lower()}
-    copies = [("l", n) for n in lnames if n.lower() not in hidden] + \
-             [("r", n) for n in rnames if n.lower() not in hidden]
-    if names != [lalias, ralias] + [n for _, n in copies]:
-        return None  # not the relation planner/temporal.py writes: leave it to the SQL
     spark, backward = rt.spark, a.direction == "backward"
     lus, rus = _micros(lt), _micros(rt_)
 
@@ -522,8 +509,7 @@ def _asof(rel, rt, inputs):
     context = _context_frame(spark, parts, rfields, labels)
 
     # 4. the pass: left rows by chunk, cogrouped with the right rows of the chunk's range
-    lcols = [f"__ws_l{i}" for i in range(len(lnames))]
-    rcols = [f"__ws_r{i}" for i in range(len(rnames))]
+    lcols, rcols, flat = asof_flat(lfields, rfields)
     staged_left = left.select(_chunk_of(lb, starts, labels).alias(CHUNK),
                               *[_col(c).alias(x) for c, x in zip(lnames, lcols)])
     own = rights.where((rb >= 0) & (rb < buckets.count))
@@ -532,11 +518,6 @@ def _asof(rel, rt, inputs):
                               F.lit(False).alias(CONTEXT)).unionByName(context)
     staged_right = staged_right.select(CHUNK, *[_col(c).alias(x) for c, x in zip(rnames, rcols)],
                                        CONTEXT)
-    flat = T.StructType(
-        # nullable fields, as in the SQL's structs (each is NULL in the other union branch)
-        [T.StructField(x, f.dataType, True) for x, f in zip(lcols, lfields)]
-        + [T.StructField(x, f.dataType, True) for x, f in zip(rcols, rfields)]
-        + [T.StructField(MATCHED, T.BooleanType(), False)])
     target_schema = to_arrow_schema(flat, timezone="UTC")
     ltime, rtime = lcols[lnames.index(lt.name)], rcols[rnames.index(rt_.name)]
     direction, inclusive, outer = a.direction, a.inclusive, a.outer
@@ -552,6 +533,60 @@ def _asof(rel, rt, inputs):
     out = staged_left.repartition(parts_, CHUNK).groupBy(CHUNK) \
         .cogroup(staged_right.repartition(parts_, CHUNK).groupBy(CHUNK)) \
         .applyInArrow(asof_chunks, flat)
+    return asof_relation(out, shape, lnames, lcols, rnames, rcols, outer)
+
+
+def asof_flat(lfields, rfields):
+    """``(left names, right names, flat type)``: the columns a pass over an un-keyed ASOF
+    JOIN returns before :func:`asof_relation` -- each side's columns renamed ``__ws_l<i>``
+    / ``__ws_r<i>`` (the sides may share names), then MATCHED."""
+    from pyspark.sql import types as T
+
+    lcols = [f"__ws_l{i}" for i in range(len(lfields))]
+    rcols = [f"__ws_r{i}" for i in range(len(rfields))]
+    flat = T.StructType(
+        # nullable fields, as in the SQL's structs (each is NULL in the other union branch)
+        [T.StructField(x, f.dataType, True) for x, f in zip(lcols, lfields)]
+        + [T.StructField(x, f.dataType, True) for x, f in zip(rcols, rfields)]
+        + [T.StructField(MATCHED, T.BooleanType(), False)])
+    return lcols, rcols, flat
+
+
+def asof_shape(rel, lfields, rfields):
+    """``(left time field, right time field, left alias, right alias, copies)`` of the
+    un-keyed ASOF JOIN ``rel`` (its sides' fields ``lfields`` / ``rfields``) when a pass
+    can compute it -- columns of carried types, time columns both timestamps or both
+    integers, the relation planner/temporal.py writes -- else None. ``copies``: the
+    top-level copies of one side's columns, ``("l" | "r", name)``."""
+    a = rel.asof
+    if a is None or a.keys or rel.schema is None:
+        return None
+    lt, rt_ = _find(lfields, a.left_time), _find(rfields, a.right_time)
+    if not (_carried(lfields) and _carried(rfields)) or lt is None or rt_ is None:
+        return None
+    kinds = {lt.dataType.simpleString(), rt_.dataType.simpleString()}
+    if not (kinds == {"timestamp"} or kinds <= set(_INTEGRAL)):
+        return None
+    lnames, rnames = [f.name for f in lfields], [f.name for f in rfields]
+    names = [f.name for f in rel.schema.fields]
+    if len(names) < 2:
+        return None
+    lalias, ralias = names[0], names[1]
+    shared = {n.lower() for n in lnames} & {n.lower() for n in rnames}
+    hidden = shared | {lalias.lower(), ralias.lower()}
+    copies = [("l", n) for n in lnames if n.lower() not in hidden] + \
+             [("r", n) for n in rnames if n.lower() not in hidden]
+    if names != [lalias, ralias] + [n for _, n in copies]:
+        return None  # not the relation planner/temporal.py writes: leave it to the SQL
+    return lt, rt_, lalias, ralias, copies
+
+
+def asof_relation(out, shape, lnames, lcols, rnames, rcols, outer):
+    """The joined relation planner/temporal.py's SQL gives (names, types, nullability),
+    from a pass's flat rows ``out`` (:func:`asof_flat`; ``shape``: :func:`asof_shape`)."""
+    from pyspark.sql import functions as F
+
+    _, _, lalias, ralias, copies = shape
     lstruct = F.struct(*[F.col(x).alias(c) for c, x in zip(lnames, lcols)])
     rstruct = F.struct(*[F.col(x).alias(c) for c, x in zip(rnames, rcols)])
     joined = out.select(lstruct.alias(lalias),

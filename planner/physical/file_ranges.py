@@ -77,10 +77,10 @@ def fitting_ranges(spark, groups, columns: int, before: int, after: int, min_spa
 
 
 def direct_groups(frame, stream, rt, time_col: str, wanted: dict, progress, min_rows: int,
-                  no_nulls=()):
-    """The row groups of ``stream``'s files (sources/parquet_chunks.py: ``index``), or None
-    when the files are not ones a direct pass reads exactly as Spark does or hold fewer
-    than ``min_rows`` rows."""
+                  no_nulls=(), **index_options):
+    """The row groups of ``stream``'s files (sources/parquet_chunks.py: ``index``, which
+    takes ``index_options``), or None when the files are not ones a direct pass reads
+    exactly as Spark does or hold fewer than ``min_rows`` rows."""
     from wavesql.sources import parquet_chunks as pc_
 
     files = _stream_files(frame, stream)
@@ -88,7 +88,7 @@ def direct_groups(frame, stream, rt, time_col: str, wanted: dict, progress, min_
         return None
     tz = str(rt.spark.conf.get("spark.sql.session.timeZone", "")).upper()
     groups = pc_.index(files, time_col, wanted, utc_naive=tz in ("UTC", "ETC/UTC", "GMT", "Z"),
-                       progress=progress, no_nulls=no_nulls)
+                       progress=progress, no_nulls=no_nulls, **index_options)
     if not groups or sum(g.rows for g in groups) < min_rows:
         return None
     return groups
