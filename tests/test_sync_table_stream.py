@@ -264,9 +264,12 @@ def test_the_split_over_a_table_signal(ws, spark, tmp_path, samples, fmt, placem
     assert err.value.code == "OUT_OF_ORDER_FILE" and "`acc`" in err.value.message
 
 
-def test_a_malformed_row_fails_as_in_the_continuous_reader(ws, spark, tmp_path, samples):
-    """A row without its sample number fails the split with the continuous table reader's
-    error (``MALFORMED_ROW`` naming the file), before anything is synced."""
+@pytest.mark.parametrize("placement", ["file", "sample"])
+def test_a_malformed_row_fails_as_in_the_continuous_reader(ws, spark, tmp_path, samples,
+                                                           placement):
+    """A new CSV file with a row whose channel is not a number (rows in file order) or
+    without its sample number fails the split with the continuous table reader's error
+    (``MALFORMED_ROW`` naming the file), before anything is synced."""
     from wavesql import planner
     from wavesql.dialect import parse_statements
     from wavesql.streaming.planning import plan_continuous
@@ -274,11 +277,11 @@ def test_a_malformed_row_fails_as_in_the_continuous_reader(ws, spark, tmp_path, 
 
     acc, _ = samples
     _folders(tmp_path)
-    _write(tmp_path / "acc", "csv", "sample", "acc_000", acc, 0, 100)
-    _define(ws, tmp_path, "csv", "sample")
-    path = _write(tmp_path / "acc", "csv", "sample", "acc_001", acc, 100, 200)
+    _write(tmp_path / "acc", "csv", placement, "acc_000", acc, 0, 100)
+    _define(ws, tmp_path, "csv", placement)
+    path = _write(tmp_path / "acc", "csv", placement, "acc_001", acc, 100, 200)
     lines = path.read_text().splitlines()
-    lines[5] = "," + lines[5].split(",", 1)[1]  # no sample number
+    lines[5] = ("abc," if placement == "file" else ",") + lines[5].split(",", 1)[1]
     path.write_text("\n".join(lines) + "\n")
     _settled(path)
     stmt = parse_statements(QUERY)[0]
