@@ -4,9 +4,10 @@ Rule :func:`temporal_in_chunks`. planner/temporal.py lowers both operators to Sp
 windows (``lead``, ``last_value(...) IGNORE NULLS OVER (ORDER BY ...)``); without a key
 (no ``PARTITION BY``, no equality in the ASOF condition) Spark runs that window in **one
 partition**, on one core, after a shuffle and a sort. direct_resample.py avoids it for a
-catalog Parquet stream read as it is; this rule does it for every other input (CSV or JSON
-streams, views, CTEs, subqueries, Kafka batch reads, a Parquet stream the direct pass
-refuses), through Spark's shuffle, TiLT's way, **reading each input once** (temporal_inputs.py):
+catalog Parquet stream read as it is, and direct_asof.py for an ASOF JOIN of two such
+streams (each task reads its range of both sides' files: no shuffle); this rule does it for
+every other input (CSV or JSON streams, views, CTEs, subqueries, Kafka batch reads, a
+Parquet stream the direct passes refuse), through Spark's shuffle, TiLT's way, **reading each input once** (temporal_inputs.py):
 a catalog Parquet stream read as it is stays Spark's scan of its (columnar, pruned) files;
 any other input becomes a lazy local checkpoint (``localCheckpoint(eager=False)``), which
 the first job over it fills while it reads and parses the input, and which every later job
