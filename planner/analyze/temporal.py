@@ -30,7 +30,8 @@ from wavesql.errors import Span, WaveSQLError, did_you_mean
 
 from .. import ir
 from ..ctes import inline_query
-from ..temporal import asof_join_relation, is_numeric, parse_asof_condition, resample_sql
+from ..temporal import (asof_join_relation, is_numeric, parse_asof_condition,
+                        resample_columns, resample_sql)
 from ..types import interval_us
 from .context import BindContext, Found
 from .resolve import resolve_input
@@ -87,7 +88,9 @@ def _bind_resample(resample: wn.Resample, ctx: BindContext, known: dict, index: 
         where = method_node if err.hint and "linear" in err.hint else resample.args["period"]
         raise WaveSQLError(err.code, err.message, Span.of(where), err.hint) from None
     name = f"__wavesql_resample_{index}"
-    query = _temporal_query(sql, ((table.name.lower(), source),), ctx)
+    derived = resample_columns(columns, time_col, method, tuple(keys))
+    query = _temporal_query(sql, ((table.name.lower(), source),), ctx, None if derived is None
+                            else ir.Schema(tuple(ir.Field(*c) for c in derived)))
     numeric = tuple(c for c, t in columns if c.lower() != time_col.lower()
                     and c.lower() not in {k.lower() for k in keys} and is_numeric(t))
     alias = resample.args.get("alias")
@@ -162,10 +165,13 @@ def _input_of(expr: exp.Expression, select: exp.Select, ctx: BindContext, known:
                      alias=exp.TableAlias(this=exp.to_identifier(alias))), relation
 
 
-def _temporal_query(sql: str, inputs, ctx: BindContext) -> ir.SqlQuery:
-    """``sql`` over ``inputs`` (each name once), analysed by Spark for its schema; its AST
-    parsed once here (planner/temporal.py writes the operators' SQL as text)."""
+def _temporal_query(sql: str, inputs, ctx: BindContext, schema: ir.Schema | None = None
+                    ) -> ir.SqlQuery:
+    """``sql`` over ``inputs`` (each name once), analysed by Spark for its schema unless
+    ``schema`` is given (planner/temporal.py's ``resample_columns``); its AST parsed once
+    here (planner/temporal.py writes the operators' SQL as text)."""
     unique = tuple(dict(inputs).items())
-    schema = ctx.env.analyze(sql, unique, None)
+    if schema is None:
+        schema = ctx.env.analyze(sql, unique, None)
     return ir.SqlQuery(sql, unique, schema, all(r.bounded for _, r in unique),
                        tree=parse_one(sql))
