@@ -62,28 +62,27 @@ def pairs_of(context: pd.DataFrame, lo: int, hi: int, keyed: bool) -> list:
 
 
 # -- the kernel, batch by batch ------------------------------------------------------------
-def run_kernel(a, b, lo, hi, keyed, rng, batches=8, buckets=2):
-    """Both streams through the kernel (``a`` as the left stream, ``b`` the right one),
-    batch by batch as Spark would call it -- each bucket with new rows, or whose timer
-    ``b``'s progress (Spark's watermark) passed -- with each stream's progress from the
-    oracle: returns (the pairs emitted, late ids, each step's progress, state rows per
-    step, the parts each batch read)."""
+def drive_kernel(op, parts, progress, keyed, buckets, seen, extra=None):
+    """Run ``op`` over the stream parts batch by batch as Spark would call it -- each
+    bucket with new rows, or whose timer ``b``'s progress (Spark's watermark) passed --
+    with each stream's progress from the oracle; ``seen(result, wl, wr)`` gets
+    every call, ``extra`` columns are added to the new rows (the planner's). Returns
+    (late ids, state rows after each step)."""
     from streaming.stateful import interval
     from streaming.stateful import state as st
 
-    op = interval.IntervalOperator(("string", "bigint"), ("string", "bigint"), lo, hi, keyed)
-    parts = {"l": _arrive(rng, a, batches, 3 * SECOND),
-             "r": _arrive(rng, b, batches, 3 * SECOND)}
-    progress = oracle_progress(parts)
+    batches = len(parts["l"])
+    empty = parts["l"][0].iloc[:0]
     states, timers = {}, {}
-    emitted, late, sizes = [], set(), []
+    late, sizes = set(), []
     step = 0
     while True:
         data = step < batches
         p = progress[min(step, batches)]
         wl, wr = p["l"], p["r"]
         new = pd.concat([_encode(parts["l"][step], False), _encode(parts["r"][step], True)],
-                        ignore_index=True) if data else _encode(a.iloc[:0], False)
+                        ignore_index=True) if data else _encode(empty, False)
+        new = new.assign(**(extra or {}))
         code = np.where(new.nk.to_numpy(bool) & keyed, 0, new.sk.to_numpy() // 7)
         bucket = code % buckets if keyed else np.zeros(len(new), int)
         called = set(np.unique(bucket)) | {k for k, t in timers.items()
@@ -93,18 +92,38 @@ def run_kernel(a, b, lo, hi, keyed, rng, batches=8, buckets=2):
             result = interval.step(op, states.get(bk), mine, wl, wr)
             states[bk], timers[bk] = result.state, result.timer
             late |= set(int(x) for x in np.where(mine.right, mine.r1, mine.l1)[result.late])
-            emitted += pairs_of(result.context, lo, hi, keyed)
-            if result.state is not None:  # what a called bucket keeps, future rows can match
-                rows = st.decode("interval", result.state)[1]["rows"].to_pandas()
-                ts, right = rows.ts.to_numpy(), rows.right.to_numpy(bool)
-                assert wr is None or (ts[~right] >= wr + lo).all()
-                assert wl is None or (ts[right] >= wl - hi).all()
+            seen(result, wl, wr)
         sizes.append(sum(st.decode("interval", s)[1]["rows"].num_rows
                          for s in states.values() if s is not None))
         step += 1
         # a batch without new rows runs while b's progress (Spark's watermark) moved
         if not data and progress[min(step, batches)]["r"] == wr:
             break
+    return late, sizes
+
+
+def run_kernel(a, b, lo, hi, keyed, rng, batches=8, buckets=2):
+    """Both streams through the kernel (``a`` as the left stream, ``b`` the right one),
+    batch by batch (:func:`drive_kernel`): returns (the pairs emitted, late ids, each
+    step's progress, state rows per step, the parts each batch read)."""
+    from streaming.stateful import interval
+    from streaming.stateful import state as st
+
+    op = interval.IntervalOperator(("string", "bigint"), ("string", "bigint"), lo, hi, keyed)
+    parts = {"l": _arrive(rng, a, batches, 3 * SECOND),
+             "r": _arrive(rng, b, batches, 3 * SECOND)}
+    progress = oracle_progress(parts)
+    emitted = []
+
+    def seen(result, wl, wr):
+        emitted.extend(pairs_of(result.context, lo, hi, keyed))
+        if result.state is not None:  # what a called bucket keeps, future rows can match
+            rows = st.decode("interval", result.state)[1]["rows"].to_pandas()
+            ts, right = rows.ts.to_numpy(), rows.right.to_numpy(bool)
+            assert wr is None or (ts[~right] >= wr + lo).all()
+            assert wl is None or (ts[right] >= wl - hi).all()
+
+    late, sizes = drive_kernel(op, parts, progress, keyed, buckets, seen)
     return Counter(emitted), late, progress, sizes, parts
 
 

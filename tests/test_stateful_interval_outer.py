@@ -25,7 +25,7 @@ import pytest
 
 from tests.test_stateful_asof import (SECOND, _arrive, _draw, _encode, _files, _in_files,
                                       _rounds, _streams, oracle_late, oracle_progress)
-from tests.test_stateful_interval import oracle_pairs, pairs_of
+from tests.test_stateful_interval import drive_kernel, oracle_pairs, pairs_of
 
 
 def oracle_alone(a: pd.DataFrame, b: pd.DataFrame, lo: int, hi: int, keyed: bool,
@@ -44,8 +44,9 @@ def oracle_alone(a: pd.DataFrame, b: pd.DataFrame, lo: int, hi: int, keyed: bool
 
 
 def run_outer_kernel(a, b, lo, hi, keyed, rng, batches=8, buckets=2):
-    """Both streams through the outer kernel, batch by batch as Spark would call it:
-    (pairs emitted, ids emitted alone -- each occurrence --, late ids, progress, parts)."""
+    """Both streams through the outer kernel, batch by batch as Spark would call it
+    (tests/test_stateful_interval.py ``drive_kernel``): (pairs emitted, ids emitted alone
+    -- each occurrence --, late ids, progress, parts)."""
     from streaming.stateful import interval
 
     op = interval.IntervalOperator(("string", "bigint"), ("string", "bigint"), lo, hi, keyed,
@@ -53,34 +54,18 @@ def run_outer_kernel(a, b, lo, hi, keyed, rng, batches=8, buckets=2):
     parts = {"l": _arrive(rng, a, batches, 3 * SECOND),
              "r": _arrive(rng, b, batches, 3 * SECOND)}
     progress = oracle_progress(parts)
-    states, timers = {}, {}
-    emitted, alone, late = [], [], set()
-    step = 0
-    while True:
-        data = step < batches
-        p = progress[min(step, batches)]
-        wl, wr = p["l"], p["r"]
-        new = pd.concat([_encode(parts["l"][step], False), _encode(parts["r"][step], True)],
-                        ignore_index=True) if data else _encode(a.iloc[:0], False)
-        new = new.assign(alone=False)  # (the planner's __alone: false on every input row)
-        code = np.where(new.nk.to_numpy(bool) & keyed, 0, new.sk.to_numpy() // 7)
-        bucket = code % buckets if keyed else np.zeros(len(new), int)
-        called = set(np.unique(bucket)) | {k for k, t in timers.items()
-                                           if t is not None and wr is not None and wr > t}
-        for bk in sorted(called):
-            mine = new[bucket == bk].reset_index(drop=True)
-            result = interval.step(op, states.get(bk), mine, wl, wr)
-            states[bk], timers[bk] = result.state, result.timer
-            late |= set(int(x) for x in np.where(mine.right, mine.r1, mine.l1)[result.late])
-            ctx = result.context
-            lone = ctx[ctx.alone.to_numpy(bool)]
-            assert not lone.right.to_numpy(bool).any()  # only a rows are preserved
-            alone += [int(x) for x in lone.l1]
-            emitted += pairs_of(ctx[~ctx.alone.to_numpy(bool)].drop(columns="alone"), lo, hi,
-                                keyed)
-        step += 1
-        if not data and progress[min(step, batches)]["r"] == wr:
-            break
+    emitted, alone = [], []
+
+    def seen(result, wl, wr):
+        ctx = result.context
+        lone = ctx[ctx.alone.to_numpy(bool)]
+        assert not lone.right.to_numpy(bool).any()  # only a rows are preserved
+        alone.extend(int(x) for x in lone.l1)
+        emitted.extend(pairs_of(ctx[~ctx.alone.to_numpy(bool)].drop(columns="alone"), lo, hi,
+                                keyed))
+
+    # (the planner's __alone: false on every input row)
+    late, _ = drive_kernel(op, parts, progress, keyed, buckets, seen, {"alone": False})
     return Counter(emitted), alone, late, progress, parts
 
 
