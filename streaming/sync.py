@@ -94,10 +94,11 @@ def _check_signal(sync: ir.SyncJoin, count: int, stmt) -> None:
     signal = sync.signal.signal
     if not ((signal.source == "files" and signal.format in ("wav", *FORMATS))
             or (signal.source == "kafka" and signal.format == "samples")):
+        what = ("defined by a query" if signal.source == "query" else
+                f"{signal.format} from {'Kafka' if signal.source == 'kafka' else 'files'}")
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN watches a signal's "
                            "folder of WAV, CSV, Parquet or JSON files, or its Kafka topic of "
-                           f"sample blocks; `{signal.name}` is {signal.source} "
-                           f"{signal.format}", Span.of(stmt.node),
+                           f"sample blocks; `{signal.name}` is {what}", Span.of(stmt.node),
                            hint="run the SYNC as a batch query (or a scheduled query file)")
     if signal.source == "kafka" and count > 1:
         raise WaveSQLError("NOT_IMPLEMENTED", "several SYNC JOINs in one continuous query "

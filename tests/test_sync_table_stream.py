@@ -295,6 +295,25 @@ def test_a_malformed_row_fails_as_in_the_continuous_reader(ws, spark, tmp_path, 
     assert err.value.code == "MALFORMED_ROW" and "acc_001.csv" in err.value.message
 
 
+def test_a_signal_defined_by_a_query_is_refused(ws, spark, tmp_path):
+    """A continuous SYNC over a signal a continuous SYNC cannot watch (one defined by a
+    query) is refused before anything runs, saying what it watches and what to do."""
+    spark.createDataFrame(pd.DataFrame({"n": [0, 1], "v": [1.0, 2.0]})
+                          ).createOrReplaceTempView("two")
+    ws.sql("CREATE SIGNAL q (x FLOAT) RATE 10 HZ OPTIONS (sample_column = 'n') "
+           "AS SELECT n, v AS x FROM two")
+    (tmp_path / "ctl").mkdir()
+    ws.sql(f"CREATE STREAM marks (id BIGINT, t0 TIMESTAMP, t1 TIMESTAMP) FROM "
+           f"'{tmp_path / 'ctl'}' FORMAT json EVENT TIME t0 WATERMARK 1 SECOND")
+    with pytest.raises(WaveSQLError) as err:
+        ws.stream("SELECT c.id, s.x FROM marks c SYNC JOIN q s ON RANGE (c.t0, c.t1)",
+                  tmp_path / "out", tmp_path / "ckpt")
+    assert err.value.code == "NOT_IMPLEMENTED"
+    assert "CSV, Parquet or JSON files" in err.value.message
+    assert "`q` is defined by a query" in err.value.message
+    assert "batch query" in err.value.hint
+
+
 @pytest.mark.slow  # two continuous runs per format and placement: ~20 s each at load ~2
 @pytest.mark.parametrize("fmt,placement", PLACEMENTS)
 def test_a_continuous_sync_over_a_table_signal(ws, spark, tmp_path, samples, fmt,
