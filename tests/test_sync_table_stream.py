@@ -337,3 +337,30 @@ def test_a_continuous_sync_over_a_table_signal(ws, spark, tmp_path, samples, fmt
     rows = _rows(spark, tmp_path)
     assert sorted(r.id for r in rows) == [1, 2, 3, 7]
     _check(rows, ranges, acc)
+
+
+@pytest.mark.slow  # two continuous runs, the second failing
+def test_a_sample_held_twice_that_only_a_read_sees_fails_the_query(ws, spark, tmp_path,
+                                                                   samples):
+    """A Parquet row group whose statistics place it (sample numbers 100 .. 199 in 100
+    rows) but that holds one sample twice (and so misses one): the SYNC reading it fails
+    the query with ``OVERLAPPING_SAMPLES`` naming the file, as the continuous table reader
+    does when its task reads the group; the row over the first file alone was delivered
+    before."""
+    acc, _ = samples
+    ranges = {1: (100, 600), 2: (1200, 1800)}
+    _folders(tmp_path)
+    _write(tmp_path / "acc", "parquet", "sample", "acc_000", acc, 0, 100)
+    _define(ws, tmp_path, "parquet", "sample")
+    _marks(tmp_path, "c1", ranges, (1,))
+    _run(ws, tmp_path, QUERY)
+    n = np.arange(100, 200)
+    n[7] = n[6]  # 106 twice, 107 missing: min, max and count still say 100 .. 199
+    pq.write_table(pa.table({"n": n, "x": acc[100:200, 0], "y": acc[100:200, 1]}),
+                   tmp_path / "acc" / "acc_001.parquet")
+    _marks(tmp_path, "c2", ranges, (2,))
+    q = ws.stream(QUERY, tmp_path / "out", tmp_path / "ckpt")
+    with pytest.raises(WaveSQLError) as err:
+        q.await_termination()
+    assert err.value.code == "OVERLAPPING_SAMPLES" and "acc_001.parquet" in err.value.message
+    assert sorted(r.id for r in _rows(spark, tmp_path)) == [1]
