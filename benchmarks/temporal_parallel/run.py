@@ -75,6 +75,7 @@ def one(query: str, mode: str, data: Path, fmt: str) -> dict:
     ws.sql(f"CREATE STREAM r (rts TIMESTAMP, w DOUBLE, q INT) FROM '{data / 'r'}' "
            f"FORMAT {fmt} EVENT TIME rts")
     spark.conf.set("wavesql.temporal.parallel", "true" if mode == "pass" else "false")
+    spark.conf.set("wavesql.asof.direct", "false")  # the chunked pass vs the SQL, here
     start = time.perf_counter()
     df = ws.sql(QUERIES[query])
     plan = df._jdf.queryExecution().executedPlan().toString()
