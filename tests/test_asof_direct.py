@@ -294,3 +294,39 @@ def test_random_streams(ws, tmp_path, seed):
                          chunk_rows=str(int(rng.integers(100, 800))))
     direction = "backward" if op.startswith(">") else "forward"
     _check(got, sql_rows, _asof_oracle(left, right, direction, op.endswith("="), outer))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_right_side_ranges_read_the_neighbours(seed, tmp_path):
+    """The right side's share of a left range (sources/parquet_chunks.py ``span_range``):
+    its rows in ``[start, end)`` and every row at the latest time before ``start`` and at
+    the earliest from ``end`` on, wherever they are -- integer times, NULL times (never
+    read), row groups of NULL times only, ranges with no right row of their own. Numpy
+    oracle over the written rows."""
+    from wavesql.sources import parquet_chunks as pc_
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(30, 800))
+    t = np.sort(rng.integers(0, 400, n)) * 10
+    t[n // 2:] += int(rng.integers(0, 3)) * 50_000  # maybe a gap wider than every range
+    null = rng.random(n) < 0.05
+    null[: int(rng.integers(0, 40))] = True  # maybe a row group without a time
+    wanted = {"t": pa.int64(), "row": pa.int64()}
+    table = pa.table({"t": pa.array(t, pa.int64(), mask=null),
+                      "row": pa.array(np.arange(n), pa.int64())})
+    pq.write_table(table, tmp_path / "r.parquet", row_group_size=int(rng.integers(5, 60)))
+    groups = pc_.index([str(tmp_path / "r.parquet")], "t", wanted, utc_naive=False,
+                       null_times=True, integer_time=True)
+    assert groups is not None
+    assert pc_.index([str(tmp_path / "r.parquet")], "t", wanted, utc_naive=False,
+                     integer_time=True) is None or not null.any()
+    cuts = np.unique(rng.integers(-500, t.max() + 500, int(rng.integers(2, 12))))
+    timed = t[~null]
+    for start, end in zip(cuts, cuts[1:]):
+        r = pc_.span_range(groups, int(start), int(end), neighbours=True)
+        got = pc_.read_range(r, ["t", "row"], "t", None, wanted, context=False)
+        below, above = timed[timed < start], timed[timed >= end]
+        want = ~null & (((t >= start) & (t < end))
+                        | ((t == below.max()) if len(below) else False)
+                        | ((t == above.min()) if len(above) else False))
+        assert sorted(got.column("row").to_pylist()) == np.flatnonzero(want).tolist()
