@@ -287,11 +287,11 @@ def test_random_streams(ws, tmp_path, seed):
     right = _side(rng, int(rng.integers(50, 4000)), gaps=int(rng.integers(0, 5)),
                   dup=float(rng.uniform(0, 0.5)), null_times=float(rng.uniform(0, 0.05)),
                   shift=int(rng.integers(-GAP, GAP)))
-    _streams(ws, tmp_path, left, right, files=int(rng.integers(1, 5)),
-             row_group_size=int(rng.integers(20, 300)))
+    chunk_rows = int(rng.integers(200, 800))  # row groups a fraction of a range: files in
+    _streams(ws, tmp_path, left, right, files=int(rng.integers(1, 5)),  # time order read once
+             row_group_size=int(rng.integers(10, chunk_rows // 4)))
     got, sql_rows = _run(ws, _SELECT.format(join="ASOF LEFT JOIN" if outer else "ASOF JOIN",
-                                            op=op),
-                         chunk_rows=str(int(rng.integers(100, 800))))
+                                            op=op), chunk_rows=str(chunk_rows))
     direction = "backward" if op.startswith(">") else "forward"
     _check(got, sql_rows, _asof_oracle(left, right, direction, op.endswith("="), outer))
 

@@ -26,9 +26,9 @@ files pyarrow reads as Spark does (file_ranges.py ``direct_groups``: no partitio
 footers with time statistics, same stored types); columns of the types the kernel
 carries (chunked_temporal.py ``_TYPES``); time columns both timestamps or both integers;
 at least ``wavesql.asof.min_rows`` left rows (100,000; below it the SQL costs less than
-a Python pass's set-up); files in time order well enough that no side is read more than
-``MAX_READ_FACTOR`` times over (else the SQL); each range's rows within a Python task's
-memory (task_memory.py; cut finer until they are). Right rows without a time never match
+a Python pass's set-up); files in time order well enough that the two sides' rows are
+not read more than ``MAX_READ_FACTOR`` times over (else the SQL); each range's rows within
+a Python task's memory (task_memory.py; cut finer until they are). Right rows without a time never match
 (the SQL drops them): their row groups' statistics are still used. Left rows without a
 time are kept by ``ASOF LEFT JOIN`` with no match: that case stays the SQL's (the pass
 reads rows by time); an inner join drops them, as the pass does. ``SET
@@ -147,7 +147,7 @@ def _ranges(spark, lgroups, rgroups, direction: str, columns: int):
     with the right row groups of the same time range and those that can hold its
     neighbour (backward: the latest right time before it; forward: the earliest from its
     end on). Cut finer until every task's rows fit a Python task (task_memory.py); None
-    when no cut fits or a side would be read more than ``MAX_READ_FACTOR`` times over
+    when no cut fits or the rows would be read more than ``MAX_READ_FACTOR`` times over
     (files out of time order: the SQL's shuffle costs less)."""
     from wavesql.sources import parquet_chunks as pc_
 
@@ -170,7 +170,8 @@ def _ranges(spark, lgroups, rgroups, direction: str, columns: int):
             pairs.append((lr, rr))
         lread = [sum(g.rows for g in lr.groups) for lr, _ in pairs]
         rread = [sum(g.rows for g in rr.groups) for _, rr in pairs]
-        if sum(lread) > MAX_READ_FACTOR * ltotal or sum(rread) > MAX_READ_FACTOR * rtotal:
+        # (both sides together: a small right side read whole by every task costs little)
+        if sum(lread) + sum(rread) > MAX_READ_FACTOR * (ltotal + rtotal):
             return None
         if max(x + y for x, y in zip(lread, rread)) <= limit:
             return pairs
