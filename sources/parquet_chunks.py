@@ -72,9 +72,10 @@ def index(files, time_col: str, wanted: dict[str, pa.DataType], utc_naive: bool,
     ``wanted`` maps each column to read to the Arrow type Spark gives it; a TIMESTAMP column
     may be stored with milliseconds, and without a time zone only when ``utc_naive`` (Spark
     then reads the stored value as UTC, which is this session's time zone); with
-    ``integer_time`` an integer time column's span is its values. Also None when a ``no_nulls`` column may hold NULLs (by its
-    statistics), or the time column may (unless ``null_times``: a reader that drops rows
-    without a time, as an ASOF JOIN's right side; a group of NULL times only is left out)."""
+    ``integer_time`` an integer time column's span is its values. Also None when a
+    ``no_nulls`` column may hold NULLs (by its statistics), or the time column may (unless
+    ``null_times``: a reader that drops rows without a time, as an ASOF JOIN's right side;
+    a group of NULL times only is left out)."""
 
     groups = []
     for path in files:
