@@ -30,8 +30,8 @@ a Python pass's set-up); files in time order well enough that the two sides' row
 not read more than ``MAX_READ_FACTOR`` times over (else the SQL); each range's rows within
 a Python task's memory (task_memory.py; cut finer until they are). Right rows without a
 time never match (the SQL drops them): their row groups' statistics are still used. Left
-rows without a time are kept by ``ASOF LEFT JOIN`` with no match: that case stays the SQL's (the pass
-reads rows by time); an inner join drops them, as the pass does. ``SET
+rows without a time are kept by ``ASOF LEFT JOIN`` with no match: that case stays the
+SQL's (the pass reads rows by time); an inner join drops them, as the pass does. ``SET
 wavesql.asof.direct = false`` turns the rule off.
 """
 
