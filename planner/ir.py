@@ -142,6 +142,7 @@ class SignalStage(Relation):
     # "per_row" -- each row's segment is a signal of its own, state from rest at its first
     # sample (a SYNC result's: planner/signals.py, bind_segment_select, says why).
     state: str = "carried"
+    keys: tuple[str, ...] = ()  # "carried" per key: f(...) OVER (PARTITION BY keys)
 
     def children(self):
         return (self.input,)
@@ -149,7 +150,9 @@ class SignalStage(Relation):
     def label(self) -> str:
         keep = f" passthrough[{', '.join(self.passthrough)}]" if self.passthrough else ""
         order = ""
-        if self.program.stateful:
+        if self.program.stateful and self.keys:
+            order = f" state per key ({', '.join(self.keys)}): in start order, keys in parallel"
+        elif self.program.stateful:
             order = (" state per row: each segment filtered from rest, rows in parallel"
                      if self.state == "per_row" else
                      " sequential: one ordered pass (state carried from segment to segment)")

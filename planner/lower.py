@@ -258,34 +258,9 @@ def _partition_samples(signal, width: int, rt: Runtime) -> int:
 
 
 def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
-    """The program as a ``mapInArrow`` over the input's rows (segments not read straight
-    from a WAV signal: a view's, a subquery's): one Python pass per Arrow batch.
+    from .segment_stage import stage_frame
 
-    A stateful program (a filter, a detector) carries its state from segment to segment,
-    which is only right over the samples in order: its rows are then read in one ordered
-    pass -- one task, sorted by the first channel's start sample. The kernels reset the
-    state at a gap and refuse overlapping segments (``[SAMPLES n SLIDE m]`` windows with
-    m < n, or two sources' segments in one column), so no order is made up. Over a SYNC
-    result (``per_row``) each row is a signal of its own, from rest (signals.py says why):
-    rows are independent, so they run in parallel, in any order."""
-    program_json = rel.program.to_json()
-    passthrough = tuple(rel.passthrough)
-    per_row = rel.state == "per_row"
-
-    def run(batches):
-        from wavesql.udfs.program import Evaluator, Program
-
-        evaluator = Evaluator(Program.from_json(program_json), per_row=per_row)
-        for batch in batches:
-            out = evaluator.run_batch(batch, passthrough)
-            if out.num_rows:
-                yield out
-
-    columns = dict.fromkeys(rel.program.channels + passthrough)  # a channel may pass too
-    df = lower_relation(rel.input, rt).select(*[quote(c) for c in columns])
-    if rel.program.stateful and not per_row:
-        df = df.repartition(1).sortWithinPartitions(f"{quote(rel.program.channels[0])}.start")
-    return df.mapInArrow(run, rel.schema.ddl())
+    return stage_frame(rel, lower_relation(rel.input, rt))
 
 
 def _lower_window_scan(rel: ir.WindowScan, rt: Runtime):

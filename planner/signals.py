@@ -333,6 +333,7 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
                             {table.name.lower(), alias.lower()}
                             | {q.lower() for q in qualifiers}, fold)
     per_row = name == "SYNC JOIN"
+    keys = _state_keys(select, source, per_row)
     if per_row:
         _refuse_row_ordered_state(select)
     program = _build_program(select, table, builder)
@@ -350,7 +351,84 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
     fields = [ir.Field(o.name, SPARK_TYPES[o.type]) for o in program.outputs]
     fields += [source.schema.find(n) for n in passthrough]
     return ir.SignalStage(source, program, ir.Schema(tuple(fields)), source.bounded, passthrough,
-                          state="per_row" if per_row else "carried")
+                          state="per_row" if per_row else "carried", keys=keys)
+
+
+def _state_keys(select: exp.Select, source: ir.Relation, per_row: bool) -> tuple[str, ...]:
+    """The keys of ``f(...) OVER (PARTITION BY k, ...)`` around the stateful signal
+    functions of ``select`` (the ``OVER`` removed from the tree), or ``()``.
+
+    The rows of a view or subquery may hold several series -- one per sensor, site,
+    recording -- whose segments overlap in sample numbers. A stateful function carries
+    its state from segment to segment in start-sample order, which is only one signal's
+    order: SQL's spelling for "along the rows of each key, in order" is a window, so
+    ``lowpass(ch, 100.0) OVER (PARTITION BY sensor)`` runs the filter along each sensor's
+    segments in start-sample order, the sensors in parallel. Every stateful call of the
+    SELECT then names the same keys (they run as one program), no ORDER BY or frame (the
+    order is the segments' own), and no stateless function takes an OVER (it has no state
+    to order)."""
+    from wavesql.udfs import registry
+
+    windows = [w for w in select.find_all(exp.Window) if isinstance(w.this, exp.Anonymous)
+               and registry.lookup(w.this.name) is not None]
+    if not windows:
+        return ()
+    found = None
+    for w in windows:
+        fn = registry.lookup(w.this.name)
+        if per_row:
+            raise WaveSQLError("NOT_IMPLEMENTED", "OVER (PARTITION BY ...) of a signal function "
+                               "over a SYNC result: each synced row is a signal of its own",
+                               Span.of(w), hint=f"drop the OVER: {fn.name} runs over each "
+                                                "row's range from rest")
+        if not any(registry.lookup(c.name) is not None and registry.lookup(c.name).stateful
+                   for c in w.this.find_all(exp.Anonymous)):
+            raise WaveSQLError("INVALID_OPTION", f"`{fn.name}` keeps no state from segment to "
+                               "segment (nor does any function in it): OVER (PARTITION BY "
+                               "...) orders a stateful function's state", Span.of(w), hint=f"drop the OVER around {fn.name}")
+        if w.args.get("order") is not None or w.args.get("spec") is not None:
+            raise WaveSQLError("INVALID_OPTION", f"`{fn.name}` runs along each key's segments "
+                               "in start-sample order: its OVER takes PARTITION BY only",
+                               Span.of(w), hint="drop the ORDER BY / frame")
+        names = []
+        for key in w.args.get("partition_by") or []:
+            field = source.schema.find(key.name) if isinstance(key, exp.Column) else None
+            if field is None or field.type.lower().replace(" ", "") == \
+                    SPARK_TYPES["sigseg"].replace(" ", ""):
+                raise WaveSQLError("UNKNOWN_COLUMN", f"`{key.sql()}` is not a column of the "
+                                   "segments' relation a signal function's state can be "
+                                   "kept by", Span.of(key),
+                                   hint=did_you_mean(key.sql(), source.schema.names,
+                                                     "columns"))
+            names.append(field.name)
+        if not names:
+            raise WaveSQLError("INVALID_OPTION", f"OVER () around `{fn.name}`: name the key "
+                               "whose segments make one signal", Span.of(w),
+                               hint="OVER (PARTITION BY sensor), or drop the OVER when the "
+                                    "rows are one signal")
+        if found is not None and [n.lower() for n in names] != [n.lower() for n in found]:
+            raise WaveSQLError("INVALID_OPTION", "the stateful signal functions of one SELECT "
+                               "run as one program: their OVER names the same keys",
+                               Span.of(w), hint=f"PARTITION BY {', '.join(found)} on each")
+        found = names
+        w.replace(w.this)
+    over = [w.this for w in windows]  # (in the tree now, in place of their windows)
+    for call in select.find_all(exp.Anonymous):
+        fn = registry.lookup(call.name)
+        if fn is not None and fn.stateful and not any(
+                node is o for node in (call, *_ancestors(call)) for o in over):
+            raise WaveSQLError("INVALID_OPTION", f"`{fn.name}` has no OVER while other "
+                               f"stateful functions run per {', '.join(found)}",
+                               Span.of(call), hint=f"{fn.name}(...) OVER (PARTITION BY "
+                                                   f"{', '.join(found)})")
+    return tuple(found)
+
+
+def _ancestors(node: exp.Expression):
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
 
 
 def _refuse_row_ordered_state(select: exp.Select) -> None:

@@ -154,54 +154,6 @@ def is_orderable(spark_type: str | None) -> bool:
 # ---------------------------------------------------------------------------------------
 # RESAMPLE
 # ---------------------------------------------------------------------------------------
-
-_ATOMIC = {"tinyint": "tinyint", "byte": "tinyint", "smallint": "smallint",
-           "short": "smallint", "int": "int", "integer": "int", "bigint": "bigint",
-           "long": "bigint", "float": "float", "real": "float", "double": "double",
-           "boolean": "boolean", "string": "string", "binary": "binary", "date": "date",
-           "timestamp": "timestamp", "timestamp_ltz": "timestamp",
-           "timestamp_ntz": "timestamp_ntz", "decimal": "decimal(10,0)",
-           "dec": "decimal(10,0)", "numeric": "decimal(10,0)"}
-_DECIMAL = re.compile(r"^(?:decimal|dec|numeric)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)$")
-
-
-def _atomic(spark_type: str) -> str | None:
-    """Spark's own name (``simpleString``) of an atomic type written ``spark_type``, or
-    None for anything else (arrays, structs, maps, intervals, variants...)."""
-    text = spark_type.strip().lower()
-    found = _DECIMAL.match(text)
-    if found:
-        return f"decimal({found.group(1)},{found.group(2) or 0})"
-    return _ATOMIC.get(text)
-
-
-def resample_columns(columns: list[tuple[str, str]], time_col: str, method: str,
-                     keys: tuple[str, ...] = ()) -> "list[tuple[str, str, bool]] | None":
-    """``(name, Spark type, nullable)`` of :func:`resample_sql`'s result over inputs whose
-    columns may all hold NULLs, as Spark's analysis of that SQL gives them -- written here
-    so that binding a RESAMPLE needs no analysis of its window SQL by Spark (~0.4 s of a
-    quiet machine's time per query, on the driver, before any task: tests/
-    test_resample_schema.py checks it against that analysis over every atomic type and
-    method). None where a column is not of an atomic type (Spark analyses the SQL then).
-
-    The time column is the grid point (``timestamp_micros``: a TIMESTAMP, never NULL);
-    'linear' numeric columns are interpolated as DOUBLE; every other column keeps its
-    type: a key, a held value, the zero or the NULL after a gap's first point."""
-    out = []
-    special = {k.lower() for k in keys}
-    for name, typ in columns:
-        atomic = _atomic(typ)
-        if atomic is None:
-            return None
-        if name.lower() == time_col.lower():
-            out.append((name, "timestamp", False))
-        elif method == "linear" and name.lower() not in special and is_numeric(typ):
-            out.append((name, "double", True))
-        else:
-            out.append((name, atomic, True))
-    return out
-
-
 def resample_sql(source: str, columns: list[tuple[str, str]], time_col: str, period_us: int,
                  method: str, keys: tuple[str, ...] = ()) -> str:
     """Spark SQL for ``RESAMPLE(source, time_col, period, method)`` (semantics: module doc).

@@ -1,5 +1,5 @@
 """RESAMPLE's result schema, written by the planner without Spark's analysis
-(planner/temporal.py ``resample_columns``), against Spark's analysis of the very SQL the
+(planner/analyze/temporal.py ``resample_columns``), against Spark's analysis of the very SQL the
 RESAMPLE runs (the oracle): every atomic type as a value, a key and under each method,
 type names as users write them (``INTEGER``, ``LONG``, ``DECIMAL``, ``NUMERIC(5, 2)``).
 
@@ -39,7 +39,7 @@ def _analysed(spark, columns, time_col, method, keys):
 
 @pytest.mark.parametrize("method", ["linear", "prev", "zero", "null"])
 def test_resample_schema_equals_sparks_analysis(spark, method):
-    from wavesql.planner.temporal import resample_columns
+    from wavesql.planner.analyze.temporal import resample_columns
 
     values = [(f"c{i}", t) for i, t in enumerate(TYPES)]
     for time_type, keyed in itertools.product(["TIMESTAMP", "timestamp_ltz"], [False, True]):
@@ -50,7 +50,7 @@ def test_resample_schema_equals_sparks_analysis(spark, method):
 
 
 def test_resample_schema_leaves_other_types_to_spark():
-    from wavesql.planner.temporal import resample_columns
+    from wavesql.planner.analyze.temporal import resample_columns
 
     for typ in ("ARRAY<INT>", "STRUCT<a: INT>", "MAP<STRING, INT>", "INTERVAL DAY",
                 "VARIANT"):
