@@ -215,6 +215,27 @@ def _cuts(groups, lo: int, hi: int, tasks: int, min_span: int) -> list[int]:
     return cuts
 
 
+def read_untimed(files, columns: list[str], time_col: str, progress: str | None,
+                 wanted: dict[str, pa.DataType], settings: storage.Settings) -> pa.Table:
+    """The data rows of ``files`` without a time (from the row groups whose statistics
+    may count NULL times), with ``columns`` as Spark types them: what an ``ASOF LEFT
+    JOIN`` keeps unmatched, which no range of time holds."""
+    import pyarrow.compute as pc
+
+    storage.use(settings)
+    read = {c: wanted[c] for c in dict.fromkeys(columns + [time_col]
+                                                 + ([progress] if progress else []))}
+    groups = []
+    for path in files:
+        meta = parquet_file(path).metadata
+        col = [meta.schema.column(i).path for i in range(meta.num_columns)].index(time_col)
+        groups += [RowGroup(path, g, meta.row_group(g).num_rows, 0, 0)
+                   for g in range(meta.num_row_groups)
+                   if _may_hold_nulls(meta.row_group(g).column(col).statistics)]
+    table = _read(groups, read, progress)
+    return table.filter(pc.is_null(table.column(time_col))).select(columns)
+
+
 def read_range(r: Range, columns: list[str], time_col: str, progress: str | None,
                wanted: dict[str, pa.DataType], context: bool = True) -> pa.Table:
     """The rows of ``r`` (own and context, ``CONTEXT`` true for context; ``context``

@@ -30,9 +30,9 @@ a Python pass's set-up); files in time order well enough that the two sides' row
 not read more than ``MAX_READ_FACTOR`` times over (else the SQL); each range's rows within
 a Python task's memory (task_memory.py; cut finer until they are). Right rows without a
 time never match (the SQL drops them): their row groups' statistics are still used. Left
-rows without a time are kept by ``ASOF LEFT JOIN`` with no match: that case stays the
-SQL's (the pass reads rows by time); an inner join drops them, as the pass does. ``SET
-wavesql.asof.direct = false`` turns the rule off.
+rows without a time: an inner join drops them, as reading by time does; ``ASOF LEFT
+JOIN`` keeps them unmatched, and the first task reads them (parquet_chunks.py
+``read_untimed``). ``SET wavesql.asof.direct = false`` turns the rule off.
 """
 
 from __future__ import annotations
@@ -68,13 +68,14 @@ def _parquet_stream(rel: ir.SqlQuery, name: str):
 def _asof_frame(rel: ir.SqlQuery, rt, frames):
     """The ASOF JOIN ``rel`` as a direct pass over its streams' files, or None (the SQL).
     ``frames``: its inputs lowered, by name."""
+    import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from wavesql.sources import parquet_chunks as pc_
     from wavesql.udfs.temporal_chunks import asof_chunk, conform
 
     from .chunked_temporal import MATCHED, asof_flat, asof_relation, asof_shape
-    from .file_ranges import direct_groups
+    from .file_ranges import _stream_files, direct_groups
 
     a = rel.asof
     lstream, rstream = _parquet_stream(rel, a.left), _parquet_stream(rel, a.right)
@@ -96,12 +97,13 @@ def _asof_frame(rel: ir.SqlQuery, rt, frames):
     rwanted = {f.name: f.type for f in to_arrow_schema(right.schema, timezone="UTC")}
     spark = rt.spark
     # a left row without a time: an inner join drops it, as reading by time does; LEFT
-    # keeps it (no match), which the pass does not read: the SQL then
+    # keeps it unmatched: the first task reads those rows (read_untimed)
     lgroups = direct_groups(left, lstream, rt, lt.name, lwanted, lprog,
                             max(1, settings.get(spark, "wavesql.asof.min_rows")),
-                            null_times=not a.outer, integer_time=integer)
+                            null_times=True, integer_time=integer)
     if lgroups is None:
         return None
+    untimed = _stream_files(left, lstream) if a.outer else None
     rgroups = direct_groups(right, rstream, rt, rt_.name, rwanted, rprog, 0,
                             null_times=True, integer_time=integer)
     if rgroups is None:
@@ -115,17 +117,26 @@ def _asof_frame(rel: ir.SqlQuery, rt, frames):
     ltime, rtime = lcols[lnames.index(lt.name)], rcols[rnames.index(rt_.name)]
     direction, inclusive, outer = a.direction, a.inclusive, a.outer
 
+    def match(lrows, rrows):
+        out = asof_chunk(lrows.rename_columns(lcols), rrows.rename_columns(rcols), ltime,
+                         rtime, direction, inclusive, outer, MATCHED)
+        return conform(out, target).to_batches()
+
     def asof_scan(batches):  # the name shows in Spark's plans
         for b in batches:
             for i in b.column(0).to_pylist():
                 lr, rr = pairs[i]
+                if i == 0 and untimed:  # LEFT: the left rows without a time, unmatched
+                    lrows = pc_.read_untimed(untimed, lnames, ltn, lprog, lwanted,
+                                             lr.settings)
+                    if lrows.num_rows:
+                        yield from match(lrows, pa.schema(
+                            [(n, rwanted[n]) for n in rnames]).empty_table())
                 lrows = pc_.read_range(lr, lnames, ltn, lprog, lwanted, context=False)
                 if lrows.num_rows == 0:
                     continue
-                rrows = pc_.read_range(rr, rnames, rtn, rprog, rwanted, context=False)
-                out = asof_chunk(lrows.rename_columns(lcols), rrows.rename_columns(rcols),
-                                 ltime, rtime, direction, inclusive, outer, MATCHED)
-                yield from conform(out, target).to_batches()
+                yield from match(lrows, pc_.read_range(rr, rnames, rtn, rprog, rwanted,
+                                                       context=False))
 
     n = len(pairs)
     out = spark.range(0, n, 1, n).mapInArrow(asof_scan, flat)
