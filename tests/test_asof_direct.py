@@ -5,8 +5,8 @@ time the greatest wins), and against the Spark SQL lowering (``SET wavesql.asof.
 false``) for the relation's exact schema. Multi-file streams with many row groups and
 small ranges (``wavesql.windows.chunk_rows``: many tasks), both directions, inclusive and
 strict, LEFT and inner, duplicate right times, right rows only before / after the left's
-span, gaps longer than a range, NULL values, NULL right times, timestamp and integer
-times; each case checks that the plan ran the pass (``asof_scan``) over several ranges.
+span, gaps longer than a range, NULL values, NULL times on either side, timestamp and
+integer times; each case checks that the plan ran the pass (``asof_scan``) over several ranges.
 Also the inputs it leaves to the SQL.
 """
 
