@@ -455,3 +455,16 @@ def test_percentile_interpolates_as_spark_4_does(values, fraction, want):
     got = holistic.evaluate("percentile", (fraction,), False, np.ones(len(x), bool), x,
                             np.array([0]), np.array([len(x)]))[0][0]
     assert (math.isnan(got) and math.isnan(want)) or got == want, (got, want)
+
+
+def test_a_form_of_a_known_aggregate_the_kernel_does_not_run_is_named():
+    """``percentile(v, p, frequency)`` stays Spark's own call (the dialect keeps the third
+    argument): the state store says which call it does not run, not that ``v`` is neither
+    a key nor an aggregate."""
+    from wavesql.streaming.stateful import window_aggregates
+    from wavesql.streaming.stateful.plan import NotIncremental
+    from wavesql.dialect import parse_one
+
+    select = parse_one("SELECT k, percentile(v, 0.5, f) FROM kv GROUP BY k")
+    with pytest.raises(NotIncremental, match=r"percentile\(\) with 3 arguments"):
+        window_aggregates.find(select)
