@@ -332,3 +332,26 @@ def test_right_side_ranges_read_the_neighbours(seed, tmp_path):
                         | ((t == below.max()) if len(below) else False)
                         | ((t == above.min()) if len(above) else False))
         assert sorted(got.column("row").to_pylist()) == np.flatnonzero(want).tolist()
+
+
+def test_punctuation_rows_are_not_data(ws, tmp_path):
+    """A left stream with a PROGRESS COLUMN: its punctuation rows (the column not NULL) are
+    not data in the pass either, wherever they fall in the row groups."""
+    rng = np.random.default_rng(21)
+    left = _side(rng, 2000, gaps=1)
+    right = _right_for(rng, 1500)
+    punct = rng.random(len(left)) < 0.05
+    _streams(ws, tmp_path, left, right)
+    folder = tmp_path / "trades"
+    for i, path in enumerate(sorted(folder.glob("*.parquet"))):  # add the progress column
+        table = pq.read_table(path)
+        rows = np.array_split(np.arange(len(left)), 3)[i]
+        marks = [T0 if p else None for p in punct[rows]]
+        pq.write_table(table.append_column("punct", pa.array(marks, pa.int64()).cast(
+            pa.timestamp("us", tz="UTC"))), path, row_group_size=97)
+    ws.sql(f"CREATE OR REPLACE STREAM trades (ts TIMESTAMP, v DOUBLE, q INT, s STRING, "
+           f"ms BIGINT, punct TIMESTAMP) FROM '{folder}' FORMAT parquet EVENT TIME ts "
+           f"WATERMARK 1 SECOND PROGRESS COLUMN punct")
+    got, sql_rows = _run(ws, _SELECT.format(join="ASOF LEFT JOIN", op=">="))
+    data = left[~punct].reset_index(drop=True)
+    _check(got, sql_rows, _asof_oracle(data, right, "backward", True, True))
