@@ -131,8 +131,9 @@ def _right_for(rng, left_n, **kw):
     return right
 
 
-@pytest.mark.parametrize("op,outer", [(">=", False), (">", True), ("<=", True),
-                                      ("<", False)])
+@pytest.mark.parametrize("op,outer", [
+    (">=", False), (">", True), ("<", False),
+    pytest.param("<=", True, marks=pytest.mark.slow)])
 def test_direct_asof_equals_merge_asof_and_the_sql(ws, tmp_path, op, outer):
     """LEFT: the left rows without a time kept unmatched; inner: dropped."""
     rng = np.random.default_rng(len(op) + 2 * outer)
@@ -146,8 +147,10 @@ def test_direct_asof_equals_merge_asof_and_the_sql(ws, tmp_path, op, outer):
     assert got["ts"].isna().any() == outer
 
 
-@pytest.mark.parametrize("where,op", [("before", ">="), ("before", "<"), ("after", ">"),
-                                      ("after", "<=")])
+@pytest.mark.parametrize("where,op", [
+    ("before", ">="), ("after", "<="),
+    pytest.param("before", "<", marks=pytest.mark.slow),
+    pytest.param("after", ">", marks=pytest.mark.slow)])
 def test_right_rows_only_before_or_after_the_left(ws, tmp_path, where, op):
     """Every match (or none) lies outside the left's span: the neighbour of each range is
     found across row groups and files, however far."""
