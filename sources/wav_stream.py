@@ -157,19 +157,7 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
         new ones in timeline order up to the first that is not complete yet. Returns them
         and whether one was held back."""
         known = list(start.get("files") or [])
-        sizes = start.get("sizes")
-        if sizes is not None and len(sizes) == len(known):
-            for path, size in zip(known, sizes):
-                try:
-                    now_size = self._stat(path).size
-                except FileNotFoundError:
-                    continue  # _plan_files reports it (MISSING_PATH)
-                if now_size != size:
-                    raise WavError("FILE_CHANGED", path, f"the file was read by an earlier "
-                                   f"micro-batch with {size} bytes and now has {now_size}",
-                                   "files of a stream must not change once read: write each "
-                                   "file aside and rename it into place; restore the file, or "
-                                   "start the query from a fresh checkpoint")
+        self._check_sizes(known, start.get("sizes"), "read by an earlier micro-batch")
         seen = set(known)
         new = sorted((f for f in listed if f not in seen), key=self._order_key)
         now, admitted = time.time(), []
@@ -311,6 +299,22 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
         return {"end": None if k_end is None else k_end * m, "files": files,
                 "final": final, "sizes": [self._size(f) for f in files]}
 
+    def _check_sizes(self, files: Sequence[str], sizes, when: str) -> None:
+        """``FILE_CHANGED`` when one of ``files`` no longer has the size an offset recorded
+        for it (``sizes``; None: an offset written before sizes were kept)."""
+        if sizes is None or len(sizes) != len(files):
+            return
+        for path, size in zip(files, sizes):
+            try:
+                now_size = self._stat(path).size
+            except FileNotFoundError:
+                continue  # _plan_files reports it (MISSING_PATH)
+            if now_size != size:
+                raise WavError("FILE_CHANGED", path, f"the file was {when} with {size} bytes "
+                               f"and now has {now_size}", "files of a stream must not change "
+                               "once read: write each file aside and rename it into place; "
+                               "restore the file, or start the query from a fresh checkpoint")
+
     def _size(self, path: str) -> int | None:
         try:
             return self._stat(path).size
@@ -326,6 +330,9 @@ class WavStreamReader(WavScan, DataSourceStreamReader, SupportsTriggerAvailableN
             raise bad_option(self.options.path, "the checkpoint's offsets were written with "
                              f"another window slide than {m}",
                              "start the query from a fresh checkpoint")
+        # a micro-batch run again after a crash places its files from disk now: each must
+        # still be what the offset logged (else windows already emitted would move)
+        self._check_sizes(end["files"], end.get("sizes"), "logged for this micro-batch")
         p = self._plan_files(start.get("files") or [], list(end["files"]))
         k_from = None if start.get("end") is None else start["end"] // m
         k_to = end["end"] // m

@@ -307,6 +307,24 @@ def test_wav_that_changes_after_it_was_read_is_file_changed(tmp_path):
     assert caught.value.code == "FILE_CHANGED" and "r_0.wav" in str(caught.value)
 
 
+def test_wav_that_changes_before_its_micro_batch_runs_again_is_file_changed(tmp_path):
+    # a crash after the offset was logged: the re-run plans the files from disk, and a
+    # file rewritten in between (its samples would land elsewhere) is FILE_CHANGED, not read
+    _wav(tmp_path / "r_0.wav", 1000)
+    _wav(tmp_path / "r_1.wav", 1000, seed=1)
+    for name in ("r_0.wav", "r_1.wav"):
+        _old(tmp_path / name)
+    reader = _reader(tmp_path)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    assert _names(end) == ["r_0.wav", "r_1.wav"] and reader.partitions(start, end)
+    _wav(tmp_path / "r_1.wav", 1500, seed=1)
+    with pytest.raises(WavError) as caught:
+        _reader(tmp_path).partitions(start, end)  # the re-run, in a new process
+    assert caught.value.code == "FILE_CHANGED" and "r_1.wav" in str(caught.value)
+    assert "logged for this micro-batch" in str(caught.value)
+
+
 def test_wav_headers_are_read_once_per_file_version(tmp_path, monkeypatch):
     for i in range(5):
         _wav(tmp_path / f"r_{i}.wav", 300, seed=i)
