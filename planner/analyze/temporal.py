@@ -126,7 +126,7 @@ def resample_columns(columns: list[tuple[str, str]], time_col: str, method: str,
     columns may all hold NULLs, as Spark's analysis of that SQL gives them -- written here
     so that binding a RESAMPLE needs no analysis of its window SQL by Spark (~0.4 s of a
     quiet machine's time per query, on the driver, before any task: tests/
-    test_resample_schema.py checks it against that analysis over every atomic type and
+    test_temporal_schema.py checks it against that analysis over every atomic type and
     method). None where a column is not of an atomic type (Spark analyses the SQL then).
 
     The time column is the grid point (``timestamp_micros``: a TIMESTAMP, never NULL);
@@ -144,6 +144,38 @@ def resample_columns(columns: list[tuple[str, str]], time_col: str, method: str,
             out.append((name, "double", True))
         else:
             out.append((name, atomic, True))
+    return out
+
+
+_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def asof_columns(lcols: list[tuple[str, str]], rcols: list[tuple[str, str]],
+                 left_alias: str, right_alias: str) -> "list[tuple[str, str, bool]] | None":
+    """``(name, Spark type, nullable)`` of planner/temporal.py's ``asof_join_relation``
+    over inputs whose columns may all hold NULLs, as Spark's analysis of that SQL gives
+    them (tests/test_temporal_schema.py checks it; why it is written here:
+    :func:`resample_columns`): a struct of each side, then a copy of every column of one
+    side only (the same for ASOF LEFT JOIN). None where a
+    column is not of an atomic type or its name would need quoting in a struct type."""
+    types = {}
+    for side, cols in (("l", lcols), ("r", rcols)):
+        for name, typ in cols:
+            atomic = _atomic(typ)
+            if atomic is None or not _PLAIN_NAME.match(name):
+                return None
+            types[side, name] = atomic
+
+    def struct(side, cols):
+        return "struct<" + ",".join(f"{n}:{types[side, n]}" for n, _ in cols) + ">"
+
+    shared = {n.lower() for n, _ in lcols} & {n.lower() for n, _ in rcols}
+    hidden = shared | {left_alias.lower(), right_alias.lower()}
+    # (Spark's analysis leaves both structs nullable: the WHERE's IS NOT NULL does not
+    # narrow an analysed plan's output)
+    out = [(left_alias, struct("l", lcols), True), (right_alias, struct("r", rcols), True)]
+    out += [(n, types[side, n], True) for side, cols in (("l", lcols), ("r", rcols))
+            for n, _ in cols if n.lower() not in hidden]
     return out
 
 
@@ -167,7 +199,10 @@ def _bind_asof(select: exp.Select, join: exp.Join, ctx: BindContext, known: dict
     sql = asof_join_relation(left.name, right.name, lalias, ralias, lcols, rcols,
                              outer=outer, **cond.as_kwargs())
     name = f"__wavesql_asof_{index}"
-    query = _temporal_query(sql, ((left.name.lower(), lrel), (right.name.lower(), rrel)), ctx)
+    derived = asof_columns(lcols, rcols, lalias, ralias)
+    query = _temporal_query(sql, ((left.name.lower(), lrel), (right.name.lower(), rrel)), ctx,
+                            None if derived is None
+                            else ir.Schema(tuple(ir.Field(*c) for c in derived)))
     asof = ir.AsofJoin(left.name.lower(), right.name.lower(),
                        tuple(tuple(pair) for pair in cond.keys), cond.left_time,
                        cond.right_time, cond.direction, cond.inclusive, outer)
