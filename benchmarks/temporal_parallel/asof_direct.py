@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-T0 = 1_700_000_000_000_000
+sys.path.insert(0, str(HERE))
+from run import series  # noqa: E402 -- the series run.py writes (this file's neighbour)
 QUERY = "SELECT count(*) AS n, sum(q.w) AS sw FROM s t ASOF JOIN r q ON t.ts >= q.rts"
 SYSTEMS = ("direct local[2]", "sql local[2]", "direct local[1]", "pandas")
 
@@ -46,11 +47,7 @@ def write(folder: Path, rows: int, seed: int, names) -> None:
     if (folder / "_done").exists():
         return
     folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    steps = rng.choice([0, 1000, 2000, 3000], rows, p=[0.1, 0.5, 0.3, 0.1])
-    steps[rows // 2] = 600_000_000  # a 10-minute dropout
-    us = T0 + np.cumsum(steps)
-    v = rng.normal(0, 5, rows)
+    us, v, rng = series(rows, seed)  # run.py's series
     table = pa.table({
         names[0]: pa.array(us, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
         names[1]: pa.array(v, pa.float64(), mask=rng.random(rows) < 0.02),

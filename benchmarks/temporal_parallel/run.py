@@ -32,6 +32,17 @@ QUERIES = {
 }
 
 
+def series(rows: int, seed: int):
+    """``(microseconds, values, generator)`` of a test series: steps of 0-3 ms (ties
+    included) with a 10-minute dropout half way, normal values."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    steps = rng.choice([0, 1000, 2000, 3000], rows, p=[0.1, 0.5, 0.3, 0.1])
+    steps[rows // 2] = 600_000_000  # a 10-minute dropout
+    return T0 + np.cumsum(steps), rng.normal(0, 5, rows), rng
+
+
 def write(folder: Path, rows: int, seed: int, names, fmt: str = "csv") -> None:
     import numpy as np
     import pandas as pd
@@ -39,11 +50,7 @@ def write(folder: Path, rows: int, seed: int, names, fmt: str = "csv") -> None:
     if (folder / "_done").exists():
         return
     folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    steps = rng.choice([0, 1000, 2000, 3000], rows, p=[0.1, 0.5, 0.3, 0.1])
-    steps[rows // 2] = 600_000_000  # a 10-minute dropout
-    us = T0 + np.cumsum(steps)
-    v = rng.normal(0, 5, rows)
+    us, v, rng = series(rows, seed)
     v[rng.random(rows) < 0.02] = np.nan
     stamps = pd.to_datetime(us, unit="us", utc=True)
     frame = pd.DataFrame({names[0]: stamps.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if fmt == "csv"
