@@ -6,6 +6,7 @@ filter from rest are numpy's/scipy's over the samples written."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 
@@ -21,6 +22,16 @@ QUERY = ("SELECT c.id, a.ch1, b.z, seg_rms(a.ch1) AS rms_a, seg_rms(b.z) AS rms_
          "FROM marks c SYNC JOIN mic a ON RANGE (c.t0, c.t1) "
          "SYNC JOIN acc b ON RANGE (c.t0 - INTERVAL 100 MILLISECONDS, c.t1)")
 
+
+
+def control_rows(spark, ranges: dict, ids):
+    """Control rows ``(id, t0, t1)`` of the ``ids``, their ranges in milliseconds from the
+    epoch (``ranges[id] = (start, end)``), as a continuous SYNC's split is handed them."""
+    epoch = dt.datetime(1970, 1, 1)
+    return spark.createDataFrame(
+        [(i, epoch + dt.timedelta(milliseconds=ranges[i][0]),
+          epoch + dt.timedelta(milliseconds=ranges[i][1])) for i in ids],
+        "id BIGINT, t0 TIMESTAMP, t1 TIMESTAMP")
 
 def first_sample(ms: int, rate: int) -> int:
     """The oracle's time-to-sample rule (README: the first sample at or after the time)."""
@@ -175,7 +186,6 @@ def test_one_micro_batch_split_waits_for_every_signal(ws, spark, tmp_path, recor
     once both recordings -- 1000 Hz and 250 Hz, each its range in its own samples --
     cover it; the signals catch up in turn; each signal's record says how far its files
     went; a file out of order in either signal is refused, naming it."""
-    import datetime as dt
     import time
 
     from wavesql import planner
@@ -185,13 +195,9 @@ def test_one_micro_batch_split_waits_for_every_signal(ws, spark, tmp_path, recor
 
     ranges = {1: (200, 600), 2: (800, 1500), 3: (2500, 2900), 4: (1600, 1900),
               5: (3500, 3900), 7: (700, 500)}
-    epoch = dt.datetime(1970, 1, 1)
 
     def control(*ids):
-        return spark.createDataFrame(
-            [(i, epoch + dt.timedelta(milliseconds=ranges[i][0]),
-              epoch + dt.timedelta(milliseconds=ranges[i][1])) for i in ids],
-            "id BIGINT, t0 TIMESTAMP, t1 TIMESTAMP")
+        return control_rows(spark, ranges, ids)
 
     def split(rows, state):
         now, waiting, after, placements = sync_split(plan, rows, state, time.time())

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.test_continuous_multi_sync import control_rows
 from wavesql.errors import WaveSQLError
 
 RATE = 100  # the accelerometer: 100 Hz, 1 s files (100 rows)
@@ -226,10 +227,7 @@ def test_the_split_over_a_table_signal(ws, spark, tmp_path, samples, fmt, placem
                            stmt)
 
     def control(*ids):
-        return spark.createDataFrame(
-            [(i, EPOCH + dt.timedelta(milliseconds=ranges[i][0]),
-              EPOCH + dt.timedelta(milliseconds=ranges[i][1])) for i in ids],
-            "id BIGINT, t0 TIMESTAMP, t1 TIMESTAMP")
+        return control_rows(spark, ranges, ids)
 
     def split(rows, state):
         now, waiting, after, placements = sync_split(plan, rows, state, time.time())
