@@ -14,7 +14,8 @@ final; a micro-batch is committed whole or redone):
   Spark's watermark; a micro-batch touches what arrived and the windows that closed.
   OVER windows over one stream (bounded PRECEDING frames, ``lag``, nested through CTEs)
   too: each bucket of partition keys keeps its rows' look-back, and a micro-batch
-  evaluates the batch plan over the buckets that have rows becoming final. A RESAMPLE of
+  evaluates the batch plan over the buckets that have rows becoming final (``EMIT
+  CHANGES``: and their rows not final yet, :mod:`.stateful.pending`). A RESAMPLE of
   one stream (per key or not) too: each series keeps its rows from its bound on and the
   rows bracketing its next grid points, and a micro-batch evaluates the RESAMPLE over the
   series whose grid points became final. An ASOF JOIN of two streams (backward or
@@ -24,10 +25,9 @@ final; a micro-batch is committed whole or redone):
   too: each bucket of keys keeps each stream's rows the other's future rows can still
   pair, and a micro-batch pairs the new rows with them and with each other.
 * **Re-evaluating** (:mod:`.runner`): every other shape -- joins of windowed streams,
-  RESAMPLE under CQL windows or with ``EMIT CHANGES``, ASOF and interval joins on keys of
-  different kinds, SYNC,
-  row-by-row queries, unslid RSTREAM, OVER windows with ``EMIT CHANGES``, and OVER windows
-  or RESAMPLE over columns of complex types --
+  RESAMPLE under CQL windows, ASOF and interval joins on keys of different kinds, SYNC,
+  row-by-row queries, unslid RSTREAM, and OVER windows or RESAMPLE over columns of
+  complex types --
   evaluates the batch plan over each input's buffered look-back every micro-batch, with
   progress kept by WaveSQL in ``<checkpoint>/state/``. Its cost follows the look-back, not
   what arrived.
@@ -159,8 +159,12 @@ interval (band) join (inner)       the ASOF join's machinery with another kernel
                                    preserved stream is made ``a`` (the band turned), each
                                    kept ``a`` row carries ``matched``, and one that goes
                                    unpaired is handed back ``alone`` for its NULL-extended
-                                   row (ON: band and keys only; state store only; FULL
-                                   refused); keys of different kinds stay re-evaluated.
+                                   row (ON: band and keys only; state store only). FULL
+                                   joins: a ``b`` row goes alike by ``a``'s progress
+                                   (its timer at ``b``'s while it waits), and the rows go
+                                   to the passes where they have a partner (flags), the
+                                   ``alone`` ones of both streams to a third; keys of
+                                   different kinds stay re-evaluated.
 the rest (second runner)           not yet: per-instant joins of windowed streams keep
                                    WaveSQL's buffer.
 =================================  =====================================================

@@ -131,24 +131,32 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
             "pairs": _key_pairs(join.args.get("on"), band.a.table, band.b.table)}
     if outer is not None:
         info["outer"] = True  # stream a preserved
+        if outer == FULL:
+            info["full"] = True  # stream b too
     return Plan(tuple(inputs), "band", None, band=info)
 
 
 def _outer_side(join: exp.Join, select: exp.Select, stmt) -> str | None:
     """The alias of the side an outer interval join preserves (``a LEFT JOIN b``: ``a``;
-    ``RIGHT``: ``b``), None for an inner join; a FULL join is refused."""
+    ``RIGHT``: ``b``), :data:`FULL` for a FULL join (both; the band stays as written),
+    None for an inner join."""
     side = (join.args.get("side") or "").upper()
     kind = (join.args.get("kind") or "").upper()
     if not side and kind in ("", "INNER"):
         return None
-    if side not in ("LEFT", "RIGHT") or kind not in ("", "OUTER"):
-        raise WaveSQLError("NOT_IMPLEMENTED", f"a continuous {side or kind} interval join: "
-                           "LEFT and RIGHT outer joins run (the preserved side's unpaired rows "
-                           "emitted once the other stream's progress passes their band), "
-                           "not FULL ones", Span.of(join),
-                           hint="run a LEFT and a RIGHT interval join as two queries")
+    if side not in ("LEFT", "RIGHT", "FULL") or kind not in ("", "OUTER"):
+        what = " ".join(w for w in (side, kind) if w)
+        raise WaveSQLError("NOT_IMPLEMENTED", f"a continuous {what} interval join: "
+                           "inner, LEFT, RIGHT and FULL outer joins run", Span.of(join),
+                           hint="join inner, or run the query as a batch query")
+    if side == "FULL":
+        return FULL
     kept = select.args["from_"].this if side == "LEFT" else join.this
     return kept.alias_or_name.lower()
+
+
+#: :func:`_outer_side` of a FULL join (no alias is empty).
+FULL = ""
 
 
 def _exact_band(on, band: Band, stmt) -> Band:

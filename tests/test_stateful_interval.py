@@ -320,8 +320,9 @@ def test_one_run_equals_pandas_and_what_stays_re_evaluated_says_why(ws, spark, t
                                                                     monkeypatch):
     """One micro-batch of each stream on the state store: every pair of equal keys within
     the band, once (the pandas cross join); keys of different kinds stay on the
-    re-evaluating runner and EXPLAIN STREAM names the reason; a FULL interval join is
-    refused on either runner (NOT_IMPLEMENTED; LEFT / RIGHT: test_stateful_interval_outer.py); a changed band on a state-store checkpoint,
+    re-evaluating runner and EXPLAIN STREAM names the reason, and a FULL interval join
+    over them is refused (NOT_IMPLEMENTED: outer joins run on the state store only;
+    test_stateful_interval_outer.py); a changed band on a state-store checkpoint,
     or the re-evaluating runner on it, is CHECKPOINT_MISMATCH, never results from another
     state."""
     from wavesql.errors import WaveSQLError
@@ -340,9 +341,10 @@ def test_one_run_equals_pandas_and_what_stays_re_evaluated_says_why(ws, spark, t
     shown = ws.explain(JOIN.replace("quotes q", "ints q"), "STREAM")
     assert "continuous band query" in shown and "not on the state store" in shown
     assert "hold different kinds of values" in shown
-    with pytest.raises(WaveSQLError) as err:
-        ws.explain(JOIN.replace(" JOIN ", " FULL JOIN "), "STREAM")
-    assert err.value.code == "NOT_IMPLEMENTED" and "not FULL" in str(err.value)
+    with pytest.raises(WaveSQLError) as err:  # outer joins run on the state store only
+        ws.explain(JOIN.replace("quotes q", "ints q").replace(" JOIN ", " FULL JOIN "),
+                   "STREAM")
+    assert err.value.code == "NOT_IMPLEMENTED" and "state store only" in str(err.value)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     cq = ws.stream(JOIN, out, ckpt)
     cq.await_termination()

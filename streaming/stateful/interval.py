@@ -36,6 +36,23 @@ progress has passed its band, or its key is NULL -- without ever having been pai
 handed back ``alone``: the caller evaluates the batch plan over it and no ``b`` row, which
 gives it its NULL-extended row, final. A late ``a`` row is set aside as late, not extended.
 
+**FULL joins** (``op.full``) preserve both streams. A ``b`` row goes by ``L`` (a future
+``a`` row pairs it only from ``L``'s side), so the same rule hands it back ``alone`` when
+``L`` has passed its band unpaired (or its key is NULL). ``L`` reaches a bucket only in a
+call, and Spark calls a bucket for new rows or a timer on ``R``: an unpaired ``b`` row
+whose band ``R`` has passed already sets its timer at ``R`` itself, so the bucket is
+called again each time ``R`` moves, until ``L`` passes too (a ``b`` row whose band ``R``
+has not passed yet waits for ``R`` anyway: the query's progress is the smaller of the
+two). So an unpaired ``b`` row is emitted at the first call after both progresses passed
+its band, at the latest when ``R`` next moves. A FULL join's batch plan would
+NULL-extend a row of either side that has no partner among the rows it is given, so the
+rows go to the two passes (module docstring, 2.) by flags, each row only to a pass where
+it has a partner: ``first`` -- the new ``a`` rows and the ``b`` rows pairing one of them
+--, ``second`` -- the kept ``a`` rows pairing a new ``b`` row and the new ``b`` rows
+pairing a kept ``a`` row; the ``alone`` rows of both sides go to a third pass (two of them
+never pair: a row of either stream stays kept while a row of the other that pairs it can
+still come).
+
 Rows travel in the ASOF join's encoding (:mod:`.asof`: ``l*`` columns stream ``a``, ``r*``
 stream ``b``, ``right`` which stream, ``sk``/``sh`` key hashes, ``nk`` a NULL key) plus
 ``new`` (and ``alone`` for an outer join); the state is one Arrow table of the kept rows
@@ -58,6 +75,8 @@ NEW = "new"
 #: Outer joins: the flag of a handed-back ``a`` row that goes unpaired (its NULL-extended
 #: row), and the kept ``a`` rows' flag of having been paired.
 ALONE, MATCHED = "alone", "matched"
+#: FULL joins: the flags of the passes a handed-back row goes to (module docstring).
+FIRST, SECOND = "first", "second"
 
 
 @dataclass(frozen=True)
@@ -75,13 +94,17 @@ class IntervalOperator:
     #: of the checkpoint's fingerprint -- so that inner joins' checkpoints keep theirs; an
     #: outer join's rows (``alone``) and output schema differ anyway.
     outer: bool = field(default=False, repr=False)
+    #: stream ``b`` preserved too (``FULL JOIN``; ``outer`` set). Out of ``repr`` as
+    #: ``outer``: the output schema (the pass flags) tells it apart in the fingerprint.
+    full: bool = field(default=False, repr=False)
 
     kind = "interval"
 
     def schema(self) -> pa.Schema:
-        extra = [pa.field(NEW, pa.bool_())] + ([pa.field(ALONE, pa.bool_())] if self.outer
-                                               else [])
-        return two_stream_schema(self.left, self.right, tuple(extra))
+        names = [NEW] + ([ALONE] if self.outer else []) + ([FIRST, SECOND] if self.full
+                                                           else [])
+        return two_stream_schema(self.left, self.right,
+                                 tuple(pa.field(n, pa.bool_()) for n in names))
 
 
 @dataclass
@@ -100,7 +123,7 @@ def step(op: IntervalOperator, value: bytes | None, new: pd.DataFrame,
     ``right_progress``: stream ``a``'s and ``b``'s progress the micro-batch runs with
     (None: none yet)."""
     names = [f.name for f in op.schema()]
-    plain = [n for n in names if n not in (NEW, ALONE)]  # the encoded columns
+    plain = [n for n in names if n not in (NEW, ALONE, FIRST, SECOND)]  # the encoded ones
     kept, wl, wr, late = resume(op.kind, value, new, left_progress, right_progress)
     fresh = new.loc[~late, plain].assign(**{NEW: True, MATCHED: False})
     old = (kept.assign(**{NEW: False}) if kept is not None else fresh.iloc[:0])
@@ -111,7 +134,7 @@ def step(op: IntervalOperator, value: bytes | None, new: pd.DataFrame,
     if op.keyed:  # a NULL key matches nothing: never handed back, never kept
         nk = rows["nk"].to_numpy(bool)
         if op.outer:  # ... but a preserved row's NULL-extended row is final at once
-            alone = rows[nk & ~rows["right"].to_numpy(bool)]
+            alone = rows[nk & (op.full | ~rows["right"].to_numpy(bool))]
         rows = rows[~nk].reset_index(drop=True)
     is_b = rows["right"].to_numpy(bool)
     a, b = rows[~is_b], rows[is_b]
@@ -125,19 +148,32 @@ def step(op: IntervalOperator, value: bytes | None, new: pd.DataFrame,
     a_by_new = _any_within(aid, at - op.hi, at - op.lo, bid[b_new], bt[b_new])
     b_by_new = _any_within(bid, bt + op.lo, bt + op.hi, aid[a_new], at[a_new])
     a_paired = np.where(a_new, a_any, a_by_new)
-    context = pd.concat([a[a_paired], b[np.where(b_new, b_any, b_by_new)]],
-                        ignore_index=True)
+    b_paired = np.where(b_new, b_any, b_by_new)
+    a_hand, b_hand = a[a_paired], b[b_paired]
+    if op.full:  # the passes each handed-back row has a partner in (module docstring)
+        b_second = b_new & _any_within(bid, bt + op.lo, bt + op.hi, aid[~a_new], at[~a_new])
+        a_hand = a_hand.assign(**{FIRST: a_new[a_paired], SECOND: ~a_new[a_paired]})
+        b_hand = b_hand.assign(**{FIRST: b_by_new[b_paired], SECOND: b_second[b_paired]})
+    context = pd.concat([a_hand, b_hand], ignore_index=True)
     keep_a = at >= wr + op.lo if wr is not None else np.ones(len(a), bool)
     keep_b = bt >= wl - op.hi if wl is not None else np.ones(len(b), bool)
     matched = a[MATCHED].to_numpy(bool) | a_paired
+    b_matched = b[MATCHED].to_numpy(bool) | b_paired
     if op.outer:
         gone = a[~keep_a & ~matched]  # no b row can pair it any more: final, unpaired
-        alone = pd.concat([alone, gone], ignore_index=True)
+        alone = pd.concat([alone, gone] + ([b[~keep_b & ~b_matched]] if op.full else []),
+                          ignore_index=True)
+        flags = {ALONE: False} | ({FIRST: False, SECOND: False} if op.full else {})
         context = pd.concat([context.assign(**{ALONE: False}),
-                             alone.assign(**{ALONE: True})], ignore_index=True)
-    after = pd.concat([a[keep_a].assign(**{MATCHED: matched[keep_a]}), b[keep_b]],
-                      ignore_index=True)
-    goes = np.concatenate([at[keep_a] - op.lo, bt[keep_b] + op.hi])
+                             alone.assign(**{n: n == ALONE for n in flags})],
+                            ignore_index=True)
+    after = pd.concat([a[keep_a].assign(**{MATCHED: matched[keep_a]}),
+                       b[keep_b].assign(**{MATCHED: b_matched[keep_b]}) if op.full
+                       else b[keep_b]], ignore_index=True)
+    b_goes = bt[keep_b] + op.hi
+    if op.full and wr is not None:  # an unpaired b row R has passed: called as R moves
+        b_goes = np.where(b_matched[keep_b], b_goes, np.maximum(b_goes, wr))
+    goes = np.concatenate([at[keep_a] - op.lo, b_goes])
     if wr is not None:  # (a time R has passed already: the row waits for L, or a call)
         goes = goes[goes >= wr]
     timer = int(goes.min()) if len(goes) else None
@@ -151,7 +187,8 @@ def step(op: IntervalOperator, value: bytes | None, new: pd.DataFrame,
 
 def _kept_schema(op: IntervalOperator) -> pa.Schema:
     """The state's rows: the encoded columns without ``new`` (every kept row is old), and
-    for an outer join whether each was paired (a ``b`` row's flag unused)."""
+    for an outer join whether each was paired (a ``b`` row's flag used by FULL joins
+    only)."""
     return two_stream_schema(op.left, op.right,
                              (pa.field(MATCHED, pa.bool_()),) if op.outer else ())
 

@@ -2,7 +2,7 @@
 processor and the micro-batch.
 
 A continuous query of the ``band`` shape (``streaming/joins.py`` :func:`plan_band`: one
-inner, LEFT or RIGHT join of two catalog streams -- files or Kafka topics -- whose ON clause holds both
+inner, LEFT, RIGHT or FULL join of two catalog streams -- files or Kafka topics -- whose ON clause holds both
 bounds of a band between their event times, row-by-row SQL around it) runs on the state
 store when every column of either stream travels exactly through the kernel and each pair
 of key columns (``a.k = b.k`` in the ON clause) holds the same kind of value on both sides
@@ -40,10 +40,11 @@ def recognize_interval(plan: stream_plan.Plan, emit_changes: bool, buckets: int)
         raise NotIncremental("not an interval join of two streams")
     info = plan.band
     a, b, pairs, n_buckets = joined_streams(plan, info["a"], info["b"], info["pairs"], buckets)
-    outer = bool(info.get("outer"))
+    outer, full = bool(info.get("outer")), bool(info.get("full"))
     op = kernel.IntervalOperator(encoded_types(a), encoded_types(b), int(info["lo"]),
-                                 int(info["hi"]), bool(pairs), outer)
-    new = [("__new", "true")] + ([("__alone", "false")] if outer else [])
+                                 int(info["hi"]), bool(pairs), outer, full)
+    new = [("__new", "true")] + ([("__alone", "false")] if outer else []) + (
+        [("__first", "false"), ("__second", "false")] if full else [])
     pre_a = encoded_rows(a, False, [ac for ac, _ in pairs], op, n_buckets) + new
     pre_b = encoded_rows(b, True, [bc for _, bc in pairs], op, n_buckets) + new
     keys = ", ".join(f"{ac.name} = {bc.name}" for ac, bc in pairs) or "no keys"
@@ -57,7 +58,9 @@ def recognize_interval(plan: stream_plan.Plan, emit_changes: bool, buckets: int)
                  "the driver per micro-batch; a micro-batch pairs the new rows with the "
                  "kept ones and each other, each pair once"
                + (f"; outer: a {a.name} row that goes unpaired is emitted NULL-extended, "
-                  "final" if outer else ""))
+                  "final" if outer else "")
+               + (f"; FULL: so is a {b.name} row, once {a.name}'s progress passed its band "
+                  f"(at the latest when {b.name}'s next moves)" if full else ""))
     return AsofPlan(a, b, op, tuple(pre_a), tuple(pre_b), output_ddl(op, a, b), n_buckets,
                     explain)
 
@@ -82,6 +85,8 @@ class StatefulIntervalQuery(StatefulAsofQuery):
         ``b`` handed back) and over (kept ``a`` handed back, new ``b``)."""
         w = self.windowed
         a, b = rows.where("NOT __right"), rows.where("__right")
+        if w.operator.full:
+            return self._full(spark, a, b)
         outer = w.operator.outer
         paired = a.where("NOT __alone") if outer else a
         a_new = paired.where("__new").selectExpr(*w.decoded(False))
@@ -97,3 +102,16 @@ class StatefulIntervalQuery(StatefulAsofQuery):
             out = out.unionByName(self._lowered(spark, alone, b.where("false").selectExpr(
                 *w.decoded(True))))
         return out
+
+    def _full(self, spark, a, b):
+        """A FULL join's passes (:mod:`.interval`: each row only in a pass where it has a
+        partner, so the batch plan NULL-extends no row there), and the pass of the rows
+        that went unpaired, of both streams."""
+        w = self.windowed
+
+        def joined(flag: str):
+            return self._lowered(spark, a.where(flag).selectExpr(*w.decoded(False)),
+                                 b.where(flag).selectExpr(*w.decoded(True)))
+
+        return joined("__first").unionByName(joined("__second")).unionByName(
+            joined("__alone"))
