@@ -259,6 +259,42 @@ def test_algebraic_aggregates_on_the_state_store_against_pandas(ws, spark, tmp_p
     assert got[(t, k)][0] == pytest.approx(spark_sd, rel=1e-12)
 
 
+def test_aggregates_with_filter_on_the_state_store_against_pandas(ws, spark, tmp_path):
+    """``agg(x) FILTER (WHERE c)`` runs on the state store: count(*), sum, max over no
+    passing row (NULL), count(DISTINCT ...) and collect_list (empty over no passing row)
+    with FILTER, over a sliding window per key with late rows -- each equal to pandas over
+    the window's on-time rows that pass the filter."""
+    from tests.test_stateful_streaming import _files, _late_split, _out
+    from tests.test_stateful_streaming import _run as run_query
+    from tests.test_stateful_streaming import _stream as create_stream
+
+    parts = _files(tmp_path / "in", seed=5, n_files=3, per_file=120)
+    on_time, late, progress = _late_split(parts)
+    create_stream(ws, tmp_path / "in")
+    sql = ("SELECT k, count(*) FILTER (WHERE v > 20) AS n20, sum(v) FILTER (WHERE v < 50) "
+           "AS low, max(v) FILTER (WHERE v > 1000) AS never, count(DISTINCT floor(v / 10)) "
+           "FILTER (WHERE v >= 10) AS tens, size(collect_list(v) FILTER (WHERE v > 80)) AS "
+           "ntop, array_max(collect_list(v) FILTER (WHERE v > 80)) AS top FROM kv [RANGE 6 SECONDS SLIDE 2 SECONDS] GROUP BY k")
+    shown = ws.explain(sql, "STREAM")
+    assert "state store" in shown and "CASE WHEN v > 20 THEN 1 END" in shown, shown
+    cq = run_query(ws, tmp_path, sql)
+    assert type(cq).__name__ != "ContinuousRunner" and cq.progress_us == progress
+    want = {}
+    for (t, k), g in _slid(on_time, 6 * SECOND, 2 * SECOND).groupby(["t", "k"]):
+        if t < progress:
+            v = g.v
+            low = v[v < 50]
+            top = v[v > 80]
+            want[(t, k)] = (int((v > 20).sum()), float(low.sum()) if len(low) else None,
+                            None, int(np.floor(v[v >= 10] / 10).nunique()), len(top),
+                            float(top.max()) if len(top) else None)
+    columns = ["_time", "k", "n20", "low", "never", "tens", "ntop", "top"]
+    got = _by_instant(_out(spark, tmp_path, columns), keyed=True)
+    assert len(want) > 50 and len(late) > 0
+    assert any(w[4] for w in want.values()) and any(not w[4] for w in want.values())
+    _assert_close(got, want)
+
+
 def test_holistic_aggregates_on_the_state_store_across_a_restart(ws, spark, tmp_path):
     """percentile (a fraction, an array), median, collect_list, collect_set of strings,
     count(DISTINCT), sum(DISTINCT) over a sliding window per key, run in two rounds on one

@@ -157,6 +157,7 @@ def recognize(spark, stmt, bound: ir.Relation, emit_changes: bool,
             raise NotIncremental(f"{what}")
     if any(True for _ in select.find_all(exp.Window)):
         raise NotIncremental("an OVER window")
+    select = aggregates_plan.unfiltered(select)
     if any(True for _ in select.find_all(exp.Filter)):
         raise NotIncremental("an aggregate with FILTER")
     if any(isinstance(n, (exp.Subquery, exp.Exists)) or (isinstance(n, exp.Select)

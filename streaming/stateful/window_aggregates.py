@@ -16,9 +16,14 @@ items are computed once. What a SLIDE window's pane keeps (:data:`KEEPS`):
   ``collect_list`` (every value), ``collect_set``, ``count(DISTINCT x)``,
   ``sum(DISTINCT x)`` (each distinct value once).
 
+``agg(x) FILTER (WHERE c)`` is ``agg(CASE WHEN c THEN x END)`` (``count(*)``: of ``CASE
+WHEN c THEN 1 END``): every aggregate here ignores NULL arguments, so the two are equal --
+over no passing row too (``count`` 0, ``sum`` NULL, ``collect_list`` empty)
+(:func:`unfiltered`).
+
 An unslid window keeps its rows whatever its aggregates. Refused, with the reason (the
 query stays on the re-evaluating runner): ``first`` / ``last`` (their order is Spark's
-partitions', undefined), other DISTINCT aggregates, FILTER, and any other aggregate.
+partitions', undefined), other DISTINCT aggregates, and any other aggregate.
 """
 
 from __future__ import annotations
@@ -66,6 +71,36 @@ def name_of(node: exp.Expression) -> str | None:
     if func is not None and isinstance(node.this, exp.Distinct):
         return _DISTINCT.get(func)
     return func
+
+
+def unfiltered(select: exp.Select) -> exp.Select:
+    """``select`` (a copy, when it has any) with each ``agg(x) FILTER (WHERE c)`` of an
+    aggregate the kernel runs written ``agg(CASE WHEN c THEN x END)`` (module docstring);
+    a FILTER on another call is left alone (:func:`find` refuses it)."""
+    if not any(True for _ in select.find_all(exp.Filter)):
+        return select
+    select = select.copy()
+    for node in list(select.find_all(exp.Filter)):
+        call, where = node.this, node.expression
+        if name_of(call) is None or where is None:
+            continue
+        call = call.copy()
+        anonymous = isinstance(call, exp.Anonymous)
+        arg = call.expressions[0] if anonymous else call.this
+        distinct = isinstance(arg, exp.Distinct)
+        inner = arg.expressions[0] if distinct and len(arg.expressions) == 1 else arg
+        if distinct and inner is arg:  # several columns: find() refuses it
+            continue
+        value = exp.Literal.number(1) if isinstance(inner, exp.Star) else inner.copy()
+        case = exp.Case(ifs=[exp.If(this=where.this.copy(), true=value)])
+        if distinct:
+            arg.set("expressions", [case])
+        elif anonymous:
+            call.set("expressions", [case] + list(call.expressions[1:]))
+        else:
+            call.set("this", case)
+        node.replace(call)
+    return select
 
 
 def item_of(node: exp.Expression) -> tuple:
