@@ -163,6 +163,27 @@ RIGHT = ("SELECT q.k, t.v AS tid, q.v AS qid FROM trades t RIGHT OUTER JOIN quot
          "SECONDS")
 
 
+def run_outer_join(ws, spark, tmp_path, sql: str, seed: int):
+    """Trades and quotes arriving in 4 files each (out of order, late rows in the last),
+    the continuous ``sql`` run over them in two rounds on one checkpoint: (each stream's
+    progress per batch, the trades and quotes not late, the sink's rows, EXPLAIN STREAM)."""
+    rng = np.random.default_rng(seed)
+    trades, quotes = _draw(rng, 160, 200, True, span_s=50)
+    parts = {"l": _in_files(rng, trades, 4), "r": _in_files(rng, quotes, 4)}
+    _files(tmp_path / "staging" / "trades", parts["l"])
+    _files(tmp_path / "staging" / "quotes", parts["r"])
+    _streams(ws, tmp_path)
+    shown = ws.explain(sql, "STREAM")
+    assert "stateful interval join" in shown and "NULL-extended" in shown
+    _rounds(ws, tmp_path, sql, [2, 2], engine="StatefulIntervalQuery")
+    progress = oracle_progress(parts)
+    late = oracle_late(parts, progress)
+    every_t, every_q = pd.concat(parts["l"]), pd.concat(parts["r"])
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    return (progress, every_t[~every_t.id.isin(late)], every_q[~every_q.id.isin(late)], rows,
+            shown)
+
+
 @pytest.mark.parametrize("side", ["left", pytest.param("right", marks=pytest.mark.slow)])
 def test_continuous_outer_interval_join(ws, spark, tmp_path, side):
     """Files arrive into both streams in two rounds on one checkpoint (a restart), out of
@@ -170,21 +191,9 @@ def test_continuous_outer_interval_join(ws, spark, tmp_path, side):
     pandas cross join by keys and band; RIGHT's strict upper bound is one microsecond
     short of 3 s) and each preserved row not late and unpaired whose band the other
     stream's progress passed, once, with NULLs for the other side -- and nothing else."""
-    rng = np.random.default_rng(71 if side == "left" else 72)
-    trades, quotes = _draw(rng, 160, 200, True, span_s=50)
-    parts = {"l": _in_files(rng, trades, 4), "r": _in_files(rng, quotes, 4)}
-    _files(tmp_path / "staging" / "trades", parts["l"])
-    _files(tmp_path / "staging" / "quotes", parts["r"])
-    _streams(ws, tmp_path)
     sql = LEFT if side == "left" else RIGHT
-    shown = ws.explain(sql, "STREAM")
-    assert "stateful interval join" in shown and "NULL-extended" in shown
-    _rounds(ws, tmp_path, sql, [2, 2], engine="StatefulIntervalQuery")
-    progress = oracle_progress(parts)
-    late = oracle_late(parts, progress)
-    every_t, every_q = pd.concat(parts["l"]), pd.concat(parts["r"])
-    t_on, q_on = every_t[~every_t.id.isin(late)], every_q[~every_q.id.isin(late)]
-    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    progress, t_on, q_on, rows, _ = run_outer_join(ws, spark, tmp_path, sql,
+                                                   71 if side == "left" else 72)
     got_pairs = Counter((int(r["qid"]), int(r["tid"])) for r in rows
                         if r["qid"] is not None and r["tid"] is not None)
     if side == "left":  # trades preserved: t.ts in [q.ts - 3 s, q.ts + 2 s]
@@ -358,20 +367,8 @@ def test_continuous_full_interval_join(ws, spark, tmp_path):
     band the trades' progress passed, once, and the unpaired trades whose band both
     progresses passed -- at most those whose band the quotes' progress passed --, once,
     with NULLs for the other side; nothing else."""
-    rng = np.random.default_rng(73)
-    trades, quotes = _draw(rng, 160, 200, True, span_s=50)
-    parts = {"l": _in_files(rng, trades, 4), "r": _in_files(rng, quotes, 4)}
-    _files(tmp_path / "staging" / "trades", parts["l"])
-    _files(tmp_path / "staging" / "quotes", parts["r"])
-    _streams(ws, tmp_path)
-    shown = ws.explain(FULL, "STREAM")
-    assert "stateful interval join" in shown and "FULL: so is a trades row" in shown
-    _rounds(ws, tmp_path, FULL, [2, 2], engine="StatefulIntervalQuery")
-    progress = oracle_progress(parts)
-    late = oracle_late(parts, progress)
-    every_t, every_q = pd.concat(parts["l"]), pd.concat(parts["r"])
-    t_on, q_on = every_t[~every_t.id.isin(late)], every_q[~every_q.id.isin(late)]
-    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    progress, t_on, q_on, rows, shown = run_outer_join(ws, spark, tmp_path, FULL, 73)
+    assert "FULL: so is a trades row" in shown
     lo, hi = -2 * SECOND, 3 * SECOND
     pairs = oracle_pairs(q_on, t_on, lo, hi, True)
     got_pairs = Counter((int(r["qid"]), int(r["tid"])) for r in rows
@@ -385,8 +382,7 @@ def test_continuous_full_interval_join(ws, spark, tmp_path):
     may = oracle_full_b_alone(q_on, t_on, lo, hi, True, final["r"])
     assert max(got_trades.values(), default=1) == 1
     assert must <= set(got_trades) <= may and len(must) >= 5 and len(quotes_alone) >= 5
-    keys = dict(zip(every_t.id.astype(int), every_t.k)) | dict(zip(every_q.id.astype(int),
-                                                                   every_q.k))
+    keys = dict(zip(t_on.id.astype(int), t_on.k)) | dict(zip(q_on.id.astype(int), q_on.k))
     assert all(r["k"] == keys[int(r["tid"] if r["tid"] is not None else r["qid"])]
                for r in rows)  # coalesce(t.k, q.k) over the NULL-extended side
     assert len(rows) == sum(pairs.values()) + len(quotes_alone) + len(got_trades)
