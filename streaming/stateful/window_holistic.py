@@ -12,7 +12,10 @@ nearest ranks (``lower_value + (position - lower) * (higher_value - lower_value)
 ``ceil(p * n)`` exactly -- Spark's own answer while a window holds fewer values than its
 ``accuracy`` (measured: every fraction equal up to 5,000 values, off by up to 6 ranks of
 100,000 at accuracy 10,000), and beyond within the rank error ``n / accuracy`` Spark
-documents; no value: NULL (``collect_*``: an empty array,
+documents (NaN ranks greatest, as for ``percentile``; Spark's summary compares NaN as
+unordered, so over NaN values its answer depends on their order -- ``[NaN, NaN, NaN, 1.0]``
+gives NaN at every fraction in Spark 4.3, 1.0 here at 0 -- and is not followed); no
+value: NULL (``collect_*``: an empty array,
 ``count(DISTINCT)``: 0). Distinct values are Spark's grouping's: ``-0.0`` is ``0.0`` and
 every NaN one value. ``collect_list`` keeps its rows' order of arrival per pane, panes in
 time order (Spark's order is its partitions', undefined too).
