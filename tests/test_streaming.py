@@ -89,6 +89,17 @@ def _by_sym(rows):
     return groups
 
 
+def _count_by_sym(rows):
+    return [(k, len(g)) for k, g in _by_sym(rows).items()]
+
+
+def _reference(data, window, fn, kind, progress):
+    """The CQL reference evaluator's rows (tests/cql_reference.py, brute force over every
+    instant of the rows the test wrote) at instants before ``progress``."""
+    out = ref.evaluate(data.to_dict("records"), "ts", window, ("sym", "px", "ts"), fn, kind)
+    return Counter({k: n for k, n in out.items() if k[0] < progress})
+
+
 # each query with its meaning in the CQL reference evaluator (tests/cql_reference.py, which
 # shares nothing with the planner): (window, the query over one instant's relation, operator)
 QUERIES = {
@@ -116,6 +127,8 @@ QUERIES = {
 
 @pytest.mark.parametrize("sql", list(QUERIES))
 def test_streaming_final_results_equal_batch(ws, spark, tmp_path, sql):
+    """Oracle: the CQL reference evaluator (tests/cql_reference.py) over the rows written,
+    plus agreement with the batch query."""
     data = _trades(240, seed=len(sql))
     for i, chunk in enumerate(_split(data, 4)):
         _write(tmp_path / "in", f"part-{i}.parquet", chunk)
@@ -183,7 +196,8 @@ JOINED = {
 @pytest.mark.parametrize("sql", list(JOINED))
 def test_joined_windows_stream_to_the_batch_results(ws, spark, tmp_path, sql):
     """Two windowed streams joined per instant, arriving file by file: the final rows are
-    the batch query's, up to the slower input's progress."""
+    the batch query's, up to the slower input's progress.
+    Oracle: the CQL reference evaluator's evaluate_join over the rows written."""
     trades, quotes = _trades(120, seed=3), _trades(90, seed=4)
     for i, (a, b) in enumerate(zip(_split(trades, 3), _split(quotes, 3))):
         _write(tmp_path / "trades", f"part-{i}.parquet", a)
@@ -208,7 +222,8 @@ def test_joined_windows_stream_to_the_batch_results(ws, spark, tmp_path, sql):
 
 
 def test_shuffled_input_gives_the_results_of_sorted_input(ws, spark, tmp_path):
-    """Rows out of order within the watermark, spread over files: the same final rows."""
+    """Rows out of order within the watermark, spread over files: the same final rows.
+    Oracle: the CQL reference evaluator over the rows written (both orders)."""
     rng = np.random.default_rng(21)
     n = 300
     ts = np.sort(rng.choice(np.arange(0, 60 * SECOND, 1000), n, replace=False))
@@ -235,9 +250,15 @@ def test_shuffled_input_gives_the_results_of_sorted_input(ws, spark, tmp_path):
     assert {k: n for k, n in sorted_rows.items() if k[0] < final} == \
         {k: n for k, n in shuffled_rows.items() if k[0] < final}
     assert sum(n for k, n in sorted_rows.items() if k[0] < final) > 50
+    window = ref.Window("SLIDE", 5 * SECOND, 1 * SECOND)
+    count_total = lambda rows: [(k, len(g), sum(r["px"] for r in g))  # noqa: E731
+                                for k, g in _by_sym(rows).items()]
+    want = _reference(data, window, count_total, "ISTREAM", final)
+    assert {k: n for k, n in shuffled_rows.items() if k[0] < final} == want
 
 
 def test_csv_and_json_directories_stream_too(ws, spark, tmp_path):
+    """Oracle: the CQL reference evaluator over the rows written, plus the batch query."""
     data = _trades(60, seed=23)
     for fmt in ("csv", "json"):
         folder = tmp_path / fmt
@@ -265,9 +286,13 @@ def test_csv_and_json_directories_stream_too(ws, spark, tmp_path):
         got = _rows(spark.read.parquet(str(tmp_path / f"out_{fmt}")).where("_final"),
                     ["_time", "sym", "n"])
         assert got == want and sum(want.values()) > 0
+        assert got == _reference(data, ref.Window("SLIDE", 10 * SECOND, 10 * SECOND),
+                                 _count_by_sym, "RSTREAM", cq.progress_us)
 
 
 def test_punctuation_closes_the_stream(ws, spark, tmp_path):
+    """Oracle: the CQL reference evaluator over the data rows written (every window final
+    after the punctuation), plus the batch query."""
     data = _trades(120, seed=3)
     data["punct"] = pd.Series([None] * len(data), dtype="float64")
     _write(tmp_path / "in", "part-0.parquet", data)
@@ -281,7 +306,11 @@ def test_punctuation_closes_the_stream(ws, spark, tmp_path):
     assert [r.punctuation for r in cq.reports][:2] == [0, 1]
     assert sum(r.punctuation for r in cq.reports) == 1
     assert cq.progress_us == 10**15
-    assert _rows(_output(spark, tmp_path).where("_final"), ["_time", "sym", "n"]) == batch
+    got = _rows(_output(spark, tmp_path).where("_final"), ["_time", "sym", "n"])
+    assert got == batch
+    # (the punctuation row is not data: README "Rows whose PROGRESS COLUMN is set")
+    assert got == _reference(data, ref.Window("SLIDE", 10 * SECOND, 10 * SECOND),
+                             _count_by_sym, "RSTREAM", 10**15) and sum(got.values()) > 10
 
 
 @pytest.mark.parametrize("target", ["path", "sink"])
@@ -381,6 +410,7 @@ def test_row_by_row_queries_emit_every_on_time_row(ws, spark, tmp_path):
 
 
 def test_heartbeat_keeps_a_union_with_an_idle_input_progressing(ws, spark, tmp_path):
+    """Oracle: the CQL reference evaluator over the busy input's rows, plus the batch."""
     busy = _trades(90, seed=7, span_s=30, skew_s=0.5)
     _write(tmp_path / "busy", "part-0.parquet", busy)
     _write(tmp_path / "idle", "part-0.parquet",
@@ -406,9 +436,13 @@ def test_heartbeat_keeps_a_union_with_an_idle_input_progressing(ws, spark, tmp_p
     want = Counter({k: n for k, n in _rows(batch, ["_time", "sym", "n"]).items()
                     if k[0] < busy_progress})
     assert _rows(out, ["_time", "sym", "n"]) == want
+    assert _rows(out, ["_time", "sym", "n"]) == _reference(
+        busy, ref.Window("SLIDE", 5 * SECOND, 5 * SECOND), _count_by_sym, "RSTREAM",
+        busy_progress)
 
 
 def test_emit_changes_gives_early_results_then_the_final_ones(ws, spark, tmp_path):
+    """Oracle for the final rows: the CQL reference evaluator, plus the batch query."""
     data = _trades(150, seed=11)
     for i, chunk in enumerate(_split(data, 3)):
         _write(tmp_path / "in", f"part-{i}.parquet", chunk)
@@ -425,11 +459,14 @@ def test_emit_changes_gives_early_results_then_the_final_ones(ws, spark, tmp_pat
     want = Counter({k: n for k, n in _rows(batch, ["_time", "sym", "n"]).items()
                     if k[0] < cq.progress_us})
     assert _rows(out.where("_final"), ["_time", "sym", "n"]) == want
+    assert want == _reference(data, ref.Window("SLIDE", 10 * SECOND, 10 * SECOND),
+                              _count_by_sym, "RSTREAM", cq.progress_us)
     assert sum(r.rows_out for r in cq.reports) == out.count()
     assert sum(r.final_out for r in cq.reports) == out.where("_final").count() < out.count()
 
 
 def test_restart_continues_from_the_checkpoint(ws, spark, tmp_path):
+    """Oracle: the CQL reference evaluator over the four files' rows, plus the batch."""
     data = _trades(200, seed=13)
     chunks = _split(data, 4)
     for i, chunk in enumerate(chunks[:2]):
@@ -447,7 +484,11 @@ def test_restart_continues_from_the_checkpoint(ws, spark, tmp_path):
     assert second.reports[0].batch > first.reports[-1].batch
     want = Counter({k: n for k, n in _rows(ws.sql(sql), ["_time", "sym", "total"]).items()
                     if k[0] < second.progress_us})
-    assert _rows(_output(spark, tmp_path).where("_final"), ["_time", "sym", "total"]) == want
+    got = _rows(_output(spark, tmp_path).where("_final"), ["_time", "sym", "total"])
+    assert got == want
+    total = lambda rows: [(k, sum(r["px"] for r in g)) for k, g in _by_sym(rows).items()]  # noqa: E731,E501
+    assert got == _reference(data, ref.Window("SLIDE", 6 * SECOND, 3 * SECOND), total,
+                             "RSTREAM", second.progress_us) and sum(got.values()) > 20
 
 
 @pytest.mark.parametrize("rate, files", [
