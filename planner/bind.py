@@ -125,7 +125,8 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
         if mode == "AST":
             return ir.Explain(mode, repr(target), None)
         inner = _explained_statement(stmt, target)
-        return ir.Explain(mode, inner.text, _bind_statement(target, inner, ctx))
+        bound = without_emit(inner) if mode == "STREAM" else inner  # (text kept: it is read)
+        return ir.Explain(mode, inner.text, _bind_statement(bound.node, bound, ctx))
     if isinstance(node, wn.CreateStream):
         return ddl.bind_create_stream(node, ctx)
     if isinstance(node, wn.DropObject):
@@ -165,6 +166,27 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
 
 _EXPLAIN_PREFIX = re.compile(
     rf"\s*EXPLAIN(\s+({'|'.join(wn.EXPLAIN_KINDS)})\b)?\s+", re.IGNORECASE)
+
+
+def without_emit(stmt: ParsedStatement) -> ParsedStatement:
+    """``stmt`` without its ``EMIT FINAL|CHANGES``, the clause's text blanked so that
+    Spark's error positions still map back: how a continuous query emits is its runner's
+    business (``streaming/`` reads it from the statement), so a continuous query -- and
+    ``EXPLAIN STREAM`` -- binds without it. (A batch query keeps refusing EMIT without a
+    window.)"""
+    emits = list(stmt.node.find_all(wn.Emit))
+    if not emits:
+        return stmt
+    node = stmt.node.copy()
+    for clause in list(node.find_all(wn.Emit)):
+        clause.pop()
+    text = stmt.text
+    for clause in emits:
+        span = Span.of(clause)
+        if span is not None:
+            a, b = span.start - stmt.start, span.end - stmt.start
+            text = text[:a] + " " * (b - a) + text[b:]
+    return ParsedStatement(node, text, stmt.start, stmt.end)
 
 
 def _explained_statement(stmt: ParsedStatement, target: exp.Expression) -> ParsedStatement:

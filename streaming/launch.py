@@ -77,7 +77,10 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
         stmt = _without_late_into(stmt, late_into)
     from wavesql import planner
 
-    bound = planner.optimize(planner.bind(stmt, session.catalog, session.env.for_text(text)))
+    from wavesql.planner.bind import without_emit  # (EMIT is read from stmt: below)
+
+    bound = planner.optimize(planner.bind(without_emit(stmt), session.catalog,
+                                          session.env.for_text(text)))
     if not isinstance(bound, ir.QueryStatement):
         raise WaveSQLError("UNSUPPORTED_STATEMENT", "only a query can run continuously",
                            hint="DDL runs once: use Session.sql for it")

@@ -187,7 +187,10 @@ class Session:
         self._use_storage_settings()
         if mode.upper() == "AST":
             return repr(stmt.node)
-        analyzed = planner.bind(stmt, self.catalog, self.env.for_text(text))
+        from wavesql.planner.bind import without_emit  # (EXPLAIN STREAM reads EMIT itself)
+
+        bound = without_emit(stmt) if mode.upper() == "STREAM" else stmt
+        analyzed = planner.bind(bound, self.catalog, self.env.for_text(text))
         explain = ir.Explain(mode.upper(), stmt.text, planner.optimize(analyzed), analyzed)
         return explain_text(explain, self._runtime(text), stmt.start)
 

@@ -16,7 +16,11 @@ progress ``W``, and
    previous step), hands back the bucket's rows below ``W`` -- those rows plus exactly the
    look-back they need (the state was pruned at ``bound``) -- as the **context** over
    which the caller evaluates the user's query with Spark, keeping the results with
-   ``bound <= t < W``;
+   ``bound <= t < W``; with ``EMIT CHANGES`` (``LookbackOperator.changes``) the context
+   is every row the bucket holds whenever some are due or not final yet (``t >= W``), so
+   the caller also evaluates the rows not final yet over the rows so far (``_final =
+   false``, refined by later batches) -- the state is the same either way: those rows
+   are kept until final anyway;
 4. prunes the rows to what results at or after ``W`` can need (the look-back before ``W``
    and every row from ``W`` on), and names the next event time that will need work, so
    the caller sets a timer there (a key that gets no new rows is still emitted when
@@ -64,7 +68,7 @@ class KeepRows:
     within_us: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LookbackOperator:
     """The encoded types of the stream's columns (``c0, cn0, c1, ...``) and the look-back
     rules (rule ``j``'s partition hashes ``rk{j}``/``rh{j}``, counted flag ``rp{j}``)."""
@@ -74,8 +78,18 @@ class LookbackOperator:
     #: Set when the kernel evaluates the windows itself (:func:`frames`): RANGE frames of
     #: ``count / sum / avg / min / max / stddev / variance``, one partition for all.
     windows: "Windows | None" = None
+    #: ``EMIT CHANGES``: the context holds the rows not final yet too (module docstring).
+    changes: bool = False
 
     kind = "over-lookback"
+
+    def __repr__(self) -> str:
+        # The plan's fingerprint (plan.py) is this text: an EMIT FINAL operator's stays what
+        # it was before ``changes`` existed (its checkpoints run on), a CHANGES one's differs
+        # (a FINAL checkpoint is refused by the CHANGES query and the reverse).
+        text = (f"LookbackOperator(columns={self.columns!r}, rules={self.rules!r}, "
+                f"windows={self.windows!r})")
+        return text[:-1] + ", changes=True)" if self.changes else text
 
     def schema(self) -> pa.Schema:
         """The Arrow schema of a bucket's rows."""
@@ -109,7 +123,9 @@ class Windows:
 @dataclass
 class LookbackStep:
     context: pa.Table  # the rows to evaluate the query over now (empty: nothing is due)
-    due_from: int | None  # the rows of the context from this event time on are due
+    #: the rows of the context from this event time on are due (or, ``changes``, at or
+    #: after the progress: not final yet)
+    due_from: int | None
     late: np.ndarray  # mask over the new rows: event time below the progress
     state: bytes | None  # None: nothing left to keep
     timer: int | None  # the next event time that becomes due once progress passes it
@@ -135,13 +151,16 @@ def step(op: LookbackOperator, value: bytes | None, new: pa.Table,
         rows, ts = rows.take(pa.array(order)), ts[order]
     empty = rows.slice(0, 0)
     if watermark is None:
-        context, after = empty, rows
+        context, after = (rows if op.changes else empty), rows
         pending = ts
     else:
         due = (ts < watermark) & ((ts >= bound) if bound is not None else True)
-        context = rows.filter(pa.array(ts < watermark)) if due.any() else empty
-        after = rows.filter(pa.array(_keep(op, rows, ts, watermark)))
         pending = ts[ts >= watermark]
+        if op.changes:  # the rows not final yet and their look-back too
+            context = rows if due.any() or len(pending) else empty
+        else:
+            context = rows.filter(pa.array(ts < watermark)) if due.any() else empty
+        after = rows.filter(pa.array(_keep(op, rows, ts, watermark)))
     timer = int(pending.min()) if len(pending) else None
     new_bound = watermark if watermark is not None else bound
     out = (st.encode(op.kind, {"bound": new_bound}, {"rows": after}) if after.num_rows
@@ -150,10 +169,10 @@ def step(op: LookbackOperator, value: bytes | None, new: pa.Table,
 
 
 def frames(op: LookbackOperator, step_: LookbackStep) -> pa.Table:
-    """The due rows of ``step_``'s context that pass the WHERE, each with its windows'
-    values (``w{j}``), computed over the context: a RANGE frame needs only the rows of its
-    interval, all of which the context holds (``udfs.time_windows``: Spark's semantics and
-    arithmetic)."""
+    """The due rows of ``step_``'s context that pass the WHERE (``changes``: and those not
+    final yet), each with its windows' values (``w{j}``), computed over the context: a
+    RANGE frame needs only the rows of its interval, all of which the context holds
+    (``udfs.time_windows``: Spark's semantics and arithmetic)."""
     from wavesql.udfs import time_windows as tw
 
     w = op.windows

@@ -2,12 +2,18 @@
 
 A continuous query of the ``over`` shape (``streaming/planning.py``: OVER windows with
 bounded PRECEDING frames, nested through CTEs and subqueries, over one catalog stream;
-``lag``) runs on the state store (:mod:`.query`, kernel :mod:`.lookback`) when
+``lag``) runs on the state store (:mod:`.query`, kernel :mod:`.lookback`) when every
+column of the stream has a type :data:`.plan.KEY_TYPES` carries exactly through the kernel
+(strings, booleans, integers, floating point, dates, timestamps), and Spark can evaluate
+each look-back rule's partition and predicate over the stream's rows.
 
-* it does not ``EMIT CHANGES`` (early rows would need the rows after progress too), and
-* every column of the stream has a type :data:`.plan.KEY_TYPES` carries exactly through the
-  kernel (strings, booleans, integers, floating point, dates, timestamps), and Spark can
-  evaluate each look-back rule's partition and predicate over the stream's rows.
+``EMIT CHANGES``: a bucket the micro-batch calls hands back its rows not final yet (event
+time at or after progress) with their look-back too, evaluated as the final ones and
+emitted with ``_final = false``; a bucket Spark does not call (no new rows, none became
+final) has the same rows not final yet, with the same values, as in the batch before, so
+those result rows are carried from that batch (:mod:`.pending`). To tell a result row's
+bucket, the buckets of a CHANGES query are of the shared partition columns its output
+carries (:func:`_shared_partition` within the output's names): none carried, one bucket.
 
 Before the kernel (:attr:`OverPlan.pre`, Spark SQL per input row): the row's kind and event
 time, each column as value plus NULL flag, each ROWS rule's partition as two independent
@@ -63,6 +69,13 @@ class OverPlan:
     #: over the due rows and their window values (view :data:`VIEW`); None: the batch
     #: plan runs over the rows the kernel hands back.
     post: str | None = None
+    #: Spark SQL of a row's bucket over the stream's columns (``__bucket`` in ``pre``);
+    #: ``EMIT CHANGES``: over the query's output rows too (module docstring).
+    bucket: str = "0"
+
+    @property
+    def changes(self) -> bool:
+        return self.operator.changes
 
     @property
     def fingerprint(self) -> str:
@@ -84,8 +97,6 @@ def recognize_over(spark, plan: stream_plan.Plan, trees: list, emit_changes: boo
     :class:`~.plan.NotIncremental` saying why not."""
     if plan.mode != "over" or len(plan.inputs) != 1:
         raise NotIncremental("not OVER windows over one stream")
-    if emit_changes:
-        raise NotIncremental("EMIT CHANGES over OVER windows")
     stream = plan.inputs[0].stream
     encoded = []
     for c in stream.columns:
@@ -107,6 +118,9 @@ def recognize_over(spark, plan: stream_plan.Plan, trees: list, emit_changes: boo
                      (f"__rp{j}", f"coalesce(({rule.passes}), false)" if rule.passes
                       else "true")]
     shared = _shared_partition(trees, stream)
+    if emit_changes:  # a result row's bucket from the row itself (module docstring)
+        output = {n.lower() for n in names}
+        shared = [c for c in shared if c.lower() in output]
     n_buckets = buckets if shared else 1
     bucket = (f"CAST(pmod(xxhash64({', '.join(quote(c) for c in shared)}), {n_buckets}) "
               "AS INT)" if shared else "0")
@@ -133,7 +147,7 @@ def recognize_over(spark, plan: stream_plan.Plan, trees: list, emit_changes: boo
             ddl += [f"__wn{j} BOOLEAN", f"__w{j} {t.upper()}"]
     pre += arrival(stream)
     pre.append(("__bucket", bucket))
-    op = kernel.LookbackOperator(tuple(encoded), tuple(rules), windows)
+    op = kernel.LookbackOperator(tuple(encoded), tuple(rules), windows, emit_changes)
     ddl += ["__record STRING", "__file STRING"] + [f"__n{i} BIGINT"
                                                    for i in range(len(STAT_NAMES))]
     ddl += [f"{name} BIGINT" for name, _ in arrival(stream)]
@@ -144,8 +158,11 @@ def recognize_over(spark, plan: stream_plan.Plan, trees: list, emit_changes: boo
                   else "1 bucket (a window over the whole stream)")
                + ("; a micro-batch computes the frames of the rows that became final in "
                   "the kernel (RANGE frames, numpy)" if windows is not None else
-                  "; a micro-batch evaluates the query over the buckets with rows due"))
-    return OverPlan(stream, op, tuple(pre), ", ".join(ddl), n_buckets, explain, post)
+                  "; a micro-batch evaluates the query over the buckets with rows due")
+               + ("; EMIT CHANGES: the rows not final yet of the buckets a micro-batch "
+                  "calls are evaluated too (_final = false), the other buckets' carried "
+                  "from the batch before" if emit_changes else ""))
+    return OverPlan(stream, op, tuple(pre), ", ".join(ddl), n_buckets, explain, post, bucket)
 
 
 #: Aggregates the kernel evaluates over RANGE frames (``udfs.time_windows.FUNCTIONS``).

@@ -38,6 +38,7 @@ from wavesql.streaming.source import stream_source
 
 from . import over_plan
 from . import plan as pl
+from .pending import not_final
 from .processor import LookbackProcessor, WindowProcessor, progress_of, watermark_sql
 
 #: The observed kernel output of a windowed query's micro-batch (its batch session's view).
@@ -397,7 +398,10 @@ class StatefulOverQuery(StatefulQuery):
     """A continuous query of OVER windows: each bucket keeps its rows' look-back
     (:mod:`.lookback`) and hands back, when rows became final, those rows and their
     look-back; the batch plan runs over them and its rows that became final are emitted
-    (``previous progress <= event time < progress``, as the re-evaluating runner would)."""
+    (``previous progress <= event time < progress``, as the re-evaluating runner would).
+    ``EMIT CHANGES``: also every result row not final yet (``event time >= progress``,
+    ``_final = false``) -- the called buckets' evaluated now, the others' carried from the
+    batch before (:mod:`.pending`)."""
 
     engine = "stateful-over"
 
@@ -412,33 +416,46 @@ class StatefulOverQuery(StatefulQuery):
     def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
         from pyspark.sql import functions as F
 
-        from wavesql.planner.lower import Runtime, lower
-
         # The counts first (a few rows of the cached batch): the plan below may run jobs
         # of its own over its input while planning, which an observation would count.
         stats = df.where(f"__kind = {pl.STATS}").groupBy().agg(*[
             F.sum(f"__n{i}").alias(n) for i, n in enumerate(pl.STAT_NAMES)],
             *_earliest_arrival(df)).collect()[0].asDict()
-        s = self.windowed.stream
-        if self.windowed.post is not None:  # the kernel evaluated the windows: due rows
+        w = self.windowed
+        kernel_rows = df.where(f"__kind = {pl.RESULT}")
+        if w.post is not None:  # the kernel evaluated the windows: due rows (and pending)
             values = [c for c in df.columns if c.startswith(("__w", "__wn"))]
-            (df.where(f"__kind = {pl.RESULT}").selectExpr(*self.windowed.decoded(), *values)
-             .createOrReplaceTempView(over_plan.VIEW))
-            out = (spark.sql(self.windowed.post).withColumn(FINAL, F.lit(True))
-                   .withColumn(PROGRESS, timestamp_lit(progress)))
-            self._deliver_counted(out, batch_id, report, by_final=True)
-            return {**{n: int(stats[n] or 0) for n in pl.STAT_NAMES},
-                    "arrived": stats.get("arrived")}
-        rows = df.where(f"__kind = {pl.RESULT}").selectExpr(*self.windowed.decoded())
-        rt = Runtime(spark, self.session.catalog, self.text, streams={s.key: rows})
-        result = lower(self.bound, rt)
-        previous = progress_of(self._batch_watermark(batch_id - 1)) if batch_id else None
-        t = F.unix_micros(F.col(quote(self.plan.time_column)))
-        after = t >= F.lit(previous) if previous is not None else F.lit(True)
-        before = t < F.lit(progress) if progress is not None else F.lit(False)
-        out = (result.where(after & before).withColumn(FINAL, F.lit(True))
-               .withColumn(PROGRESS, timestamp_lit(progress)))
-        self._deliver_counted(out, batch_id, report, by_final=True)
+            (kernel_rows.selectExpr(*w.decoded(), "__ts AS __wavesql_ts", *values)
+             .createOrReplaceTempView("__wavesql_over_rows"))
+
+            def post(where: str):  # the user's SELECT over the kernel's rows where `where`
+                return spark.sql(f"WITH {over_plan.VIEW} AS (SELECT * FROM __wavesql_over_rows "
+                                 f"WHERE {where}) {w.post}")
+
+            if not w.changes:
+                final = post("true")
+            else:
+                at = f"__wavesql_ts >= {int(progress)}L" if progress is not None else "true"
+                final, pending = post(f"NOT ({at})"), post(at)
+        else:
+            from wavesql.planner.lower import Runtime, lower
+
+            rows = kernel_rows.selectExpr(*w.decoded())
+            rt = Runtime(spark, self.session.catalog, self.text, streams={w.stream.key: rows})
+            result = lower(self.bound, rt)
+            previous = progress_of(self._batch_watermark(batch_id - 1)) if batch_id else None
+            t = F.unix_micros(F.col(quote(self.plan.time_column)))
+            after = t >= F.lit(previous) if previous is not None else F.lit(True)
+            before = t < F.lit(progress) if progress is not None else F.lit(False)
+            final = result.where(after & before)
+            pending = result.where(~before) if progress is not None else result
+        out = final.withColumn(FINAL, F.lit(True))
+        if w.changes:  # the called buckets' rows evaluated now, the others' carried
+            called = kernel_rows.selectExpr(*w.decoded()).select(F.expr(w.bucket).alias("__b"))
+            pending = not_final(spark, self.checkpoint, batch_id, pending, called, w.bucket)
+            out = out.unionByName(pending.withColumn(FINAL, F.lit(False)))
+        self._deliver_counted(out.withColumn(PROGRESS, timestamp_lit(progress)), batch_id,
+                              report, by_final=True)
         return {**{n: int(stats[n] or 0) for n in pl.STAT_NAMES},
                 "arrived": stats.get("arrived")}
 
