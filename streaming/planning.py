@@ -170,8 +170,8 @@ def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = N
             raise WaveSQLError("NOT_IMPLEMENTED", "a continuous RESAMPLE over a view, CTE or "
                                f"subquery runs on Spark's state store only, which cannot run "
                                f"this one: {why}", Span.of(stmt.node),
-                               hint="RESAMPLE the catalog stream itself, or drop EMIT CHANGES "
-                                    "/ WAVESQL_STATEFUL=0")
+                               hint="RESAMPLE the catalog stream itself, or unset "
+                                    "WAVESQL_STATEFUL=0")
         if plan.mode == "band" and plan.band.get("outer"):
             # the re-evaluating runner pairs rows; it never knows a row stays unpaired
             raise WaveSQLError("NOT_IMPLEMENTED", "a continuous outer interval join runs on "

@@ -6,9 +6,9 @@ imputation); per key with ``PARTITION BY``. Planned here (:func:`plan_resample`,
 (:mod:`.runner`) asks :class:`ResampleProgress` up to when its points are final -- not past
 the stream's last row, nor ('linear') past the last value of an interpolated column, and
 per key each key's own bound -- which rows are final, and from where each key's rows must
-be kept. A RESAMPLE alone (without EMIT CHANGES) runs on Spark's state store instead
+be kept. A RESAMPLE alone (with EMIT CHANGES too) runs on Spark's state store instead
 (:mod:`.stateful.resample`), whose kernel computes these same bounds per series; the
-re-evaluating runner keeps it under windows, with EMIT CHANGES and ``WAVESQL_STATEFUL=0``.
+re-evaluating runner keeps it under windows and with ``WAVESQL_STATEFUL=0``.
 """
 
 from __future__ import annotations

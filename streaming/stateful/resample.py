@@ -19,7 +19,11 @@ bucket's new rows and the stream's progress ``W`` (Spark's watermark), and
    the series' rows (the **context**: the rows bracketing those points and every row
    after them, which generate the grid) and that **span**: the caller evaluates the batch
    plan over the context and keeps each series' points inside its span -- each grid point
-   is emitted once, in the step that passes it;
+   is emitted once, in the step that passes it; with ``EMIT CHANGES``
+   (``ResampleOperator.changes``) also every series with points not final yet (from its
+   bound, or its first row when it has none, up to its last row) and a **pending span**
+   ``[bound, +inf)`` each: the caller emits those points with ``_final = false`` -- the
+   state is the same either way;
 5. prunes each series to what the points from its bound on need: every row from the
    bound on, the last row before it and ('linear') each interpolated column's last value
    before it -- so a stalled key keeps a row or two, and the state is bounded by keys and
@@ -52,7 +56,7 @@ MIN = np.iinfo(np.int64).min
 MAX = np.iinfo(np.int64).max
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ResampleOperator:
     """A RESAMPLE's kernel: the encoded types of the stream's columns (``c0, cn0, ...``),
     the grid period, the method, whether it is per key, the columns it interpolates and
@@ -64,8 +68,18 @@ class ResampleOperator:
     keyed: bool
     interp: tuple[int, ...] = ()
     order: tuple[int, ...] = ()
+    #: ``EMIT CHANGES``: the series with points not final yet are handed back too.
+    changes: bool = False
 
     kind = "resample"
+
+    def __repr__(self) -> str:
+        # The plan's fingerprint (plan.py) is this text: an EMIT FINAL operator's stays what
+        # it was before ``changes`` existed (its checkpoints run on), a CHANGES one's differs.
+        text = (f"ResampleOperator(columns={self.columns!r}, period_us={self.period_us!r}, "
+                f"method={self.method!r}, keyed={self.keyed!r}, interp={self.interp!r}, "
+                f"order={self.order!r})")
+        return text[:-1] + ", changes=True)" if self.changes else text
 
     def schema(self) -> pa.Schema:
         """The Arrow schema of the rows handed in (and, with ``bound``/``hb``, kept)."""
@@ -89,6 +103,8 @@ class ResampleStep:
     timer: int | None  # the next event time progress must pass for work to be due
     state_rows: int
     cap: int | None  # the smallest bound the bucket's series would reach (None: none)
+    #: ``changes``: per series with points not final yet, its pending span (as ``spans``)
+    pending: pd.DataFrame | None = None
 
 
 def step(op: ResampleOperator, value: bytes | None, new: pd.DataFrame,
@@ -133,10 +149,16 @@ def step(op: ResampleOperator, value: bytes | None, new: pd.DataFrame,
     start = np.where(has_lo, np.maximum(lo, first), first)
     g0 = -((-start) // P) * P  # the first grid point not emitted yet
     due = has_hi & (g0 < hi) & (g0 <= last)
-    row_due = due[sid]
-    context = rows.loc[row_due, names]
-    span_rows = rows.iloc[np.r_[starts[1:], len(ts)][due] - 1][names]
-    spans = _spans(span_rows, [lo[due], has_lo[due], hi[due]])
+    if op.changes:  # points not final yet: from the bound (none: the first row) to the last
+        nxt = np.where(has_hi, np.maximum(hi, first), first)
+        early = -((-nxt) // P) * P <= last
+    else:
+        early = np.zeros(len(starts), bool)
+    context = rows.loc[(due | early)[sid], names]
+    ends_at = np.r_[starts[1:], len(ts)] - 1
+    spans = _spans(rows.iloc[ends_at[due]][names], [lo[due], has_lo[due], hi[due]])
+    pending = _spans(rows.iloc[ends_at[early]][names],
+                     [hi[early], has_hi[early], np.full(int(early.sum()), MAX, np.int64)])
     # prune: each series from its bound on, plus the rows bracketing the next points
     cut = hi[sid]
     keep = ~has_hi[sid] | (ts >= cut)
@@ -154,7 +176,7 @@ def step(op: ResampleOperator, value: bytes | None, new: pd.DataFrame,
         table = pa.Table.from_pandas(after, schema=op.kept_schema(), preserve_index=False)
         out = st.encode(op.kind, {"w": w}, {"rows": table})
     bucket_cap = int(cap[defined].min()) if defined.any() else None
-    return ResampleStep(context, spans, late, out, timer, len(after), bucket_cap)
+    return ResampleStep(context, spans, late, out, timer, len(after), bucket_cap, pending)
 
 
 def _collapse(op: ResampleOperator, rows: pd.DataFrame):

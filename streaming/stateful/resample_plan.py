@@ -3,11 +3,15 @@
 A continuous query of the ``resample`` shape (``streaming/resample.py``: one RESAMPLE of
 one catalog stream, per key with ``PARTITION BY`` or not, row-by-row SQL around it) runs
 on the state store (:class:`.resample_query.StatefulResampleQuery`, kernel
-:mod:`.resample`) when
+:mod:`.resample`) when every column of the stream has a type :data:`.plan.KEY_TYPES`
+carries exactly through the kernel (strings, booleans, integers, floating point, dates,
+timestamps).
 
-* it does not ``EMIT CHANGES`` (early grid points would need re-evaluation as rows come),
-* every column of the stream has a type :data:`.plan.KEY_TYPES` carries exactly through
-  the kernel (strings, booleans, integers, floating point, dates, timestamps).
+``EMIT CHANGES``: a bucket the micro-batch calls hands back its series with grid points not
+final yet too (from each series' bound up to its last row), evaluated over the rows so far
+and emitted with ``_final = false``; a bucket Spark does not call has the same points not
+final yet, with the same values, as in the batch before, so they are carried from that
+batch (:mod:`.pending`; a result row's bucket is its keys', which the result carries).
 
 A RESAMPLE *under CQL windows* (TiLT's imputation, mode ``windowed``) stays on the
 re-evaluating runner: its rows are final by the window instants, which join every key's
@@ -34,8 +38,9 @@ from .. import plan as stream_plan
 from . import resample as kernel
 from .plan import _FILL, KEY_TYPES, STAT_NAMES, NotIncremental, arrival, fingerprint, row_kind
 
-#: The kernel's output row kind carrying a series' span (the other kinds: plan.py).
-SPAN = 5
+#: The kernel's output row kinds carrying a series' span of final points and (``EMIT
+#: CHANGES``) of points not final yet (the other kinds: plan.py).
+SPAN, PENDING = 5, 6
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,13 @@ class ResamplePlan:
     view: ir.Relation | None = None
     #: over a view: Spark SQL of a stream row's kind, evaluated before the view
     raw_kind: str | None = None
+    #: Spark SQL of a row's bucket over the series' columns (``__bucket`` in ``pre``), over
+    #: a result row too (its keys): ``EMIT CHANGES`` carries rows by it (:mod:`.pending`)
+    bucket: str = "0"
+
+    @property
+    def changes(self) -> bool:
+        return self.operator.changes
 
     @property
     def fingerprint(self) -> str:
@@ -88,8 +100,6 @@ def recognize_resample(plan: stream_plan.Plan, relation: ir.Relation, emit_chang
     :class:`~.plan.NotIncremental` saying why not."""
     if plan.mode != "resample" or len(plan.inputs) != 1:
         raise NotIncremental("not a RESAMPLE of one stream")
-    if emit_changes:
-        raise NotIncremental("EMIT CHANGES over a RESAMPLE")
     found = [q.resample for q in ir.walk(relation)
              if isinstance(q, ir.SqlQuery) and q.resample is not None]
     if len(found) != 1:
@@ -115,7 +125,7 @@ def recognize_resample(plan: stream_plan.Plan, relation: ir.Relation, emit_chang
                   if name.lower() not in special and is_orderable(type_))
     interp = tuple(index[n.lower()] for n in r.numeric) if r.method == "linear" else ()
     op = kernel.ResampleOperator(tuple(encoded), int(r.period_us), r.method, bool(keys),
-                                 interp, order)
+                                 interp, order, emit_changes)
     n_buckets = buckets if keys else 1
     if keys:
         parts = ", ".join(f"{quote(k)} IS NULL, {quote(k)}" for k in keys)
@@ -150,8 +160,11 @@ def recognize_resample(plan: stream_plan.Plan, relation: ir.Relation, emit_chang
                + (f"{n_buckets} buckets of {', '.join(keys)}" if keys else
                   "1 bucket (one series)")
                + "; a micro-batch evaluates the RESAMPLE over the series with grid points "
-                 "becoming final")
+                 "becoming final"
+               + ("; EMIT CHANGES: the points not final yet of the buckets a micro-batch "
+                  "calls too (_final = false), the other buckets' carried from the batch "
+                  "before" if emit_changes else ""))
     return ResamplePlan(stream, op, tuple(pre), ", ".join(ddl), n_buckets, explain, keys,
                         r.time_column, columns, view,
-                        None if view is None else row_kind(stream))
+                        None if view is None else row_kind(stream), bucket)
 

@@ -6,7 +6,9 @@ into ``transformWithStateInPandas``); :class:`ResampleProcessor` runs the kernel
 (:mod:`.resample`) per bucket and hands back the rows of the series with grid points
 becoming final, one span per such series, late / timeless / malformed rows and its counts.
 :class:`StatefulResampleQuery` then evaluates the batch plan over the rows handed back and
-keeps each series' points inside its span -- once each, final.
+keeps each series' points inside its span -- once each, final. With ``EMIT CHANGES`` also
+the points inside each pending span (not final yet: ``_final = false``), and those of the
+buckets not called carried from the batch before (:mod:`.pending`).
 
 ``_progress``: for the whole stream, its bound; per key, the stalest key's bound (a key
 that stops reporting holds it back, not the other keys' rows), as the re-evaluating runner
@@ -36,7 +38,8 @@ from . import plan as pl
 from . import resample as kernel
 from .processor import BucketProcessor, watermark_sql
 from .query import StatefulQuery
-from .resample_plan import SPAN
+from .pending import not_final
+from .resample_plan import PENDING, SPAN
 
 #: The version of the driver's per-bucket caps record.
 CAPS_VERSION = 1
@@ -65,11 +68,12 @@ class ResampleProcessor(BucketProcessor):
         result = kernel.step(self.op, self._stored(), new, progress)
         self._keep(result.state, result.timer)
         parts = [self._out(result.context, pl.RESULT)]
-        if len(result.spans):
-            spans = result.spans
-            parts.append(self._out(spans, SPAN, {
-                "__lo": spans["lo"].to_numpy(np.int64), "__hi": spans["hi"].to_numpy(np.int64),
-                "__lon": ~spans["has_lo"].to_numpy(bool)}))
+        for kind, spans in ((SPAN, result.spans), (PENDING, result.pending)):
+            if spans is not None and len(spans):
+                parts.append(self._out(spans, kind, {
+                    "__lo": spans["lo"].to_numpy(np.int64),
+                    "__hi": spans["hi"].to_numpy(np.int64),
+                    "__lon": ~spans["has_lo"].to_numpy(bool)}))
         late_n = int(result.late.sum())
         if late_n:
             parts.append(self._out(new[result.late], pl.LATE))
@@ -192,9 +196,6 @@ class StatefulResampleQuery(StatefulQuery):
             bound = replace(bound, relation=_substituted(bound.relation, w.view, scan))
         result = lower(bound, rt)
         t = F.unix_micros(F.col(quote(self.plan.time_column)))
-        spans = df.where(f"__kind = {SPAN}").selectExpr(
-            *[d for d, c in zip(w.decoded(), w.stream.columns) if c.name in w.keys],
-            "CASE WHEN __lon THEN NULL ELSE __lo END AS __wavesql_lo", "__hi AS __wavesql_hi")
         if w.keys:
             on = [F.col(f"r.{quote(k)}").eqNullSafe(F.col(f"s.{quote(k)}")) for k in w.keys]
         else:
@@ -204,9 +205,22 @@ class StatefulResampleQuery(StatefulQuery):
         cond = inside
         for c in on:
             cond = c & cond
-        out = (result.alias("r").join(F.broadcast(spans.alias("s")), cond, "inner")
-               .select("r.*").withColumn(FINAL, F.lit(True))
-               .withColumn(PROGRESS, timestamp_lit(shown)))
+
+        def within(kind: int):  # the result's points inside the spans of that kind
+            spans = df.where(f"__kind = {kind}").selectExpr(
+                *[d for d, c in zip(w.decoded(), w.stream.columns) if c.name in w.keys],
+                "CASE WHEN __lon THEN NULL ELSE __lo END AS __wavesql_lo",
+                "__hi AS __wavesql_hi")
+            return result.alias("r").join(F.broadcast(spans.alias("s")), cond, "inner").select(
+                "r.*")
+
+        out = within(SPAN).withColumn(FINAL, F.lit(True))
+        if w.changes:  # the called buckets' points evaluated now, the others' carried
+            called = df.where(f"__kind = {pl.STATS}").select(F.col("__b").cast("int"))
+            pending = not_final(spark, self.checkpoint, batch_id, within(PENDING), called,
+                                w.bucket)
+            out = out.unionByName(pending.withColumn(FINAL, F.lit(False)))
+        out = out.withColumn(PROGRESS, timestamp_lit(shown))
         self._deliver_counted(out, batch_id, report, by_final=True)
         self._write_caps(batch_id, caps, shown)
         return {**counts, "arrived": min(arrived) if arrived else None}

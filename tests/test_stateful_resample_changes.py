@@ -1,0 +1,210 @@
+"""``EMIT CHANGES`` over a continuous RESAMPLE on Spark's state store
+(streaming/stateful/resample*.py, pending.py), batch by batch, against the pandas/numpy
+RESAMPLE of tests/test_stateful_resample.py (the oracle: the grid of each series over the
+on-time rows received so far, final below the series' bound).
+
+EMIT CHANGES (README "Continuous queries"): each micro-batch emits the grid points that
+became final in it (``_final = true``, once each) and every point not final yet -- at or
+after its series' bound (no bound yet: all), up to the series' last row -- with its value
+over the rows so far (``_final = false``), in every batch until final.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import time
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.test_stateful_resample import (PERIOD, _input, _key, _same, oracle_bounds,
+                                          oracle_resample)
+
+SECOND = 1_000_000
+EPOCH = dt.datetime(1970, 1, 1)
+WATERMARK = 2 * SECOND
+
+
+def _not_final(rows: pd.DataFrame, method: str, keyed: bool, progress: int | None) -> dict:
+    """The points not final yet over ``rows`` at ``progress``: at or after their series'
+    bound, all of a series without one."""
+    points = oracle_resample(rows, method, keyed)
+    if progress is None:
+        return points
+    bounds = oracle_bounds(rows, method, keyed, progress)
+    return {p: v for p, v in points.items() if bounds[p[0]] is None or p[1] >= bounds[p[0]]}
+
+
+# -- the kernel alone ---------------------------------------------------------------------
+@pytest.mark.parametrize("keyed", [False, True], ids=["whole-stream", "per-key"])
+@pytest.mark.parametrize("method", ["prev", "linear"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kernel_hands_back_the_points_not_final_yet(seed, method, keyed):
+    """Micro-batches of 50 rows over 4 buckets, each called only with new rows or an
+    expired timer (Spark's rule): a called bucket's pending spans over the rows it hands
+    back give its points not final yet; an uncalled bucket's are those of its last call
+    (carried, as the driver does). Each batch, all of them together are exactly the
+    oracle's points not final yet over the rows so far; final points come once each."""
+    from wavesql.streaming.stateful import resample as rk
+
+    frame = _input(seed, 500, keyed)
+    args = (("string", "double", "bigint"), PERIOD, method, keyed,
+            (1,) if method == "linear" else (), (1,))
+    op = rk.ResampleOperator(*args, changes=True)
+    final_op = rk.ResampleOperator(*args)
+    codes = {"a": 1, "b": 2, "c": 3, None: 4, "x": 0}
+
+    def encode(f):
+        return pd.DataFrame({
+            "ts": f.ts.to_numpy(np.int64),
+            "sk": np.array([codes[_key(x)] if keyed else 0 for x in f.k], np.int64),
+            "sh": np.zeros(len(f), np.int64),
+            "cn0": f.k.isna().to_numpy(bool), "c0": f.k.fillna("").to_numpy(object),
+            "cn1": f.v.isna().to_numpy(bool), "c1": f.v.fillna(0.0).to_numpy(float),
+            "cn2": np.zeros(len(f), bool), "c2": f.ts.to_numpy(np.int64)})
+
+    def bucket(k):
+        return codes[_key(k)] % 4 if keyed else 0
+
+    def inside(step, spans):
+        ctx = step.context
+        points = oracle_resample(pd.DataFrame({
+            "k": np.where(ctx.cn0, None, ctx.c0), "v": np.where(ctx.cn1, np.nan, ctx.c1),
+            "ts": ctx.ts.to_numpy(np.int64)}), method, keyed) if len(ctx) else {}
+        out = {}
+        for _, span in spans.iterrows():
+            key = (None if span.cn0 else span.c0) if keyed else None
+            lo = span.lo if span.has_lo else -(1 << 62)
+            out.update({(k, t): v for (k, t), v in points.items()
+                        if k == key and lo <= t < span.hi})
+        return out
+
+    states, finals, timers, carried, emitted = {}, {}, {}, {}, Counter()
+    on_time, w, top, early_seen = [], None, None, 0
+    parts = [frame.iloc[i:i + 50] for i in range(0, len(frame), 50)] + [frame.iloc[:0]] * 2
+    for part in parts:
+        due = {bucket(k) for k in part.k} | {b for b, t in timers.items()
+                                            if t is not None and w is not None and w > t}
+        for b in sorted(due):
+            rows = encode(part.loc[np.array([bucket(k) == b for k in part.k], bool)])
+            step = rk.step(op, states.get(b), rows, w)
+            same = rk.step(final_op, finals.get(b), rows, w)
+            # the same state, timer and final spans as without EMIT CHANGES
+            assert step.state == same.state and step.timer == same.timer
+            assert step.spans.equals(same.spans)
+            assert same.pending is None or not len(same.pending)
+            states[b], finals[b], timers[b] = step.state, same.state, step.timer
+            on_time.append(part.loc[np.array([bucket(k) == b for k in part.k], bool)]
+                           [~step.late])
+            for p in inside(step, step.spans):
+                emitted[p] += 1
+            carried[b] = inside(step, step.pending)
+        so_far = pd.concat(on_time).assign(k=lambda f: f.k if keyed else None)
+        got = {p: v for points in carried.values() for p, v in points.items()}
+        _same(got, _not_final(so_far, method, keyed, w))
+        early_seen += len(got)
+        if len(part):
+            top = part.ts.max() if top is None else max(top, part.ts.max())
+            w = int(top - WATERMARK)
+    assert set(emitted.values()) == {1} and len(emitted) > 200
+    assert early_seen > 100
+
+
+def test_the_operator_names_changes_only_when_set():
+    from dataclasses import fields
+
+    from wavesql.streaming.stateful import resample as rk
+
+    final = rk.ResampleOperator(("bigint",), PERIOD, "prev", False)
+    before = "ResampleOperator(" + ", ".join(
+        f"{f.name}={getattr(final, f.name)!r}" for f in fields(final)
+        if f.name != "changes") + ")"
+    assert repr(final) == before
+    assert "changes=True" in repr(rk.ResampleOperator(("bigint",), PERIOD, "prev", False,
+                                                      changes=True))
+
+
+# -- end to end on Spark -------------------------------------------------------------------
+def _micros(value) -> int:
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * SECOND + delta.microseconds
+
+
+def _write(folder, parts) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, part in enumerate(parts):
+        path = folder / f"part-{i:03d}.parquet"
+        part.assign(ts=pd.to_datetime(part.ts, unit="us").astype("datetime64[us]"),
+                    v=part.v.astype(object).where(part.v.notna(), None)).to_parquet(path)
+        stamp = time.time() - 3600 + i
+        os.utime(path, (stamp, stamp))
+
+
+@pytest.mark.parametrize("method, keyed", [
+    pytest.param("prev", True, id="prev-per-key"),
+    pytest.param("linear", False, id="linear-whole-stream", marks=pytest.mark.slow),
+    pytest.param("linear", True, id="linear-per-key", marks=pytest.mark.slow)])
+def test_changes_of_a_resample_batch_by_batch(ws, spark, tmp_path, method, keyed):
+    """Files in two rounds on one checkpoint (a restart mid-run), out of order with late
+    rows: each batch emits its points not final yet -- the oracle's over the rows so far,
+    at the batch's progress -- and the final points come once each, the oracle's."""
+    frame = _input(21, 300, keyed)
+    edges = np.linspace(0, len(frame), 6).astype(int)
+    parts = [frame.iloc[a:b] for a, b in zip(edges[:-1], edges[1:])]
+    _write(tmp_path / "staging", parts)
+    (tmp_path / "in").mkdir()
+    ws.sql(f"CREATE STREAM kv (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{tmp_path / 'in'}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    by = " PARTITION BY k" if keyed else ""
+    sql = (f"SELECT k, ts, v FROM RESAMPLE(kv, ts, INTERVAL 250 MILLISECONDS, '{method}'{by}) r "
+           "EMIT CHANGES")
+    shown = ws.explain(sql, "STREAM")
+    assert "stateful RESAMPLE on Spark's state store" in shown and "EMIT CHANGES" in shown
+    reports = []
+    staged = sorted((tmp_path / "staging").iterdir())
+    for files in (staged[:3], staged[3:]):
+        for f in files:
+            stamp = f.stat().st_mtime
+            shutil.move(f, tmp_path / "in" / f.name)
+            os.utime(tmp_path / "in" / f.name, (stamp, stamp))
+        cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1)
+        cq.await_termination()
+        assert type(cq).__name__ == "StatefulResampleQuery"
+        reports += cq.reports
+    assert [r.batch for r in reports] == list(range(len(reports)))
+    got: dict = {}
+    for r in spark.read.parquet(str(tmp_path / "out")).collect():
+        point = ((r["k"] if keyed else None), _micros(r["ts"]))
+        got.setdefault((r["batch"], r["_final"]), []).append(
+            (point, np.nan if r["v"] is None else r["v"]))
+    on_time, top, finals, late_n, early_seen = [], None, Counter(), 0, 0
+    files = iter(parts)
+    for r in reports:
+        progress = None if top is None else top - WATERMARK
+        assert r.inputs["kv"] == progress, r.batch
+        if r.rows_in:
+            part = next(files)
+            late = (part.ts < progress) if progress is not None else np.zeros(len(part), bool)
+            assert r.late == int(late.sum())
+            late_n += r.late
+            on_time.append(part[~late])
+            top = max(int(part.ts.max()), top if top is not None else int(part.ts.max()))
+        so_far = pd.concat(on_time).assign(k=lambda f: f.k if keyed else None)
+        early = dict(got.get((r.batch, False), []))
+        assert len(early) == len(got.get((r.batch, False), []))  # each point once a batch
+        _same(early, _not_final(so_far, method, keyed, progress))
+        early_seen += len(early)
+        for point, v in got.get((r.batch, True), []):
+            finals[point] += 1
+    assert next(files, None) is None and late_n > 0
+    everything = pd.concat(on_time).assign(k=lambda f: f.k if keyed else None)
+    points = oracle_resample(everything, method, keyed)
+    bounds = oracle_bounds(everything, method, keyed, top - WATERMARK)
+    want = {p: v for p, v in points.items() if bounds[p[0]] is not None and p[1] < bounds[p[0]]}
+    assert set(finals.values()) == {1}
+    _same({p: v for (b, f), rows in got.items() if f for p, v in rows}, want)
+    assert len(want) > 100 and early_seen > 50
