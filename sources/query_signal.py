@@ -54,8 +54,9 @@ at load ~14, so +-20%): over CSV 41-33 s once against 52-48 s twice; over Parque
 second read is a cheap pruned scan, a wash (33-23 s either way). A local
 checkpoint is not fault tolerant (an executor lost between the jobs fails the query) and
 holds the rows (8 bytes per channel and sample) until the query's DataFrame is dropped.
-Batch queries only: continuous queries
-refuse such a signal (streaming/signals.py, streaming/sync.py) with ``NOT_IMPLEMENTED``.
+Continuous queries over such a signal (its query row by row over one stream of files) run
+in streaming/query_signals.py, each micro-batch's rows placed with :func:`sample_numbers`
+and :func:`check_columns` as here; a continuous SYNC over it is refused (streaming/sync.py).
 """
 
 from __future__ import annotations

@@ -39,6 +39,10 @@ a block overlapping a pending one with other samples; a block beyond the end blo
 position (or after the tail was flushed), a second end block; and a resent copy of a block
 already placed (its samples are read once; the copy is recorded so that nothing is counted
 silently).
+
+How a micro-batch's input becomes placed blocks is :meth:`KafkaSignalQuery._arrivals_placed`
+(:class:`Arrivals`); everything after it -- settling, evaluating, state -- is shared with a
+signal defined by a query (:mod:`.query_signals`), whose rows arrive per micro-batch too.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import base64
 import io
 import json
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -76,7 +81,6 @@ class KafkaSignalQuery(SignalContinuousQuery):
                                   trigger)
 
     def _run_batch(self, batch_df, batch_id: int) -> None:
-        from wavesql.sources import kafka_signal as ks
         from wavesql.sources.wav_plan import k_range, runs_of
 
         began, wall = time.monotonic(), self.clock()
@@ -84,12 +88,80 @@ class KafkaSignalQuery(SignalContinuousQuery):
         scan = self.plan.signal.scan
         s = scan.signal
         n, m = scan.window or (s.segment, s.segment)
-        channels = tuple(c.name for c in s.channels)
         state = self._load_state(batch_id) or {}
         mine = state.get("signal") or {"end": None, "final": False, "pending": []}
         pending = _load_pending(state, mine)
-        records = sorted(batch_df.collect(), key=lambda r: (r["partition"], r["offset"]))
         report = BatchReport(batch_id, None, started_at=wall)
+        got = self._arrivals_placed(spark, batch_df, batch_id, mine, pending, report)
+        placed, reached, end_at, closed = got.placed, got.reached, got.end_at, got.closed
+        end_sample = mine["end"]  # windows starting below it were emitted
+        report.samples_in = sum(p.info.frames for p in placed) - sum(
+            p.info.frames for p in pending)
+
+        every = runs_of(placed)
+        least = min(reached.values()) if reached else None
+        runs = _settled(every, least)  # up to the first gap a partition may still fill
+        # the tail is complete once the samples up to the end block's position are in (or
+        # no partition can still send any below it)
+        final = closed or (end_at is not None and len(runs) == len(every) and (
+            not runs or runs[-1].end == end_at or (least is not None and least >= end_at)))
+        if not runs:
+            k_end = None
+        elif final:
+            k_end = k_range(runs[-1], n, m)[1]
+        else:  # the first window of the open last run that is not complete yet
+            k_end = (runs[-1].end - n) // m + 1
+        k_from = None if end_sample is None else end_sample // m
+        if k_from is not None:
+            k_end = k_from if k_end is None else max(k_end, k_from)
+        lookback = scan.program.lookback(s.rate_hz) if scan.program.stateful else 0
+        finite = not isinstance(lookback, str)
+        # parallel when the previous batch kept the look-back blocks (or nothing came before)
+        parallel = finite and (k_from is None or mine.get("lookback") == lookback)
+        out = self._evaluate(spark, runs, n, m, k_from, k_end, flush=final and not closed,
+                             lookback=lookback if parallel else None)
+        samples, progress = self._progress_of({"end": None if k_end is None else k_end * m})
+        report.progress_us = progress
+        out = out.withColumn(FINAL, _lit(True)).withColumn(PROGRESS, timestamp_lit(progress))
+        out = out.persist()
+        report.rows_out = report.final_out = out.count()
+        self._deliver(out, batch_id)
+        out.unpersist()
+        sinks.commit_all(got.quarantine, self.quarantine_path, batch_id)
+        sinks.commit_all(got.late, self.late_path, batch_id, self.late_format)
+
+        keep_from = None if k_end is None else k_end * m
+        # the blocks of windows not emitted yet, and of the look-back before them: the
+        # warm-up of the next batch's first window reads the windows ending after
+        # keep_from - lookback (sources/wav_plan.py: _warmup)
+        reach = n + lookback if finite else 0
+        left = [p for p in placed if keep_from is None or p.end_sample > keep_from - reach]
+        report.state_bytes = self._keep_signal_state(
+            None if k_from is None else k_from * m, None if k_end is None else k_end * m, m)
+        report.state_bytes += _save_pending(self._state_dir(batch_id), left)
+        report.buffered = len(left)
+        self._commit_state(batch_id, {
+            "batch": batch_id, "progress": progress,
+            "inputs": {s.key: {"progress": progress, "samples": samples, "final": final}},
+            "signal": {"version": STATE_VERSION, "end": keep_from, "final": final,
+                       "end_at": end_at, "pending": [p.meta() for p in left],
+                       "partitions": reached, "lookback": lookback if finite else None}})
+        report.inputs = {s.key: progress}
+        self._finish(report, began, got.arrived)
+
+    def _timeline(self) -> str:
+        """What the signal's samples are called in the scan's messages."""
+        return f"kafka:{self.plan.signal.scan.signal.path}"
+
+    def _arrivals_placed(self, spark, batch_df, batch_id: int, mine: dict, pending: list,
+                         report: BatchReport) -> "Arrivals":
+        """The batch's records decoded and placed with the ``pending`` blocks (module
+        docstring: what is quarantined and why); fills the report's record counts."""
+        from wavesql.sources import kafka_signal as ks
+
+        s = self.plan.signal.scan.signal
+        channels = tuple(c.name for c in s.channels)
+        records = sorted(batch_df.collect(), key=lambda r: (r["partition"], r["offset"]))
         report.rows_in = len(records)
         arrived = [r["timestamp"].timestamp() for r in records if r["timestamp"] is not None]
 
@@ -142,63 +214,13 @@ class KafkaSignalQuery(SignalContinuousQuery):
         placed.sort(key=lambda p: p.start_sample)
         report.quarantined = len(bad)
         report.on_time = report.rows_in - len(bad)
-        report.samples_in = sum(p.info.frames for p in placed) - sum(
-            p.info.frames for p in pending)
-
-        every = runs_of(placed)
-        least = min(reached.values()) if reached else None
-        runs = _settled(every, least)  # up to the first gap a partition may still fill
-        # the tail is complete once the samples up to the end block's position are in (or
-        # no partition can still send any below it)
-        final = closed or (end_at is not None and len(runs) == len(every) and (
-            not runs or runs[-1].end == end_at or (least is not None and least >= end_at)))
-        if not runs:
-            k_end = None
-        elif final:
-            k_end = k_range(runs[-1], n, m)[1]
-        else:  # the first window of the open last run that is not complete yet
-            k_end = (runs[-1].end - n) // m + 1
-        k_from = None if end_sample is None else end_sample // m
-        if k_from is not None:
-            k_end = k_from if k_end is None else max(k_end, k_from)
-        lookback = scan.program.lookback(s.rate_hz) if scan.program.stateful else 0
-        finite = not isinstance(lookback, str)
-        # parallel when the previous batch kept the look-back blocks (or nothing came before)
-        parallel = finite and (k_from is None or mine.get("lookback") == lookback)
-        out = self._evaluate(spark, runs, n, m, k_from, k_end, flush=final and not closed,
-                             lookback=lookback if parallel else None)
-        samples, progress = self._progress_of({"end": None if k_end is None else k_end * m})
-        report.progress_us = progress
-        out = out.withColumn(FINAL, _lit(True)).withColumn(PROGRESS, timestamp_lit(progress))
-        out = out.persist()
-        report.rows_out = report.final_out = out.count()
-        self._deliver(out, batch_id)
-        out.unpersist()
+        quarantine = []
         if bad:
             rows = [(s.name, here, base64.b64encode(value or b"").decode(), reason)
                     for here, value, reason in bad]
-            sinks.commit_all([spark.createDataFrame(
-                rows, f"_stream string, _file string, _record string, {REASON} string")],
-                self.quarantine_path, batch_id)
-
-        keep_from = None if k_end is None else k_end * m
-        # the blocks of windows not emitted yet, and of the look-back before them: the
-        # warm-up of the next batch's first window reads the windows ending after
-        # keep_from - lookback (sources/wav_plan.py: _warmup)
-        reach = n + lookback if finite else 0
-        left = [p for p in placed if keep_from is None or p.end_sample > keep_from - reach]
-        report.state_bytes = self._keep_signal_state(
-            None if k_from is None else k_from * m, None if k_end is None else k_end * m, m)
-        report.state_bytes += _save_pending(self._state_dir(batch_id), left)
-        report.buffered = len(left)
-        self._commit_state(batch_id, {
-            "batch": batch_id, "progress": progress,
-            "inputs": {s.key: {"progress": progress, "samples": samples, "final": final}},
-            "signal": {"version": STATE_VERSION, "end": keep_from, "final": final,
-                       "end_at": end_at, "pending": [p.meta() for p in left],
-                       "partitions": reached, "lookback": lookback if finite else None}})
-        report.inputs = {s.key: progress}
-        self._finish(report, began, arrived)
+            quarantine.append(spark.createDataFrame(
+                rows, f"_stream string, _file string, _record string, {REASON} string"))
+        return Arrivals(placed, reached, end_at, closed, arrived, quarantine)
 
     def _evaluate(self, spark, runs, n: int, m: int, k_from, k_to, *, flush: bool,
                   lookback: int | None):
@@ -244,7 +266,7 @@ class KafkaSignalQuery(SignalContinuousQuery):
             frame = spark.createDataFrame([], struct)
         else:
             options = WavOptions.parse({
-                "path": f"kafka:{s.path}", "rate": repr(s.rate_hz),
+                "path": self._timeline(), "rate": repr(s.rate_hz),
                 "channels": json.dumps(list(channels)), "window": str(n), "slide": str(m),
                 "program": program.to_json()})
             plan = WavPlan(options, [], list(runs), float(s.rate_hz), channels,
@@ -265,6 +287,19 @@ class KafkaSignalQuery(SignalContinuousQuery):
         rt = Runtime(spark, self.session.catalog, self.text,
                      streams={signal_key(s): frame})
         return lower(self.bound, rt)
+
+
+@dataclass
+class Arrivals:
+    """What a micro-batch brought, placed on the timeline (``_arrivals_placed``)."""
+
+    placed: list  # the pending blocks and the batch's new ones, in timeline order
+    reached: dict  # per producer (a Kafka partition), the end of its last block
+    end_at: int | None  # the recording's length, once an end block said it
+    closed: bool  # the tail was flushed by an earlier batch
+    arrived: list  # when the batch's inputs arrived (s since 1970), for its latency
+    quarantine: list = field(default_factory=list)  # DataFrames of quarantine records
+    late: list = field(default_factory=list)  # DataFrames of late-sink records
 
 
 def _settled(runs: list, reached: int | None) -> list:

@@ -29,6 +29,7 @@ from .kafka_signals import KafkaSignalQuery
 from .outputs import absolute, kafka_sink, late_path
 from .planning import plan_continuous, stateful_plan
 from .query import ContinuousQuery
+from .query_signals import QuerySignalQuery
 from .runner import ReEvaluatingQuery
 from .signals import SignalContinuousQuery
 
@@ -101,6 +102,8 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
         cls = SignalContinuousQuery
         if plan.signal.scan.signal.source == "kafka":  # sample blocks: kafka_signals.py
             cls = KafkaSignalQuery
+        elif plan.signal.scan.signal.source == "query":  # a stream's rows: query_signals.py
+            cls = QuerySignalQuery
         bound = plan.signal.bound
     elif plan.mode in ("windowed", "over", "resample", "asof", "band"):  # state store if it can
         windowed, _ = stateful_plan(session.spark, stmt, bound.relation,

@@ -10,7 +10,12 @@ grid, and the program's filters run next to the samples. A signal stored as a ta
 Parquet or JSON files, one row per sample) streams the same way: the reader's ``layout``
 option hands it to :class:`wavesql.sources.table_stream.TableStreamReader`, which places the
 rows as the batch read does (file order, ``sample_column`` or ``time_column``); a new file
-must land after everything already read (``OUT_OF_ORDER_FILE`` otherwise).
+must land after everything already read (``OUT_OF_ORDER_FILE`` otherwise). A signal read
+from Kafka sample blocks runs on :class:`.kafka_signals.KafkaSignalQuery`, and a signal
+defined by a query that is row by row over one catalog stream of files on
+:class:`.query_signals.QuerySignalQuery` (the Kafka machinery, each micro-batch's rows of
+the signal's query placed as blocks; a row for a window already emitted goes to the late
+sink) -- same guarantees, windows, ``_time``/``_progress``/``_final`` columns.
 
 What a micro-batch emits
 ------------------------
@@ -48,7 +53,9 @@ starts from the same state file and rewrites the same end state), so the output 
 batch query's, however the recording is cut into files and micro-batches.
 
 What is refused (``NOT_IMPLEMENTED`` / ``STREAMING_RULE``, before anything runs): a signal
-defined by a query, a signal with a stream in one continuous query, SYNC JOIN (its own
+defined by a query that is not row by row over one stream of files (an aggregate, a join,
+a table, a Kafka stream: the error points into the signal's query), a signal with a stream
+in one continuous query, SYNC JOIN (its own
 runner, streaming/sync.py, watches WAV folders and Kafka topics, not tables), segments of a
 view, several signals, and anything but row-by-row SQL over the windows (aggregates, joins,
 OVER windows, DISTINCT, LIMIT): each window's row is final when the window is, nothing is
@@ -117,14 +124,12 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
     if len(scans) != 1:
         refuse("NOT_IMPLEMENTED", "a continuous query over several signals")
     scan = scans[0]
-    if scan.signal.format not in ("wav", "samples") + TABLE_FORMATS:
-        what = ("a signal defined by a query" if scan.signal.format == "query"
-                else f"{scan.signal.format} files")
+    if scan.signal.format not in ("wav", "samples", "query") + TABLE_FORMATS:
         refuse("NOT_IMPLEMENTED", f"continuous queries read WAV signals, signals stored as "
-               f"tables and Kafka sample blocks, not {what}",
+               f"tables, Kafka sample blocks and signals defined by a query over a stream, "
+               f"not {scan.signal.format} files",
                "run it as a batch query (or a scheduled query file: INSERT INTO a sink, "
-               "`wavesql schedule`); a continuous query can read the stream the signal "
-               "is built from")
+               "`wavesql schedule`)")
     if not (isinstance(root, ir.SqlQuery) and len(root.inputs) == 1
             and root.inputs[0][1] is scan):
         refuse("NOT_IMPLEMENTED", "this shape of continuous signal query",
