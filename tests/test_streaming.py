@@ -486,7 +486,8 @@ def test_restart_continues_from_the_checkpoint(ws, spark, tmp_path):
                     if k[0] < second.progress_us})
     got = _rows(_output(spark, tmp_path).where("_final"), ["_time", "sym", "total"])
     assert got == want
-    total = lambda rows: [(k, sum(r["px"] for r in g)) for k, g in _by_sym(rows).items()]  # noqa: E731,E501
+    total = lambda rows: [(k, sum(r["px"] for r in g))  # noqa: E731
+                          for k, g in _by_sym(rows).items()]
     assert got == _reference(data, ref.Window("SLIDE", 6 * SECOND, 3 * SECOND), total,
                              "RSTREAM", second.progress_us) and sum(got.values()) > 20
 
