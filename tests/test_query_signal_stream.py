@@ -89,31 +89,29 @@ LOWPASS = ("SELECT start_sample(x) AS s, width(x) AS w, seg_rms(x) AS rx, "
            "lowpass(y, 8.0) AS ly FROM acc [SAMPLES 256]")
 
 
-def test_rounds_of_files_a_filter_a_gap_a_late_sample_and_lowpass_equal_scipy(
+def test_rounds_of_files_a_filter_gaps_a_late_sample_and_lowpass_equal_scipy(
         ws, spark, tmp_path):
-    """Three rounds: each emits the windows its samples complete (the open last window
-    waits); a gap is cut as in batch; a NULL x is NaN; a sample arriving in a window already
+    """Two rounds: each emits the windows its samples complete (the open last window
+    waits); gaps are cut as in batch; a NULL x is NaN; a sample arriving in a window already
     emitted goes to the late sink with its reason; ``lowpass`` (finite look-back, warmed up
     on the kept samples) equals scipy's sosfilt over each gap-free run."""
     xyz = _samples(1, 2100)
     folder = _setup(ws, tmp_path)
     ws.sql(SIGNAL)
-    _write(folder, "r1.parquet", xyz, range(0, 700))
+    _write(folder, "r1.parquet", xyz, list(range(0, 100)) + list(range(180, 700)))
     _run(ws, tmp_path, LOWPASS)
     got = _out(spark, tmp_path)
-    assert got.s.tolist() == [0, 256]  # [512, 768) waits for sample 767
+    assert got.s.tolist() == [0, 180, 256]  # [512, 768) waits for sample 767
     assert got._final.all() and max(got._progress) == pd.Timestamp(512 / RATE, unit="s")
 
-    _write(folder, "r2a.parquet", xyz, range(700, 1200))
-    _write(folder, "r2b.parquet", xyz, range(1330, 1800))  # samples 1200..1329 missing
-    _run(ws, tmp_path, LOWPASS)
-    # the late sample 1250 (its window [1024, 1280) was emitted, cut at the gap) and
-    # the rest of the recording, with a NULL x at 1900
-    _write(folder, "r3.parquet", xyz, list(range(1800, 2100)) + [1250], null_x=[1900])
+    # the late sample 150 (its window [0, 256) was emitted, cut at the gap), the rest of
+    # the recording with samples 1200..1329 missing, and a NULL x at 1900
+    _write(folder, "r2a.parquet", xyz, list(range(700, 1200)) + [150])
+    _write(folder, "r2b.parquet", xyz, range(1330, 2100), null_x=[1900])
     cq = _run(ws, tmp_path, LOWPASS)
 
     got = _out(spark, tmp_path)
-    runs = [(0, 1200), (1330, 2100)]
+    runs = [(0, 100), (180, 1200), (1330, 2100)]
     want = _pieces(runs, 2048)  # [2048, 2100) waits for the next sample
     assert list(zip(got.s, got.s + got.w)) == want
     assert (got._time == pd.to_datetime(got.s * (1_000_000 // RATE), unit="us")).all()
@@ -132,9 +130,9 @@ def test_rounds_of_files_a_filter_a_gap_a_late_sample_and_lowpass_equal_scipy(
 
     late = spark.read.parquet(str(tmp_path / "ckpt" / "late")).toPandas()
     assert len(late) == 1 and late._stream[0] == "acc"
-    assert "sample 1250 is in a window of signal `acc` already emitted" in late._reason[0]
+    assert "sample 150 is in a window of signal `acc` already emitted" in late._reason[0]
     row = json.loads(late._row[0])
-    assert row["n"] == 1250 and row["x"] == pytest.approx(float(xyz[0][1250]))
+    assert row["n"] == 150 and row["x"] == pytest.approx(float(xyz[0][150]))
     assert sum(r.late for r in cq.reports) == 1
 
 
@@ -228,3 +226,8 @@ def test_csv_time_column_malformed_and_overlapping_rows(ws, spark, tmp_path):
     want = _pieces([(0, 1100)], 1024)  # [1024, 1100) waits for the next sample
     assert list(zip(got.s, got.s + got.w)) == want
     np.testing.assert_allclose(got.r, [_rms(xyz[0][a:b]) for a, b in want], rtol=1e-6)
+    # and each emitted row is the batch query's over the same files (which also has the
+    # partial tail window: a batch read ends with its data)
+    batch = ws.sql(query).toPandas().sort_values("s").reset_index(drop=True)
+    assert list(zip(batch.s, batch.s + batch.w)) == want + [(1024, 1100)]
+    np.testing.assert_array_equal(got.r, batch.r[:len(want)])
