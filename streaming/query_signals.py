@@ -88,7 +88,8 @@ __all__ = ["QuerySignalQuery", "source_stream"]
 _HINT = ("define the signal over a view (or query) that filters, projects and computes "
          "columns of one catalog stream's rows, e.g. AS SELECT n, ax AS x FROM readings "
          "WHERE device = 'a'; compute anything across rows in a continuous query of its own "
-         "into a stream, and define the signal over that stream")
+         "into a stream, and define the signal over that stream; or run it as a batch query "
+         "(or a scheduled query file)")
 #: what in a signal's query is not row by row, for the error's position
 _ACROSS_ROWS = (exp.AggFunc, exp.Window, exp.Group, exp.Join, exp.Distinct, exp.Limit,
                 exp.SetOperation)
