@@ -27,8 +27,8 @@ up to it are in, together with detectors' pending output.
 
 What a micro-batch keeps: the pending blocks' samples and the look-back blocks
 (``pending.npz`` in the batch's state folder: numpy arrays, loaded without pickles) and
-the grid position up to which windows were emitted, committed with the batch's ``state.json`` (written last). A re-run of a batch
-after a crash starts from the previous batch's committed state and gets the same records,
+the grid position up to which windows were emitted, committed with the batch's
+``state.json`` (written last). A re-run of a batch after a crash starts from the previous batch's committed state and gets the same records,
 so its output is the same: exactly once into a file sink.
 
 Records that cannot join the timeline go to the quarantine with their locator

@@ -123,7 +123,8 @@ def source_stream(spark, catalog, signal) -> cat.StreamDef:
         if err.query is not None and err.query != text:
             raise
         span = err.span
-        if err.code == "NOT_IMPLEMENTED" and node is not None:  # point at what is not row by row, if it is here
+        if err.code == "NOT_IMPLEMENTED" and node is not None:
+            # point at what is not row by row, when it is in this text (not in a view)
             culprit = next((n for n in node.walk(bfs=False)
                             if isinstance(n, _ACROSS_ROWS)), None)
             span = Span.of(culprit) or span
