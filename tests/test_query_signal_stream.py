@@ -142,15 +142,18 @@ RUNNING_SUM = ("SELECT start_sample(z) AS s, width(z) AS w, "
 
 def test_state_in_the_checkpoint_and_a_batch_redone_after_a_failure(ws, spark, tmp_path,
                                                                     monkeypatch):
-    """A running sum (a pole on the unit circle: unbounded look-back, its state carried in
-    the checkpoint) over two rounds; the second round's batch fails after delivering its
+    """A signal over a view of the stream; a running sum (a pole on the unit circle:
+    unbounded look-back, its state carried in the checkpoint) over two rounds; the second round's batch fails after delivering its
     output, before committing its state, and is redone by the next run: each window once,
     equal to numpy's cumulative sum."""
     from wavesql.streaming.query_signals import QuerySignalQuery
 
     xyz = _samples(2, 1500)
     folder = _setup(ws, tmp_path)
-    ws.sql(SIGNAL)
+    # here the signal's query reads a view of the stream (row by row over it too)
+    ws.sql("CREATE VIEW only_a AS SELECT * FROM readings WHERE device = 'a'")
+    ws.sql("CREATE SIGNAL acc (x FLOAT, y FLOAT, z FLOAT) RATE 64 HZ "
+           "OPTIONS (sample_column = 'n') AS SELECT n, ax AS x, ay AS y, az AS z FROM only_a")
     _write(folder, "r1.parquet", xyz, range(0, 600))
     _run(ws, tmp_path, RUNNING_SUM)
     _write(folder, "r2.parquet", xyz, range(600, 1500))
