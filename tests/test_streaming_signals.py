@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import signal as sps
 
+from tests.test_kernels_stream import _cfar_reference
 from wavesql.errors import WaveSQLError
 from wavesql.udfs.wav import write_wav
 
@@ -67,6 +68,8 @@ STATELESS = ("SELECT start_time(voice) AS t, seg_rms(voice) AS rms, seg_max(voic
 
 
 def test_stream_over_arriving_files_equals_the_batch_query(ws, spark, tmp_path, capsys):
+    """Oracle: numpy over the samples written (each 512-sample window's start, rms and
+    peak), plus the batch query."""
     x = _recording(1, 20_000)
     folder = tmp_path / "rec"
     # arrives in two rounds; the first round's last file ends inside a window
@@ -112,6 +115,10 @@ def test_stream_over_arriving_files_equals_the_batch_query(ws, spark, tmp_path, 
     windows = [x[s:s + 512] for s in range(0, len(x), 512)]
     rms = np.array([np.sqrt(np.mean(w.astype(np.float64) ** 2)) for w in windows])
     np.testing.assert_allclose(got["rms"], rms[rms > 0.1], rtol=1e-6)
+    peak = np.array([w.max() for w in windows])
+    np.testing.assert_allclose(got["peak"], peak[rms > 0.1], rtol=1e-6)
+    starts = np.arange(0, len(x), 512)[rms > 0.1]
+    assert [_us(t) for t in got["t"]] == (starts * 1_000_000 // RATE).tolist()
     assert cq.progress_us == (20_000 // 512 + 1) * 512 * 125  # the tail window's grid end
 
 
@@ -124,7 +131,9 @@ STATEFUL = (
 
 def test_stateful_functions_carry_state_across_micro_batches(ws, spark, tmp_path):
     """lowpass / iir (unbounded look-back), fir, cfar: one file in one batch, or many files
-    over many micro-batches and restarts, give the batch query's rows and scipy's filter."""
+    over many micro-batches and restarts, give the batch query's rows and scipy's filter.
+    Oracle: scipy (sosfilt, lfilter) over the samples written, numpy rms, and cfar's
+    reference loop from tests/test_kernels_stream.py over those rms; plus the batch."""
     x = _recording(2, 12_000)
     x[9_000:9_600] += np.float32(1.0)  # an event well after cfar's warm-up
     one, many = tmp_path / "one", tmp_path / "many"
@@ -162,6 +171,9 @@ def test_stateful_functions_carry_state_across_micro_batches(ws, spark, tmp_path
                    ("fi", sps.lfilter([0.25, 0.5, 0.25], [1.0], xd))):
         want = [np.sqrt(np.mean(y[s:s + 256] ** 2)) for s in range(0, len(y), 256)]
         np.testing.assert_allclose(got[col], want, rtol=1e-4, atol=1e-6)
+    scores = [float(np.sqrt(np.mean(xd[s:s + 256] ** 2))) for s in range(0, len(xd), 256)]
+    assert got["det"].tolist() == _cfar_reference(scores, 3.0, 0.05, 8)
+    assert got["t"].map(_us).tolist() == [s * 125 for s in range(0, len(xd), 256)]
 
 
 @pytest.mark.parametrize("sql, code", [
@@ -230,8 +242,9 @@ def test_reader_checkpointed_state_equals_one_sequential_pass(tmp_path):
 
 
 def test_pass_through_subqueries_stream_like_the_merged_query(ws, spark, tmp_path):
-    # planner/passthrough.py merges the subqueries into the scan's program; a continuous
-    # query over files arriving one per micro-batch gives the batch query's rows.
+    """planner/passthrough.py merges the subqueries into the scan's program; a continuous
+    query over files arriving one per micro-batch gives the batch query's rows.
+    Oracle: numpy rms and window sizes over the samples written, plus the batch."""
     x = _recording(3, 12_000)
     _write_files(tmp_path / "rec", x, [300, 5_000, 9_000])
     (tmp_path / "rec" / "done.eof").write_text("")
