@@ -50,7 +50,20 @@ def _answer(rows):
         tuple(np.asarray(r.ch4.samples, np.float32))) for r in rows}
 
 
+def _numpy_slices(truth, rows):
+    """Each synced event's start and channels 1 and 4 are numpy's slice of the recording
+    written (the oracle)."""
+    n = truth.event_length
+    for event, (start, ch1, ch4) in _answer(rows).items():
+        s = truth.event_starts[event]
+        assert start == s
+        np.testing.assert_array_equal(ch1, truth.samples[s:s + n, 0])
+        np.testing.assert_array_equal(ch4, truth.samples[s:s + n, 3])
+
+
 def test_continuous_sync_equals_the_batch_sync(ws, spark, tmp_path, recording):
+    """Oracle: numpy slices of the recording written (and the event never fully recorded
+    is not delivered), plus the batch SYNC."""
     truth = recording
     n = truth.event_length
     ranges = [(i, s, s + n) for i, s in enumerate(truth.event_starts)]
@@ -94,11 +107,7 @@ def test_continuous_sync_equals_the_batch_sync(ws, spark, tmp_path, recording):
     want = _answer(batch)
     assert want.pop(99) is None  # the batch query gives NULL: the range is not all recorded
     assert _answer(rows) == want
-    for event, (start, ch1, ch4) in _answer(rows).items():  # and numpy
-        s = truth.event_starts[event]
-        assert start == s
-        np.testing.assert_array_equal(ch1, truth.samples[s:s + n, 0])
-        np.testing.assert_array_equal(ch4, truth.samples[s:s + n, 3])
+    _numpy_slices(truth, rows)
 
 
 def test_a_file_out_of_timeline_order_is_refused(ws, tmp_path, recording):
@@ -135,7 +144,8 @@ def test_continuous_sync_rules(ws, tmp_path, recording):
 
 def test_wavesql_run_syncs_each_event_once_across_runs(ws, spark, tmp_path, recording):
     """A query file with INSERT INTO ... SYNC JOIN, run after each arrival (as `wavesql
-    run` does): the sink ends with every event once, equal to the batch SYNC."""
+    run` does): the sink ends with every event once, equal to the batch SYNC.
+    Oracle: numpy slices of the recording written, plus the batch SYNC."""
     from wavesql.jobs import run_file
 
     truth = recording
@@ -155,6 +165,7 @@ def test_wavesql_run_syncs_each_event_once_across_runs(ws, spark, tmp_path, reco
     rows = spark.read.parquet(str(tmp_path / "audio")).collect()
     assert sorted(r.event for r in rows) == list(range(len(truth.event_starts)))
     assert _answer(rows) == _answer(ws.sql(QUERY).collect())
+    _numpy_slices(truth, rows)
 
 
 def test_signal_placements_read_a_header_again_only_when_the_file_changed(tmp_path,
