@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests import temporal_oracle as oracle
 from wavesql.errors import WaveSQLError
 
 MS = 1000
@@ -146,6 +147,21 @@ def _micros(value) -> float:
     return (value - pd.Timestamp(0).to_pydatetime()).total_seconds() * 1e6
 
 
+def _ts(micros):
+    """Microseconds since 1970 as the datetime Spark returns for a TIMESTAMP."""
+    return pd.Timestamp(int(micros), unit="us").to_pydatetime()
+
+
+def _points(rows, key=None):
+    """Spark rows ``(key?, ts, values...)`` as ``{(key, micros): values}``."""
+    out = {}
+    for r in rows:
+        r = tuple(r)
+        k, rest = (r[0], r[1:]) if key else (None, r)
+        out[(k, int(round(_micros(rest[0]))))] = rest[1:]
+    return out
+
+
 def _continuous(ws, tmp_path, sql):
     """Run ``sql`` continuously over the files already there, one file per micro-batch, to
     the end; the ContinuousQuery (its ``reports``, ``progress_us``)."""
@@ -193,7 +209,8 @@ def _arrived(path, i: int) -> None:
 def test_continuous_asof_join_equals_the_batch_join(ws, spark, tmp_path, kind, op):
     """Trades and quotes arrive in 6 files each, out of order within the watermark: every
     trade the quotes' progress has passed is delivered once, final, with the batch join's
-    match; the later trades wait; the state stays far below the input."""
+    match; the later trades wait; the state stays far below the input.
+    Oracle: pandas.merge_asof over the rows written, plus the batch join."""
     rng = np.random.default_rng(len(kind) + len(op))
     n_t, n_q = 300, 400
     trades = pd.DataFrame({"sym": rng.choice(list("abc"), n_t), "px": rng.random(n_t),
@@ -210,9 +227,17 @@ def test_continuous_asof_join_equals_the_batch_join(ws, spark, tmp_path, kind, o
     assert len(reports) >= 6 and sum(r.late for r in reports) == 0
     done = reports[-1].inputs["quotes"]  # the quotes' final progress (us)
     got = spark.read.parquet(str(tmp_path / "out")).select("sym", "px", "ts", "bid")
-    want = [r for r in ws.sql(sql).collect()
-            if _micros(r.ts) < done]
-    assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want)) and len(want) > 100
+    got = sorted(map(tuple, got.collect()), key=str)
+    batch = [r for r in ws.sql(sql).collect()
+             if _micros(r.ts) < done]
+    assert got == sorted(map(tuple, batch), key=str)  # the two modes agree
+    m = oracle.asof(trades, quotes, "sym", "backward", op == ">=")
+    m = m[m.ts < done]
+    if kind == "ASOF JOIN":
+        m = m[m.bid.notna()]
+    want = sorted(((s, p, _ts(t), None if pd.isna(b) else b)
+                   for s, p, t, b in zip(m.sym, m.px, m.ts, m.bid)), key=str)
+    assert got == want and len(want) > 100
     waiting = int((trades.ts >= done).sum())
     assert waiting > 0  # the trades the quotes have not passed yet wait, not lost
     # state: waiting trades + recent quotes (and the last one before them per symbol)
@@ -224,7 +249,9 @@ def test_continuous_asof_join_equals_the_batch_join(ws, spark, tmp_path, kind, o
 def test_continuous_resample_equals_the_batch_resample(ws, spark, tmp_path, method):
     """An irregular stream (with NULL holes) arrives in 6 files, out of order within the
     watermark: every grid point is delivered once, final, with the batch value, up to the
-    progress the last batch reports; state stays far below the input."""
+    progress the last batch reports; state stays far below the input.
+    Oracle: numpy (tests/temporal_oracle.py: np.interp, hold, bucket) over the rows
+    written, plus the batch RESAMPLE."""
     rng = np.random.default_rng(len(method))
     n = 300
     ts = np.sort(rng.choice(np.arange(0, 60 * 10**6, 1000), n, replace=False))
@@ -243,9 +270,13 @@ def test_continuous_resample_equals_the_batch_resample(ws, spark, tmp_path, meth
     got = spark.read.parquet(str(tmp_path / "out"))
     assert got.where("NOT _final").count() == 0
     got = sorted(map(tuple, got.select("ts", "v", "w").collect()))
-    want = sorted(tuple(r) for r in ws.sql(sql).collect()
-                  if _micros(r.ts) < done)
-    assert got == want and len(want) > 150
+    batch = sorted(tuple(r) for r in ws.sql(sql).collect()
+                   if _micros(r.ts) < done)
+    assert got == batch  # the two modes agree
+    want = {p: v for p, v in oracle.resample(frame, 250 * MS, method, ("v", "w")).items()
+            if p[1] < done}
+    oracle.assert_same_points(_points(got), want)
+    assert len(want) > 150
     assert done > 50 * 10**6  # most of the grid is final by the end
     assert max(r.buffered for r in reports) < 0.3 * n
 
@@ -257,7 +288,8 @@ def test_continuous_forward_asof_join_equals_the_batch_join(ws, spark, tmp_path,
     quotes arriving out of order: a trade is delivered, final, once a quote of its symbol
     after it is below the quotes' progress -- exactly the batch join's rows whose match is
     below that progress; the others wait (a LEFT join's NULL match is never final while the
-    quotes go on); the state stays far below the input."""
+    quotes go on); the state stays far below the input.
+    Oracle: pandas.merge_asof (forward) over the rows written, plus the batch join."""
     rng = np.random.default_rng(len(kind) + len(op) + 1)
     n_t, n_q = 300, 400
     trades = pd.DataFrame({"sym": rng.choice(list("abc"), n_t), "px": rng.random(n_t),
@@ -282,6 +314,15 @@ def test_continuous_forward_asof_join_equals_the_batch_join(ws, spark, tmp_path,
     batch = ws.sql(sql).collect()
     want = [r for r in batch if (r.qts is not None and _micros(r.qts) < done) or r.sym is None]
     assert sorted(map(tuple, got.collect()), key=str) == sorted(map(tuple, want), key=str)
+    m = oracle.asof(trades, quotes, "sym", "forward", op == "<=")
+    m = m[(m.rts < done) | m.sym.isna()]
+    if kind == "ASOF JOIN":
+        m = m[m.rts.notna()]
+    nullable = lambda x, f: None if pd.isna(x) else f(x)  # noqa: E731
+    pandas_rows = sorted(((None if pd.isna(s) else s, p, _ts(t), nullable(b, float),
+                           nullable(r, _ts)) for s, p, t, b, r in
+                          zip(m.sym, m.px, m.ts, m.bid, m.rts)), key=str)
+    assert sorted(map(tuple, got.collect()), key=str) == pandas_rows
     assert len(want) > 100 and len([r for r in want if r.sym is None]) == (
         3 if kind == "ASOF LEFT JOIN" else 0)
     # the rest wait: c's trades after its last quote, and the latest trades
@@ -297,7 +338,8 @@ def test_continuous_resample_does_not_finalise_past_its_last_row(ws, spark, tmp_
     """Punctuation can promise progress past a stream's last row. The grid points after
     that row exist only if a later row comes (a series spans its first to its last row), so
     they are not final yet: once rows at 40-50 s come, the points 11-39 s are delivered too,
-    as the batch RESAMPLE has them."""
+    as the batch RESAMPLE has them.
+    Oracle: hand-computed (v = t up to 10 s, held at 10 from 11 s to 39 s, t from 40 s)."""
     folder = tmp_path / "ticks"
     folder.mkdir()
     parts = [pd.DataFrame({"v": np.arange(11.0), "ts": np.arange(11) * 10**6, "punct": None}),
@@ -321,6 +363,8 @@ def test_continuous_resample_does_not_finalise_past_its_last_row(ws, spark, tmp_
                   if _micros(r.ts) < done)
     assert done >= 49 * 10**6 and len(want) == 49  # 0 .. 48 s
     assert got == want
+    assert got == [(_ts(t * 10**6), float(t if t <= 10 or t >= 40 else 10))
+                   for t in range(49)]
 
 
 def _meters(rng, devices, holes: float) -> pd.DataFrame:
@@ -356,7 +400,9 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
     rows; state stays small. ``'linear'``: two columns with holes in different places, one
     of them (``w``) missing for a long stretch of d2 -- d2's points after its last ``w``
     wait for the next ``w``, and the rows in between must stay in the state (they carry
-    ``v``'s values for those points)."""
+    ``v``'s values for those points).
+    Oracle: numpy per device (tests/temporal_oracle.py) over the rows written, plus the
+    batch RESAMPLE."""
     rng = np.random.default_rng(len(method) + 7)
 
     def until(end):
@@ -388,6 +434,9 @@ def test_continuous_resample_per_key_equals_the_batch_resample(ws, spark, tmp_pa
         bound[None if pd.isna(d) else d] = min([stream] + [e + 1 for e in ends])
     want = sorted((tuple(r) for r in batch if _micros(r.ts) < bound[r.dev]), key=str)
     assert got == want
+    points = oracle.resample(frame, 250 * MS, method, ("v", "w"), key="dev")
+    oracle.assert_same_points(_points(got, key=True),
+                              {p: v for p, v in points.items() if p[1] < bound[p[0]]})
     assert {r[0] for r in got} == {"d1", "d2", "d3", None} and stream > 50 * 10**6
     # _progress: the stalest device's bound (every point below it is there): just past the
     # stopped device's last row, or its last value
@@ -405,7 +454,9 @@ def test_continuous_imputation_per_key_equals_the_batch_query(ws, spark, tmp_pat
     10 s bucket means, continuously. d3 pauses from 20 s to 40 s: its grid spans the pause
     once its row at 40 s has come (the batch query has those points), so the buckets of
     the pause wait for it -- every final row equals the batch query's row, none is missing;
-    the final progress is the stalest device's bound."""
+    the final progress is the stalest device's bound.
+    Oracle: numpy/pandas (temporal_oracle.impute) over the rows written, plus the batch
+    query."""
     rng = np.random.default_rng(len(method) + 11)
 
     def spans(*ranges):
@@ -457,6 +508,9 @@ def test_continuous_imputation_per_key_equals_the_batch_query(ws, spark, tmp_pat
         assert [x is None for x in g[3:]] == [x is None for x in w[3:]]
         assert [x for x in g[3:] if x is not None] == pytest.approx(
             [x for x in w[3:] if x is not None], rel=1e-12, abs=1e-12)
+    mine = {(int(round(_micros(r[0]))), r[1], int(round(_micros(r[2])))): r[3:] for r in got}
+    imputed = oracle.impute(frame, 500 * MS, method, ("v", "w"), "dev")
+    oracle.assert_same_points(mine, {p: v for p, v in imputed.items() if p[0] < bound})
 
 
 @pytest.mark.parametrize("whole", [pytest.param("before", marks=pytest.mark.slow), "after"])
@@ -466,10 +520,12 @@ def test_continuous_imputation_keeps_what_each_resample_needs(ws, spark, tmp_pat
     pauses from 20 s to 50 s; after the second file progress is 49 s, the cut 29 s (the
     windows' look-back is 20 s), and the window (40 s, 50 s] is not final yet -- it needs
     d3's row at 20 s, the 'prev' value of its points 40-50 s, though d1's rows are the
-    stream's last before the cut."""
+    stream's last before the cut.
+    Oracle: numpy (tests/temporal_oracle.py) and pandas window counts over the rows
+    written, plus the batch query."""
     folder = tmp_path / "meters"
     folder.mkdir()
-    files = [
+    files = [  # (dev, v, ts in s)
         [("d1", float(t), t) for t in range(0, 31)] + [("d3", -float(t), t) for t in range(21)],
         [("d1", float(t), t) for t in range(31, 52)] + [("d3", 500.0, 50)],
         [("d1", float(t), t) for t in range(52, 71)] + [("d3", -float(t), t)
@@ -500,11 +556,23 @@ def test_continuous_imputation_keeps_what_each_resample_needs(ws, spark, tmp_pat
     d3 = [r for r in want if r[1] == "d3" and 40 < _micros(r[2]) / 10**6 < 50]
     assert len(d3) == 9 and {r[3] for r in d3} == {-20.0}
     assert got == want
+    rows = pd.DataFrame([r for f in files for r in f], columns=["dev", "v", "ts"])
+    rows["ts"] *= 10**6
+    expect = {}
+    for key in ("dev", None):  # per device, then the whole stream ('all')
+        for (d, t), (v,) in oracle.resample(rows, 10**6, "prev", ("v",), key=key).items():
+            expect[(oracle.bucket(t), d if key else "all", t)] = (v,)
+    for b, g in rows.groupby(oracle.bucket(rows.ts)):
+        expect[(b, "n", int(g.ts.max()))] = (float(len(g)),)
+    mine = {(int(round(_micros(r[0]))), r[1], int(round(_micros(r[2])))): (r[3],)
+            for r in got}
+    oracle.assert_same_points(mine, {p: v for p, v in expect.items() if p[0] < 68 * 10**6})
 
 
 def test_continuous_resample_per_key_whatever_the_key_is_called(ws, spark, tmp_path):
     """A key column named like the runner's internal aggregates (``__end...``) is a key,
-    not a bound."""
+    not a bound.
+    Oracle: numpy per key (tests/temporal_oracle.py), plus the batch RESAMPLE."""
     rng = np.random.default_rng(3)
     frame = pd.DataFrame({"__endpoint": rng.choice(["a", "b"], 200), "v": rng.normal(size=200),
                           "ts": np.sort(rng.choice(np.arange(0, 40 * 10**6, 1000), 200,
@@ -520,6 +588,9 @@ def test_continuous_resample_per_key_whatever_the_key_is_called(ws, spark, tmp_p
                      .select("__endpoint", "ts", "v").collect()))
     want = sorted(tuple(r) for r in ws.sql(sql).collect() if _micros(r.ts) < done)
     assert len(want) > 50 and got == want
+    points = oracle.resample(frame, 500 * MS, "linear", ("v",), key="__endpoint")
+    oracle.assert_same_points(_points(got, key=True),
+                              {p: v for p, v in points.items() if p[1] < done})
 
 
 @pytest.mark.parametrize("sql, code", [
