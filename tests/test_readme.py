@@ -13,6 +13,7 @@ a scratch folder holding generated data, made the current directory.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import shlex
@@ -144,6 +145,8 @@ def test_continuous_query_example(ws, scratch):
 
 @pytest.mark.spark
 def test_signal_continuous_query_example(ws, scratch):
+    """Oracle: numpy over the WAV's samples (each 4096-sample window's rms and start time),
+    plus the batch query."""
     (scratch / "mic").mkdir()
     shutil.copy(COUNTING_WAV, scratch / "mic" / "part-000.wav")
     (scratch / "mic" / "end.eof").touch()
@@ -165,6 +168,15 @@ def test_signal_continuous_query_example(ws, scratch):
         "SELECT start_time(voice) AS t FROM mic [SAMPLES 4096] "
         "WHERE seg_rms(voice) > 0.1").collect())
     assert got == want and want
+    from scipy.io import wavfile
+
+    rate, data = wavfile.read(COUNTING_WAV)
+    x = data.astype(np.float64) / 32768.0  # 16-bit PCM as FLOAT in [-1, 1)
+    starts = np.arange(0, len(x), 4096)
+    rms = np.array([np.sqrt(np.mean(x[s:s + 4096] ** 2)) for s in starts])
+    epoch = dt.datetime(1970, 1, 1)
+    assert got == [epoch + dt.timedelta(microseconds=int(s * 1_000_000 // rate))
+                   for s in starts[rms > 0.1]]
 
 
 # -- SQL blocks of "The language" ----------------------------------------------------------------
