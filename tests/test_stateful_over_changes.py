@@ -234,6 +234,33 @@ def test_changes_of_windows_the_kernel_evaluates(ws, spark, tmp_path):
     assert final > 100 and early > 100
 
 
+def test_a_bucket_not_called_keeps_emitting_its_rows(ws, spark, tmp_path):
+    """Key x's bucket gets no row in the third batch and progress (8 s: the second file
+    does not raise it) passes none of its rows: Spark does not call it, and its rows not
+    final yet (8 s to 10 s) are emitted again all the same (carried from the batch
+    before), with the values of the rows so far."""
+    n = max(2, min(2 * int(spark.conf.get("spark.sql.shuffle.partitions")), 1024))
+    values = ", ".join(f"('{k}')" for k in "abcdefgh")
+    buckets = {r["k"]: r["b"] for r in spark.sql(  # the plan's bucket of a key, by Spark
+        f"SELECT k, pmod(xxhash64(k), {n}) AS b FROM VALUES {values} AS t(k)").collect()}
+    x = "a"
+    y = next(k for k in "bcdefgh" if buckets[k] != buckets[x])
+    t = np.arange(0, 21) * 500_000  # 0 to 10 s
+    parts = [pd.DataFrame({"k": [x] * len(t) + [y] * len(t), "v": np.r_[t, t] / 1e5 + 10,
+                           "ts": np.r_[t, t]}),
+             pd.DataFrame({"k": [y, y], "v": [11.0, 12.0], "ts": [9_200_000, 9_600_000]}),
+             pd.DataFrame({"k": [y], "v": [13.0], "ts": [9_800_000]})]
+    _write(tmp_path / "in", parts)
+    _stream(ws, tmp_path / "in")
+    assert f"{n} buckets of k" in ws.explain(RANGE_AVG + " EMIT CHANGES", "STREAM")
+    cq = _run(ws, tmp_path, RANGE_AVG + " EMIT CHANGES")
+    assert [r.progress_us for r in cq.reports] == [None, 8 * SECOND, 8 * SECOND]
+    _check_batches(spark, tmp_path, parts, cq.reports, _range_avg_lag, late_rows=False)
+    carried = spark.read.parquet(str(tmp_path / "out")).where(
+        f"batch = {cq.reports[-1].batch} AND NOT _final AND k = '{x}'").count()
+    assert carried == 5  # 8 s to 10 s every 500 ms, though x's bucket was not called
+
+
 def test_explain_names_the_buckets_a_changes_query_keeps(ws, tmp_path):
     """A result row's bucket must be told from the row: an output without the partition
     column keeps one bucket; FINAL keeps its buckets of k."""

@@ -144,6 +144,80 @@ def _write(folder, parts) -> None:
         os.utime(path, (stamp, stamp))
 
 
+def _check(spark, tmp_path, parts, reports, method, keyed, late_rows=True):
+    """Each batch's points not final yet against the oracle over the rows so far at its
+    progress, the final points once each and the oracle's; returns (final points wanted,
+    points not final yet seen)."""
+    assert [r.batch for r in reports] == list(range(len(reports)))
+    got: dict = {}
+    for r in spark.read.parquet(str(tmp_path / "out")).collect():
+        point = ((r["k"] if keyed else None), _micros(r["ts"]))
+        got.setdefault((r["batch"], r["_final"]), []).append(
+            (point, np.nan if r["v"] is None else r["v"]))
+    on_time, top, finals, late_n, early_seen = [], None, Counter(), 0, 0
+    files = iter(parts)
+    for r in reports:
+        progress = None if top is None else top - WATERMARK
+        assert r.inputs["kv"] == progress, r.batch
+        if r.rows_in:
+            part = next(files)
+            late = (part.ts < progress) if progress is not None else np.zeros(len(part), bool)
+            assert r.late == int(late.sum())
+            late_n += r.late
+            on_time.append(part[~late])
+            top = max(int(part.ts.max()), top if top is not None else int(part.ts.max()))
+        so_far = pd.concat(on_time).assign(k=lambda f: f.k if keyed else None)
+        early = dict(got.get((r.batch, False), []))
+        assert len(early) == len(got.get((r.batch, False), []))  # each point once a batch
+        _same(early, _not_final(so_far, method, keyed, progress))
+        early_seen += len(early)
+        for point, v in got.get((r.batch, True), []):
+            finals[point] += 1
+    assert next(files, None) is None and (late_n > 0) == late_rows
+    everything = pd.concat(on_time).assign(k=lambda f: f.k if keyed else None)
+    points = oracle_resample(everything, method, keyed)
+    bounds = oracle_bounds(everything, method, keyed, top - WATERMARK)
+    want = {p: v for p, v in points.items() if bounds[p[0]] is not None and p[1] < bounds[p[0]]}
+    assert set(finals.values()) == {1}
+    _same({p: v for (b, f), rows in got.items() if f for p, v in rows}, want)
+    return want, early_seen
+
+
+def _buckets(spark, sql_of_k: str, keys: str) -> dict:
+    """Each key's bucket as the plan computes it (``sql_of_k`` over a column ``k``), by
+    Spark: the scenario below needs two keys in different buckets."""
+    values = ", ".join(f"('{k}')" for k in keys)
+    return {r["k"]: r["b"] for r in spark.sql(
+        f"SELECT k, {sql_of_k} AS b FROM VALUES {values} AS t(k)").collect()}
+
+
+def test_a_bucket_not_called_keeps_emitting_its_points(ws, spark, tmp_path):
+    """Key x's bucket gets no row in the third batch and progress (8 s: the second file
+    does not raise it) passes none of its points: Spark does not call it, and its points
+    not final yet (8 s to 10 s) are emitted again all the same (carried)."""
+    n = max(2, min(2 * int(spark.conf.get("spark.sql.shuffle.partitions")), 1024))
+    buckets = _buckets(spark, f"pmod(xxhash64(k IS NULL, k), {n})", "abcdefgh")
+    x = "a"
+    y = next(k for k in "bcdefgh" if buckets[k] != buckets[x])
+    t = np.arange(0, 41) * 250_000  # 0 to 10 s
+    parts = [pd.DataFrame({"k": [x] * len(t) + [y] * len(t), "v": np.r_[t, t] / 1e6,
+                           "ts": np.r_[t, t]}),
+             pd.DataFrame({"k": [y, y], "v": [1.0, 2.0], "ts": [9_000_000, 9_500_000]}),
+             pd.DataFrame({"k": [y], "v": [3.0], "ts": [9_700_000]})]
+    _write(tmp_path / "in", parts)
+    ws.sql(f"CREATE STREAM kv (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{tmp_path / 'in'}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    sql = ("SELECT k, ts, v FROM RESAMPLE(kv, ts, INTERVAL 250 MILLISECONDS, 'prev' "
+           "PARTITION BY k) r EMIT CHANGES")
+    cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1)
+    cq.await_termination()
+    assert [r.inputs["kv"] for r in cq.reports] == [None, 8 * SECOND, 8 * SECOND]
+    _check(spark, tmp_path, parts, cq.reports, "prev", True, late_rows=False)
+    last = spark.read.parquet(str(tmp_path / "out")).where(
+        f"batch = {cq.reports[-1].batch} AND NOT _final AND k = '{x}'").count()
+    assert last == 9  # 8 s to 10 s every 250 ms, though x's bucket was not called
+
+
 @pytest.mark.parametrize("method, keyed", [
     pytest.param("prev", True, id="prev-per-key"),
     pytest.param("linear", False, id="linear-whole-stream", marks=pytest.mark.slow),
@@ -177,36 +251,5 @@ def test_changes_of_a_resample_batch_by_batch(ws, spark, tmp_path, method, keyed
         cq.await_termination()
         assert type(cq).__name__ == "StatefulResampleQuery"
         reports += cq.reports
-    assert [r.batch for r in reports] == list(range(len(reports)))
-    got: dict = {}
-    for r in spark.read.parquet(str(tmp_path / "out")).collect():
-        point = ((r["k"] if keyed else None), _micros(r["ts"]))
-        got.setdefault((r["batch"], r["_final"]), []).append(
-            (point, np.nan if r["v"] is None else r["v"]))
-    on_time, top, finals, late_n, early_seen = [], None, Counter(), 0, 0
-    files = iter(parts)
-    for r in reports:
-        progress = None if top is None else top - WATERMARK
-        assert r.inputs["kv"] == progress, r.batch
-        if r.rows_in:
-            part = next(files)
-            late = (part.ts < progress) if progress is not None else np.zeros(len(part), bool)
-            assert r.late == int(late.sum())
-            late_n += r.late
-            on_time.append(part[~late])
-            top = max(int(part.ts.max()), top if top is not None else int(part.ts.max()))
-        so_far = pd.concat(on_time).assign(k=lambda f: f.k if keyed else None)
-        early = dict(got.get((r.batch, False), []))
-        assert len(early) == len(got.get((r.batch, False), []))  # each point once a batch
-        _same(early, _not_final(so_far, method, keyed, progress))
-        early_seen += len(early)
-        for point, v in got.get((r.batch, True), []):
-            finals[point] += 1
-    assert next(files, None) is None and late_n > 0
-    everything = pd.concat(on_time).assign(k=lambda f: f.k if keyed else None)
-    points = oracle_resample(everything, method, keyed)
-    bounds = oracle_bounds(everything, method, keyed, top - WATERMARK)
-    want = {p: v for p, v in points.items() if bounds[p[0]] is not None and p[1] < bounds[p[0]]}
-    assert set(finals.values()) == {1}
-    _same({p: v for (b, f), rows in got.items() if f for p, v in rows}, want)
+    want, early_seen = _check(spark, tmp_path, parts, reports, method, keyed)
     assert len(want) > 100 and early_seen > 50
