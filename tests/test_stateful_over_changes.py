@@ -51,14 +51,14 @@ def _parts(seed: int, n_files: int, per_file: int, keys="abc") -> list[pd.DataFr
     final progress (never final)."""
     rng = np.random.default_rng(seed)
     n = n_files * per_file
-    ts = np.sort(rng.integers(0, 60 * SECOND, n)) // 1000 * 1000
+    ts = np.sort(rng.integers(0, 60 * SECOND, n)) // 1000 * 1000 + np.arange(n)  # no ties
     ts = ts[np.argsort(ts + rng.integers(0, 4 * SECOND, n))]
     frame = pd.DataFrame({"k": rng.choice(list(keys), n), "v": rng.integers(0, 100, n) * 1.0,
                           "ts": ts})
     frame.loc[rng.random(n) < 0.05, "v"] = np.nan
     parts = [frame.iloc[i * per_file:(i + 1) * per_file] for i in range(n_files)]
     if n_files > 1:
-        late = pd.DataFrame({"k": ["a"], "v": [55.0], "ts": [int(parts[0].ts.min()) + 1]})
+        late = pd.DataFrame({"k": ["q"], "v": [55.0], "ts": [int(parts[0].ts.min())]})
         parts[1] = pd.concat([parts[1], late], ignore_index=True)
     top = int(frame.ts.max())
     z = pd.DataFrame({"k": ["z"] * 3, "v": [20.0, np.nan, 40.0],
