@@ -208,7 +208,8 @@ class StatefulResampleQuery(StatefulQuery):
 
         def within(kind: int):  # the result's points inside the spans of that kind
             spans = df.where(f"__kind = {kind}").selectExpr(
-                *[d for d, c in zip(w.decoded(), w.stream.columns) if c.name in w.keys],
+                # (the series' columns: over a view, the view's, not the stream's)
+                *[d for d, (name, _) in zip(w.decoded(), w.columns) if name in w.keys],
                 "CASE WHEN __lon THEN NULL ELSE __lo END AS __wavesql_lo",
                 "__hi AS __wavesql_hi")
             return result.alias("r").join(F.broadcast(spans.alias("s")), cond, "inner").select(
