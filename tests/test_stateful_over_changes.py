@@ -89,6 +89,23 @@ def _run(ws, tmp_path, sql):
     return cq
 
 
+def run_in_two_steps(ws, tmp_path, sql: str, engine: str) -> list:
+    """The first staged file moved in and the query run to the end, then the others and
+    the query again on the same checkpoint (a restart mid-run) on the runner ``engine``:
+    every run's reports."""
+    reports = []
+    staged = sorted((tmp_path / "staging").iterdir())
+    for files in (staged[:1], staged[1:]):
+        for f in files:
+            stamp = f.stat().st_mtime
+            shutil.move(f, tmp_path / "in" / f.name)
+            os.utime(tmp_path / "in" / f.name, (stamp, stamp))
+        cq = _run(ws, tmp_path, sql)
+        assert type(cq).__name__ == engine
+        reports += cq.reports
+    return reports
+
+
 # -- the oracles: the queries' values over the rows so far, in numpy ---------------------
 def _r(x):
     return None if x is None or (isinstance(x, float) and np.isnan(x)) else round(float(x), 9)
@@ -192,16 +209,7 @@ def test_changes_of_over_windows_batch_by_batch_across_a_restart(ws, spark, tmp_
     shown = ws.explain(sql, "STREAM")
     assert "stateful OVER windows on Spark's state store" in shown and "buckets of k" in shown
     assert "EMIT CHANGES" in shown and "re-evaluated" not in shown
-    reports = []
-    staged = sorted((tmp_path / "staging").iterdir())
-    for files in (staged[:1], staged[1:]):  # a restart on the same checkpoint mid-run
-        for f in files:
-            stamp = f.stat().st_mtime
-            shutil.move(f, tmp_path / "in" / f.name)
-            os.utime(tmp_path / "in" / f.name, (stamp, stamp))
-        cq = _run(ws, tmp_path, sql)
-        assert type(cq).__name__ == "StatefulOverQuery"
-        reports += cq.reports
+    reports = run_in_two_steps(ws, tmp_path, sql, "StatefulOverQuery")
     final, early = _check_batches(spark, tmp_path, parts, reports, _range_avg_lag,
                                   look_back=3 * SECOND)
     assert final > 100 and early > 30
@@ -263,16 +271,7 @@ def test_a_bucket_not_called_keeps_emitting_its_rows_across_a_restart(ws, spark,
     shown = ws.explain(sql, "STREAM")
     assert "stateful OVER windows on Spark's state store" in shown
     assert f"{n} buckets of k" in shown and "EMIT CHANGES" in shown
-    reports = []
-    staged = sorted((tmp_path / "staging").iterdir())
-    for files in (staged[:1], staged[1:]):  # a restart on the same checkpoint mid-run
-        for f in files:
-            stamp = f.stat().st_mtime
-            shutil.move(f, tmp_path / "in" / f.name)
-            os.utime(tmp_path / "in" / f.name, (stamp, stamp))
-        cq = _run(ws, tmp_path, sql)
-        assert type(cq).__name__ == "StatefulOverQuery"
-        reports += cq.reports
+    reports = run_in_two_steps(ws, tmp_path, sql, "StatefulOverQuery")
     assert [r.progress_us for r in reports] == [None, 8 * SECOND, 8 * SECOND, 8 * SECOND]
     assert [r.rows_in for r in reports] == [42, 0, 3, 2]
     _check_batches(spark, tmp_path, parts, reports, _range_avg_lag, look_back=3 * SECOND)

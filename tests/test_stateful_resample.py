@@ -43,6 +43,26 @@ def _key(k):
     return None if k is None or (isinstance(k, float) and np.isnan(k)) else k
 
 
+#: The kernel tests' key hashes (``sk``) per key; bucket = code % 4.
+CODES = {"a": 1, "b": 2, "c": 3, None: 4, "x": 0}
+
+
+def kernel_rows(f: pd.DataFrame, keyed: bool) -> pd.DataFrame:
+    """Rows ``k, v, ts`` in the RESAMPLE kernel's encoding (columns k, v, ts as c0-c2)."""
+    return pd.DataFrame({
+        "ts": f.ts.to_numpy(np.int64),
+        "sk": np.array([CODES[_key(x)] if keyed else 0 for x in f.k], np.int64),
+        "sh": np.zeros(len(f), np.int64),
+        "cn0": f.k.isna().to_numpy(bool), "c0": f.k.fillna("").to_numpy(object),
+        "cn1": f.v.isna().to_numpy(bool), "c1": f.v.fillna(0.0).to_numpy(float),
+        "cn2": np.zeros(len(f), bool), "c2": f.ts.to_numpy(np.int64)})
+
+
+def kernel_bucket(k, keyed: bool) -> int:
+    """The bucket (of 4) of key ``k`` in the kernel tests."""
+    return CODES[_key(k)] % 4 if keyed else 0
+
+
 def _groups(frame: pd.DataFrame, keyed: bool):
     if not keyed:
         return [(None, frame)]
@@ -136,19 +156,12 @@ def test_kernel_emits_each_final_point_once(seed, method, keyed):
     frame = _input(seed, 600, keyed)
     op = rk.ResampleOperator(("string", "double", "bigint"), PERIOD, method, keyed,
                              (1,) if method == "linear" else (), (1,))
-    codes = {"a": 1, "b": 2, "c": 3, None: 4, "x": 0}
 
     def encode(f):
-        return pd.DataFrame({
-            "ts": f.ts.to_numpy(np.int64),
-            "sk": np.array([codes[_key(x)] if keyed else 0 for x in f.k], np.int64),
-            "sh": np.zeros(len(f), np.int64),
-            "cn0": f.k.isna().to_numpy(bool), "c0": f.k.fillna("").to_numpy(object),
-            "cn1": f.v.isna().to_numpy(bool), "c1": f.v.fillna(0.0).to_numpy(float),
-            "cn2": np.zeros(len(f), bool), "c2": f.ts.to_numpy(np.int64)})
+        return kernel_rows(f, keyed)
 
     def bucket(k):
-        return codes[_key(k)] % 4 if keyed else 0
+        return kernel_bucket(k, keyed)
 
     states, timers, caps, emitted, state_rows = {}, {}, {}, Counter(), []
     values, on_time, w, top, shown = {}, [], None, None, None

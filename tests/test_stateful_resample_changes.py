@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import shutil
 import time
 from collections import Counter
 
@@ -21,8 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_stateful_resample import (PERIOD, _input, _key, _same, oracle_bounds,
-                                          oracle_resample)
+from tests.test_stateful_over_changes import run_in_two_steps
+from tests.test_stateful_resample import (PERIOD, _input, _same, kernel_bucket, kernel_rows,
+                                          oracle_bounds, oracle_resample)
 
 SECOND = 1_000_000
 EPOCH = dt.datetime(1970, 1, 1)
@@ -56,19 +56,12 @@ def test_kernel_hands_back_the_points_not_final_yet(seed, method, keyed):
             (1,) if method == "linear" else (), (1,))
     op = rk.ResampleOperator(*args, changes=True)
     final_op = rk.ResampleOperator(*args)
-    codes = {"a": 1, "b": 2, "c": 3, None: 4, "x": 0}
 
     def encode(f):
-        return pd.DataFrame({
-            "ts": f.ts.to_numpy(np.int64),
-            "sk": np.array([codes[_key(x)] if keyed else 0 for x in f.k], np.int64),
-            "sh": np.zeros(len(f), np.int64),
-            "cn0": f.k.isna().to_numpy(bool), "c0": f.k.fillna("").to_numpy(object),
-            "cn1": f.v.isna().to_numpy(bool), "c1": f.v.fillna(0.0).to_numpy(float),
-            "cn2": np.zeros(len(f), bool), "c2": f.ts.to_numpy(np.int64)})
+        return kernel_rows(f, keyed)
 
     def bucket(k):
-        return codes[_key(k)] % 4 if keyed else 0
+        return kernel_bucket(k, keyed)
 
     def inside(step, spans):
         ctx = step.context
@@ -215,17 +208,7 @@ def test_a_bucket_not_called_keeps_emitting_its_points(ws, spark, tmp_path):
            "PARTITION BY k) r EMIT CHANGES")
     shown = ws.explain(sql, "STREAM")
     assert "stateful RESAMPLE on Spark's state store" in shown and "EMIT CHANGES" in shown
-    reports = []
-    staged = sorted((tmp_path / "staging").iterdir())
-    for files in (staged[:1], staged[1:]):
-        for f in files:
-            stamp = f.stat().st_mtime
-            shutil.move(f, tmp_path / "in" / f.name)
-            os.utime(tmp_path / "in" / f.name, (stamp, stamp))
-        cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1)
-        cq.await_termination()
-        assert type(cq).__name__ == "StatefulResampleQuery"
-        reports += cq.reports
+    reports = run_in_two_steps(ws, tmp_path, sql, "StatefulResampleQuery")
     assert [r.inputs["kv"] for r in reports] == [None] + [8 * SECOND] * 3
     _check(spark, tmp_path, parts, reports, "prev", True)
     out = spark.read.parquet(str(tmp_path / "out"))
@@ -255,16 +238,6 @@ def test_changes_of_a_resample_batch_by_batch(ws, spark, tmp_path, method, keyed
            "EMIT CHANGES")
     shown = ws.explain(sql, "STREAM")
     assert "stateful RESAMPLE on Spark's state store" in shown and "EMIT CHANGES" in shown
-    reports = []
-    staged = sorted((tmp_path / "staging").iterdir())
-    for files in (staged[:1], staged[1:]):
-        for f in files:
-            stamp = f.stat().st_mtime
-            shutil.move(f, tmp_path / "in" / f.name)
-            os.utime(tmp_path / "in" / f.name, (stamp, stamp))
-        cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1)
-        cq.await_termination()
-        assert type(cq).__name__ == "StatefulResampleQuery"
-        reports += cq.reports
+    reports = run_in_two_steps(ws, tmp_path, sql, "StatefulResampleQuery")
     want, early_seen = _check(spark, tmp_path, parts, reports, method, keyed)
     assert len(want) > 100 and early_seen > 50
