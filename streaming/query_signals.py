@@ -81,7 +81,7 @@ from wavesql.sqltext import JSON_OPTIONS, quote
 from .kafka_signals import Arrivals, KafkaSignalQuery
 from .plan import Input, row_by_row_stream
 from .report import REASON, BatchReport
-from .runner import ReEvaluatingQuery
+from .runner import ReEvaluatingQuery, malformed_records
 
 __all__ = ["QuerySignalQuery", "source_stream"]
 
@@ -185,11 +185,7 @@ class QuerySignalQuery(KafkaSignalQuery):
         try:
             if bad_rows.CORRUPT_COLUMN in rows.columns:
                 corrupt = F.col(bad_rows.CORRUPT_COLUMN).isNotNull()
-                malformed = rows.where(corrupt).select(
-                    F.lit(s.name).alias("_stream"), F.col("__file").alias("_file"),
-                    F.col(bad_rows.CORRUPT_COLUMN).alias("_record"),
-                    F.concat(F.lit("malformed: read as "), F.to_json(F.struct(
-                        *[F.col(quote(c.name)) for c in s.columns]))).alias(REASON))
+                malformed = malformed_records(rows.where(corrupt), s)
                 count = malformed.count()
                 if count:
                     quarantine.append(spark.createDataFrame(malformed.collect(),

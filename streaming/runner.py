@@ -206,11 +206,7 @@ class ReEvaluatingQuery(ContinuousQuery):
             report.rows_in += sum(counts.values())
             if counts["malformed"]:
                 quarantine_parts.append(
-                    tagged.where(F.col("__kind") == "malformed").select(
-                        F.lit(s.name).alias("_stream"), F.col("__file").alias("_file"),
-                        F.col(bad_rows.CORRUPT_COLUMN).alias("_record"),
-                        F.concat(F.lit("malformed: read as "), F.to_json(F.struct(
-                            *[F.col(quote(c.name)) for c in s.columns]))).alias(REASON)))
+                    malformed_records(tagged.where(F.col("__kind") == "malformed"), s))
             tagged = tagged.drop("__file", *([bad_rows.CORRUPT_COLUMN] if marked else []))
             on_time = tagged.where(F.col("__kind") == "on_time").drop("__kind")
             if counts["late"] or counts["no_time"]:
@@ -465,6 +461,18 @@ class ReEvaluatingQuery(ContinuousQuery):
             keep = keep | (old & counted & (F.col(f"__rank{i}") <= F.lit(n)))
             ranks.append(f"__rank{i}")
         return buf.where(keep).drop(*ranks, *added)
+
+
+def malformed_records(rows, stream: cat.StreamDef):
+    """The quarantine records of a stream's malformed ``rows`` (read with the file and the
+    corrupt-record column): the stream, the file, the raw record and what it was read as."""
+    from pyspark.sql import functions as F
+
+    return rows.select(
+        F.lit(stream.name).alias("_stream"), F.col("__file").alias("_file"),
+        F.col(bad_rows.CORRUPT_COLUMN).alias("_record"),
+        F.concat(F.lit("malformed: read as "), F.to_json(F.struct(
+            *[F.col(quote(c.name)) for c in stream.columns]))).alias(REASON))
 
 
 def _by_kind(stats) -> dict:
