@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from tests.test_stateful_streaming import _run, _stream
 from wavesql.errors import WaveSQLError
 
 SECOND = 1_000_000
@@ -76,17 +77,6 @@ def _write(folder, parts, first: int = 0) -> None:
             path)
         stamp = time.time() - 3600 + i * 0.01  # read in this order, one file a batch
         os.utime(path, (stamp, stamp))
-
-
-def _stream(ws, folder) -> None:
-    ws.sql(f"CREATE STREAM kv (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{folder}' "
-           "FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
-
-
-def _run(ws, tmp_path, sql):
-    cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=1)
-    cq.await_termination()
-    return cq
 
 
 def run_in_two_steps(ws, tmp_path, sql: str, engine: str) -> list:
