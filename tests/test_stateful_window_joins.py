@@ -84,7 +84,7 @@ def drive(a, b, wa, wb, query, kind, keyed, rng, batches=6, buckets=3):
     from streaming.stateful import window_join as kernel
 
     op = kernel.WindowJoinOperator(("string", "bigint"), ("string", "bigint"),
-                                   _kernel_window(wa), _kernel_window(wb))
+                                   _kernel_window(wa), _kernel_window(wb), keyed)
     parts = {"l": _arrive(rng, a, batches, 3 * SECOND),
              "r": _arrive(rng, b, batches, 3 * SECOND)}
     progress = oracle_progress(parts)
@@ -197,3 +197,51 @@ def test_rows_validity_takes_the_earliest_and_latest_end_of_ties():
     assert list(lo) == [10, 10, 30, FOREVER] and list(hi) == [20, 20, 30, FOREVER]
     frm, lo, hi = validity(JoinWindow("SLIDE", 4, 2), np.array([1, 2, 3]))
     assert list(frm) == [2, 2, 4] and list(hi) == [6, 6, 8]
+
+
+def _keyed_rows(keys: np.ndarray, ts: np.ndarray, right: bool, first_id: int) -> pd.DataFrame:
+    """Encoded rows with integer keys (``k`` as its own hashes, ``[PARTITION BY k]``)."""
+    n = len(keys)
+    cols = {"ts": ts.astype(np.int64), "right": np.full(n, right), "sk": keys * 7 + 1,
+            "sh": keys * 13 + 5, "nk": np.zeros(n, bool)}
+    for side in ("l", "r"):
+        mine = (side == "r") == right
+        cols[f"{side}n0"] = np.zeros(n, bool) if mine else np.ones(n, bool)
+        cols[f"{side}0"] = keys.astype(str).astype(object) if mine else np.full(n, "", object)
+        cols[f"{side}n1"] = np.zeros(n, bool) if mine else np.ones(n, bool)
+        cols[f"{side}1"] = np.arange(first_id, first_id + n) if mine else np.zeros(n, np.int64)
+    cols["pk"], cols["ph"] = keys * 7 + 1, keys * 13 + 5
+    return pd.DataFrame(cols)
+
+
+def test_a_micro_batch_hands_back_only_the_keys_with_a_change():
+    """1,000 keys of state in one bucket ([PARTITION BY k ROWS 1] on both streams: each key
+    keeps its last row), then new rows for 3 keys: the call hands back those keys' rows
+    only -- each stream's old and new row of each (12, hand-counted) -- not the bucket's
+    2,000; a call whose progress moves past no change hands back nothing."""
+    from streaming.stateful import window_join as kernel
+
+    rows1 = kernel.JoinWindow("ROWS", 1)
+    op = kernel.WindowJoinOperator(("string", "bigint"), ("string", "bigint"), rows1, rows1,
+                                   keyed=True)
+    keys = np.arange(1000)
+    first = pd.concat([_keyed_rows(keys, keys * 1000, False, 0),
+                       _keyed_rows(keys, keys * 1000 + 1, True, 10_000)], ignore_index=True)
+    step = kernel.step(op, None, first, None, None, None)
+    assert len(step.context) == 0 and step.state_rows == 2000
+    step = kernel.step(op, step.state, first.iloc[:0], 2_000_000, 2_000_000, 2_000_000)
+    assert len(step.context) == 2000  # every key entered at an instant made final
+    touched = np.array([5, 500, 999])
+    new = pd.concat([_keyed_rows(touched, np.full(3, 3_000_000), False, 20_000),
+                     _keyed_rows(touched, np.full(3, 3_000_001), True, 30_000)],
+                    ignore_index=True)
+    step = kernel.step(op, step.state, new, 2_000_000, 2_000_000, 2_000_000)
+    assert len(step.context) == 0  # nothing new is final yet
+    assert step.timer == 3_000_000
+    step = kernel.step(op, step.state, new.iloc[:0], 4_000_000, 4_000_000, 4_000_000)
+    got = step.context
+    assert len(got) == 12
+    assert set(np.where(got.right, got.r0, got.l0)) == {"5", "500", "999"}
+    assert step.state_rows == 2000  # each key's last row of each stream
+    again = kernel.step(op, step.state, new.iloc[:0], 5_000_000, 5_000_000, 5_000_000)
+    assert len(again.context) == 0 and again.timer is None

@@ -29,7 +29,10 @@ its own stream's is late, as on the re-evaluating runner) and the query's progre
 1. sets aside the **late** rows;
 2. if one of the bucket's rows enters or leaves at an instant in ``[P_seen, P)`` -- the
    instants this micro-batch makes final, ``P_seen`` the progress the bucket last saw --
-   hands back its rows that entered before ``P`` (the **context**); a row entering at or
+   hands back its rows that entered before ``P`` (the **context**): of the keys with such
+   a change when the query is additive over keys (``op.keyed``: a bucket holds many keys,
+   and the others' rows add the same to both sides of the difference), else all of them;
+   a row entering at or
    after ``P`` changes no relation before ``P`` (a ``[ROWS n]`` row's ``to`` is then
    read as "later than ``P``", which it is);
 3. keeps the rows whose ``to`` is at or after ``P`` (their relations are still to be
@@ -88,6 +91,9 @@ class WindowJoinOperator:
     right: tuple[str, ...]
     left_window: JoinWindow
     right_window: JoinWindow
+    #: the query is additive over the join keys (module docstring): only the keys with a
+    #: change made final are handed back, not the whole bucket
+    keyed: bool = False
 
     kind = "window-join"
 
@@ -207,7 +213,12 @@ def step(op: WindowJoinOperator, value: bytes | None, new: pd.DataFrame,
         start = seen if seen is not None else np.iinfo(np.int64).min
         changes = entered & (((frm >= start) & (frm < p))
                              | ((to_hi >= start) & (to_lo < p)))
-        context = rows[entered & (frm < p)] if changes.any() else rows.iloc[:0]
+        due = entered & (frm < p)
+        if op.keyed and changes.any():  # the keys with a change, whole
+            codes, _ = pd.factorize(pd.MultiIndex.from_arrays(
+                [rows["sk"].to_numpy(np.int64), rows["sh"].to_numpy(np.int64)]))
+            due &= np.isin(codes, codes[changes])
+        context = rows[due] if changes.any() else rows.iloc[:0]
         keep = entered & (to_hi >= p)
     after = rows[keep].reset_index(drop=True)
     timer = None
