@@ -30,6 +30,7 @@ exception.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import weakref
 from typing import Mapping
@@ -46,7 +47,8 @@ from .wav_stream import WavStreamReader
 # plan, list_wav_files (wav_plan) and WavStreamReader (wav_stream) are here too: the ways
 # into a WAV read, all in one place for the planner and streaming
 __all__ = ["SHORT_NAME", "WavDataSource", "WavBatchReader", "WavStreamReader", "register",
-           "load", "batch_frame", "source_frame", "ordered_frame", "storage_option", "plan",
+           "load", "batch_frame", "lookback_partitions", "source_frame", "ordered_frame",
+           "storage_option", "plan",
            "list_wav_files"]
 
 SHORT_NAME = "wavesql_wav"
@@ -168,6 +170,9 @@ def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None, sp
     struct = _parse_datatype_string(schema)
     target = target_schema(checked, struct)
     parts = checked.partitions()
+    heads = [None] * len(parts)
+    if split is not None and isinstance(split.lookback, int):
+        parts, heads = lookback_partitions(checked, split.lookback, parts)
     program_json, channels, stateful = checked.program_json, checked.channels, checked.stateful
     settings = storage.current()  # the tasks reach the files' store as the driver does
 
@@ -184,13 +189,29 @@ def batch_frame(spark, schema: str, options: Mapping[str, str], *, read=None, sp
 
     def wav_scan_packed(batches):  # the scan's rows, one packed row per partition
         for i, out in rows(batches):
-            yield from row_state.pack(i, out)
+            yield from row_state.pack(i, out, split, heads[i])
 
     n = len(parts)
     frame = spark.range(0, n, 1, max(1, n))
     if split is None:
         return frame.mapInArrow(wav_scan, struct)
     return ordered_frame(frame.mapInArrow(wav_scan_packed, split.packed_ddl()), split, True)
+
+
+def lookback_partitions(checked, lookback: int, parts: list) -> tuple[list, list]:
+    """The partitions of a scan whose partitions run cfar themselves from the ``lookback``
+    windows before them (udfs/row_chain.py): those windows read as a warm-up is, their
+    rows kept (the first ``head`` rows of the partition); a partition that does not
+    speculate (``head`` None) is read as planned."""
+    from wavesql.udfs import row_chain
+
+    wide = dataclasses.replace(checked, stateful=True, lookback=(checked.lookback or 0)
+                               + lookback * checked.options.slide).partitions()
+    heads = row_chain.heads(lookback, [sum(t.k1 - t.k0 for t in p.tasks) for p in wide],
+                            [sum(t.k1 - t.k0 for t in p.warmup) for p in wide])
+    return [p if h is None else dataclasses.replace(
+        w, warmup=(), tasks=w.warmup + w.tasks, discard_before=None)
+        for p, w, h in zip(parts, wide, heads)], heads
 
 
 def source_frame(spark, schema: str, options: Mapping[str, str], split=None):

@@ -364,7 +364,9 @@ def test_cfar_queries_score_in_parallel_and_flag_in_order(ws, tmp_path):
            "OPTIONS (timeline = 'timestamped')")
     cfar = "cfar(seg_rms(ch1), 2.0, 0.05, 8)"
     where = f"SELECT start_sample(ch1) AS s FROM rs [SAMPLES 400] WHERE {cfar} ORDER BY s"
-    assert "cfar in one ordered pass over the window scores" in ws.explain(where)
+    # partitions of ~2,600 windows, under 4x cfar's look-back of 2,213: in the ordered pass
+    assert "cfar in partitions from a warm-up of 2,213 scores, verified in order" in \
+        ws.explain(where)
     assert [r[0] - BASE_MS for r in ws.sql(where).collect()] == flagged
     rows = ws.sql(f"SELECT count(*), sum(CAST({cfar} AS INT)) FROM rs [SAMPLES 400]").collect()
     assert tuple(rows[0]) == (len(want), len(flagged))
@@ -385,11 +387,16 @@ def test_explain_says_parallel_or_sequential_and_why(ws, tmp_path):
                        "FROM pf [SAMPLES 400]")
     assert "sequential: iir never forgets its state" in text
     text = ws.explain("SELECT cfar(seg_rms(ch1)) FROM pf [SAMPLES 400]")
-    assert ("parallel: the windows scored in partitions; cfar in one ordered pass over the "
-            "window scores") in text
+    assert ("parallel: the windows scored in partitions; cfar in partitions from a warm-up "
+            "of 11,054 scores, verified in order") in text
     text = ws.explain("SELECT cfar(seg_rms(lowpass(ch1, 1000.0))) FROM pf [SAMPLES 400]")
-    assert ("parallel: each partition warms up on the 256 samples before it; cfar in one "
-            "ordered pass over the window scores") in text
+    assert ("parallel: each partition warms up on the 256 samples before it; cfar in "
+            "partitions from a warm-up of 11,054 scores, verified in order") in text
+    # alpha so small that the look-back would be over its cap: one ordered pass, and why
+    text = ws.explain("SELECT cfar(seg_rms(ch1), 3.0, 0.0001) FROM pf [SAMPLES 400]")
+    assert ("parallel: the windows scored in partitions; cfar in one ordered pass over the "
+            "window scores (cfar would need a look-back of 1,102,137 scores, over "
+            "131,072)") in text
     # a score that needs the whole past itself: the whole scan stays one ordered pass
     text = ws.explain("SELECT cfar(seg_rms(iir(ch1, array(1.0), array(1.0, -1.0)))) "
                        "FROM pf [SAMPLES 400]")

@@ -23,14 +23,21 @@ flags are the sequential pass's exactly. Like the sequential pass, the recursion
 every window of the signal in start order, across file boundaries and gaps (a gap cuts
 windows; it does not reset the estimate).
 
+The ordered program need not wait for the ordered task, though: where its row-state
+functions have a speculative form (cfar, :mod:`.row_chain`), each scan partition also
+scores a look-back of windows before its own and runs the ordered program itself from a
+fresh state; the ordered task then only checks the chain of states and re-runs a partition
+whose guessed start state is not the true one (:func:`split` sets ``Split.lookback``).
+
 Rows travel to the ordered pass packed (:func:`pack`): a few Spark rows per scan partition,
 each an Arrow IPC stream of up to :data:`PACK_ROWS` scan rows keyed by the partition's index
 and its sequence number -- partitions are cut in timeline order -- so the single ordered
 task sorts a handful of keys, not a million rows (:func:`ordered_pass`), and Spark copies
 one binary value per packed row (list columns are converted item by item; either way the
 ordered task's JVM side is ~0.13 s of CPU at 1 M windows, its Python side mostly
-``cfar_scan``). Only scalar columns are cut (a segment column would carry the samples through one task):
-otherwise :func:`split` says no and the scan stays sequential.
+``cfar_scan`` where the partitions did not run it). Only scalar columns are cut (a segment
+column would carry the samples through one task): otherwise :func:`split` says no and the
+scan stays sequential.
 """
 
 from __future__ import annotations
@@ -42,16 +49,19 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from . import registry
-from .program import Evaluator, Output, Program, _tree_lookback
+from . import registry, row_chain
+from .program import Output, Program, _tree_lookback
 
 #: Logical types a cut column may have, and the numpy dtype the one-pass evaluator holds
 #: them in (``Evaluator._call``: scalar results are float64, int64 or bool).
 _CUT_DTYPES = {"double": np.float64, "bigint": np.int64, "int": np.int64, "boolean": np.bool_}
 
 #: The packed scan rows (:func:`pack`): the scan partition's index, the piece's sequence
-#: number in it (together: timeline order), the piece's rows as an Arrow IPC stream.
-PACKED = {"__part": "bigint", "__seq": "bigint", "__rows": "binary"}
+#: number in it (together: timeline order), the piece's rows as an Arrow IPC stream; where
+#: the partition ran the ordered program itself (:mod:`.row_chain`), the piece's output
+#: rows as another, and on its last piece the pickled guessed and end states.
+PACKED = {"__part": "bigint", "__seq": "bigint", "__rows": "binary", "__out": "binary",
+          "__state": "binary"}
 PART = "__part"
 #: Scan rows per packed row: 4 MB of scores and a width; far from Spark's 2 GB per value.
 PACK_ROWS = 1 << 18
@@ -64,14 +74,22 @@ class Split:
     scan: Program
     ordered: Program
     functions: tuple[str, ...]  # the row-state functions in the ordered pass, by name
+    #: windows each scan partition scores before its own to run the ordered program
+    #: itself (:mod:`.row_chain`), or why it cannot
+    lookback: int | str = "not planned"
 
     def label(self, rate: float) -> str:
         """EXPLAIN's words for where each part runs."""
         lookback = self.scan.lookback(rate)
         where = (f"each partition warms up on the {lookback:,} samples before it"
                  if self.scan.stateful else "the windows scored in partitions")
-        return (f"parallel: {where}; {', '.join(self.functions)} in one ordered pass over "
-                f"the window scores")
+        names = ", ".join(self.functions)
+        if isinstance(self.lookback, str):
+            return (f"parallel: {where}; {names} in one ordered pass over the window "
+                    f"scores ({self.lookback})")
+        return (f"parallel: {where}; {names} in partitions from a warm-up of "
+                f"{self.lookback:,} scores, verified in order (a partition of under "
+                f"{row_chain.MIN_OWN}x that many windows: in the ordered pass)")
 
     @staticmethod
     def packed_ddl() -> str:
@@ -122,7 +140,8 @@ def split(program: Program, rate: float) -> Split | None:
     ordered = Program(tuple(o.name for o in cuts.values()),
                       tuple(Output(o.name, e, o.type, o.epoch_us)
                             for o, e in zip(program.outputs, outputs)), tuple(filters))
-    return Split(scan, ordered, tuple(dict.fromkeys(functions)))
+    return Split(scan, ordered, tuple(dict.fromkeys(functions)),
+                 row_chain.lookback_rows(ordered))
 
 
 def _holds_row_state(tree: dict) -> bool:
@@ -131,10 +150,20 @@ def _holds_row_state(tree: dict) -> bool:
     return any(_holds_row_state(a) for a in tree.get("args", ()))
 
 
-def pack(index: int, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def pack(index: int, batches: Iterable[pa.RecordBatch], split_: Split | None = None,
+         head: int | None = None) -> Iterator[pa.RecordBatch]:
     """A scan partition's rows as a few packed rows: ``(partition index, sequence number,
     Arrow IPC stream of about PACK_ROWS scan rows)``. One binary value moves through
-    Spark's rows and shuffle as one copy, where a list column is converted item by item."""
+    Spark's rows and shuffle as one copy, where a list column is converted item by item.
+
+    With ``head`` (not None) the partition runs ``split_``'s ordered program itself, the
+    first ``head`` rows being the look-back before its own (:func:`.row_chain.pack`)."""
+    if head is not None:
+        dtypes = [_CUT_DTYPES[o.type] for o in split_.scan.outputs]
+        yield from row_chain.pack(index, batches, split_.ordered,
+                                  lambda b: row_chain.as_arrays(b, dtypes), _packed, head,
+                                  PACK_ROWS)
+        return
     pending: list[pa.RecordBatch] = []
     seq = held = 0
     for batch in batches:
@@ -148,37 +177,47 @@ def pack(index: int, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
         yield _packed(index, seq, pending)
 
 
-def _packed(index: int, seq: int, batches: list) -> pa.RecordBatch:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batches[0].schema) as writer:
-        # one batch: the ordered task then makes one evaluator call per piece, not one per
-        # scan block (~0.1 s less of its time at 1 M windows)
-        writer.write_table(pa.Table.from_batches(batches).combine_chunks())
+def _packed(index: int, seq: int, batches: list, out: pa.RecordBatch | None = None,
+            state: bytes | None = None) -> pa.RecordBatch:
+    # one batch: the ordered task then makes one evaluator call per piece, not one per
+    # scan block (~0.1 s less of its time at 1 M windows)
+    rows = _ipc(pa.Table.from_batches(batches).combine_chunks())
     return pa.RecordBatch.from_arrays(
         [pa.array([index], pa.int64()), pa.array([seq], pa.int64()),
-         pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=list(PACKED))
+         pa.array([rows], pa.binary()),
+         pa.array([None if out is None else _ipc(pa.Table.from_batches([out]))], pa.binary()),
+         pa.array([state], pa.binary())], names=list(PACKED))
 
 
-def ordered_pass(batches: Iterable[pa.RecordBatch], split_: Split
-                 ) -> Iterator[pa.RecordBatch]:
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def ordered_pass(batches: Iterable[pa.RecordBatch], split_: Split,
+                 stats: dict | None = None) -> Iterator[pa.RecordBatch]:
     """Run the ordered program over every packed scan row in timeline order: one task
-    holding them all (a few bytes per window) sorts them by their keys."""
+    holding them all (a few bytes per window) sorts them by their keys. Partitions that
+    ran it themselves have their rows passed on if their guess checks out
+    (:func:`.row_chain.ordered`; ``stats`` counts them)."""
     pieces = []
     for batch in batches:
         keys = zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
-        pieces.extend(zip(keys, batch.column(2)))
+        pieces.extend(zip(keys, batch.column(2), batch.column(3), batch.column(4)))
     pieces.sort(key=lambda piece: piece[0])
-    evaluator = Evaluator(split_.ordered)
+    partitions, current = [], None
+    for (part, _), rows, out, state in pieces:
+        if current is None or current[0] != part:
+            current = (part, [], [None])
+            partitions.append(current)
+        current[1].append((rows.as_buffer(), None if not out.is_valid else out.as_buffer()))
+        if state.is_valid:
+            current[2][0] = state.as_py()
     dtypes = [_CUT_DTYPES[o.type] for o in split_.scan.outputs]
-    for _, rows in pieces:
-        for scored in pa.ipc.open_stream(rows.as_buffer()):
-            out = evaluator.run_columns([c.to_numpy(zero_copy_only=False).astype(t, copy=False)
-                                         for c, t in zip(scored.columns, dtypes)])
-            if out.num_rows:
-                yield out
-    tail = evaluator.finish()
-    if tail is not None and tail.num_rows:
-        yield tail
+    yield from row_chain.ordered(((p, s[0]) for _, p, s in partitions), split_.ordered,
+                                 lambda b: row_chain.as_arrays(b, dtypes), stats)
 
 
 __all__ = ["Split", "split", "pack", "ordered_pass", "PACKED", "PART", "PACK_ROWS"]

@@ -15,6 +15,7 @@ Examples
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 
@@ -146,6 +147,61 @@ def cfar_scan(scores, k: float, alpha: float, warmup: int, state: dict
     fired[fired_at] = True
     st.update(n=n, mean=mean, m2=m2, var=var)
     return fired, st
+
+
+#: How far before a partition a speculative cfar run starts, in units of ln(2**53) / alpha
+#: scores (udfs/row_chain.py). Measured (benchmarks/signals/scaling.md, 2026-11-30): a run
+#: from a fresh warm-up met the true run bit for bit after at most 1.7x (the benchmark's
+#: 3-hour noise, alpha 0.01 and 0.001), 2.2x (speech, ../shared/data, alpha 0.01 and 0.02)
+#: and 2.2x (alpha 0.5) of it; 3x leaves room, and a miss only costs a re-run.
+CFAR_MEET_FACTOR = 3
+
+
+def cfar_lookback(k=3.0, alpha=0.01, warmup=32) -> int:
+    """Scores before a point after which a cfar run from a fresh state has most likely met
+    any other run bit for bit: its warm-up plus ``CFAR_MEET_FACTOR * ln(2**53) / alpha``.
+
+    Why they meet: after the warm-up both runs apply the same update to the same scores,
+    and an unclipped score contracts the difference of their means (and, through ``d``,
+    of their variances) by ``1 - alpha``; below an ulp the rounded results coincide, and
+    from then on the same operations on the same bits give the same bits forever.
+
+    >>> cfar_lookback(4.0, 0.01, 64)
+    11086
+    """
+    a = lit_float(alpha, "cfar", "alpha", positive=True)
+    w = lit_int(warmup, "cfar", "warmup", lo=2)
+    return w + math.ceil(CFAR_MEET_FACTOR * 53 * math.log(2) / a)
+
+
+def cfar_agrees(guess: dict, true: dict) -> bool:
+    """Whether a cfar run from state ``guess`` flags the rows after it exactly as from
+    ``true``: the same state bit for bit, or both past the warm-up with the same bits of
+    mean and variance -- past the warm-up the flags and updates read only those (``n``
+    only counts the absorbed scores, ``m2`` is the warm-up's, never read again)."""
+    if guess.keys() != true.keys() or any(guess[p] != true[p] for p in ("k", "alpha",
+                                                                           "warmup")):
+        return False
+    if all(_same_bits(guess[f], true[f]) for f in ("n", "mean", "m2", "var")):
+        return True
+    return (guess["n"] >= guess["warmup"] and true["n"] >= true["warmup"]
+            and _same_bits(guess["mean"], true["mean"])
+            and _same_bits(guess["var"], true["var"]))
+
+
+def cfar_rebase(end: dict, guess: dict, true: dict) -> dict:
+    """The state a run from ``true`` ends in, given the run from ``guess`` (agreeing:
+    :func:`cfar_agrees`) ended in ``end``: its mean and variance, the true count of
+    absorbed scores, the true warm-up's ``m2``."""
+    if all(_same_bits(guess[f], true[f]) for f in ("n", "mean", "m2", "var")):
+        return dict(end)
+    return dict(end, n=true["n"] + end["n"] - guess["n"], m2=true["m2"])
+
+
+def _same_bits(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    return a == b
 
 
 def _score_floats(scores) -> list:
