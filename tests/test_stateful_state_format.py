@@ -1,5 +1,6 @@
 """The state value's format (streaming/stateful/state.py): a column repeating an earlier one
-is stored once and read back exactly; format 1 values (written before) still read.
+is stored once, a column in long runs run-length encoded, both read back exactly; format 1
+and 2 values (written before) still read.
 
 No Spark. The oracle is the table itself (Arrow's equality, and the floats' bits through
 numpy) and a format-1 value built here byte by byte from the documented layout.
@@ -77,3 +78,55 @@ def test_a_format_1_value_still_reads():
     newer = b"WSQLSTATE" + struct.pack("<BI", 9, len(header)) + header + stream
     with pytest.raises(st.StateError, match="version 9"):
         st.decode("windowed-rows", newer)
+
+
+def _header(value: bytes) -> dict:
+    size = struct.unpack_from("<BI", value, len(st.MAGIC))[1]
+    return json.loads(value[len(st.MAGIC) + 5:len(st.MAGIC) + 5 + size])
+
+
+def test_columns_in_long_runs_are_run_length_encoded_and_read_back_exactly():
+    # a window's rows kept together per key: the key, its hash and a timestamp column run
+    # in long runs (NULLs too); floats never (-0.0 must not merge into a run of 0.0)
+    rng = np.random.default_rng(5)
+    keys = np.repeat(rng.permutation(2000).astype(str), 10).astype(object)
+    keys[100:130] = None
+    n = len(keys)
+    zeros = np.zeros(n)
+    zeros[::7] = -0.0
+    table = pa.table({"ts": np.sort(rng.integers(0, 10**12, n)),
+                      "h": pa.array(np.repeat(rng.integers(-2**62, 2**62, 2000), 10)),
+                      "k0": pa.array(keys, pa.string()),
+                      "day": pa.array(np.repeat(np.arange(20).astype("datetime64[D]"), n // 20)),
+                      "flag": pa.array(np.repeat([True, False], n // 2)),
+                      "zero": zeros, "o0": pa.array(keys, pa.string())})
+    value = st.encode("windowed-rows", {"bound": 1}, {"kept": table})
+    meta, tables = st.decode("windowed-rows", value)
+    back = tables["kept"]
+    assert back.schema == table.schema and back.column_names == table.column_names
+    for name in table.column_names:
+        if name == "zero":
+            assert np.array_equal(_bits(back.column(name)), _bits(table.column(name)))
+        else:
+            assert back.column(name).to_pylist() == table.column(name).to_pylist(), name
+    entry = _header(value)["tables"][0]
+    assert sorted(entry[3]) == ["day", "h", "k0"]  # ts is unique, bools are bits, floats never
+    assert [r[1] for r in entry[2]] == ["o0"]
+    plain, alone = pa.BufferOutputStream(), table.drop_columns(["o0"])
+    with pa.ipc.new_stream(plain, alone.schema) as writer:
+        writer.write_table(alone)
+    assert len(value) < 0.75 * len(plain.getvalue().to_pybytes())
+
+
+def test_a_format_2_value_still_reads():
+    table = pa.table({"ts": [1, 2, 3], "k0": ["a", "a", "a"]})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    stream = sink.getvalue().to_pybytes()
+    header = json.dumps({"kind": "windowed-rows", "meta": {"bound": 7},
+                         "tables": [["kept", len(stream), [[2, "o0", "k0"]]]]}).encode()
+    value = b"WSQLSTATE" + struct.pack("<BI", 2, len(header)) + header + stream
+    meta, tables = st.decode("windowed-rows", value)
+    assert tables["kept"].column_names == ["ts", "k0", "o0"]
+    assert tables["kept"].column("o0").to_pylist() == ["a", "a", "a"]

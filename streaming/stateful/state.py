@@ -15,7 +15,17 @@ NULLs) once: the header names it, its position and the column it repeats, and de
 puts it back (the same Arrow buffers, no copy). A ``[PARTITION BY k ROWS n]`` window's rows
 keep the stream's columns for the window's tie order beside the key, the argument and the
 time they repeat: at 100,000 keys that was 40% of the bytes each micro-batch reads from and
-writes to the state store. Format 1 values (no repeats named) are read as they are.
+writes to the state store.
+
+Format 3 also stores a column that runs in long runs of equal values -- a window's key and
+its hash, which repeat for each of a key's rows, kept together -- run-length encoded
+(Arrow's run-end encoding; integer, string, binary and temporal columns only, never a
+float: Arrow's equality would merge -0.0 into a run of 0.0) when that takes under half its
+bytes; the header names those columns and decoding expands them. A ``[PARTITION BY k ROWS
+10]`` bucket of 250,000 rows: 9.1 -> 5.0 MB. What a micro-batch pays for a bucket's value
+follows its bytes (PySpark's ``ValueState.get`` and ``update``, measured on this machine at
+~26 and ~17 ms per MB: the JVM side -- RocksDB and the row conversion -- not the socket).
+Format 1 and 2 values are read as they are.
 """
 
 from __future__ import annotations
@@ -26,9 +36,9 @@ import struct
 import pyarrow as pa
 
 MAGIC = b"WSQLSTATE"
-VERSION = 2
+VERSION = 3
 #: The formats this version reads.
-READS = (1, 2)
+READS = (1, 2, 3)
 
 
 class StateError(ValueError):
@@ -40,11 +50,13 @@ def encode(kind: str, meta: dict, tables: dict[str, pa.Table]) -> bytes:
     streams, entries = [], []
     for name, table in tables.items():
         table, repeats = _without_repeats(table)
+        table, runs = _run_end_encoded(table)
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
         streams.append(sink.getvalue().to_pybytes())
-        entries.append([name, len(streams[-1])] + ([repeats] if repeats else []))
+        entries.append([name, len(streams[-1])] + ([repeats] if repeats or runs else [])
+                       + ([runs] if runs else []))
     header = json.dumps({"kind": kind, "meta": meta, "tables": entries},
                         separators=(",", ":")).encode()
     return b"".join([MAGIC, struct.pack("<BI", VERSION, len(header)), header, *streams])
@@ -65,9 +77,10 @@ def decode(kind: str, value: bytes) -> tuple[dict, dict[str, pa.Table]]:
         if header["kind"] != kind:
             raise StateError(f"state of a `{header['kind']}` operator, expected `{kind}`")
         tables, at = {}, head + size
-        for name, length, *repeats in header["tables"]:
+        for name, length, *extra in header["tables"]:
             with pa.ipc.open_stream(pa.py_buffer(value[at:at + length])) as reader:
-                tables[name] = _with_repeats(reader.read_all(), *repeats)
+                table = _run_end_decoded(reader.read_all(), *extra[1:2])
+                tables[name] = _with_repeats(table, *extra[:1])
             at += length
     except StateError:
         raise
@@ -104,6 +117,39 @@ def _exact(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
         bits = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[t.bit_width]
         return pa.chunked_array([chunk.view(bits) for chunk in column.chunks], bits)
     return column
+
+
+#: At most this share of a column's bytes, run-end encoded, for it to be stored so.
+RUN_SHARE = 0.5
+
+
+def _run_end_encoded(table: pa.Table) -> tuple[pa.Table, list]:
+    """``table`` with each column that runs in long runs run-end encoded, and the names of
+    those columns (module docstring: which types, when)."""
+    import pyarrow.compute as pc
+
+    runs = []
+    for i, name in enumerate(table.column_names):
+        column = table.column(i)
+        t = column.type
+        if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+                or pa.types.is_binary(t) or pa.types.is_temporal(t)) or len(column) < 64:
+            continue
+        encoded = pc.run_end_encode(column.combine_chunks(), run_end_type=pa.int32())
+        if encoded.nbytes <= RUN_SHARE * column.nbytes:
+            table = table.set_column(i, name, encoded)
+            runs.append(name)
+    return table, runs
+
+
+def _run_end_decoded(table: pa.Table, runs: list = ()) -> pa.Table:
+    """A table :func:`_run_end_encoded` wrote, its encoded columns expanded."""
+    import pyarrow.compute as pc
+
+    for name in runs:
+        i = table.column_names.index(name)
+        table = table.set_column(i, name, pc.run_end_decode(table.column(i)))
+    return table
 
 
 def _with_repeats(table: pa.Table, repeats: list = ()) -> pa.Table:
