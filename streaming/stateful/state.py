@@ -22,7 +22,7 @@ its hash, which repeat for each of a key's rows, kept together -- run-length enc
 (Arrow's run-end encoding; integer, string, binary and temporal columns only, never a
 float: Arrow's equality would merge -0.0 into a run of 0.0) when that takes under half its
 bytes; the header names those columns and decoding expands them. A ``[PARTITION BY k ROWS
-10]`` bucket of 250,000 rows: 9.1 -> 5.0 MB. What a micro-batch pays for a bucket's value
+10]`` bucket of 250,000 rows: 9.1 -> 5.5 MB. What a micro-batch pays for a bucket's value
 follows its bytes (PySpark's ``ValueState.get`` and ``update``, measured on this machine at
 ~26 and ~17 ms per MB: the JVM side -- RocksDB and the row conversion -- not the socket).
 Format 1 and 2 values are read as they are.
