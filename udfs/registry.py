@@ -254,8 +254,9 @@ class SignalFunction:
     def over_rows(self) -> bool:
         """A stateful function over rows -- its first parameter a value, one state step
         per window -- with a form over a run of rows (``scan``): ``cfar``. Scans score the
-        windows in parallel and run it in one ordered pass over the scores
-        (:mod:`wavesql.udfs.row_state`)."""
+        windows in parallel and run it in one ordered pass over the scores, or
+        speculatively in the partitions, verified in order (:mod:`wavesql.udfs.row_state`,
+        :mod:`wavesql.udfs.row_chain`)."""
         return self.stateful and self.scan is not None and \
             self.params[0].type in ("double", "bigint", "int", "boolean")
 
@@ -523,7 +524,9 @@ def semantics(fn: SignalFunction) -> str:
         history = "look-back: depends on the signal's rate and the arguments (EXPLAIN shows it)"
     elif fn.lookback is None and fn.over_rows:
         history = (f"look-back: unbounded ({fn.unbounded}), so scans score the windows in "
-                   "parallel and run it in one ordered pass over the scores")
+                   "parallel and run it over the scores in order -- cfar speculatively in "
+                   "each partition from a look-back of scores, verified in order (EXPLAIN "
+                   "says which)")
     elif fn.lookback is None:
         history = f"look-back: unbounded, so scans run in one ordered pass ({fn.unbounded})"
     else:
