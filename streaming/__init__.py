@@ -23,8 +23,13 @@ final; a micro-batch is committed whole or redone):
   left rows and the right rows they can still match, and a micro-batch joins the left rows
   whose match became final. An inner interval (band) join of two streams (by keys or not)
   too: each bucket of keys keeps each stream's rows the other's future rows can still
-  pair, and a micro-batch pairs the new rows with them and with each other.
-* **Re-evaluating** (:mod:`.runner`): every other shape -- joins of windowed streams,
+  pair, and a micro-batch pairs the new rows with them and with each other. A
+  per-instant join of two windowed streams under ISTREAM / DSTREAM too
+  (:mod:`.stateful.window_join`): each bucket of keys keeps each stream's rows still in
+  its window at progress, and a micro-batch evaluates the batch plan over the keys with a
+  row entering or leaving at an instant made final.
+* **Re-evaluating** (:mod:`.runner`): every other shape -- RSTREAM of joins of windowed
+  streams (and the joins below),
   RESAMPLE under CQL windows, ASOF and interval joins on keys of different kinds, SYNC,
   row-by-row queries, unslid RSTREAM, and OVER windows or RESAMPLE over columns of
   complex types --
@@ -165,8 +170,29 @@ interval (band) join (inner)       the ASOF join's machinery with another kernel
                                    to the passes where they have a partner (flags), the
                                    ``alone`` ones of both streams to a third; keys of
                                    different kinds stay re-evaluated.
-the rest (second runner)           not yet: per-instant joins of windowed streams keep
-                                   WaveSQL's buffer.
+joins of windowed streams          ISTREAM / DSTREAM per instant: the interval join's
+                                   machinery with another kernel
+                                   (:mod:`.stateful.window_join`), both streams
+                                   watermarked in Spark: its watermark, the smaller
+                                   progress, makes instants final and fires each
+                                   bucket's timer at its next change instant (a row
+                                   entering or leaving: a DSTREAM's expiries); each
+                                   stream's own progress (late rows) from the driver's
+                                   record, ``<checkpoint>/joins/``. Each row's validity
+                                   ``[from, to)`` per window; a bucket keeps the rows
+                                   with ``to`` at or after progress and, when a row of
+                                   it enters or leaves at an instant made final, hands
+                                   back its rows (additive queries -- row-by-row SQL
+                                   around an equi-join on keys, ROWS windows partitioned
+                                   by them -- only the keys with such a change; else one
+                                   bucket, all). The batch plan runs over them, kept to
+                                   the instants made final: the multiset difference at
+                                   an instant over the keys that change there is the
+                                   one over every key (the others add the same rows to
+                                   both sides). Re-evaluated, with the reason: RSTREAM
+                                   (every key at every instant), EMIT CHANGES, ``[RANGE
+                                   UNBOUNDED]``, ``_time`` in an expression, three or
+                                   more streams, windows over views.
 =================================  =====================================================
 
 ``EXPLAIN STREAM <query>`` says which runner a query gets and why; ``WAVESQL_STATEFUL=0``

@@ -118,6 +118,10 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                    "over": stateful.StatefulOverQuery,
                    "resample": StatefulResampleQuery, "asof": StatefulAsofQuery,
                    "band": StatefulIntervalQuery}[plan.mode]
+            from .stateful.window_join_query import StatefulWindowJoinQuery, WindowJoinPlan
+
+            if isinstance(windowed, WindowJoinPlan):  # a join of windowed streams
+                cls = StatefulWindowJoinQuery
             extra = {"windowed": windowed}
     # Relative paths resolve against this process's current directory, as CREATE's do:
     # Spark would resolve them against the JVM's, which os.chdir does not move.

@@ -185,7 +185,8 @@ def _stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = 
                    plan: Plan | None = None):
     """``(plan, None)`` for a continuous query that runs on Spark's state store -- a
     windowed aggregate's ``WindowedPlan``, OVER windows' ``OverPlan``, a RESAMPLE's
-    ``ResamplePlan``, an ASOF or interval join's ``AsofPlan`` -- else ``(None,
+    ``ResamplePlan``, an ASOF or interval join's ``AsofPlan``, a join of windowed
+    streams' ``WindowJoinPlan`` -- else ``(None,
     why not)``: the buffer is then re-evaluated each micro-batch. ``plan``: the query's
     :func:`plan_continuous` (made here if not given). ``WAVESQL_STATEFUL=0`` forces the
     re-evaluating runner (comparisons, diagnosis)."""
@@ -203,6 +204,11 @@ def _stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = 
             trees = [parsed(q) for q in ir.walk(relation) if isinstance(q, ir.SqlQuery)]
             return over_plan.recognize_over(spark, plan, trees, changes, buckets,
                                             tuple(relation.schema.names)), None
+        if plan.mode == "windowed" and len(plan.inputs) == 2:  # a join of windowed streams
+            from .stateful import window_join_query
+
+            return window_join_query.recognize_window_join(
+                spark, stmt, relation, plan, changes, buckets), None
         if plan.mode == "windowed":
             return stateful.recognize(spark, stmt, relation, changes, buckets), None
         if plan.mode == "resample":
