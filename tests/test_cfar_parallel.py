@@ -112,13 +112,15 @@ def _program(score: str, k, alpha, warmup, where: bool) -> Program:
                                   _SCORES["max"], {"lit": 1.0}]}]}, "boolean")))
 
 
-def _split_read(folder, split, n: int, size: int, rng, stats: dict):
+def _split_read(folder, split, n: int, size: int, rng, stats: dict, source=None):
     """The scan as batch_frame runs it, without Spark: the partitions with their
     look-back (wav_source.lookback_partitions), each packed, the packed rows shuffled,
-    then the ordered pass; returns the rows and the heads."""
-    options = {"path": str(folder), "timeline": "timestamped", "rate": str(RATE),
-               "epoch_us": str(BASE_MS * 1000), "window": str(n),
-               "partition_samples": str(size), "program": split.scan.to_json()}
+    then the ordered pass; returns the rows and the heads. ``source``: the options naming
+    the files (default: ``folder``'s, timestamped, at RATE)."""
+    options = {**(source or {"path": str(folder), "timeline": "timestamped",
+                             "rate": str(RATE), "epoch_us": str(BASE_MS * 1000)}),
+               "window": str(n), "partition_samples": str(size),
+               "program": split.scan.to_json()}
     plan = wsrc.plan(options)
     parts, heads = plan.partitions(), None
     if isinstance(split.lookback, int):
@@ -233,6 +235,28 @@ def test_short_partitions_and_a_large_look_back_stay_in_the_ordered_pass(tmp_pat
     # over the cap: the ordered pass runs every partition
     stats, heads = _check(tmp_path, runs, n=1, size=2000, alpha=0.0001, k=2.0, rng=rng)
     assert "accepted" not in stats and set(heads) == {None}, stats
+
+
+def test_the_real_recording_speculates_and_gives_the_oracles_flags():
+    # The counting voice (9 s of speech, int16, silences): cfar over the peaks of
+    # 16-sample windows at alpha 0.05 (a look-back of 2,237 windows) in partitions of
+    # 10,000 windows, the flags vs the oracle over the same windows read with scipy.
+    from scipy.io import wavfile
+
+    from tests.data import COUNTING_WAV
+
+    rate, data = wavfile.read(COUNTING_WAV)
+    x = data.astype(np.float64) / 32768
+    windows = _windows([(0, x)], 16)
+    flags = _cfar_oracle([_score("max", y) for _, y in windows], 3.0, 0.05, 32)
+    assert 0 < sum(flags) < len(windows)
+    stats: dict = {}
+    split = row_state.split(_program("max", 3.0, 0.05, 32, True), float(rate))
+    assert split.lookback == 2237
+    got, heads = _split_read(None, split, 16, 160_000, np.random.default_rng(1), stats,
+                             source={"path": COUNTING_WAV, "rate": str(rate)})
+    assert [r["s"] for r in got] == [s for (s, _), f in zip(windows, flags) if f]
+    assert heads == [0, 2237, None] and stats == {"accepted": 2, "rerun": 1}, (heads, stats)
 
 
 def test_guesses_agree_on_the_bits_of_mean_and_variance_past_the_warm_up():
