@@ -1,11 +1,15 @@
 """A continuous SYNC JOIN over a signal read from Kafka (``FORMAT samples``: sample blocks,
 sources/kafka_signal.py), its control a catalog stream (files or Kafka), or a view row by
-row over one (split as for WAV: streaming/sync.py ``control_ranges``).
+row over one (split as for WAV: streaming/sync.py ``control_ranges``) -- alone, or with other
+signals in the same SELECT (files or Kafka: ``SYNC JOIN a ... SYNC JOIN b ...``; a control
+row waits until every one covers its range: streaming/sync.py ``split_signals``).
 
 The signal's topic is watched by Spark's Kafka source next to the control stream (so a new
 block runs a micro-batch, and its offsets are in the checkpoint); each micro-batch the
-re-evaluating runner (:mod:`.runner`) hands the batch's new blocks -- their headers, never
-their samples -- and the control rows it keeps to :func:`split`:
+re-evaluating runner (:mod:`.runner`) hands the batch's new blocks of each Kafka signal --
+their headers, never their samples -- to :func:`advance`, which places them on the
+signal's timeline and says how far it is covered. Each Kafka signal keeps its own record
+(what follows; under its key among streaming/sync_state.py's per-signal records):
 
 * **Which blocks count.** As for a continuous query over the signal itself
   (:mod:`.kafka_signals`): the blocks are placed on the timeline by their first sample
@@ -47,7 +51,7 @@ from dataclasses import dataclass
 from wavesql.errors import WaveSQLError
 from wavesql.sqltext import quote
 
-#: Version of the state this module writes (``state["signal"]``).
+#: Version of the record this module keeps per Kafka signal (streaming/sync_state.py).
 STATE_VERSION = 1
 #: An index entry's sample span is kept under this many seconds of signal (how much a read
 #: may fetch beyond what a range asks for, per partition).
@@ -74,69 +78,80 @@ def watch(spark, signal):
     return decoded.select(F.struct(*[F.col(c) for c in decoded.columns]).alias(BLOCK))
 
 
-@dataclass
-class Split:
-    """A micro-batch of a continuous SYNC JOIN over a Kafka signal, split."""
+def tag(k: int) -> int:
+    """The ``__src`` tag of the ``k``-th Kafka signal's watch rows in the runner's union
+    (-1 is the heartbeat ticker's, -2 the file signals' folder watches')."""
+    return -3 - k
 
-    ready: object  # control rows to sync now (DataFrame)
-    waiting: object  # control rows that keep waiting
-    segments: object  # the signal's stored segments the ready rows' ranges overlap
-    state: dict  # the signal's state for the next micro-batch
+
+@dataclass
+class Advanced:
+    """A Kafka signal of a continuous SYNC after a micro-batch's blocks were placed."""
+
+    timeline: "_Timeline"
+    covered: int | str | None  # the sample up to which no block can still come, or "all"
     blocks: int  # the batch's records of the signal's topic
     quarantine: object  # its quarantined blocks (DataFrame), or None
     quarantined: int
-    cached: object  # persisted for the batch: unpersist when it ends
 
 
-def split(spark, plan, candidates, blocks, state: dict) -> Split:
-    """The micro-batch's control rows ``candidates`` and the signal's new ``blocks`` (its
-    watch rows: columns of :data:`BLOCK_TYPE`) split for a continuous SYNC JOIN over a Kafka
-    signal (module docstring)."""
+def advance(spark, signal, record: dict, blocks) -> Advanced:
+    """The signal's ``record`` (its state: :meth:`_Timeline.state`, ``{}`` before the first
+    batch) with the micro-batch's new ``blocks`` (its watch rows: columns of
+    :data:`BLOCK_TYPE`) placed (module docstring: which blocks count); the ones that cannot
+    join the timeline quarantined with the signal's name and their locator."""
     from pyspark.sql import functions as F
 
-    from wavesql.planner.sync import sample_number
-
-    from .sync import control_ranges, release
-
-    sync = plan.sync
-    s = sync.signal.signal
-    before = state.get("signal") or {}
-    if before and before.get("version") != STATE_VERSION:
-        raise WaveSQLError("CHECKPOINT_MISMATCH", "the checkpoint's Kafka signal index was "
-                           f"written in format {before.get('version')!r}; this WaveSQL reads "
-                           f"{STATE_VERSION}", hint="start the query from a fresh checkpoint")
-    mine = _Timeline(before, s.path, s.rate_hz)
+    if record and record.get("version") != STATE_VERSION:
+        raise WaveSQLError("CHECKPOINT_MISMATCH", "the checkpoint's index of Kafka signal "
+                           f"`{signal.name}` was written in format {record.get('version')!r}; "
+                           f"this WaveSQL reads {STATE_VERSION}",
+                           hint="start the query from a fresh checkpoint")
+    mine = _Timeline(record, signal.path, signal.rate_hz)
     records = blocks.select("partition", "offset", "first", "frames", "problem",
                             "digest").collect()
     mine.add(sorted(records, key=lambda r: (r["partition"], r["offset"])))
     covered = mine.covered()
-
-    keyed, ranged = control_ranges(sync, candidates)
-    types = {f.name: f.dataType for f in ranged.schema.fields}
-    s0 = sample_number(F.col("__a"), types["__a"], s.rate_hz, s.epoch_us)
-    s1 = sample_number(F.col("__b"), types["__b"], s.rate_hz, s.epoch_us)
-    unbounded = s0.isNull() | s1.isNull() | (s1 <= s0)
-    ready = unbounded
-    if covered is not None:
-        ready = ready | (F.lit(True) if covered == "all" else s1 <= F.lit(covered))
-    marked = ranged.withColumn("__ready", ready).withColumn("__s0", s0).withColumn("__s1", s1)
-    marked = marked.persist()
-    now, waiting, synced = release(keyed, marked, ["__a", "__b", "__s0", "__s1"])
-    wanted = [(r["__s0"], r["__s1"]) for r in synced.where(~unbounded).select(
-        "__s0", "__s1").distinct().collect()]
-    segments = mine.segments(spark, s, wanted)
     bad = None
     if mine.bad:
         rows = spark.createDataFrame([(p, o, why) for p, o, why in mine.bad],
                                      "partition INT, offset BIGINT, _reason STRING")
         bad = blocks.join(rows, ["partition", "offset"]).select(
-            F.lit(s.name).alias("_stream"),
-            F.concat(F.lit(f"kafka:{s.path}/"), F.col("partition").cast("string"), F.lit("/"),
-                     F.col("offset").cast("string")).alias("_file"),
+            F.lit(signal.name).alias("_stream"),
+            F.concat(F.lit(f"kafka:{signal.path}/"), F.col("partition").cast("string"),
+                     F.lit("/"), F.col("offset").cast("string")).alias("_file"),
             F.base64(F.coalesce(F.col("value"), F.lit(b"").cast("binary"))).alias("_record"),
             F.col("_reason"))
-    return Split(now, waiting, segments, mine.state(), len(records), bad,
-                 len(mine.bad), marked)
+    return Advanced(mine, covered, len(records), bad, len(mine.bad))
+
+
+def unbounded(s0, s1):
+    """Whether a range ``[s0, s1)`` (sample-number columns) asks for no sample: NULL or
+    empty/reversed -- synced at once (NULL segments), nothing read for it."""
+    return s0.isNull() | s1.isNull() | (s1 <= s0)
+
+
+def covers(covered: int | str | None, s0, s1):
+    """Whether the signal, covered up to ``covered`` (:meth:`_Timeline.covered`), covers the
+    range ``[s0, s1)``: a row so marked is synced now."""
+    from pyspark.sql import functions as F
+
+    ready = unbounded(s0, s1)
+    if covered is not None:
+        ready = ready | (F.lit(True) if covered == "all" else s1 <= F.lit(covered))
+    return ready
+
+
+def asked(rows, pairs) -> list[tuple[int, int]]:
+    """The sample ranges ``[s0, s1)`` the collected ``rows`` ask for, from their columns
+    ``pairs`` (``(s0 column, s1 column)``, one per SYNC over the signal); NULL, empty and
+    reversed ranges ask for nothing."""
+    wanted = set()
+    for r in rows:
+        for a, b in pairs:
+            if r[a] is not None and r[b] is not None and r[b] > r[a]:
+                wanted.add((r[a], r[b]))
+    return sorted(wanted)
 
 
 class _Timeline:

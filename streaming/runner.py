@@ -68,7 +68,7 @@ from .query import ContinuousQuery
 from .report import FINAL, PROGRESS, REASON, BatchReport, format_us, timestamp_lit
 from .resample import ResampleProgress
 from .source import reader_settings, stream_source
-from .sync import sync_split, watch_glob, watch_path
+from .sync import split_signals, watch_glob, watch_path
 from .sync_state import signals_of
 
 __all__ = ["ReEvaluatingQuery"]
@@ -106,36 +106,54 @@ class ReEvaluatingQuery(ContinuousQuery):
             parts.append(ticks.select(F.lit(-1).alias("__src"), *[
                 F.lit(None).cast(df.schema).alias(o.column)
                 for o, df in zip(self.inputs, rows)], F.lit(None).cast("string").alias("__file")))
-        if self.plan.mode == "sync" and self._kafka_signal():
-            # New sample blocks must run a micro-batch too (control rows wait for them):
-            # Spark's Kafka source reads the signal's topic, tagged -2, each record's header
-            # and bytes in one struct column (streaming/kafka_sync.py)
-            parts = [p.withColumn(kafka_sync.BLOCK, F.lit(None).cast(kafka_sync.BLOCK_TYPE))
-                     for p in parts]
-            watch = kafka_sync.watch(self.spark, self.plan.sync.signal.signal)
-            parts.append(watch.select(F.lit(-2).alias("__src"), *[
-                F.lit(None).cast(df.schema).alias(o.column)
-                for o, df in zip(self.inputs, rows)],
-                F.lit(None).cast("string").alias("__file"), kafka_sync.BLOCK))
-        elif self.plan.mode == "sync":
-            # New WAV files must run a micro-batch too (control rows wait for them): Spark's
-            # binaryFile source lists each synced signal's folder, tagged -2; the content
-            # column is never read (sync_split lists the folders itself).
-            signals = signals_of(self.plan.syncs or (self.plan.sync,))
-            for folder, names in dict.fromkeys((watch_path(s.path), watch_glob(s))
-                                               for s in signals):
-                watch = (self.spark.readStream.format("binaryFile")
-                         .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, "
-                                 "content BINARY")
-                         .option("pathGlobFilter", names)
-                         .load(folder))
-                parts.append(watch.select(F.lit(-2).alias("__src"), *[
-                    F.lit(None).cast(df.schema).alias(o.column)
-                    for o, df in zip(self.inputs, rows)], F.col("path").alias("__file")))
+        if self.plan.mode == "sync":
+            parts += self._signal_watches(rows)
+            if self._kafka_tags():  # every part carries the blocks' column (NULL but there)
+                parts = [p if kafka_sync.BLOCK in p.columns else p.withColumn(
+                    kafka_sync.BLOCK, F.lit(None).cast(kafka_sync.BLOCK_TYPE)) for p in parts]
         source = parts[0]
         for part in parts[1:]:
             source = source.unionByName(part)
         return self._start_writer(source, trigger)
+
+    def _signal_watches(self, rows: list) -> list:
+        """A continuous SYNC's watches of its signals, so that new samples run a micro-batch
+        (control rows wait for them), each row tagged in ``__src`` and carrying NULL input
+        columns: a Kafka signal's topic through Spark's Kafka source, each record's header
+        and bytes in one struct column (:func:`.kafka_sync.tag`; streaming/kafka_sync.py);
+        a file signal's folder through Spark's binaryFile source, tagged -2, its content
+        never read (the split lists the folders itself). In signal order, a folder once."""
+        from pyspark.sql import functions as F
+
+        def tagged(frame, tag, *extra):
+            return frame.select(F.lit(tag).alias("__src"), *[
+                F.lit(None).cast(df.schema).alias(o.column)
+                for o, df in zip(self.inputs, rows)], *extra)
+
+        watches, folders, tags = [], set(), self._kafka_tags()
+        for s in signals_of(self.plan.syncs or (self.plan.sync,)):
+            if s.key in tags:
+                watches.append(tagged(kafka_sync.watch(self.spark, s), tags[s.key],
+                                      F.lit(None).cast("string").alias("__file"),
+                                      kafka_sync.BLOCK))
+                continue
+            folder, names = watch_path(s.path), watch_glob(s)
+            if (folder, names) in folders:
+                continue
+            folders.add((folder, names))
+            watch = (self.spark.readStream.format("binaryFile")
+                     .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, "
+                             "content BINARY")
+                     .option("pathGlobFilter", names)
+                     .load(folder))
+            watches.append(tagged(watch, -2, F.col("path").alias("__file")))
+        return watches
+
+    def _kafka_tags(self) -> dict[str, int]:
+        """The ``__src`` tag of each Kafka signal's watch rows, by signal key."""
+        signals = signals_of(self.plan.syncs or (self.plan.sync,))
+        return {s.key: kafka_sync.tag(k) for k, s in enumerate(
+            s for s in signals if s.source == "kafka")}
 
     def _refuse_state_store_checkpoint(self) -> None:
         """A checkpoint the state-store runner started (its ``wavesql.json`` marker) keeps
@@ -255,24 +273,20 @@ class ReEvaluatingQuery(ContinuousQuery):
         report.inputs = {k: v["progress"] for k, v in progress.items()}
 
         sync_state = None
-        if self.plan.mode == "sync" and self._kafka_signal():  # the blocks now cover
-            key, signal = self.inputs[0].stream.key, self.plan.sync.signal.signal
-            blocks = batch_df.where(F.col("__src") == -2).select(f"{kafka_sync.BLOCK}.*")
-            got = kafka_sync.split(spark, self.plan, buffers[key], blocks, state)
+        if self.plan.mode == "sync":  # synced: the rows every signal now covers
+            key = self.inputs[0].stream.key
+            blocks = {k: batch_df.where(F.col("__src") == tag).select(f"{kafka_sync.BLOCK}.*")
+                      for k, tag in self._kafka_tags().items()}
+            got = split_signals(spark, self.plan, buffers[key], state, self.clock(), blocks)
             buffers[key], sync_state = got.waiting, got.state
-            cached.append(got.cached)
-            fresh = {key: got.ready, ("signal", signal.key): got.segments}
-            report.rows_in += got.blocks
+            cached += got.cached
+            # each SYNC reads what the split judged covered: the very files it placed (no
+            # second listing), a Kafka signal's blocks through its index
+            fresh = {key: got.ready, **got.inputs}
+            report.rows_in += got.blocks  # a Kafka signal's block is a row here
             report.on_time += got.blocks - got.quarantined
             report.quarantined += got.quarantined
-            if got.quarantine is not None:
-                quarantine_parts.append(got.quarantine)
-        elif self.plan.mode == "sync":  # synced: the rows every signal now covers
-            key = self.inputs[0].stream.key
-            ready, buffers[key], sync_state, placements = sync_split(
-                self.plan, buffers[key], state, self.clock())
-            # each SYNC reads the very files the split judged complete (no second listing)
-            fresh = {key: ready, **{("placements", k): p for k, p in placements.items()}}
+            quarantine_parts += got.quarantine
         stateful = self.plan.mode not in ("rows", "sync", "band", "asof")
         if self.plan.mode == "asof":
             fresh = asof_split(self.plan, buffers, progress)
@@ -295,10 +309,6 @@ class ReEvaluatingQuery(ContinuousQuery):
         for df in cached + [out]:
             df.unpersist()
         self._resample.release()
-
-    def _kafka_signal(self) -> bool:
-        """Whether this is a SYNC JOIN over a signal read from Kafka."""
-        return self.plan.sync.signal.signal.source == "kafka"
 
     def _kafka_partitions(self, batch_id: int, s: cat.StreamDef) -> list[int]:
         """The partitions of a Kafka stream's topic, as Spark's offset log of this batch

@@ -1,25 +1,29 @@
 """A continuous SYNC JOIN: a control stream's rows, each synced with a signal's samples
 once the recording covers its range -- or with several signals' (``SYNC JOIN a ON RANGE
-(...) SYNC JOIN b ON RANGE (...)``, file signals at any rates), once every one covers its.
+(...) SYNC JOIN b ON RANGE (...)``, file or Kafka signals at any rates), once every one
+covers its.
 
 The control is a catalog stream read row by row, or a view, CTE or subquery that is row by
 row over one (filters, projections, computed range bounds: :func:`_control_stream`): the
 buffer keeps the stream's rows, and a stream row waits exactly while a control row made
-from it waits (:func:`control_ranges`, :func:`release`). A signal read from Kafka is handled by
-:mod:`.kafka_sync` (alone: several SYNCs with a Kafka signal among them are refused); for
-signals stored as files -- WAV, or a table's CSV, Parquet or JSON rows (sources/table_stream.py)
---, each signal's folder is watched too
-(Spark's binaryFile source over :func:`watch_path`, so that a new file runs a micro-batch).
-Each micro-batch the re-evaluating runner (:mod:`.runner`) splits the control rows it keeps
-with :func:`sync_split`: those every signal's complete files now cover (complete and placed
-as the signal's continuous reader decides: :func:`.sync_state.complete_placements`) are
-synced, read from those very files, and final,
-the others wait in its buffer. The state records, per signal, how far its files went and
-what they were (a digest: :mod:`.sync_state`), so that a file arriving out of timeline
-order fails the query rather than changing results already delivered.
+from it waits (:func:`control_ranges`, :func:`release`). For signals stored as files -- WAV,
+or a table's CSV, Parquet or JSON rows (sources/table_stream.py) --, each signal's folder is
+watched too (Spark's binaryFile source over :func:`watch_path`, so that a new file runs a
+micro-batch); a signal read from Kafka has its topic watched, its blocks placed and indexed
+by :mod:`.kafka_sync`. File and Kafka signals mix freely in one query. Each micro-batch the
+re-evaluating runner (:mod:`.runner`) splits the control rows it keeps with
+:func:`split_signals`: those every signal now covers -- by its complete files (complete and
+placed as the signal's continuous reader decides: :func:`.sync_state.complete_placements`),
+or by the blocks below which no Kafka block can still come -- are synced, read from those
+very files and blocks, and final; the others wait in its buffer. The state records, per
+signal, how far its files went and what they were (a digest: :mod:`.sync_state`), so that
+a file arriving out of timeline order fails the query rather than changing results already
+delivered -- or a Kafka signal's coverage and index (a late block is quarantined).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from wavesql import storage
 from wavesql.catalog import objects as cat
@@ -34,15 +38,18 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
     CTE or subquery that is row by row over one (:func:`_control_stream`); the signal's
     folder (WAV files or a table's rows) is watched, and each control row is synced once
     the recording covers its range (:func:`sync_split`). Several SYNC JOINs of one SELECT
-    (one control, a signal each, each with its own range and rate) run too, for file
-    signals: a control row is synced once every signal covers its range. Signal functions
+    (one control, a signal each, each with its own range and rate, files or Kafka) run
+    too: a control row is synced once every signal covers its range. Signal functions
     over the synced segments in the same query are row by row too (each row's segment a
     signal of its own); windows around it are not."""
+    for rel in ir.walk(root):  # (checked first: a window copies the SYNC it is over)
+        if isinstance(rel, _WINDOWS) and any(isinstance(r, ir.SyncJoin) for r in ir.walk(rel)):
+            raise _windows_around(stmt)
     chain = _chain(syncs, stmt)
     sync = chain[0]
     stream = _control_stream(sync.control, stmt)
     for each in chain:
-        _check_signal(each, len(chain), stmt)
+        _check_signal(each, stmt)
     if stream.event_time is None:
         raise WaveSQLError("STREAMING_RULE", f"stream `{stream.name}` has no EVENT TIME",
                            Span.of(stmt.node), hint="a continuous query needs event time to "
@@ -54,17 +61,24 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
             # signal functions over each synced row's own segments (a stateful one from
             # rest at its first sample, planner/signals.py): row by row, final with the row
             continue
-        if isinstance(rel, (ir.WindowScan, ir.StreamOf, ir.SignalStage, ir.Rewindow)):
-            raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows, or "
-                               "signal functions carrying state from one synced row to the "
-                               "next, around it", Span.of(stmt.node),
-                               hint="SYNC in one continuous query; process its results in a "
-                                    "query over them")
+        if isinstance(rel, (*_WINDOWS, ir.SignalStage)):
+            raise _windows_around(stmt)
         if isinstance(rel, ir.SqlQuery):
             tree = parsed(rel)
             if tree is not None:
                 check_row_by_row(tree, stmt)
     return Plan((Input(0, stream),), "sync", None, sync=sync, syncs=tuple(chain))
+
+
+#: The relations that window their input: around a continuous SYNC, not implemented.
+_WINDOWS = (ir.WindowScan, ir.StreamOf, ir.Rewindow)
+
+
+def _windows_around(stmt) -> WaveSQLError:
+    return WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows, or signal "
+                        "functions carrying state from one synced row to the next, around it",
+                        Span.of(stmt.node), hint="SYNC in one continuous query; process its "
+                                                 "results in a query over them")
 
 
 def _chain(syncs: list, stmt) -> list:
@@ -85,10 +99,10 @@ def _chain(syncs: list, stmt) -> list:
     return chain[::-1]
 
 
-def _check_signal(sync: ir.SyncJoin, count: int, stmt) -> None:
+def _check_signal(sync: ir.SyncJoin, stmt) -> None:
     """A signal a continuous SYNC can watch: a folder of WAV files or of a table's CSV,
-    Parquet or JSON files, or (alone) a Kafka topic of sample blocks; the signal itself,
-    not its processed segments."""
+    Parquet or JSON files, or a Kafka topic of sample blocks; the signal itself, not its
+    processed segments."""
     from wavesql.sources.table_signal import FORMATS
 
     signal = sync.signal.signal
@@ -100,13 +114,6 @@ def _check_signal(sync: ir.SyncJoin, count: int, stmt) -> None:
                            "folder of WAV, CSV, Parquet or JSON files, or its Kafka topic of "
                            f"sample blocks; `{signal.name}` is {what}", Span.of(stmt.node),
                            hint="run the SYNC as a batch query (or a scheduled query file)")
-    if signal.source == "kafka" and count > 1:
-        raise WaveSQLError("NOT_IMPLEMENTED", "several SYNC JOINs in one continuous query "
-                           f"with a signal read from Kafka (`{signal.name}`): several file "
-                           "signals are synced together, a Kafka signal only alone",
-                           Span.of(stmt.node),
-                           hint="run one continuous query per Kafka signal, over the same "
-                                "control, and join their results by the control's key")
     if sync.signal.program is not None:
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN over a signal's "
                            "processed segments", Span.of(stmt.node),
@@ -139,48 +146,106 @@ def _control_stream(control: ir.Relation, stmt) -> cat.StreamDef:
         "its own into a stream, and SYNC over that stream")
 
 
+@dataclass
+class Split:
+    """A micro-batch of a continuous SYNC JOIN, split (:func:`split_signals`)."""
+
+    ready: object  # control stream rows to sync now (DataFrame)
+    waiting: object  # control stream rows that keep waiting
+    state: dict  # the signals' state for the next micro-batch (sync_state.to_state)
+    inputs: dict  # what the batch SYNC reads of each signal, as planner/lower.py's Runtime
+    #             # streams take it: ("placements", key) -> files, ("signal", key) -> segments
+    blocks: int = 0  # the batch's records of the Kafka signals' topics
+    quarantined: int = 0  # ... of them quarantined
+    quarantine: list = field(default_factory=list)  # their quarantine records (DataFrames)
+    cached: list = field(default_factory=list)  # persisted for the batch: unpersist after
+
+
 def sync_split(plan: Plan, candidates, state: dict, at: float):
     """(rows to sync now, rows that keep waiting, the signals' state, each signal's complete
-    files placed, by signal key) for a continuous SYNC JOIN over file signals, their files
-    judged complete at wall-clock time ``at``.
+    files placed, by signal key) for a continuous SYNC JOIN over file signals: the
+    :func:`split_signals` of a micro-batch without Kafka signals."""
+    got = split_signals(candidates.sparkSession, plan, candidates, state, at)
+    placements = {k: v for (kind, k), v in got.inputs.items() if kind == "placements"}
+    return got.ready, got.waiting, got.state, placements
+
+
+def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
+                  blocks: dict | None = None) -> Split:
+    """The micro-batch's control stream rows ``candidates`` split for a continuous SYNC
+    JOIN, its file signals' files judged complete at wall-clock time ``at`` and each Kafka
+    signal's new sample blocks ``blocks[signal key]`` (watch rows: streaming/kafka_sync.py).
 
     A control row is final once the recording covers its range -- every signal it is
-    SYNCed with, each over its own range at its own rate: its end sample is at or before
-    the end of that signal's complete files (files still being written do not count), or
-    the range is NULL or reversed (NULL segments either way). The others wait in the
-    buffer -- so state is the control rows some signal has not caught up with, however
-    long the streams run. A signal's files must arrive in timeline order: one that lands
-    before the end already used would change results already delivered
-    (``OUT_OF_ORDER_FILE``, :mod:`.sync_state`).
+    SYNCed with, each over its own range at its own rate: for a signal of files, its end
+    sample is at or before the end of that signal's complete files (files still being
+    written do not count); for a Kafka signal, at or before the sample up to which no
+    block can still come (:mod:`.kafka_sync`); or the range is NULL or reversed (NULL
+    segments either way). The others wait in the buffer -- so state is the control rows
+    some signal has not caught up with, however long the streams run. A signal's files
+    must arrive in timeline order: one that lands before the end already used would
+    change results already delivered (``OUT_OF_ORDER_FILE``, :mod:`.sync_state`); a Kafka
+    block that could is quarantined (late), with the signal's name.
+
+    The rows synced now read, of each Kafka signal, only the offsets their ranges need
+    (through its index); of each file signal, the complete files placed here.
     """
     from pyspark.sql import functions as F
 
     from wavesql.planner.sync import sample_number
 
-    from . import sync_state
+    from . import kafka_sync, sync_state
 
     chain = plan.syncs or (plan.sync,)
     signals = sync_state.signals_of(chain)
     before = sync_state.records(state, signals)
-    after, placements = {}, {}
+    after, inputs, kafka = {}, {}, {}
+    got = Split(None, None, {}, inputs)
     for s in signals:
-        after[s.key], placements[s.key] = sync_state.advance(s, before[s.key], at)
+        if sync_state.is_kafka(s):
+            kafka[s.key] = k = kafka_sync.advance(spark, s, before[s.key], blocks[s.key])
+            got.blocks += k.blocks
+            got.quarantined += k.quarantined
+            if k.quarantine is not None:
+                got.quarantine.append(k.quarantine)
+        else:
+            after[s.key], inputs[("placements", s.key)] = sync_state.advance(
+                s, before[s.key], at)
     keyed, ranged = control_ranges(plan.sync, candidates, chain)
     types = {f.name: f.dataType for f in ranged.schema.fields}
-    ready, helpers = F.lit(True), []
+    ready, helpers, asks = F.lit(True), [], {}
     for i, each in enumerate(chain):
         s = each.signal.signal
         a, b = f"__a{i}" if i else "__a", f"__b{i}" if i else "__b"
         s0 = sample_number(F.col(a), types[a], s.rate_hz, s.epoch_us)
         s1 = sample_number(F.col(b), types[b], s.rate_hz, s.epoch_us)
+        helpers += [a, b]
+        if s.key in kafka:  # its sample range is kept to know which offsets to read
+            ranged = ranged.withColumn(f"__s0_{i}", s0).withColumn(f"__s1_{i}", s1)
+            asks.setdefault(s.key, []).append((f"__s0_{i}", f"__s1_{i}"))
+            helpers += [f"__s0_{i}", f"__s1_{i}"]
+            ready = ready & kafka_sync.covers(kafka[s.key].covered, s0, s1)
+            continue
         covered = s0.isNull() | s1.isNull() | (s1 < s0)
         end = after[s.key]["end"]
         if end is not None:
             covered = covered | (s1 <= F.lit(end))
         ready = ready & covered
-        helpers += [a, b]
-    now, waiting, _ = release(keyed, ranged.withColumn("__ready", ready), helpers)
-    return now, waiting, sync_state.to_state(after), placements
+    marked = ranged.withColumn("__ready", ready)
+    if kafka:  # read twice: the rows synced now and the ranges they ask for
+        marked = marked.persist()
+        got.cached.append(marked)
+    got.ready, got.waiting, synced = release(keyed, marked, helpers)
+    if kafka:
+        columns = [c for pairs in asks.values() for pair in pairs for c in pair]
+        rows = synced.select(*columns).distinct().collect()
+        for key, k in kafka.items():
+            signal = next(s for s in signals if s.key == key)
+            wanted = kafka_sync.asked(rows, asks[key])
+            inputs[("signal", key)] = k.timeline.segments(spark, signal, wanted)
+            after[key] = k.timeline.state()
+    got.state = sync_state.to_state(after)
+    return got
 
 
 #: A control stream row's identity while its micro-batch is split, when the control is a

@@ -1,23 +1,25 @@
-"""What a continuous SYNC JOIN over file signals remembers of each signal, batch to batch.
+"""What a continuous SYNC JOIN remembers of each signal it syncs, batch to batch.
 
 A query may SYNC its control with several signals (``... SYNC JOIN mic a ON RANGE (...)
 SYNC JOIN acc b ON RANGE (...)``), each a folder of its own -- WAV files, or a table's
-CSV, Parquet or JSON files --, at its own rate. Which files are complete and where they
-sit on the timeline is what the signal's continuous reader decides
-(:func:`complete_placements`). For each
-signal the state keeps one record: how far its complete files went (``end``, a sample
-number) and a digest of the files placed before that end (``files``). A later batch whose
-files up to that end differ -- a file arrived out of timeline order, or one was removed --
-would change results already delivered, so it fails the query (``OUT_OF_ORDER_FILE``).
+CSV, Parquet or JSON files -- or a Kafka topic of sample blocks, at its own rate. For a
+signal of files, which files are complete and where they sit on the timeline is what the
+signal's continuous reader decides (:func:`complete_placements`), and the state keeps one
+record: how far its complete files went (``end``, a sample number) and a digest of the
+files placed before that end (``files``). A later batch whose files up to that end differ
+-- a file arrived out of timeline order, or one was removed -- would change results
+already delivered, so it fails the query (``OUT_OF_ORDER_FILE``). For a Kafka signal the
+record is its coverage and index of blocks (:mod:`.kafka_sync`, versioned on its own).
 
 The records are stored in the checkpoint's ``state.json`` under ``signal``, versioned::
 
-    {"version": 2, "kind": "wav", "signals": {"<signal key>": {"end": ..., "files": ...}}}
+    {"version": 3, "signals": {"<signal key>": {"kind": "files", "end": ..., "files": ...},
+                               "<kafka signal key>": {"kind": "kafka", "version": 1, ...}}}
 
-(``kind`` "wav": the files' signals, WAV or table, as opposed to a Kafka signal's index.)
-
-A checkpoint of the one-signal format before it (``{"end": ..., "files": ...}``, no
-version) still loads when the query syncs one signal: that record is the signal's. Any
+Checkpoints of the formats before it still load: format 2 (``{"version": 2, "kind":
+"wav", "signals": {...}}``: file signals only), format 1 (``{"end": ..., "files": ...}``, no
+version: the record of a one-signal SYNC over files) and a lone Kafka signal's index as the
+state itself (``{"kind": "kafka", ...}``), each when the query syncs what it recorded. Any
 other mismatch between the checkpoint's signals and the query's is refused with
 ``CHECKPOINT_MISMATCH`` saying which: resuming would judge a signal's files against
 another signal's record, or start a signal from nothing while its control rows were
@@ -33,8 +35,9 @@ import os
 from wavesql.catalog import objects as cat
 from wavesql.errors import WaveSQLError
 
-#: The format of the per-signal records (1: the single record of a one-signal SYNC).
-STATE_VERSION = 2
+#: The format of the per-signal records (1: the single record of a one-signal SYNC over
+#: files; 2: file signals only, ``kind`` "wav"; 3: file and Kafka signals, a kind each).
+STATE_VERSION = 3
 
 _FRESH = {"end": None, "files": None}
 
@@ -48,41 +51,61 @@ def signals_of(syncs) -> list[cat.SignalDef]:
     return list(seen.values())
 
 
+def is_kafka(signal: cat.SignalDef) -> bool:
+    """Whether a continuous SYNC reads ``signal`` from Kafka sample blocks (else files)."""
+    return signal.source == "kafka"
+
+
 def records(state: dict, signals: list[cat.SignalDef]) -> dict[str, dict]:
     """Each signal's record from a batch's committed ``state`` (a fresh one if the query
-    has not run yet), by signal key; refuses a checkpoint whose records do not fit."""
+    has not run yet: ``{"end": None, "files": None}`` for files, ``{}`` for Kafka), by
+    signal key; refuses a checkpoint whose records do not fit."""
     kept = state.get("signal")
     keys = [s.key for s in signals]
+    names = ", ".join(s.name for s in signals)
     if not kept:
-        return {k: dict(_FRESH) for k in keys}
+        return {s.key: {} if is_kafka(s) else dict(_FRESH) for s in signals}
 
     def refuse(why: str) -> WaveSQLError:
         return WaveSQLError("CHECKPOINT_MISMATCH", f"the checkpoint's SYNC state {why}",
                             hint="run the query as it was on this checkpoint, or give it a "
                                  "new checkpoint (and output) folder")
 
-    if kept.get("kind") == "kafka":
-        raise refuse("is a Kafka signal's index; this query syncs file signals "
-                     f"({', '.join(s.name for s in signals)})")
-    if "version" not in kept:  # format 1: one signal's record, as the state itself
-        if len(signals) != 1:
+    if kept.get("kind") == "kafka":  # a lone Kafka signal's index, as the state itself
+        if len(signals) != 1 or not is_kafka(signals[0]):
+            raise refuse("is a Kafka signal's index (one Kafka signal synced alone); this "
+                         f"query syncs {names}")
+        return {keys[0]: dict(kept)}
+    if "version" not in kept:  # format 1: one file signal's record, as the state itself
+        if len(signals) != 1 or is_kafka(signals[0]):
             raise refuse("is of a one-signal SYNC (format 1, before several signals were "
-                         f"synced continuously); this query syncs {len(signals)} signals "
-                         f"({', '.join(s.name for s in signals)})")
+                         f"synced continuously, of files); this query syncs {names}")
         return {keys[0]: {"end": kept.get("end"), "files": kept.get("files")}}
-    if kept.get("version") != STATE_VERSION:
+    if kept.get("version") not in (2, STATE_VERSION):
         raise refuse(f"was written in format {kept.get('version')!r}; this WaveSQL reads "
-                     f"{STATE_VERSION}")
+                     f"{STATE_VERSION} (and 2, 1)")
     mine = kept.get("signals") or {}
     if sorted(mine) != sorted(keys):
         raise refuse(f"records the signals {', '.join(sorted(mine)) or '(none)'}; this query "
                      f"syncs {', '.join(sorted(keys))}")
-    return {k: dict(mine[k]) for k in keys}
+    out = {}
+    for s in signals:
+        record = dict(mine[s.key])
+        kind = record.pop("kind", "files") if kept["version"] == STATE_VERSION else "files"
+        if (kind == "kafka") != is_kafka(s):
+            raise refuse(f"records signal {s.name} as read from "
+                         f"{'Kafka' if kind == 'kafka' else 'files'}; it is now read from "
+                         f"{'Kafka' if is_kafka(s) else 'files'}")
+        out[s.key] = {**record, "kind": "kafka"} if kind == "kafka" else record
+    return out
 
 
 def to_state(per_signal: dict[str, dict]) -> dict:
-    """The ``signal`` entry of ``state.json`` for the records ``per_signal``."""
-    return {"version": STATE_VERSION, "kind": "wav", "signals": per_signal}
+    """The ``signal`` entry of ``state.json`` for the records ``per_signal`` (a Kafka
+    signal's record says its kind itself: :mod:`.kafka_sync`)."""
+    return {"version": STATE_VERSION, "signals": {
+        k: r if r.get("kind") == "kafka" else {"kind": "files", **r}
+        for k, r in per_signal.items()}}
 
 
 def advance(signal: cat.SignalDef, before: dict, at: float) -> tuple[dict, list]:
