@@ -101,12 +101,35 @@ ROWS = st.lists(st.tuples(st.sampled_from(["a", "b", "c"]),
                 max_size=10)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(rows=ROWS, window=WINDOWS, query=st.sampled_from(sorted(QUERIES)),
-       operator=st.sampled_from(["", "RSTREAM", "ISTREAM", "DSTREAM"]))
+def _examples(n: int):
+    """Hypothesis settings for ``n`` generated cases, the same ones on every run. Each case
+    is a Spark query: CI runs a share of them, the ``slow`` twin of each test the whole
+    count (every example CI runs is generated the same way, fewer of them)."""
+    return settings(max_examples=n, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                           HealthCheck.too_slow])
+
+
+_WINDOW_CASES = given(rows=ROWS, window=WINDOWS, query=st.sampled_from(sorted(QUERIES)),
+                      operator=st.sampled_from(["", "RSTREAM", "ISTREAM", "DSTREAM"]))
+
+
+@_examples(30)
+@_WINDOW_CASES
 def test_windows_match_the_reference_evaluator(ws, tmp_path_factory, rows, window, query,
                                                operator):
+    _check_windows(ws, tmp_path_factory, rows, window, query, operator)
+
+
+@pytest.mark.slow
+@_examples(60)
+@_WINDOW_CASES
+def test_windows_match_the_reference_evaluator_at_full_count(ws, tmp_path_factory, rows,
+                                                             window, query, operator):
+    _check_windows(ws, tmp_path_factory, rows, window, query, operator)
+
+
+def _check_windows(ws, tmp_path_factory, rows, window, query, operator):
     tmp = tmp_path_factory.mktemp("stream")
     _write_stream(ws, tmp, "s", rows)
     text, win = window
@@ -247,12 +270,27 @@ JOIN_QUERIES = {
 }
 
 
-@settings(max_examples=30, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(a_rows=ROWS, b_rows=ROWS, wa=WINDOWS, wb=WINDOWS, query=st.sampled_from(sorted(JOIN_QUERIES)),
-       operator=st.sampled_from(["", "ISTREAM", "DSTREAM"]))
+_JOIN_CASES = given(a_rows=ROWS, b_rows=ROWS, wa=WINDOWS, wb=WINDOWS,
+                    query=st.sampled_from(sorted(JOIN_QUERIES)),
+                    operator=st.sampled_from(["", "ISTREAM", "DSTREAM"]))
+
+
+@_examples(15)
+@_JOIN_CASES
 def test_joined_windows_match_the_reference_evaluator(ws, tmp_path_factory, a_rows, b_rows,
                                                       wa, wb, query, operator):
+    _check_joined_windows(ws, tmp_path_factory, a_rows, b_rows, wa, wb, query, operator)
+
+
+@pytest.mark.slow
+@_examples(30)
+@_JOIN_CASES
+def test_joined_windows_match_the_reference_evaluator_at_full_count(
+        ws, tmp_path_factory, a_rows, b_rows, wa, wb, query, operator):
+    _check_joined_windows(ws, tmp_path_factory, a_rows, b_rows, wa, wb, query, operator)
+
+
+def _check_joined_windows(ws, tmp_path_factory, a_rows, b_rows, wa, wb, query, operator):
     tmp = tmp_path_factory.mktemp("streams")
     _write_stream(ws, tmp, "a", a_rows)
     _write_stream(ws, tmp, "b", b_rows)
