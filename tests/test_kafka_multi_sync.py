@@ -285,3 +285,90 @@ def test_what_stays_refused_and_which_checkpoints_load(ws, tmp_path, monkeypatch
     with pytest.raises(WaveSQLError) as err:  # a Kafka index of another format
         kafka_sync.advance(None, k, {**lone, "version": 9}, None)
     assert err.value.code == "CHECKPOINT_MISMATCH" and "format 9" in err.value.message
+
+
+@pytest.mark.slow  # four runs on one checkpoint: minutes on a loaded machine
+def test_random_rounds_over_two_kafka_signals_and_a_wav_signal(ws, spark, kafka, tmp_path):
+    """Three signals -- Kafka (1 kHz, 2 partitions), WAV (250 Hz, 1 s files), Kafka (500
+    Hz, 1 partition) -- arriving in four random steps, with random control rows (some
+    reversed, some past the Kafka signals' ends) each step. Each row is emitted once, in
+    the first step where every signal covers its range by the README's rules (a Kafka
+    signal: the least end any partition has reached, everything once its end block is in;
+    WAV: its files' end), its segments numpy's slices."""
+    from scipy.io import wavfile
+
+    for d in ("acc", "ctl"):
+        (tmp_path / d).mkdir()
+    rng = np.random.default_rng(7)
+    x, z, y = _samples(8, 1, 5000), _samples(9, 1, 6 * W_RATE), _samples(10, 1, 2500)
+    t_mic, t_q = _topic(kafka, 2), _topic(kafka, 1)
+    mic = [(None, _block(i, x[:, i:i + 500]), (i // 500) % 2) for i in range(0, 5000, 500)]
+    qq = [(None, _block(i, y[:, i:i + 250]), 0) for i in range(0, 2500, 250)]
+
+    def files(upto, since=0):
+        for s in range(since, upto):
+            wavfile.write(tmp_path / "acc" / f"acc_{s:03d}.wav", W_RATE,
+                          z[0, s * W_RATE:(s + 1) * W_RATE])
+
+    # per step: blocks of mic and of q sent so far, files so far
+    steps = [(int(rng.integers(2, 5)), int(rng.integers(1, 4)), 1)]
+    for _ in range(2):
+        m, q, f = steps[-1]
+        steps.append((int(rng.integers(m, 10)), int(rng.integers(q, 10)),
+                      int(rng.integers(f, 6))))
+    steps.append((10, 10, 6))
+    files(steps[0][2])
+    ws.sql(f"CREATE SIGNAL kmic (a FLOAT) RATE {K_RATE} HZ FROM KAFKA '{t_mic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples SEGMENT 256")
+    ws.sql(f"CREATE SIGNAL acc (z FLOAT) RATE {W_RATE} HZ FROM '{tmp_path / 'acc'}' "
+           "FORMAT wav SEGMENT 64")
+    ws.sql(f"CREATE SIGNAL kq (y FLOAT) RATE 500 HZ FROM KAFKA '{t_q}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples SEGMENT 100")
+    ws.sql(f"CREATE STREAM marks (id BIGINT, t0 TIMESTAMP, t1 TIMESTAMP, ts TIMESTAMP) "
+           f"FROM '{tmp_path / 'ctl'}' FORMAT json EVENT TIME ts WATERMARK 1 SECOND")
+    query = ("SELECT c.id, k.a, w.z, q.y FROM marks c SYNC JOIN kmic k ON RANGE (c.t0, c.t1) "
+             "SYNC JOIN acc w ON RANGE (c.t0, c.t1) SYNC JOIN kq q ON RANGE (c.t0, c.t1)")
+
+    def covered(step: int):
+        """Each signal's coverage after ``step`` (ms; None: everything), the README's way."""
+        m, q, f = steps[step]
+        reached = [max([i + 500 for i in range(0, m * 500, 500) if (i // 500) % 2 == p],
+                       default=None) for p in (0, 1)]
+        mic_ms = None if m == 10 else min(r for r in reached if r is not None)
+        q_ms = None if q == 10 else q * 250 * 2
+        return mic_ms, f * 1000, q_ms
+
+    ranges, sent_at, expected_at = {}, {}, {}
+    sent = [0, 0, steps[0][2]]
+    for step, (m, q, f) in enumerate(steps):
+        kafka.produce(t_mic, mic[sent[0]:m] + ([_end_block(x, 5000, 1)] if m == 10 else []))
+        kafka.produce(t_q, qq[sent[1]:q] + ([_end_block(y, 2500, 0)] if q == 10 else []))
+        files(f, sent[2])
+        sent = [m, q, f]
+        rows = []
+        for _ in range(6):
+            i = len(ranges) + 1
+            t0 = int(rng.integers(0, 5800))
+            t1 = t0 - 50 if rng.random() < 0.15 else min(6000, t0 + int(rng.integers(50, 1500)))
+            ranges[i], sent_at[i] = (t0, t1), step
+            rows.append(i)
+        (tmp_path / "ctl" / f"s{step}.json").write_text("".join(json.dumps(
+            {"id": i, "t0": _stamp(ranges[i][0]), "t1": _stamp(ranges[i][1]),
+             "ts": f"1970-01-01T00:01:{10 * step + 1:02d}Z"}) + "\n" for i in rows))
+        got, _ = _run(ws, spark, tmp_path, query)
+        cover = covered(step)
+        for i in ranges:
+            t0, t1 = ranges[i]
+            if i not in expected_at and (t1 < t0 or all(c is None or t1 <= c for c in cover)):
+                expected_at[i] = step
+        assert got == set(expected_at), step
+
+    assert set(expected_at) == set(ranges)
+    assert sum(expected_at[i] > sent_at[i] for i in ranges) >= 6  # (12 rows wait here)
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert Counter(r.id for r in rows) == Counter(list(ranges))
+    for row in rows:
+        t0, t1 = ranges[row.id]
+        _check_segment(row.a, _slice(x, K_RATE, t0, t1), 0, K_RATE, f"row {row.id} a")
+        _check_segment(row.z, _slice(z, W_RATE, t0, t1), 0, W_RATE, f"row {row.id} z")
+        _check_segment(row.y, _slice(y, 500, t0, t1), 0, 500, f"row {row.id} y")
