@@ -372,3 +372,39 @@ def test_random_rounds_over_two_kafka_signals_and_a_wav_signal(ws, spark, kafka,
         _check_segment(row.a, _slice(x, K_RATE, t0, t1), 0, K_RATE, f"row {row.id} a")
         _check_segment(row.z, _slice(z, W_RATE, t0, t1), 0, W_RATE, f"row {row.id} z")
         _check_segment(row.y, _slice(y, 500, t0, t1), 0, 500, f"row {row.id} y")
+
+
+@pytest.mark.slow  # two continuous runs
+def test_a_lone_kafka_signals_checkpoint_of_the_format_before(ws, spark, kafka, tmp_path):
+    """A checkpoint written when a Kafka signal was synced only alone -- its index the
+    state's ``signal`` entry itself -- resumes the one-signal query: rows neither repeated
+    nor lost, their samples numpy's."""
+    from wavesql import storage
+
+    (tmp_path / "ctl").mkdir()
+    x = _samples(11, 1, 4000)
+    topic = _topic(kafka, 1)
+    blocks = [(None, _block(i, x[:, i:i + 500]), 0) for i in range(0, 4000, 500)]
+    ws.sql(f"CREATE SIGNAL kmic (a FLOAT) RATE {K_RATE} HZ FROM KAFKA '{topic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples SEGMENT 256")
+    ws.sql(f"CREATE STREAM marks (id BIGINT, t0 TIMESTAMP, t1 TIMESTAMP) FROM "
+           f"'{tmp_path / 'ctl'}' FORMAT json EVENT TIME t0 WATERMARK 1 SECOND")
+    query = "SELECT c.id, k.a FROM marks c SYNC JOIN kmic k ON RANGE (c.t0, c.t1)"
+    ranges = {1: (100, 900), 2: (1500, 2500), 3: (3000, 3500)}
+    kafka.produce(topic, blocks[:4])
+    _marks(tmp_path, "c1", [(i, *ranges[i]) for i in (1, 2)])
+    assert _run(ws, spark, tmp_path, query)[0] == {1}
+    state_dir = tmp_path / "ckpt" / "state"
+    latest = max((d for d in state_dir.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
+    state = json.loads((latest / "state.json").read_text())
+    assert state["signal"]["version"] == 3
+    state["signal"] = state["signal"]["signals"]["kmic"]  # as the lone-Kafka runner wrote it
+    assert state["signal"]["kind"] == "kafka" and state["signal"]["covered"] == 2000
+    storage.write_text(str(latest / "state.json"), json.dumps(state))
+    kafka.produce(topic, blocks[4:] + [_end_block(x, 4000, 0)])
+    _marks(tmp_path, "c2", [(3, *ranges[3])])
+    assert _run(ws, spark, tmp_path, query)[0] == set(ranges)
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert Counter(r.id for r in rows) == Counter(list(ranges))
+    for row in rows:
+        _check_segment(row.a, _slice(x, K_RATE, *ranges[row.id]), 0, K_RATE, f"row {row.id}")
