@@ -190,9 +190,9 @@ joins of windowed streams          ISTREAM / DSTREAM per instant: the interval j
                                    an instant over the keys that change there is the
                                    one over every key (the others add the same rows to
                                    both sides). Re-evaluated, with the reason: RSTREAM
-                                   (every key at every instant), EMIT CHANGES, ``[RANGE
-                                   UNBOUNDED]``, ``_time`` in an expression, three or
-                                   more streams, windows over views.
+                                   (every key at every instant), EMIT CHANGES,
+                                   ``_time`` in an expression, three or more streams,
+                                   windows over views.
 =================================  =====================================================
 
 ``EXPLAIN STREAM <query>`` says which runner a query gets and why; ``WAVESQL_STATEFUL=0``

@@ -16,8 +16,7 @@ of an inner join) when the SQL around the join is row by row and every ROWS wind
 partitioned by (at least) its stream's keys -- then the query is additive over keys
 (:mod:`.window_join`) -- else one bucket. ``RSTREAM`` stays on the re-evaluating runner
 (it emits every key at every instant any key changes: its output alone grows with keys x
-instants), as do ``EMIT CHANGES``, ``[RANGE UNBOUNDED]`` (its rows never leave) and three
-or more streams; ``EXPLAIN STREAM`` says why.
+instants), as do ``EMIT CHANGES`` and three or more streams; ``EXPLAIN STREAM`` says why.
 
 Both streams go through the ASOF join's pipeline (:mod:`.asof_query`: encoded alike, one
 ``transformWithStateInPandas`` grouped by bucket), with **both** watermarked in Spark:
