@@ -98,12 +98,19 @@ def env(spark, tmp_path_factory):
             spark.catalog.dropTempView(table.name)
 
 
+#: Spark's parser's verdict on each input, asked once: both tests below need it for all of
+#: them (600 Py4J calls, most raising a Java exception: ~13 s of CI time each)
+_SPARK_VERDICTS: dict[str, bool] = {}
+
+
 def _spark_parses(parser, text: str) -> bool:
-    try:
-        parser.parsePlan(text)
-        return True
-    except Exception:  # noqa: BLE001 - Spark's ParseException (a Py4JJavaError here)
-        return False
+    if text not in _SPARK_VERDICTS:
+        try:
+            parser.parsePlan(text)
+            _SPARK_VERDICTS[text] = True
+        except Exception:  # noqa: BLE001 - Spark's ParseException (a Py4JJavaError here)
+            _SPARK_VERDICTS[text] = False
+    return _SPARK_VERDICTS[text]
 
 
 def _wavesql_parse(text: str):
