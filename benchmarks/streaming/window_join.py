@@ -1,0 +1,185 @@
+"""Continuous per-instant join of windowed streams: micro-batch time vs keys of state, on
+the state store vs the re-evaluating runner, interleaved in one run.
+
+    python benchmarks/streaming/window_join.py [--keys 1000,10000,100000]
+        [--reeval-keys 1000] [--updates 5] [--last 3] [--reps 2] [--rows 200]
+
+Two streams, ``a`` and ``b`` (``k STRING, v DOUBLE, ts TIMESTAMP``, WATERMARK 2 SECONDS).
+The first file of each holds one row per key (``--keys`` keys, at one instant): that is the
+state every later batch runs with; each of the ``--updates`` later files holds ``--rows``
+rows over 10 s of event time on random keys. One file of each stream per
+micro-batch. The query keeps each key's last row of each stream and emits the pairs each
+instant gains::
+
+    ISTREAM (SELECT x.k, x.v, y.v AS w FROM a [PARTITION BY k ROWS 1] x,
+             b [PARTITION BY k ROWS 1] y WHERE x.k = y.k)
+
+so a micro-batch's new rows reach about ``--rows`` keys of ``--keys``. Run by WaveSQL on
+Spark's state store and by its re-evaluating runner (``WAVESQL_STATEFUL=0``), each key
+count and runner alternating (``--reps`` rounds); the re-evaluating runner only for
+``--reeval-keys`` (it evaluates every instant of its buffer each batch: keys x keys).
+A micro-batch's time is Spark's ``triggerExecution``; the figure is the median [min-max]
+of the last ``--last`` batches with rows over all rounds. Appended to ``results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
+from run import Durations, connect  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SECOND = 1_000_000
+QUERY = ("ISTREAM (SELECT x.k, x.v, y.v AS w FROM a [PARTITION BY k ROWS 1] x, "
+         "b [PARTITION BY k ROWS 1] y WHERE x.k = y.k)")
+
+
+def write_streams(folder: Path, keys: int, updates: int, rows: int) -> dict:
+    """Both streams' files: one row per key at one instant, then ``updates`` files of
+    ``rows`` rows on random keys, each 10 s of event time."""
+    folders = {}
+    for seed, name in enumerate(("a", "b")):
+        out = folder / name
+        folders[name] = out
+        if out.exists():
+            continue
+        out.mkdir(parents=True)
+        rng = np.random.default_rng(seed)
+        base = int(dt.datetime(2026, 1, 1).timestamp()) * SECOND
+        # the state: one row per key, all at one instant (the batch plan pairs each row
+        # with the instants in its window: rows spread over many instants would cost
+        # keys x instants once, while the state is built)
+        frames = [pd.DataFrame({"k": np.arange(keys).astype(str), "v": rng.random(keys),
+                                "ts": np.full(keys, base)})]
+        start = len(frames)
+        for i in range(start, start + updates):
+            frames.append(pd.DataFrame({
+                "k": rng.integers(0, keys, rows).astype(str), "v": rng.random(rows),
+                "ts": base + i * 10 * SECOND + np.sort(rng.integers(0, 10 * SECOND,
+                                                                     rows))}))
+        for i, f in enumerate(frames):
+            f = f.assign(ts=pd.to_datetime(f.ts, unit="us").astype("datetime64[us]"))
+            path = out / f"part-{i:05d}.parquet"
+            f.to_parquet(path)
+            stamp = time.time() - 3600 + i
+            os.utime(path, (stamp, stamp))
+    return folders
+
+
+def run_once(ws, durations, folders: dict, work: Path, tag: str) -> dict:
+    for name, folder in folders.items():
+        ws.sql(f"CREATE OR REPLACE STREAM {name} (k STRING, v DOUBLE, ts TIMESTAMP) FROM "
+               f"'{folder}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
+    out, ck = work / f"out_{tag}", work / f"ck_{tag}"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(ck, ignore_errors=True)
+    t0 = time.time()
+    cq = ws.stream(QUERY, out, ck, max_files_per_trigger=1)
+    cq.await_termination()
+    with_rows = {r.batch for r in cq.reports if r.rows_in}
+    return {"wall": time.time() - t0, "engine": type(cq).__name__,
+            "batches": [b for b in durations.of(cq._query) if b[0] in with_rows],
+            "state": [r.buffered for r in cq.reports if r.rows_in],
+            "rows": ws.spark.read.parquet(str(out)).count()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", default="1000,100000")
+    parser.add_argument("--reeval-keys", default="1000")
+    parser.add_argument("--updates", type=int, default=5)
+    parser.add_argument("--last", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--rows", type=int, default=200,
+                        help="new rows per stream per micro-batch")
+    parser.add_argument("--work", default=None)
+    parser.add_argument("--out", default=str(HERE / "results.md"))
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    work = Path(args.work or tempfile.mkdtemp(prefix="wavesql-window-join-bench-"))
+    keys = [int(k) for k in args.keys.split(",")]
+    reeval = {int(k) for k in args.reeval_keys.split(",") if k}
+    folders = {n: write_streams(work / f"keys_{n}", n, args.updates, args.rows)
+               for n in keys}
+    load0 = os.getloadavg()
+    ws = connect(work)
+    durations = Durations(ws.spark)
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    got: dict = {}
+    loads = [load0[0]]
+    for rep in range(args.reps):
+        for n in keys:
+            for runner, flag in (("state store", "1"), ("re-evaluating", "0")):
+                if flag == "0" and n not in reeval:
+                    continue
+                os.environ["WAVESQL_STATEFUL"] = flag
+                try:
+                    r = run_once(ws, durations, folders[n], work, f"{n}_{flag}")
+                finally:
+                    os.environ.pop("WAVESQL_STATEFUL", None)
+                loads.append(os.getloadavg()[0])
+                mine = got.setdefault((n, runner), {"times": [], "runs": []})
+                mine["times"] += [d for _, d, _ in r["batches"][-args.last:]]
+                mine["runs"].append(r)
+                print(rep, n, runner, r["engine"], [round(d, 3) for _, d, _ in
+                                                    r["batches"]], r["state"][-1:],
+                      r["rows"], flush=True)
+    lines = [f"## Per-instant join of windowed streams: micro-batch time vs keys of state "
+             f"({started})", "", f"`{QUERY}`", "",
+             f"The first file of each stream: one row per key at one instant (the state every "
+             f"later batch runs with); then {args.updates} files of {args.rows:,} rows each on "
+             f"random keys; one file of each stream per micro-batch. Median [min-max] of the last "
+             f"{args.last} batches with rows of each run, {args.reps} runs per cell, the cells "
+             "alternating (Spark's triggerExecution).", "",
+             "| keys of state | runner | micro-batch | state rows (last batch) | rows out "
+             "(per run) |", "| --- | --- | --- | --- | --- |"]
+    for n in keys:
+        for runner in ("state store", "re-evaluating"):
+            cell = got.get((n, runner))
+            if cell is None:
+                lines.append(f"| {n:,} | {runner} | not run (it evaluates every instant of "
+                             "its buffer each batch: keys x keys) | - | - |")
+                continue
+            t = cell["times"]
+            run = cell["runs"][-1]
+            lines.append(f"| {n:,} | {runner} ({run['engine']}) | {statistics.median(t):.3f} s "
+                         f"[{min(t):.3f}-{max(t):.3f}] | {run['state'][-1]:,} | "
+                         f"{run['rows']:,} |")
+    for n in keys:
+        a, b = got.get((n, "state store")), got.get((n, "re-evaluating"))
+        if a and b:
+            lines.append(f"\nAt {n:,} keys the re-evaluating runner's median is "
+                         f"{statistics.median(b['times']) / statistics.median(a['times']):.1f}x "
+                         "the state store's.")
+    small, large = got.get((keys[0], "state store")), got.get((keys[-1], "state store"))
+    if small and large and len(keys) > 1:
+        lines.append(f"\nState store, {keys[-1]:,} vs {keys[0]:,} keys: "
+                     f"{statistics.median(large['times']) / statistics.median(small['times']):.2f}x "
+                     "the micro-batch time.")
+    lines += ["", f"Machine: {machine.describe(load0, os.getloadavg())} (load average "
+              f"{min(loads):.1f}-{max(loads):.1f} over the run); Spark {ws.spark.version}, "
+              "local[2], 2 shuffle partitions (4 buckets).", ""]
+    text = "\n".join(lines)
+    print(text)
+    with open(args.out, "a") as f:
+        f.write("\n" + text)
+    ws.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
