@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import copy
 import json
-import pickle
 from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from . import registry
+from . import registry, states
 from .kernels import detect
 from .program import Evaluator, Program
 
@@ -122,7 +121,9 @@ def pack(index: int, batches: Iterable[pa.RecordBatch], ordered: Program, column
         pending = [pa.RecordBatch.from_pylist([], schema=schema)]
     if pending:
         out = _outputs(evaluator, pending, columns)
-        state = pickle.dumps({"guess": guess, "end": evaluator.states})
+        # as JSON with exact floats (udfs/states.py), not a pickle: these bytes travel
+        # through Spark like the scores, and a pickle would run what it names when loaded
+        state = states.dumps({"guess": guess, "end": evaluator.states})
         yield packed(index, seq, pending, out, state)
 
 
@@ -136,13 +137,13 @@ def ordered(partitions: Iterable[tuple[list, bytes | None]], ordered_program: Pr
             columns, stats: dict | None = None) -> Iterator[pa.RecordBatch]:
     """The ordered program's rows over ``partitions`` in window order, each given as
     (its pieces -- ``(scores, outputs)`` as Arrow IPC buffers, outputs None where it did not
-    speculate --, its pickled guessed and end states or None): a partition whose guess
+    speculate --, its guessed and end states (udfs/states.py bytes) or None): a partition whose guess
     agrees with the true state passes its outputs on, any other is run here from the true
     state. ``stats`` (if given) counts ``accepted`` and ``rerun`` partitions."""
     evaluator = Evaluator(ordered_program)  # the true run, for the partitions re-run
     true: dict = {}  # the exact states before the next partition (fresh at the start)
     for pieces, state in partitions:
-        spec = pickle.loads(state) if state is not None else None
+        spec = states.loads(state) if state is not None else None
         if spec is not None and _agrees(spec["guess"], true):
             for _, out in pieces:
                 for batch in pa.ipc.open_stream(out):
