@@ -59,7 +59,8 @@ _CUT_DTYPES = {"double": np.float64, "bigint": np.int64, "int": np.int64, "boole
 #: The packed scan rows (:func:`pack`): the scan partition's index, the piece's sequence
 #: number in it (together: timeline order), the piece's rows as an Arrow IPC stream; where
 #: the partition ran the ordered program itself (:mod:`.row_chain`), the piece's output
-#: rows as another, and on its last piece the guessed and end states (udfs/states.py bytes, never a pickle).
+#: rows as another, and on its last piece the guessed and end states (udfs/states.py
+#: bytes, never a pickle).
 PACKED = {"__part": "bigint", "__seq": "bigint", "__rows": "binary", "__out": "binary",
           "__state": "binary"}
 PART = "__part"
