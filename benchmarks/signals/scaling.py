@@ -11,10 +11,12 @@ files, as a recorder writes them). Queries:
   on the 1,024 samples before them (udfs/kernels/filters.py);
 - ``cfar``: ``SELECT count(*) FROM sig [SAMPLES 480] WHERE cfar(seg_rms(ch1), 4.0, 0.01, 64)``
   -- a detector whose noise estimate runs over every score since the first (a clipped
-  exponentially-forgetting recursion seeded by the stream's first scores; no finite
-  look-back gives the same flags, so no partition can warm up on one): the windows are
-  read and scored in parallel partitions, then cfar runs in one ordered pass over the
-  scores (udfs/row_state.py);
+  exponentially-forgetting recursion seeded by the stream's first scores): the windows are
+  read and scored in parallel partitions, and each partition also runs cfar from a
+  warm-up on the scores before it, speculatively; one ordered task checks that each
+  partition's guessed start state is the one before's end state bit for bit and re-runs
+  any that is not (udfs/row_chain.py; before 2026-11-30 cfar ran in one ordered pass over
+  the scores, udfs/row_state.py);
 - ``resample``: ``SELECT count(*), sum(v) FROM RESAMPLE(ev, ts, INTERVAL 1 MILLISECOND,
   'linear')`` -- an un-keyed RESAMPLE of an event stream (Parquet, one file per 30 minutes,
   about 1,000 irregular events a second: 1.8 M rows for 30 minutes, 10.8 M for 3 hours) onto
@@ -34,8 +36,9 @@ the sum to 1e-9 relative).
 
 Notes under the table, measured in the peer's process in the same rounds: for ``cfar`` its
 sequential part with no Spark around it -- WaveSQL's own ``cfar_scan`` over the scores, once
-the scores exist -- which no plan that keeps cfar's exact flags can split (the floor of any
-WaveSQL plan of the query); for ``resample`` the same answer in numpy (``np.interp``), the
+the scores exist -- the part a plan that keeps cfar's exact flags had to run in one ordered
+pass before the speculative partitions (now each partition runs its share of it, plus a
+look-back); for ``resample`` the same answer in numpy (``np.interp``), the
 fastest single-thread form, beside pandas.
 
 Each system runs in its own process (a Spark session of its own per master), kept alive for
