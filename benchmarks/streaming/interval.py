@@ -42,7 +42,11 @@ QUERY = ("SELECT t.k, t.v, q.v AS qv, t.ts, q.ts AS qts FROM trades t JOIN quote
          "ON t.k = q.k AND q.ts BETWEEN t.ts - INTERVAL 1 SECOND AND t.ts + INTERVAL 1 SECOND")
 
 
-def run_wavesql(ws, durations, folders: dict, work: Path, tag: str) -> dict:
+def run_wavesql(ws, durations, folders: dict, work: Path, tag: str,
+                query: str = QUERY) -> dict:
+    """``query`` over the streams of ``folders`` (name -> folder of Parquet files), one file
+    per micro-batch, run to the end: wall time, runner, per-batch durations and state rows,
+    rows out (also run by window_join.py)."""
     for name, folder in folders.items():
         ws.sql(f"CREATE OR REPLACE STREAM {name} (k STRING, v DOUBLE, ts TIMESTAMP) FROM "
                f"'{folder}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
@@ -50,7 +54,7 @@ def run_wavesql(ws, durations, folders: dict, work: Path, tag: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(ck, ignore_errors=True)
     t0 = time.time()
-    cq = ws.stream(QUERY, out, ck, max_files_per_trigger=1)
+    cq = ws.stream(query, out, ck, max_files_per_trigger=1)
     cq.await_termination()
     # the batches with input rows (the re-evaluating runner reads its files itself, so
     # Spark's numInputRows of its batches is 0: WaveSQL's own count says which had rows)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -40,6 +39,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine  # noqa: E402
+from interval import run_wavesql  # noqa: E402
 from run import Durations, connect  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -80,23 +80,6 @@ def write_streams(folder: Path, keys: int, updates: int, rows: int) -> dict:
     return folders
 
 
-def run_once(ws, durations, folders: dict, work: Path, tag: str) -> dict:
-    for name, folder in folders.items():
-        ws.sql(f"CREATE OR REPLACE STREAM {name} (k STRING, v DOUBLE, ts TIMESTAMP) FROM "
-               f"'{folder}' FORMAT parquet EVENT TIME ts WATERMARK 2 SECONDS")
-    out, ck = work / f"out_{tag}", work / f"ck_{tag}"
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.rmtree(ck, ignore_errors=True)
-    t0 = time.time()
-    cq = ws.stream(QUERY, out, ck, max_files_per_trigger=1)
-    cq.await_termination()
-    with_rows = {r.batch for r in cq.reports if r.rows_in}
-    return {"wall": time.time() - t0, "engine": type(cq).__name__,
-            "batches": [b for b in durations.of(cq._query) if b[0] in with_rows],
-            "state": [r.buffered for r in cq.reports if r.rows_in],
-            "rows": ws.spark.read.parquet(str(out)).count()}
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", default="1000,100000")
@@ -128,7 +111,7 @@ def main(argv=None) -> int:
                     continue
                 os.environ["WAVESQL_STATEFUL"] = flag
                 try:
-                    r = run_once(ws, durations, folders[n], work, f"{n}_{flag}")
+                    r = run_wavesql(ws, durations, folders[n], work, f"{n}_{flag}", QUERY)
                 finally:
                     os.environ.pop("WAVESQL_STATEFUL", None)
                 loads.append(os.getloadavg()[0])

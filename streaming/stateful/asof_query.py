@@ -82,10 +82,9 @@ class AsofProcessor(ResampleProcessor):
     kernel_step = staticmethod(kernel.step)
 
     def _step(self, batch: pd.DataFrame | None, timer_values) -> pd.DataFrame:
-        right_progress, kinds, data = self._begin(batch, timer_values)
+        progress, kinds, data = self._begin(batch, timer_values)
         new = self._rows(data)
-        result = self.kernel_step(self.op, self._stored(), new, left_progress(),
-                                  right_progress)
+        result = self._kernel(new, progress)
         self._keep(result.state, result.timer)
         parts = [self._out(result.context, pl.RESULT)]
         late_n = int(result.late.sum())
@@ -96,6 +95,11 @@ class AsofProcessor(ResampleProcessor):
         parts.append(self._stats(kinds, len(new) - late_n, late_n, result.state_rows,
                                  result.state, batch))
         return pd.concat(parts, ignore_index=True)[self.columns]
+
+    def _kernel(self, new, progress: int | None):
+        """The kernel's step over the bucket's state and its ``new`` rows; ``progress`` is
+        Spark's watermark (here the right stream's progress)."""
+        return self.kernel_step(self.op, self._stored(), new, left_progress(), progress)
 
     def _promises(self, batch: pd.DataFrame | None, kinds: np.ndarray,
                   late: np.ndarray) -> list:

@@ -232,23 +232,10 @@ class WindowJoinProcessor(AsofProcessor):
     """The per-instant join's kernel per bucket; late rows, passed-through rows, the
     promises per source and the counts are the ASOF processor's."""
 
-    def _step(self, batch, timer_values):
-        import pandas as pd
-
-        progress, kinds, data = self._begin(batch, timer_values)
+    def _kernel(self, new, progress):
+        # each stream's progress from the driver; Spark's watermark is the query's
         left, right = stream_progress()
-        new = self._rows(data)
-        result = kernel.step(self.op, self._stored(), new, left, right, progress)
-        self._keep(result.state, result.timer)
-        parts = [self._out(result.context, pl.RESULT)]
-        late_n = int(result.late.sum())
-        if late_n:
-            parts.append(self._out(new[result.late], pl.LATE))
-        parts += self._passed_through(batch, kinds, self._rows)
-        parts += self._promises(batch, kinds, result.late)
-        parts.append(self._stats(kinds, len(new) - late_n, late_n, result.state_rows,
-                                 result.state, batch))
-        return pd.concat(parts, ignore_index=True)[self.columns]
+        return kernel.step(self.op, self._stored(), new, left, right, progress)
 
 
 def stream_progress() -> tuple[int | None, int | None]:
