@@ -121,19 +121,27 @@ class AsofProcessor(ResampleProcessor):
 def left_progress() -> int | None:
     """The left stream's progress the running micro-batch hands its buckets
     (:data:`PROPERTY`); a clear error when a bucket runs outside such a batch."""
+    return batch_record(PROPERTY, "a continuous ASOF JOIN's bucket",
+                        "left progress")["progress"]
+
+
+def batch_record(prop: str, who: str, what: str) -> dict:
+    """The record the running micro-batch hands its buckets (the Spark local property
+    ``prop``, JSON), checked to be this micro-batch's; ``who``/``what`` name the operator and
+    the record in errors."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    raw = ctx.getLocalProperty(PROPERTY) if ctx is not None else None
+    raw = ctx.getLocalProperty(prop) if ctx is not None else None
     if raw is None:
-        raise RuntimeError("a continuous ASOF JOIN's bucket ran without its micro-batch's "
-                           f"left progress (Spark local property {PROPERTY})")
+        raise RuntimeError(f"{who} ran without its micro-batch's {what} (Spark local "
+                           f"property {prop})")
     record = json.loads(raw)
     batch = ctx.getLocalProperty(BATCH_ID)
     if batch is not None and int(batch) != record["batch"]:
-        raise RuntimeError(f"a continuous ASOF JOIN's bucket of micro-batch {batch} was "
-                           f"handed the left progress of micro-batch {record['batch']}")
-    return record["progress"]
+        raise RuntimeError(f"{who} of micro-batch {batch} was handed the {what} of "
+                           f"micro-batch {record['batch']}")
+    return record
 
 
 class StatefulAsofQuery(StatefulQuery):

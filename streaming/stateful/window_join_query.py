@@ -48,8 +48,8 @@ from . import batch_records
 from . import plan as pl
 from . import window_join as kernel
 from .asof_plan import AsofPlan, encoded_rows, encoded_types, joined_streams, output_ddl
-from .asof_query import (BATCH_ID, NO_PROMISE, PROMISE, PROMISED, SOURCE, AsofProcessor,
-                         StatefulAsofQuery, next_record)
+from .asof_query import (NO_PROMISE, PROMISE, PROMISED, SOURCE, AsofProcessor,
+                         StatefulAsofQuery, batch_record, next_record)
 from .plan import NotIncremental
 
 #: The local property handing a micro-batch's per-stream progress to its buckets:
@@ -240,18 +240,8 @@ class WindowJoinProcessor(AsofProcessor):
 
 def stream_progress() -> tuple[int | None, int | None]:
     """Each stream's progress the running micro-batch hands its buckets (:data:`PROPERTY`)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    raw = ctx.getLocalProperty(PROPERTY) if ctx is not None else None
-    if raw is None:
-        raise RuntimeError("a continuous join of windowed streams' bucket ran without its "
-                           f"micro-batch's progress (Spark local property {PROPERTY})")
-    record = json.loads(raw)
-    batch = ctx.getLocalProperty(BATCH_ID)
-    if batch is not None and int(batch) != record["batch"]:
-        raise RuntimeError(f"a bucket of micro-batch {batch} was handed the progress of "
-                           f"micro-batch {record['batch']}")
+    record = batch_record(PROPERTY, "a continuous join of windowed streams' bucket",
+                          "progress")
     return record["left"], record["right"]
 
 
