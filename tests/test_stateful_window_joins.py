@@ -42,6 +42,11 @@ def left_outer(A, B):
     return out
 
 
+def inner_k(A, B):
+    """The key of each pair only: many pairs, one row (bags)."""
+    return [(a["k"],) for a in A for b in B if a["k"] is not None and a["k"] == b["k"]]
+
+
 def cross_count(A, B):
     return [(len(A) * len(B),)] if A and B else []
 
@@ -52,6 +57,9 @@ WINDOWS = {
     "rows": (ref.Window("PARTITION_ROWS", 2, partition_by=("k",)),
              ref.Window("RANGE", 5 * SECOND)),
     "whole-rows": (ref.Window("ROWS", 3), ref.Window("RANGE", 2 * SECOND)),
+    "rows-both": (ref.Window("PARTITION_ROWS", 2, partition_by=("k",)),
+                  ref.Window("PARTITION_ROWS", 1, partition_by=("k",))),
+    "slide-range": (ref.Window("SLIDE", 3 * SECOND, SECOND), ref.Window("RANGE", 2 * SECOND)),
 }
 
 
@@ -78,13 +86,27 @@ def _reference(a: list, b: list, wa, wb, query, kind) -> Counter:
     return ref.evaluate_join([(a, "ts", wa, cols), (b, "ts", wb, cols)], query, kind)
 
 
-def drive(a, b, wa, wb, query, kind, keyed, rng, batches=6, buckets=3):
+def _from_pairs(ctx: pd.DataFrame, query, kind) -> Counter:
+    """The handed-back pair events as rows: the query over each pair alone, the signs
+    summed per instant and row, ISTREAM keeping the positive sums, DSTREAM the negative."""
+    net: Counter = Counter()
+    for r in ctx.itertuples():
+        a = {"k": None if r.ln0 else r.l0, "id": int(r.l1)}
+        b = {"k": None if r.rn0 else r.r0, "id": int(r.r1)}
+        for row in query([a], [b]):
+            net[(int(r.ts), *row)] += int(r.pk)
+    sign = 1 if kind == "ISTREAM" else -1
+    return Counter({row: sign * n for row, n in net.items() if sign * n > 0})
+
+
+def drive(a, b, wa, wb, query, kind, keyed, rng, batches=6, buckets=3, pairs=False):
     """Both streams through the kernel batch by batch as Spark would call it; returns
-    (emitted rows, late ids, the oracle's late ids, the oracle's rows)."""
+    (emitted rows, late ids, the oracle's late ids, the oracle's rows). ``pairs``: the
+    kernel hands back pair events (:func:`_from_pairs`), not rows to evaluate."""
     from streaming.stateful import window_join as kernel
 
     op = kernel.WindowJoinOperator(("string", "bigint"), ("string", "bigint"),
-                                   _kernel_window(wa), _kernel_window(wb), keyed)
+                                   _kernel_window(wa), _kernel_window(wb), keyed, pairs)
     parts = {"l": _arrive(rng, a, batches, 3 * SECOND),
              "r": _arrive(rng, b, batches, 3 * SECOND)}
     progress = oracle_progress(parts)
@@ -118,7 +140,8 @@ def drive(a, b, wa, wb, query, kind, keyed, rng, batches=6, buckets=3):
             late |= set(int(x) for x in np.where(mine.right, mine.r1, mine.l1)[result.late])
             contexts.append(result.context)
         ctx = pd.concat(contexts, ignore_index=True) if contexts else new.iloc[:0]
-        got = _reference(*_decode(ctx), wa, wb, query, kind)
+        got = (_from_pairs(ctx, query, kind) if pairs
+               else _reference(*_decode(ctx), wa, wb, query, kind))
         for row, n in got.items():
             if (previous is None or row[0] >= previous) and now is not None and row[0] < now:
                 emitted[row] += n
@@ -160,6 +183,38 @@ def test_kernel_batch_by_batch_equals_the_reference_over_the_history(seed, windo
     emitted, late, want_late, want = drive(a, b, wa, wb, query, kind, keyed, rng)
     assert late == want_late and len(late) >= 1
     assert sum(want.values()) > 10
+    assert emitted == want
+
+
+PAIR_CASES = [
+    pytest.param(seed, w, q, kind, ties, id=f"{w}-{q.__name__}-{kind}-"
+                 f"{'ties' if ties else 'distinct'}-{seed}")
+    for seed, w, q, kind, ties in [
+        (11, "range", inner, "ISTREAM", False), (12, "range", inner_k, "DSTREAM", True),
+        (13, "now-slide", inner_k, "ISTREAM", True), (14, "now-slide", inner, "DSTREAM", False),
+        (15, "rows", inner_k, "ISTREAM", True), (16, "rows-both", inner, "DSTREAM", True),
+        (17, "rows-both", inner_k, "ISTREAM", True), (18, "slide-range", inner_k, "DSTREAM",
+                                                         True),
+        (19, "range", inner_k, "ISTREAM", True), (20, "rows", inner, "DSTREAM", False)]]
+
+
+@pytest.mark.parametrize("seed, windows, query, kind, ties", PAIR_CASES)
+def test_pair_events_batch_by_batch_equal_the_reference_over_the_history(seed, windows, query,
+                                                                         kind, ties):
+    """The kernel handing back the pairs entering (+1) and leaving (-1) an inner join at
+    each instant made final, each pair's query row counted with its sign per instant:
+    the positive (ISTREAM) or negative (DSTREAM) counts are the reference's over every row
+    not late. ``ties``: times on whole seconds (rows at one instant in both streams: pairs
+    entering and leaving at one instant projecting to one row, ROWS ends decided by the
+    rows' values)."""
+    rng = np.random.default_rng(seed)
+    a, b = _draw(rng, 70, 80, True, span_s=40)
+    if ties:
+        a, b = (f.assign(ts=f.ts // SECOND * SECOND) for f in (a, b))
+    wa, wb = WINDOWS[windows]
+    emitted, late, want_late, want = drive(a, b, wa, wb, query, kind, True, rng, pairs=True)
+    assert late == want_late
+    assert sum(want.values()) > 5
     assert emitted == want
 
 

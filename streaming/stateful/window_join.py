@@ -35,6 +35,10 @@ its own stream's is late, as on the re-evaluating runner) and the query's progre
    a row entering at or
    after ``P`` changes no relation before ``P`` (a ``[ROWS n]`` row's ``to`` is then
    read as "later than ``P``", which it is);
+   with ``op.pairs`` (an inner join of that shape) it hands back instead the pairs of
+   those keys entering and leaving at instants in ``[P_seen, P)``, signed
+   (:mod:`.window_join_pairs`: ``ISTREAM``/``DSTREAM`` as sums of signs, no per-instant
+   relation);
 3. keeps the rows whose ``to`` is at or after ``P`` (their relations are still to be
    evaluated, at ``P``'s previous change instant or later);
 4. names the bucket's next change instant at or after ``P`` -- its timer on Spark's
@@ -57,7 +61,7 @@ the state is one Arrow table of the kept rows and the progresses the bucket last
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -94,6 +98,10 @@ class WindowJoinOperator:
     #: the query is additive over the join keys (module docstring): only the keys with a
     #: change made final are handed back, not the whole bucket
     keyed: bool = False
+    #: an inner join of ``keyed`` shape: a call hands back the pairs entering and leaving
+    #: (:mod:`.window_join_pairs`), not rows to evaluate per instant. Not in the repr (the
+    #: fingerprint): the state is the same either way.
+    pairs: bool = field(default=False, repr=False)
 
     kind = "window-join"
 
@@ -180,6 +188,22 @@ def _later(a: int | None, b: int | None) -> int | None:
     return a if b is None else max(int(a), int(b))
 
 
+def _pairs(op: WindowJoinOperator, rows: pd.DataFrame, frm, to_lo, to_hi, among, start: int,
+           p: int, names: list[str]) -> pd.DataFrame:
+    """The pair events of ``rows`` at instants in ``[start, p)`` (:mod:`.window_join_pairs`),
+    with the exact ends of ``[ROWS n]`` rows (the others' are exact already)."""
+    from .window_join_pairs import rows_ends, signed_pairs
+
+    to = to_hi.copy()
+    right = rows["right"].to_numpy(bool)
+    for mask, window, side, width in ((~right, op.left_window, "l", len(op.left)),
+                                      (right, op.right_window, "r", len(op.right))):
+        ties = mask & (to_lo != to_hi)
+        if window.kind == "ROWS" and ties.any():
+            to[mask] = rows_ends(rows[mask], side, width, window.size, _partitions(rows[mask]))
+    return signed_pairs(rows, frm, to, among, start, p, names)
+
+
 def step(op: WindowJoinOperator, value: bytes | None, new: pd.DataFrame,
          left_progress: int | None, right_progress: int | None,
          progress: int | None) -> WindowJoinStep:
@@ -218,7 +242,12 @@ def step(op: WindowJoinOperator, value: bytes | None, new: pd.DataFrame,
             codes, _ = pd.factorize(pd.MultiIndex.from_arrays(
                 [rows["sk"].to_numpy(np.int64), rows["sh"].to_numpy(np.int64)]))
             due &= np.isin(codes, codes[changes])
-        context = rows[due] if changes.any() else rows.iloc[:0]
+        if not changes.any():
+            context = rows.iloc[:0]
+        elif op.pairs:  # the pairs entering and leaving, not the rows
+            context = _pairs(op, rows, frm, to_lo, to_hi, due, start, p, names)
+        else:
+            context = rows[due]
         keep = entered & (to_hi >= p)
     after = rows[keep].reset_index(drop=True)
     timer = None

@@ -1,0 +1,105 @@
+"""The pairs entering and leaving an inner per-instant join of windowed streams, one bucket
+of keys, one micro-batch (numpy and pandas, no Spark).
+
+When the query is additive over the join keys and the SQL around an **inner** join is row
+by row (:attr:`.window_join.WindowJoinOperator.keyed`), ``ISTREAM`` / ``DSTREAM`` need no
+per-instant relation. A pair ``(a, b)`` of rows of one key is in ``R_a(t) JOIN R_b(t)``
+exactly while both are in their relations, over the intersection of their validity
+intervals ``[max(from_a, from_b), min(to_a, to_b))`` (empty: never), and the query's
+WHERE/ON/SELECT apply to each pair alone. So at an instant ``t`` the result is the one of
+the instant before minus the pairs ``L_t`` ending at ``t`` plus those ``E_t`` starting
+there, and per projected row value ``v`` (bags)::
+
+    ISTREAM(t)(v) = max(0, E_t(v) - L_t(v))     DSTREAM(t)(v) = max(0, L_t(v) - E_t(v))
+
+(the instant before ``t`` holds the relations of just before ``t``: they change only at
+instants). :func:`signed_pairs` gives, for the instants ``[start, P)`` a micro-batch makes
+final, every such pair event of the bucket as one encoded row: the left stream's columns
+from ``a``, the right one's from ``b``, ``ts`` the instant, ``pk`` the sign (+1 entering,
+-1 leaving) and ``ph`` the event's number within the call (the driver makes it unique over
+the micro-batch with the bucket, a function of the key hashes). The driver runs the
+user's SELECT over each event's pair alone, sums the signs per instant and projected row
+and emits ``max(0, n)`` (ISTREAM) or ``max(0, -n)`` (DSTREAM) copies.
+
+A NULL key joins nothing (``nk``); the keys are compared by their two hashes here and by
+the user's SQL after (a collision of both hashes pairs rows the SQL then drops).
+
+Exact ends of ``[ROWS n]`` windows: a row leaves when the ``n``-th later row of its
+partition arrives; rows at one instant are ordered by their column values in declared
+order, NULLs first (``planner/windows.py``, as Spark's ``lead`` over that order), a NaN
+after every number. Every row below progress ``P`` is in (a later one is late), so an end
+below ``P`` is final.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: "Never leaves" (as :data:`.window_join.FOREVER`).
+FOREVER = np.iinfo(np.int64).max
+
+
+def _order_codes(values: np.ndarray) -> np.ndarray:
+    """Codes ordering ``values`` as Spark sorts them (NaN after every number)."""
+    codes, _ = pd.factorize(pd.Series(values), sort=True, use_na_sentinel=True)
+    codes = codes.astype(np.int64)
+    codes[codes < 0] = codes.max(initial=-1) + 1  # NaN: largest
+    return codes
+
+
+def rows_ends(rows: pd.DataFrame, side: str, width: int, n: int,
+              part: np.ndarray) -> np.ndarray:
+    """The exact instant each of one stream's ``rows`` leaves its ``[ROWS n]`` window
+    (:data:`FOREVER`: not yet); ``side`` its columns' prefix (``l``/``r``), ``width`` their
+    number, ``part`` its partition number per row."""
+    ts = rows["ts"].to_numpy(np.int64)
+    if not len(ts):
+        return ts.copy()
+    keys = [np.asarray(part, np.int64), ts]
+    for i in range(width):
+        keys.append(~rows[f"{side}n{i}"].to_numpy(bool))  # NULLs first
+        keys.append(_order_codes(rows[f"{side}{i}"].to_numpy()))
+    order = np.lexsort(keys[::-1])  # the last key is lexsort's primary
+    p, t = keys[0][order], ts[order]
+    pos = np.arange(len(t)) + n
+    inside = pos < np.searchsorted(p, p, "right")  # the n-th later row is in the partition
+    ends = np.full(len(t), FOREVER, np.int64)
+    ends[inside] = t[pos[inside]]
+    out = np.empty(len(t), np.int64)
+    out[order] = ends
+    return out
+
+
+def signed_pairs(rows: pd.DataFrame, frm: np.ndarray, to: np.ndarray, among: np.ndarray,
+                 start: int, progress: int, names: list[str]) -> pd.DataFrame:
+    """The pair events (module docstring) at instants in ``[start, progress)`` of the
+    bucket's ``rows`` (both streams; ``frm``/``to`` their exact validity) among the rows
+    ``among`` (a mask: the keys with a change), as encoded rows of columns ``names``."""
+    right = rows["right"].to_numpy(bool)
+    live = among & ~rows["nk"].to_numpy(bool) & (frm < to)
+    sk, sh = rows["sk"].to_numpy(np.int64), rows["sh"].to_numpy(np.int64)
+    a, b = np.flatnonzero(live & ~right), np.flatnonzero(live & right)
+    if not len(a) or not len(b):
+        return rows.iloc[:0][names].reset_index(drop=True)
+    m = pd.DataFrame({"sk": sk[a], "sh": sh[a], "a": a}).merge(
+        pd.DataFrame({"sk": sk[b], "sh": sh[b], "b": b}), on=["sk", "sh"])
+    ia, ib = m["a"].to_numpy(np.int64), m["b"].to_numpy(np.int64)
+    s = np.maximum(frm[ia], frm[ib])
+    e = np.minimum(to[ia], to[ib])
+    held = s < e
+    enter = held & (s >= start) & (s < progress)
+    leave = held & (e >= start) & (e < progress)
+    ia = np.concatenate([ia[enter], ia[leave]])
+    ib = np.concatenate([ib[enter], ib[leave]])
+    at = np.concatenate([s[enter], e[leave]])
+    sign = np.concatenate([np.ones(enter.sum(), np.int64), -np.ones(leave.sum(), np.int64)])
+    out = rows.iloc[ia][names].reset_index(drop=True)
+    theirs = [c for c in names if c[:1] == "r" and c[1:].lstrip("n").isdigit()]  # b's
+    for c in theirs:
+        out[c] = rows[c].to_numpy()[ib]
+    out["ts"] = at
+    out["right"] = False
+    out["pk"] = sign
+    out["ph"] = np.arange(len(out), dtype=np.int64)
+    return out
