@@ -147,7 +147,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             values="a size: 512m, 2g, ..."),
     Setting("wavesql.wav.scan", "driver", _choice("driver", "source"), "source",
             "A batch WAV scan is planned on the driver and run as Arrow tasks (driver), or "
-            "read through the wavesql_wav Python data source (source), as streams always are."),
+            "read through the wavesql_wav Python data source (source), as streams always are. "
+            "The data source's partitions read no look-back, so a row-state function (cfar) "
+            "runs there in one ordered pass, not speculatively in the partitions as EXPLAIN "
+            "describes for the driver scan."),
     Setting("wavesql.sync.read", "files", _choice("files", "join"), "join",
             "A SYNC over a signal reads each range's samples from the WAV files it overlaps "
             "(files: the cost follows the ranges), or runs as a range join over the stored "
