@@ -71,74 +71,16 @@ driver to be placed, as a Kafka micro-batch's records are; bound a batch with
 
 from __future__ import annotations
 
-from sqlglot import exp
-
-from wavesql.catalog import objects as cat
-from wavesql.errors import Span, WaveSQLError
-from wavesql.planner import bad_rows, ir
-from wavesql.sqltext import JSON_OPTIONS, quote
+from wavesql.planner import bad_rows
+from wavesql.sqltext import quote
 
 from .kafka_signals import Arrivals, KafkaSignalQuery
-from .plan import Input, row_by_row_stream
-from .report import REASON, BatchReport
+from .plan import Input
+from .query_rows import place_rows, source_stream
+from .report import BatchReport
 from .runner import ReEvaluatingQuery, malformed_records
 
 __all__ = ["QuerySignalQuery", "source_stream"]
-
-_HINT = ("define the signal over a view (or query) that filters, projects and computes "
-         "columns of one catalog stream's rows, e.g. AS SELECT n, ax AS x FROM readings "
-         "WHERE device = 'a'; compute anything across rows in a continuous query of its own "
-         "into a stream, and define the signal over that stream; or run it as a batch query "
-         "(or a scheduled query file)")
-#: what in a signal's query is not row by row, for the error's position
-_ACROSS_ROWS = (exp.AggFunc, exp.Window, exp.Group, exp.Join, exp.Distinct, exp.Limit,
-                exp.SetOperation)
-
-
-def source_stream(spark, catalog, signal) -> cat.StreamDef:
-    """The catalog stream ``signal``'s query is row by row over (module docstring); else
-    the error, placed in the signal's query."""
-    from wavesql.dialect import parse_one
-    from wavesql.planner.analyze.context import BindContext
-    from wavesql.planner.bind import bind_query
-    from wavesql.planner.optimize import optimize
-    from wavesql.planner.spark_environment import SparkEnvironment
-
-    text = signal.path  # CREATE SIGNAL ... AS <query>: its text
-    node = None
-    try:
-        node = parse_one(text)
-        ctx = BindContext(catalog, SparkEnvironment(spark).for_text(text), binder=bind_query)
-        relation = optimize(ir.QueryStatement(bind_query(node, None, ctx))).relation
-        stream = row_by_row_stream(relation, _At(node), "a continuous query reads it only "
-                                   "row by row over one catalog stream; it", _HINT)
-        if stream.source != "files":
-            raise WaveSQLError(
-                "NOT_IMPLEMENTED", f"it reads stream `{stream.name}` from Kafka; a "
-                "continuous query over a signal defined by a query reads a stream of files",
-                Span.of(node),
-                hint="Kafka partitions deliver rows out of sample order: publish the "
-                     "samples as blocks (FORMAT samples) and define the signal FROM KAFKA")
-    except WaveSQLError as err:
-        if err.query is not None and err.query != text:
-            raise
-        span = err.span
-        if err.code == "NOT_IMPLEMENTED" and node is not None:
-            # point at what is not row by row, when it is in this text (not in a view)
-            culprit = next((n for n in node.walk(bfs=False)
-                            if isinstance(n, _ACROSS_ROWS)), None)
-            span = Span.of(culprit) or span
-        raise WaveSQLError(err.code, f"in the query of signal `{signal.name}`: {err.message}",
-                           span, err.hint, text, f"signal {signal.name}") from None
-    return stream
-
-
-class _At:
-    """The ``stmt`` the planning checks place their errors with: here the signal's query."""
-
-    def __init__(self, node):
-        self.node = node
-
 
 class QuerySignalQuery(KafkaSignalQuery):
     """A continuous query over a signal defined by a query (module docstring)."""
@@ -201,8 +143,8 @@ class QuerySignalQuery(KafkaSignalQuery):
             signal = self.plan.signal.scan.signal
             rt = Runtime(spark, self.session.catalog, self.text,
                          streams={s.key: rows.select(*keep)})
-            got = _place_rows(spark, signal, _query_signal_rows(signal, rt), batch_id,
-                              mine["end"], pending, report)
+            got = place_rows(spark, signal, _query_signal_rows(signal, rt), batch_id,
+                             mine["end"], pending, report)
         finally:
             rows.unpersist()
         placed, late = got
@@ -211,65 +153,3 @@ class QuerySignalQuery(KafkaSignalQuery):
         reached["0"] = max(ends)  # one producer, in sample order (module docstring)
         return Arrivals(placed, reached, None, False, self._arrivals(batch_id), quarantine,
                         late)
-
-
-def _place_rows(spark, signal, view, batch_id: int, end_sample: int | None, pending: list,
-                report: BatchReport) -> tuple[list, list]:
-    """The rows of the signal's query (``view``) as blocks placed with ``pending`` (in
-    timeline order), and the late-sink records of the rows in windows already emitted
-    (windows starting below ``end_sample``)."""
-    import numpy as np
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    from wavesql.sources.kafka_signal import BlockInfo, BlockPlacement
-    from wavesql.sources.query_signal import check_columns, layout_of, sample_numbers
-    from wavesql.sources.table_signal import Layout, channel_samples, sample_runs
-
-    layout = layout_of(signal)
-    found = check_columns(signal, [(f.name, f.dataType.simpleString())
-                                   for f in view.schema.fields])
-    position = found[layout.position]
-    names = [position] + [found[c] for c in layout.channels]
-    table = view.select(F.col(quote(position)), *[
-        F.col(quote(found[c])).cast("double") for c in layout.channels]).toArrow()
-    where = f"signal `{signal.name}`'s query"
-    report.rows_in += table.num_rows
-    numbers = sample_numbers(table.column(0).combine_chunks(), layout, where)
-    late = np.zeros(numbers.size, bool) if end_sample is None else numbers < end_sample
-    records = []
-    if late.any():
-        gone = table.filter(pa.array(late)).rename_columns(names).append_column(
-            "__sample", pa.array(numbers[late]))
-        frame = spark.createDataFrame(gone)
-        records.append(frame.select(
-            F.lit(signal.name).alias("_stream"),
-            F.concat(F.lit("late: sample "), F.col("__sample").cast("string"),
-                     F.lit(f" is in a window of signal `{signal.name}` already emitted "
-                           f"(windows starting below sample {end_sample})")).alias(REASON),
-            F.to_json(F.struct(*[F.col(quote(c)) for c in names]), JSON_OPTIONS
-                      ).alias("_row")))
-        report.late = int(late.sum())
-    keep = ~late
-    numbers = numbers[keep]
-    order = np.argsort(numbers, kind="stable")
-    numbers = numbers[order]
-    data = channel_samples(table.filter(pa.array(keep)).rename_columns(
-        ["__pos"] + list(layout.channels)), Layout("query", layout.channels, None, None,
-                                                   layout.rate, layout.epoch_us), where)
-    data = data[:, order]
-    report.on_time = int(numbers.size)
-    placed = list(pending)
-    for first, frames, row in sample_runs(numbers, where):
-        clash = next((p for p in pending if first < p.end_sample
-                      and p.start_sample < first + frames), None)
-        if clash is not None:
-            twice = max(first, clash.start_sample)
-            raise WaveSQLError("OVERLAPPING_SAMPLES", f"{where}: two rows hold sample {twice} "
-                               f"(one arrived in micro-batch {batch_id}, the other earlier)",
-                               hint="every sample number may appear once")
-        placed.append(BlockPlacement(
-            f"query:{signal.name}/batch={batch_id}/{first}", BlockInfo(frames), first, 0,
-            batch_id, np.ascontiguousarray(data[:, row:row + frames])))
-    placed.sort(key=lambda p: p.start_sample)
-    return placed, records

@@ -61,7 +61,7 @@ from wavesql.planner import bad_rows, ir
 from wavesql.planner.lower import Runtime, lower
 from wavesql.sqltext import JSON_OPTIONS, quote
 
-from . import kafka_sync, sinks
+from . import kafka_sync, query_sync, sinks
 from .joins import asof_split
 from .plan import Input, KeepTime, Plan
 from .query import ContinuousQuery
@@ -121,8 +121,11 @@ class ReEvaluatingQuery(ContinuousQuery):
         (control rows wait for them), each row tagged in ``__src`` and carrying NULL input
         columns: a Kafka signal's topic through Spark's Kafka source, each record's header
         and bytes in one struct column (:func:`.kafka_sync.tag`; streaming/kafka_sync.py);
-        a file signal's folder through Spark's binaryFile source, tagged -2, its content
-        never read (the split lists the folders itself). In signal order, a folder once."""
+        a file signal's folder -- or the folder of the stream a signal's query reads
+        (streaming/query_sync.py; a query that is not row by row over one stream of files
+        is refused here, before anything runs) -- through Spark's binaryFile source, tagged
+        -2, its content never read (the split lists the folders itself). In signal order, a
+        folder once."""
         from pyspark.sql import functions as F
 
         def tagged(frame, tag, *extra):
@@ -137,7 +140,9 @@ class ReEvaluatingQuery(ContinuousQuery):
                                       F.lit(None).cast("string").alias("__file"),
                                       kafka_sync.BLOCK))
                 continue
-            folder, names = watch_path(s.path), watch_glob(s)
+            files = (query_sync.stream_of(self.spark, self.session.catalog, s)
+                     if s.source == "query" else s)
+            folder, names = watch_path(files.path), watch_glob(files)
             if (folder, names) in folders:
                 continue
             folders.add((folder, names))
@@ -277,7 +282,8 @@ class ReEvaluatingQuery(ContinuousQuery):
             key = self.inputs[0].stream.key
             blocks = {k: batch_df.where(F.col("__src") == tag).select(f"{kafka_sync.BLOCK}.*")
                       for k, tag in self._kafka_tags().items()}
-            got = split_signals(spark, self.plan, buffers[key], state, self.clock(), blocks)
+            got = split_signals(spark, self.plan, buffers[key], state, self.clock(), blocks,
+                                catalog=self.session.catalog, batch_id=batch_id)
             buffers[key], sync_state = got.waiting, got.state
             cached += got.cached
             # each SYNC reads what the split judged covered: the very files it placed (no
@@ -287,6 +293,11 @@ class ReEvaluatingQuery(ContinuousQuery):
             report.on_time += got.blocks - got.quarantined
             report.quarantined += got.quarantined
             quarantine_parts += got.quarantine
+            # a query signal's rows (streaming/query_sync.py): on time, or late (late sink)
+            report.rows_in += got.rows
+            report.on_time += got.rows - got.late
+            report.late += got.late
+            late_parts += got.late_records
         stateful = self.plan.mode not in ("rows", "sync", "band", "asof")
         if self.plan.mode == "asof":
             fresh = asof_split(self.plan, buffers, progress)

@@ -101,18 +101,20 @@ def _chain(syncs: list, stmt) -> list:
 
 def _check_signal(sync: ir.SyncJoin, stmt) -> None:
     """A signal a continuous SYNC can watch: a folder of WAV files or of a table's CSV,
-    Parquet or JSON files, or a Kafka topic of sample blocks; the signal itself, not its
-    processed segments."""
+    Parquet or JSON files, a Kafka topic of sample blocks, or a query row by row over one
+    catalog stream of files (that it is: :func:`.query_sync.stream_of`, when the query
+    starts); the signal itself, not its processed segments."""
     from wavesql.sources.table_signal import FORMATS
 
     signal = sync.signal.signal
     if not ((signal.source == "files" and signal.format in ("wav", *FORMATS))
-            or (signal.source == "kafka" and signal.format == "samples")):
-        what = ("defined by a query" if signal.source == "query" else
-                f"{signal.format} from {'Kafka' if signal.source == 'kafka' else 'files'}")
+            or (signal.source == "kafka" and signal.format == "samples")
+            or signal.source == "query"):  # its stream is checked when the query starts
+        what = f"{signal.format} from {'Kafka' if signal.source == 'kafka' else 'files'}"
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN watches a signal's "
-                           "folder of WAV, CSV, Parquet or JSON files, or its Kafka topic of "
-                           f"sample blocks; `{signal.name}` is {what}", Span.of(stmt.node),
+                           "folder of WAV, CSV, Parquet or JSON files, its Kafka topic of "
+                           "sample blocks, or the stream of files its query is row by row "
+                           f"over; `{signal.name}` is {what}", Span.of(stmt.node),
                            hint="run the SYNC as a batch query (or a scheduled query file)")
     if sync.signal.program is not None:
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN over a signal's "
@@ -159,50 +161,68 @@ class Split:
     quarantined: int = 0  # ... of them quarantined
     quarantine: list = field(default_factory=list)  # their quarantine records (DataFrames)
     cached: list = field(default_factory=list)  # persisted for the batch: unpersist after
+    #: the query signals' new rows (their query's rows of the stream's new files) ...
+    rows: int = 0
+    late: int = 0  # ... of them late (below the samples already used) ...
+    late_records: list = field(default_factory=list)  # ... and their late-sink records
 
 
-def sync_split(plan: Plan, candidates, state: dict, at: float):
+def sync_split(plan: Plan, candidates, state: dict, at: float, catalog=None):
     """(rows to sync now, rows that keep waiting, the signals' state, each signal's complete
-    files placed, by signal key) for a continuous SYNC JOIN over file signals: the
-    :func:`split_signals` of a micro-batch without Kafka signals."""
-    got = split_signals(candidates.sparkSession, plan, candidates, state, at)
+    files placed, by signal key) for a continuous SYNC JOIN over file signals (and signals
+    defined by a query, given the ``catalog``): the :func:`split_signals` of a micro-batch
+    without Kafka signals."""
+    got = split_signals(candidates.sparkSession, plan, candidates, state, at,
+                        catalog=catalog)
     placements = {k: v for (kind, k), v in got.inputs.items() if kind == "placements"}
     return got.ready, got.waiting, got.state, placements
 
 
 def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
-                  blocks: dict | None = None) -> Split:
-    """The micro-batch's control stream rows ``candidates`` split for a continuous SYNC
-    JOIN, its file signals' files judged complete at wall-clock time ``at`` and each Kafka
-    signal's new sample blocks ``blocks[signal key]`` (watch rows: streaming/kafka_sync.py).
+                  blocks: dict | None = None, catalog=None, batch_id: int = 0) -> Split:
+    """The micro-batch ``batch_id``'s control stream rows ``candidates`` split for a
+    continuous SYNC JOIN, its file signals' files judged complete at wall-clock time ``at``,
+    each Kafka signal's new sample blocks ``blocks[signal key]`` (watch rows:
+    streaming/kafka_sync.py) and each signal defined by a query indexed over its stream's
+    new complete files (:mod:`.query_sync`; its query bound in ``catalog``).
 
     A control row is final once the recording covers its range -- every signal it is
     SYNCed with, each over its own range at its own rate: for a signal of files, its end
     sample is at or before the end of that signal's complete files (files still being
     written do not count); for a Kafka signal, at or before the sample up to which no
-    block can still come (:mod:`.kafka_sync`); or the range is NULL or reversed (NULL
-    segments either way). The others wait in the buffer -- so state is the control rows
+    block can still come (:mod:`.kafka_sync`); for a signal defined by a query, at or
+    before the end of the samples its stream's complete files gave (:mod:`.query_sync`:
+    a late row is sent to the late sink); or the range is NULL or reversed (NULL segments
+    either way). The others wait in the buffer -- so state is the control rows
     some signal has not caught up with, however long the streams run. A signal's files
     must arrive in timeline order: one that lands before the end already used would
     change results already delivered (``OUT_OF_ORDER_FILE``, :mod:`.sync_state`); a Kafka
     block that could is quarantined (late), with the signal's name.
 
     The rows synced now read, of each Kafka signal, only the offsets their ranges need
-    (through its index); of each file signal, the complete files placed here.
+    (through its index); of each signal defined by a query, the stream's files their
+    ranges touch (through its index); of each file signal, the complete files placed here.
     """
     from pyspark.sql import functions as F
 
     from wavesql.planner.sync import sample_number
 
-    from . import kafka_sync, sync_state
+    from . import kafka_sync, query_sync, sync_state
 
     chain = plan.syncs or (plan.sync,)
     signals = sync_state.signals_of(chain)
     before = sync_state.records(state, signals)
-    after, inputs, kafka = {}, {}, {}
+    after, inputs, kafka, queried = {}, {}, {}, set()
     got = Split(None, None, {}, inputs)
     for s in signals:
-        if sync_state.is_kafka(s):
+        if sync_state.kind_of(s) == "query":
+            q = query_sync.advance(spark, catalog, s, before[s.key], at, batch_id)
+            after[s.key] = q.record
+            queried.add(s.key)
+            got.rows += q.report.rows_in
+            got.late += q.report.late
+            got.late_records += q.late
+        elif sync_state.is_kafka(s):
             kafka[s.key] = k = kafka_sync.advance(spark, s, before[s.key], blocks[s.key])
             got.blocks += k.blocks
             got.quarantined += k.quarantined
@@ -220,10 +240,11 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
         s0 = sample_number(F.col(a), types[a], s.rate_hz, s.epoch_us)
         s1 = sample_number(F.col(b), types[b], s.rate_hz, s.epoch_us)
         helpers += [a, b]
-        if s.key in kafka:  # its sample range is kept to know which offsets to read
+        if s.key in kafka or s.key in queried:  # its sample range: what to read
             ranged = ranged.withColumn(f"__s0_{i}", s0).withColumn(f"__s1_{i}", s1)
             asks.setdefault(s.key, []).append((f"__s0_{i}", f"__s1_{i}"))
             helpers += [f"__s0_{i}", f"__s1_{i}"]
+        if s.key in kafka:
             ready = ready & kafka_sync.covers(kafka[s.key].covered, s0, s1)
             continue
         covered = s0.isNull() | s1.isNull() | (s1 < s0)
@@ -232,11 +253,11 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
             covered = covered | (s1 <= F.lit(end))
         ready = ready & covered
     marked = ranged.withColumn("__ready", ready)
-    if kafka:  # read twice: the rows synced now and the ranges they ask for
+    if asks:  # read twice: the rows synced now and the ranges they ask for
         marked = marked.persist()
         got.cached.append(marked)
     got.ready, got.waiting, synced = release(keyed, marked, helpers)
-    if kafka:
+    if asks:
         columns = [c for pairs in asks.values() for pair in pairs for c in pair]
         rows = synced.select(*columns).distinct().collect()
         for key, k in kafka.items():
@@ -244,6 +265,10 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
             wanted = kafka_sync.asked(rows, asks[key])
             inputs[("signal", key)] = k.timeline.segments(spark, signal, wanted)
             after[key] = k.timeline.state()
+        for key in queried:
+            signal = next(s for s in signals if s.key == key)
+            inputs[("signal", key)] = query_sync.segments(
+                spark, catalog, signal, after[key], kafka_sync.asked(rows, asks[key]))
     got.state = sync_state.to_state(after)
     return got
 
@@ -320,8 +345,9 @@ def watch_path(path: str) -> str:
     return storage.dirname(path) or "."
 
 
-def watch_glob(signal: cat.SignalDef) -> str:
-    """The file names a signal's folder watch lists (any case): its format's suffixes."""
+def watch_glob(signal: cat.SignalDef | cat.StreamDef) -> str:
+    """The file names a signal's (or a stream's) folder watch lists (any case): its
+    format's suffixes."""
     from wavesql.sources.table_signal import SUFFIXES
 
     def any_case(suffix: str) -> str:

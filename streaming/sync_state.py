@@ -9,12 +9,18 @@ record: how far its complete files went (``end``, a sample number) and a digest 
 files placed before that end (``files``). A later batch whose files up to that end differ
 -- a file arrived out of timeline order, or one was removed -- would change results
 already delivered, so it fails the query (``OUT_OF_ORDER_FILE``). For a Kafka signal the
-record is its coverage and index of blocks (:mod:`.kafka_sync`, versioned on its own).
+record is its coverage and index of blocks (:mod:`.kafka_sync`, versioned on its own); for
+a signal defined by a query, its coverage and index of its stream's files
+(:mod:`.query_sync`).
 
 The records are stored in the checkpoint's ``state.json`` under ``signal``, versioned::
 
     {"version": 3, "signals": {"<signal key>": {"kind": "files", "end": ..., "files": ...},
-                               "<kafka signal key>": {"kind": "kafka", "version": 1, ...}}}
+                               "<kafka signal key>": {"kind": "kafka", "version": 1, ...},
+                               "<query signal key>": {"kind": "query", "end": ..., ...}}}
+
+(Kind ``"query"`` came after format 3's first checkpoints, which hold only the other two
+kinds: it needs no new format, since no earlier WaveSQL synced such a signal continuously.)
 
 Checkpoints of the formats before it still load: format 2 (``{"version": 2, "kind":
 "wav", "signals": {...}}``: file signals only), format 1 (``{"end": ..., "files": ...}``, no
@@ -56,15 +62,31 @@ def is_kafka(signal: cat.SignalDef) -> bool:
     return signal.source == "kafka"
 
 
+def kind_of(signal: cat.SignalDef) -> str:
+    """The ``kind`` of ``signal``'s record: ``"kafka"`` (sample blocks), ``"query"`` (a
+    signal defined by a query: its stream's files, :mod:`.query_sync`) or ``"files"``."""
+    return {"kafka": "kafka", "query": "query"}.get(signal.source, "files")
+
+
+#: How a refusal names where a record's kind reads a signal from.
+_READ_FROM = {"files": "files", "kafka": "Kafka", "query": "its query's stream"}
+
+
+def _fresh(signal: cat.SignalDef) -> dict:
+    return {"files": dict(_FRESH), "kafka": {},
+            "query": {"kind": "query", "end": None, "files": []}}[kind_of(signal)]
+
+
 def records(state: dict, signals: list[cat.SignalDef]) -> dict[str, dict]:
     """Each signal's record from a batch's committed ``state`` (a fresh one if the query
-    has not run yet: ``{"end": None, "files": None}`` for files, ``{}`` for Kafka), by
-    signal key; refuses a checkpoint whose records do not fit."""
+    has not run yet: ``{"end": None, "files": None}`` for files, ``{}`` for Kafka, an
+    empty index for a query's stream), by signal key; refuses a checkpoint whose records
+    do not fit."""
     kept = state.get("signal")
     keys = [s.key for s in signals]
     names = ", ".join(s.name for s in signals)
     if not kept:
-        return {s.key: {} if is_kafka(s) else dict(_FRESH) for s in signals}
+        return {s.key: _fresh(s) for s in signals}
 
     def refuse(why: str) -> WaveSQLError:
         return WaveSQLError("CHECKPOINT_MISMATCH", f"the checkpoint's SYNC state {why}",
@@ -77,7 +99,7 @@ def records(state: dict, signals: list[cat.SignalDef]) -> dict[str, dict]:
                          f"query syncs {names}")
         return {keys[0]: dict(kept)}
     if "version" not in kept:  # format 1: one file signal's record, as the state itself
-        if len(signals) != 1 or is_kafka(signals[0]):
+        if len(signals) != 1 or kind_of(signals[0]) != "files":
             raise refuse("is of a one-signal SYNC (format 1, before several signals were "
                          f"synced continuously, of files); this query syncs {names}")
         return {keys[0]: {"end": kept.get("end"), "files": kept.get("files")}}
@@ -92,19 +114,20 @@ def records(state: dict, signals: list[cat.SignalDef]) -> dict[str, dict]:
     for s in signals:
         record = dict(mine[s.key])
         kind = record.pop("kind", "files") if kept["version"] == STATE_VERSION else "files"
-        if (kind == "kafka") != is_kafka(s):
+        if kind != kind_of(s):
             raise refuse(f"records signal {s.name} as read from "
-                         f"{'Kafka' if kind == 'kafka' else 'files'}; it is now read from "
-                         f"{'Kafka' if is_kafka(s) else 'files'}")
-        out[s.key] = {**record, "kind": "kafka"} if kind == "kafka" else record
+                         f"{_READ_FROM.get(kind, repr(kind))}; it is now read from "
+                         f"{_READ_FROM[kind_of(s)]}")
+        out[s.key] = record if kind == "files" else {**record, "kind": kind}
     return out
 
 
 def to_state(per_signal: dict[str, dict]) -> dict:
     """The ``signal`` entry of ``state.json`` for the records ``per_signal`` (a Kafka
-    signal's record says its kind itself: :mod:`.kafka_sync`)."""
+    signal's or a query signal's record says its kind itself: :mod:`.kafka_sync`,
+    :mod:`.query_sync`)."""
     return {"version": STATE_VERSION, "signals": {
-        k: r if r.get("kind") == "kafka" else {"kind": "files", **r}
+        k: r if r.get("kind") in ("kafka", "query") else {"kind": "files", **r}
         for k, r in per_signal.items()}}
 
 

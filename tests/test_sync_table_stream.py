@@ -295,7 +295,9 @@ def test_a_malformed_row_fails_as_in_the_continuous_reader(ws, spark, tmp_path, 
 
 def test_a_signal_defined_by_a_query_is_refused(ws, spark, tmp_path):
     """A continuous SYNC over a signal a continuous SYNC cannot watch (one defined by a
-    query) is refused before anything runs, saying what it watches and what to do."""
+    query over a Spark table, not row by row over a catalog stream of files:
+    tests/test_sync_query_signal_stream.py has the signals it watches) is refused before
+    anything runs, saying why, in the signal's query, and what to do."""
     spark.createDataFrame(pd.DataFrame({"n": [0, 1], "v": [1.0, 2.0]})
                           ).createOrReplaceTempView("two")
     ws.sql("CREATE SIGNAL q (x FLOAT) RATE 10 HZ OPTIONS (sample_column = 'n') "
@@ -307,8 +309,8 @@ def test_a_signal_defined_by_a_query_is_refused(ws, spark, tmp_path):
         ws.stream("SELECT c.id, s.x FROM marks c SYNC JOIN q s ON RANGE (c.t0, c.t1)",
                   tmp_path / "out", tmp_path / "ckpt")
     assert err.value.code == "NOT_IMPLEMENTED"
-    assert "CSV, Parquet or JSON files" in err.value.message
-    assert "`q` is defined by a query" in err.value.message
+    assert "in the query of signal `q`" in err.value.message
+    assert "one catalog stream" in err.value.message and err.value.source == "signal q"
     assert "batch query" in err.value.hint
 
 

@@ -1,0 +1,280 @@
+"""A continuous SYNC JOIN over a signal defined by a query (``CREATE SIGNAL acc (x FLOAT)
+RATE 64 HZ OPTIONS (sample_column = 'n') AS SELECT n, ax AS x FROM readings WHERE dev =
+'a'``), alone or with file and Kafka signals in one SELECT (streaming/sync.py
+``split_signals``).
+
+The signal's query must be row by row over ONE catalog stream of CSV, Parquet or JSON files
+(:func:`.query_rows.source_stream`: the rule of the continuous query over such a signal,
+streaming/query_signals.py); anything else -- an aggregate, a join, a Kafka stream -- is
+refused before anything runs, the error placed in the signal's query.
+
+What the state keeps (a record of kind ``"query"`` among streaming/sync_state.py's
+per-signal records)::
+
+    {"kind": "query", "end": <sample>, "files": [[path, size, floor, [[first, count], ...]]]}
+
+* **Which files count.** The stream's files complete now, as the table signal's continuous
+  reader judges them (sources/table_stream.py ``TableStreamReader.complete``: a Parquet file
+  once its footer parses, a CSV or JSON file once settled). While one is still being
+  written, nothing moves: its rows may land anywhere on the timeline.
+* **Indexing.** Each new complete file is read once (in name order), the stream's
+  punctuation rows dropped (a malformed row fails the query, ``MALFORMED_ROW`` naming the
+  file: the samples are not silently fewer), the signal's query applied and its rows placed
+  by their sample numbers as the continuous query-signal reader places a micro-batch's rows
+  (:func:`.query_rows.place_rows`: NULL or fractional positions ``MALFORMED_ROW``, NULL
+  channels NaN, two rows holding one sample ``OVERLAPPING_SAMPLES``). The record keeps, per
+  file, its size and its runs of samples: the index a later read follows.
+* **When a control row is final.** As for that reader, the stream's rows are taken to come
+  in sample order, file after file (one producer): the signal is covered up to ``end``, the
+  end of the last sample any file has placed; a row whose range ends at or before it (or is
+  NULL or reversed) is synced now, once and final, the others wait in the buffer. Samples
+  missing below ``end`` -- rows the signal's query drops, or never written -- are a gap:
+  the range gets what its ``MISSING`` policy says, as in the batch SYNC.
+* **Late samples.** A row of a new file whose sample lies below ``end`` arrived after
+  rows over it may have been released: it goes to the late sink (``_stream`` the signal,
+  ``_reason``, ``_row`` the query's row), is counted, and is never read (the file's
+  ``floor``: its rows below it are skipped) -- what the continuous query-signal reader does
+  with a sample in a window already emitted. Within one batch of new files the rows may
+  come in any order.
+* **Reading the samples.** The rows synced now read, of this signal, only the files whose
+  runs overlap their ranges (their query applied again, late rows skipped, a file whose
+  size changed refused with ``OUT_OF_ORDER_FILE``); the rows become segments as the batch
+  read makes them (sources/query_signal.py ``batch_frame``) and the batch SYNC's range join
+  cuts them: each row's segments equal the batch SYNC's over the same rows.
+
+Costs: a micro-batch reads each new file of the stream once (one Spark job per file, its
+positions and channels collected on the driver, as a micro-batch of the continuous reader
+collects its rows) and, for its final rows, the files their ranges touch. The record grows
+by one entry (a handful of numbers) per file of the stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wavesql import storage
+from wavesql.errors import WaveSQLError
+from wavesql.planner import bad_rows
+from wavesql.sources.table_signal import FORMATS, Layout
+from wavesql.sources.table_stream import TableStreamReader
+from wavesql.sources.wav_stream import WavStreamReader
+from wavesql.sqltext import quote
+
+from .query_rows import place_rows, source_stream
+from .report import BatchReport
+from .source import reader_settings
+
+__all__ = ["KIND", "Indexed", "advance", "fresh", "segments", "stream_of"]
+
+#: The ``kind`` of this signal's record in streaming/sync_state.py's per-signal records.
+KIND = "query"
+
+
+def fresh() -> dict:
+    """The record of a signal no micro-batch has indexed yet."""
+    return {"kind": KIND, "end": None, "files": []}
+
+
+def stream_of(spark, catalog, signal):
+    """The catalog stream of files ``signal``'s query is row by row over; else the error,
+    placed in the signal's query (:func:`.query_rows.source_stream`)."""
+    stream = source_stream(spark, catalog, signal)
+    if stream.format not in FORMATS:
+        raise WaveSQLError("NOT_IMPLEMENTED", f"in the query of signal `{signal.name}`: it "
+                           f"reads stream `{stream.name}` of {stream.format} files; a "
+                           "continuous SYNC over a signal defined by a query reads a stream "
+                           f"of {', '.join(FORMATS)} files",
+                           hint="run the SYNC as a batch query (or a scheduled query file)",
+                           query=signal.path, source=f"signal {signal.name}")
+    return stream
+
+
+@dataclass
+class Indexed:
+    """What :func:`advance` did: the signal's record after the batch, the late-sink records
+    of its late rows and the row counts (``rows_in = on_time + late``)."""
+
+    record: dict
+    late: list = field(default_factory=list)
+    report: BatchReport = field(default_factory=lambda: BatchReport(0, None))
+
+
+def advance(spark, catalog, signal, before: dict, now: float, batch_id: int = 0) -> Indexed:
+    """The record after a micro-batch at wall-clock time ``now``: the stream's new complete
+    files indexed (module docstring), ``end`` moved to the end of their samples."""
+    stream = stream_of(spark, catalog, signal)
+    ready, pending = _files(stream, signal).complete(now)
+    got = Indexed(dict(before))
+    known = {f[0] for f in before["files"]}
+    new = [p for p in ready if p not in known]
+    if pending or not new:  # a file still being written may land anywhere: wait for it
+        return got
+    end, files, placed = before["end"], list(before["files"]), []
+    used = (f" is below sample {end}, up to which signal `{signal.name}` already covered "
+            "control rows (they were released without it)")
+    for path in new:
+        size = storage.stat(path).size
+        mine, counts = {id(p) for p in placed}, BatchReport(batch_id, None)
+        placed, late = place_rows(spark, signal, _query_rows(spark, catalog, signal, stream,
+                                                             [path], check=True),
+                                  batch_id, end, placed, counts, used)
+        for name in ("rows_in", "on_time", "late"):
+            setattr(got.report, name, getattr(got.report, name) + getattr(counts, name))
+        runs = [[p.start_sample, p.info.frames] for p in placed if id(p) not in mine]
+        files.append([path, size, end if late else None, sorted(runs)])
+        got.late += late
+    ends = [p.end_sample for p in placed] + ([end] if end is not None else [])
+    got.record = {"kind": KIND, "end": max(ends) if ends else None, "files": files}
+    return got
+
+
+def segments(spark, catalog, signal, record: dict, wanted: list[tuple[int, int]]):
+    """The signal's segments over the sample ranges ``wanted`` (``[s0, s1)``, non-empty):
+    the indexed files whose runs overlap them, read again through the signal's query
+    (module docstring, *Reading the samples*), as the batch read's segments."""
+    from wavesql.planner.lower import TASKS_PER_CORE
+    from wavesql.sources import query_signal
+    from wavesql.udfs.program import Program
+
+    stream = stream_of(spark, catalog, signal)
+    needed = [f for f in record["files"] if any(
+        a < s1 and s0 < a + n for a, n in f[3] for s0, s1 in wanted)]
+    groups: dict = {}  # files read together: those without late rows; each other alone
+    for path, size, floor, _ in needed:
+        _check_unchanged(signal, path, size)
+        groups.setdefault(None if floor is None else path, (floor, []))[1].append(path)
+    rows = None
+    for floor, paths in groups.values():
+        view = _query_rows(spark, catalog, signal, stream, paths)
+        if floor is not None:
+            view = _from(view, signal, floor)
+        rows = view if rows is None else rows.unionByName(view)
+    if rows is None:  # every range over a gap: no rows, the same columns
+        rows = _query_rows(spark, catalog, signal, stream, [])
+    names = [c.name for c in signal.channels]
+    tasks = TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism)
+    return query_signal.batch_frame(spark, signal, rows, Program.identity(names),
+                                    signal.segment, signal.segment, lookback=None,
+                                    sequential=False, tasks=tasks)
+
+
+def _query_rows(spark, catalog, signal, stream, paths: list[str], check: bool = False):
+    """The signal's query over the rows of the stream's files ``paths`` (punctuation rows
+    dropped; ``check``: a malformed row is ``MALFORMED_ROW`` naming its file)."""
+    from pyspark.sql import functions as F
+
+    from wavesql.planner.lower import Runtime, _query_signal_rows
+
+    ddl, options = reader_settings(stream)
+    if paths:
+        rows = spark.read.format(stream.format).schema(ddl).options(**options).load(paths)
+    else:
+        rows = spark.createDataFrame([], ddl)
+    if bad_rows.CORRUPT_COLUMN in rows.columns:
+        corrupt = F.col(bad_rows.CORRUPT_COLUMN).isNotNull()
+        bad = rows.where(corrupt).select(bad_rows.CORRUPT_COLUMN).limit(1).collect() \
+            if check else []
+        if bad:
+            raise WaveSQLError("MALFORMED_ROW", f"{', '.join(paths)}: a row of stream "
+                               f"`{stream.name}` that signal `{signal.name}` reads is "
+                               f"malformed: {bad[0][0]!r}", hint="fix or remove the file; "
+                               "its samples would otherwise be silently fewer")
+        rows = rows.where(~corrupt)
+    if stream.progress_column is not None:  # punctuation is not data (as in batch)
+        rows = rows.where(F.col(quote(stream.progress_column)).isNull())
+    rows = rows.select(*[F.col(quote(c.name)) for c in stream.columns])
+    rt = Runtime(spark, catalog, signal.path, streams={stream.key: rows})
+    return _query_signal_rows(signal, rt)
+
+
+def _from(view, signal, floor: int):
+    """The rows of ``view`` (the signal's query) whose sample is at or after ``floor``."""
+    from wavesql.sources.query_signal import check_columns, layout_of, sample_numbers
+
+    layout = layout_of(signal)
+    position = check_columns(signal, [(f.name, f.dataType.simpleString())
+                                      for f in view.schema.fields])[layout.position]
+    where = f"signal `{signal.name}`'s query"
+
+    def keep(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            numbers = sample_numbers(batch.column(position), layout, where)
+            yield batch.filter(pa.array(numbers >= floor))
+
+    return view.mapInArrow(keep, view.schema)
+
+
+def _check_unchanged(signal, path: str, size: int) -> None:
+    try:
+        now = storage.stat(path).size
+    except FileNotFoundError:
+        now = None
+    if now != size:
+        raise WaveSQLError(
+            "OUT_OF_ORDER_FILE", f"signal `{signal.name}`: {path} changed after its rows "
+            f"were placed ({size} bytes then, {'gone' if now is None else f'{now} bytes'} "
+            "now): results over them may already have been delivered",
+            hint="add the stream's files whole and leave them; to redo the results, start "
+                 "the query again with a new checkpoint")
+
+
+class _Files(TableStreamReader):
+    """The stream's files complete now, in name order: the table signal reader's listing and
+    completeness (sources/table_stream.py), with placing left to :func:`advance` (a query's
+    rows are placed by their sample numbers, known only once the query ran)."""
+
+    def __init__(self, options, schema):
+        super().__init__(options, schema)
+        self._named_in_order = False  # a file still being written holds nothing back
+
+    def _runs(self, path: str):
+        # completeness only: a Parquet file is complete once its footer parses
+        import pyarrow.parquet as pq
+
+        def footer():
+            with storage.open_input(path) as f:
+                return pq.read_metadata(f).num_rows
+
+        return self._memo(path, footer)
+
+    def _plan_of(self, files: list[str]):
+        return _Listed(sorted(files))
+
+    def complete(self, now: float) -> tuple[list[str], bool]:
+        return WavStreamReader.complete(self, now)
+
+
+@dataclass
+class _Listed:
+    placements: list
+
+
+#: The listings of the streams continuous SYNCs watch (a reader keeps what it learnt of
+#: each file while it is unchanged: a Parquet footer is parsed once).
+_READERS: dict = {}
+
+
+def _files(stream, signal) -> _Files:
+    import dataclasses
+    import json
+
+    from pyspark.sql.types import _parse_datatype_string
+
+    from wavesql.udfs.program import Program
+
+    names = [c.name for c in signal.channels]
+    program = Program.identity(names)
+    layout = Layout(stream.format, tuple(names), None, None, float(signal.rate_hz),
+                    int(signal.epoch_us))
+    options = {"path": stream.path, "rate": repr(signal.rate_hz),
+               "channels": json.dumps(names), "window": str(signal.segment),
+               "slide": str(signal.segment), "program": program.to_json(),
+               "layout": json.dumps(dataclasses.asdict(layout))}
+    key = json.dumps(options, sort_keys=True)
+    if key not in _READERS:
+        if len(_READERS) >= 64:
+            del _READERS[next(iter(_READERS))]
+        _READERS[key] = _Files(options, _parse_datatype_string(program.spark_ddl()))
+    return _READERS[key]
