@@ -316,6 +316,8 @@ def _rows_of(rows, kind_of_query) -> Counter:
     for r in rows:
         if kind_of_query == "count":
             out[(_micros(r["_time"]), int(r["n"]))] += 1
+        elif kind_of_query == "keys":  # (``seen_at``: the instant, under a name)
+            out[(_micros(r["_time"]), r["k"], _micros(r["seen_at"]))] += 1
         else:
             out[(_micros(r["_time"]), r["k"], int(r["id"]),
                  None if r["qid"] is None else int(r["qid"]))] += 1
@@ -342,6 +344,11 @@ E2E = {
         "quotes [RANGE 2 SECONDS] q WHERE t.k = q.k)",
         ref.Window("RANGE", 3 * SECOND), ref.Window("RANGE", 2 * SECOND), inner, "ISTREAM",
         "4 buckets of the keys (k = k)"),
+    "dstream-rows-keys-pairs": (
+        "DSTREAM (SELECT _time AS seen_at, q.k FROM trades [PARTITION BY k ROWS 2] t JOIN "
+        "quotes [RANGE 2 SECONDS] q ON t.k = q.k WHERE t.v >= 0)",
+        ref.Window("PARTITION_ROWS", 2, partition_by=("k",)), ref.Window("RANGE", 2 * SECOND),
+        inner_k, "DSTREAM", "4 buckets of the keys (k = k)"),
     "dstream-rows-left-keyed": (
         "DSTREAM (SELECT t.k, t.v AS id, q.v AS qid FROM trades [PARTITION BY k ROWS 2] t "
         "LEFT JOIN quotes [NOW] q ON t.k = q.k)",
@@ -376,6 +383,9 @@ def test_continuous_window_join_on_the_state_store(ws, spark, tmp_path, case):
     shown = ws.explain(sql, "STREAM")
     assert "stateful per-instant join of windowed streams on Spark's state store" in shown
     assert buckets in shown
+    # an inner keyed join from its pairs entering and leaving; the others per instant
+    pairs = "emits ISTREAM from their signs" in shown or "emits DSTREAM from their signs" in shown
+    assert pairs == (query in (inner, inner_k)), shown
     reports = []
     for n in (2, 1):  # two rounds of files, a restart between
         _move(tmp_path, n)
@@ -395,7 +405,10 @@ def test_continuous_window_join_on_the_state_store(ws, spark, tmp_path, case):
     want = Counter({r: n for r, n in want.items() if r[0] < final})
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     assert all(r["_final"] for r in rows)
-    got = _rows_of(rows, "count" if query is cross_count else "rows")
+    got = _rows_of(rows, {cross_count: "count", inner_k: "keys"}.get(query, "rows"))
+    if query is inner_k:
+        assert all(seen == t for t, _, seen in got)
+        got = Counter({(t, k): n for (t, k, _), n in got.items()})
     assert sum(want.values()) > 20 and got == want
     shown_progress = {_micros(r["_progress"]) for r in rows}
     assert all(_micros(r["_time"]) < _micros(r["_progress"]) for r in rows)

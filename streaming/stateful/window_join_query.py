@@ -30,6 +30,13 @@ next as a local property of its Spark jobs. A micro-batch evaluates the batch pl
 the rows the called buckets hand back and keeps its rows whose ``_time`` became final
 (``previous progress <= _time < progress``), ``_final = true``, as the re-evaluating
 runner does over its whole buffer.
+
+An **inner** join of that keyed shape whose statement is the SELECT directly over the two
+windowed streams skips the per-instant evaluation: its buckets hand back the pairs
+entering and leaving (:mod:`.window_join_pairs`) and one Spark plan per micro-batch emits
+``ISTREAM``/``DSTREAM`` from their signs (:mod:`.window_join_delta`); outer, semi and anti
+joins stay per instant (a preserved row's NULL-padded intervals are not built yet), as
+does everything with :data:`PAIRS_SETTING` ``=0``. ``EXPLAIN STREAM`` says which.
 """
 
 from __future__ import annotations
@@ -55,6 +62,9 @@ from .plan import NotIncremental
 #: The local property handing a micro-batch's per-stream progress to its buckets:
 #: ``{"batch": id, "left": µs or null, "right": µs or null}``.
 PROPERTY = "wavesql.windowJoin.progress"
+#: An environment variable: ``0`` keeps a keyed inner join's ISTREAM/DSTREAM on the
+#: per-instant evaluation (for comparing both in one benchmark run).
+PAIRS_SETTING = "WAVESQL_WINDOW_JOIN_PAIRS"
 #: The version of the driver's per-batch record of each stream's progress.
 RECORD_VERSION = 1
 
@@ -140,7 +150,9 @@ def recognize_window_join(spark, stmt, relation: ir.Relation, plan: stream_plan.
     a, b, checked, n_buckets = joined_streams(plan, a_key, b_key, [] if one else pairs,
                                               buckets)
     wa, wb = _kernel_window(window[a.key]), _kernel_window(window[b.key])
-    op = kernel.WindowJoinOperator(encoded_types(a), encoded_types(b), wa, wb, bool(checked))
+    why_not_pairs = _why_not_pairs(join, relation) if checked else "not keyed"
+    op = kernel.WindowJoinOperator(encoded_types(a), encoded_types(b), wa, wb, bool(checked),
+                                   pairs=why_not_pairs is None)
     pre_a = encoded_rows(a, False, [ac for ac, _ in checked], op, n_buckets)
     pre_b = encoded_rows(b, True, [bc for _, bc in checked], op, n_buckets)
     pre_a += _partition_sql(window[a.key])
@@ -152,11 +164,32 @@ def recognize_window_join(spark, stmt, relation: ir.Relation, plan: stream_plan.
                + (f"{n_buckets} buckets of the keys ({keys})" if checked else
                   f"1 bucket ({why_one})")
                + "; progress per stream (a row below its own stream's is late, kept by the "
-                 "driver per micro-batch), the query's the smaller (Spark's watermark); a "
-                 "micro-batch evaluates the query over the buckets with a row entering or "
-                 "leaving at an instant made final (timers at each bucket's next one)")
+                 "driver per micro-batch), the query's the smaller (Spark's watermark); "
+               + ("the buckets hand back the pairs entering and leaving at the instants a "
+                  f"micro-batch makes final and one Spark plan per micro-batch emits {output} "
+                  "from their signs (no per-instant evaluation)" if why_not_pairs is None else
+                  "a micro-batch evaluates the query per instant over the buckets with a row "
+                  f"entering or leaving at an instant made final ({why_not_pairs})")
+               + " (timers at each bucket's next change)")
     return WindowJoinPlan(a, b, op, tuple(pre_a), tuple(pre_b), output_ddl(op, a, b),
                           n_buckets, explain)
+
+
+def _why_not_pairs(join, relation: ir.Relation) -> str | None:
+    """Why a keyed join's ISTREAM/DSTREAM is evaluated per instant, not from its pairs
+    entering and leaving (:mod:`.window_join_delta`); None: from its pairs."""
+    import os
+
+    from .window_join_delta import pair_query
+
+    if os.environ.get(PAIRS_SETTING, "1") == "0":
+        return f"{PAIRS_SETTING}=0"
+    if (join.args.get("side") or "") or (join.args.get("kind") or "").upper() not in (
+            "", "INNER", "CROSS"):
+        return "an outer, semi or anti join"
+    if pair_query(relation) is None:
+        return "not a SELECT directly over the two windowed streams"
+    return None
 
 
 def _check_time(select: exp.Select) -> None:
@@ -317,6 +350,23 @@ class StatefulWindowJoinQuery(StatefulAsofQuery):
         return progress_of(self._batch_watermark(batch_id))
 
     # -- one micro-batch -----------------------------------------------------------------
+    def _from_pairs(self, spark, events):
+        """ISTREAM/DSTREAM from the pair events the buckets handed back
+        (:mod:`.window_join_delta`)."""
+        from wavesql.planner.lower import Runtime
+
+        from .window_join_delta import delta, pair_query
+
+        w = self.windowed
+        relation = self.bound.relation
+
+        def runtime(streams):
+            return Runtime(spark, self.session.catalog, self.text, streams=streams)
+
+        return delta(spark, runtime, pair_query(relation), events, w.buckets,
+                     relation.operator, w.decoded(False), w.decoded(True),
+                     (w.left.key, w.right.key))
+
     def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
         from pyspark.sql import functions as F
 
@@ -334,8 +384,11 @@ class StatefulWindowJoinQuery(StatefulAsofQuery):
             F.sum(f"__n{i}").alias(name) for i, name in enumerate(pl.STAT_NAMES)],
             *promise, *_earliest_arrival(df)).collect()[0].asDict()
         rows = df.where(f"__kind = {pl.RESULT}")
-        result = self._lowered(spark, rows.where("NOT __right").selectExpr(*w.decoded(False)),
-                               rows.where("__right").selectExpr(*w.decoded(True)))
+        if w.operator.pairs:
+            result = self._from_pairs(spark, rows)
+        else:
+            result = self._lowered(spark, rows.where("NOT __right").selectExpr(
+                *w.decoded(False)), rows.where("__right").selectExpr(*w.decoded(True)))
         previous = progress_of(self._batch_watermark(batch_id - 1)) if batch_id else None
         t = F.unix_micros(F.col(quote(TIME)))
         after = t >= F.lit(previous) if previous is not None else F.lit(True)
