@@ -64,10 +64,11 @@ class Readings:
                        self.folder / f"{name}.parquet")
         self.rows[name] = rows
 
-    def signal(self, late=()) -> pd.Series:
-        """The signal's samples: its query by pandas over the rows written (but the files
-        ``late``, which arrived after their samples were used), x by n."""
-        rows = pd.concat([r for name, r in self.rows.items() if name not in late])
+    def signal(self, late=None) -> pd.Series:
+        """The signal's samples: its query by pandas over the rows written (but the sample
+        numbers ``late[file]`` of each file, which arrived after they were used), x by n."""
+        late = late or {}
+        rows = pd.concat([r[~r.n.isin(late.get(name, ()))] for name, r in self.rows.items()])
         a = rows[rows.dev == "a"]
         assert a.n.is_unique
         return a.set_index("n").x.sort_index()
@@ -82,9 +83,13 @@ def _stamp(ms: int) -> str:
     return f"1970-01-01T00:00:{ms // 1000:02d}.{ms % 1000:03d}Z"
 
 
-def _marks(tmp_path, name, ranges, ids):
+def _marks(tmp_path, name, ranges, ids, at=None):
+    """Control rows: their range, and their event time ``at`` (default: the range's
+    start)."""
+    at = at or {}
     (tmp_path / "ctl" / f"{name}.json").write_text("".join(
-        json.dumps({"id": i, "t0": _stamp(ranges[i][0]), "t1": _stamp(ranges[i][1])}) + "\n"
+        json.dumps({"id": i, "at": _stamp(at.get(i, ranges[i][0])),
+                    "t0": _stamp(ranges[i][0]), "t1": _stamp(ranges[i][1])}) + "\n"
         for i in ids))
 
 
@@ -97,8 +102,8 @@ def _define(ws, tmp_path, acc, mic=False) -> Readings:
     if mic:  # (its first files written: CREATE SIGNAL checks them)
         ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {MIC_RATE} HZ FROM '{tmp_path / 'mic'}' "
                "FORMAT wav SEGMENT 256")
-    ws.sql(f"CREATE STREAM marks (id BIGINT, t0 TIMESTAMP, t1 TIMESTAMP) FROM "
-           f"'{tmp_path / 'ctl'}' FORMAT json EVENT TIME t0 WATERMARK 1 SECOND")
+    ws.sql(f"CREATE STREAM marks (id BIGINT, at TIMESTAMP, t0 TIMESTAMP, t1 TIMESTAMP) FROM "
+           f"'{tmp_path / 'ctl'}' FORMAT json EVENT TIME at WATERMARK 1 SECOND")
     return readings
 
 
@@ -180,14 +185,17 @@ def test_a_query_signal_and_a_wav_signal_synced_across_a_restart(ws, spark, tmp_
 @pytest.mark.slow  # three continuous runs: minutes on a loaded machine
 def test_alone_rows_waiting_a_late_sample_and_a_gap_across_runs(ws, spark, tmp_path,
                                                                   samples):
-    """The query signal alone, three runs on one checkpoint. Rows arrive before the samples
-    cover them (they wait) and after (they go at once). A file arriving after the samples
-    it holds were used (samples 40-49 again, as device 'a': late) goes to the late sink,
-    counted, never read; a range over samples never written (300-349) is NULL, one beside
-    it is the samples."""
+    """The query signal alone, four runs on one checkpoint. Rows arrive before the samples
+    cover them (they wait) and after (they go at once). A range over samples never
+    written (300-349) is NULL, one beside it is the samples. Rows arriving below the
+    samples already used (40-49 again, as device 'a'; then 300-349, in a file whose other
+    rows are on time) are late: to the late sink, counted, never read -- the gap they
+    would fill stays a gap."""
     acc, _ = samples
+    # (each row after the control stream's progress: at >= its latest at - 1 s)
     ranges = {1: (0, 500), 2: (900, 1500), 3: (1600, 2000), 4: (2800, 3100),
-              5: (3500, 4000), 6: (100, 450), 8: (3400, 3600)}
+              5: (3500, 4000), 6: (1700, 2450), 8: (3400, 3600), 9: (2000, 2500),
+              10: (300, 600), 11: (2900, 4550)}
     readings = _define(ws, tmp_path, acc)
     readings.write("r_000", range(0, 100))
     _marks(tmp_path, "c1", ranges, (1, 2, 3))
@@ -202,18 +210,30 @@ def test_alone_rows_waiting_a_late_sample_and_a_gap_across_runs(ws, spark, tmp_p
 
     readings.write("r_003", range(350, 450))  # 300-349 never written: a gap
     readings.write("r_003a", range(40, 50))  # already used: late
-    _marks(tmp_path, "c3", ranges, (5, 8))
+    # 9 and 10: covered since runs 2 and 1, go at once; 10 over the late samples 40-49
+    _marks(tmp_path, "c3", ranges, (5, 8, 9, 10), at={10: 3500})
     q = _run(ws, tmp_path, QUERY)
     assert q.reports[-1].buffered == 0
     rows = _rows(spark, tmp_path)
-    assert sorted(r.id for r in rows) == [1, 2, 3, 4, 5, 6, 8]
-    assert next(r for r in rows if r.id == 4).x is None  # over the gap
-    _check(rows, ranges, readings.signal(late=("r_003a",)))
-    late = spark.read.parquet(str(tmp_path / "ckpt" / "late")).toPandas()
-    assert len(late) == 10 and set(late._stream) == {"acc"}
-    assert all("already covered" in r for r in late._reason)
-    assert sorted(json.loads(r)["n"] for r in late._row) == list(range(40, 50))
+    assert sorted(r.id for r in rows) == [1, 2, 3, 4, 5, 6, 8, 9, 10]
+    assert sorted(r.id for r in rows if r.x is None) == [4, 8]  # over the gap
+    _check(rows, ranges, readings.signal(late={"r_003a": range(40, 50)}))
     assert sum(r.late for r in q.reports) == 10
+
+    readings.write("r_004", [*range(300, 350), *range(450, 460)])  # 300-349 late
+    _marks(tmp_path, "c4", ranges, (11,), at={11: 4000})
+    q = _run(ws, tmp_path, QUERY)
+    assert sum(r.late for r in q.reports) == 50
+    rows = _rows(spark, tmp_path)
+    assert sorted(r.id for r in rows) == [1, 2, 3, 4, 5, 6, 8, 9, 10, 11]
+    assert next(r for r in rows if r.id == 11).x is None  # 300-349 still a gap
+    _check(rows, ranges, readings.signal(late={"r_003a": range(40, 50),
+                                               "r_004": range(300, 350)}))
+    late = spark.read.parquet(str(tmp_path / "ckpt" / "late")).toPandas()
+    assert len(late) == 60 and set(late._stream) == {"acc"}
+    assert all("already covered" in r for r in late._reason)
+    assert sorted(json.loads(r)["n"] for r in late._row) == [*range(40, 50),
+                                                             *range(300, 350)]
 
 
 def test_the_split_indexes_files_waits_for_one_being_written_and_places_late_rows_apart(
