@@ -3,8 +3,10 @@ against the sink before any job starts.
 
 The sink must be a catalog sink (not a stream or view), appended to (no OVERWRITE, no
 column list); a CSV sink takes no nested values, and the columns a sink declares must be
-among the query's. The result is ``planner.insert.InsertInto``, which the session runs as
-a job; an INSERT into anything that is not a catalog object is Spark's.
+among the query's. The query may be a relation-to-stream query (``INSERT INTO s ISTREAM
+(SELECT ...)``), as a continuous query may. The result is ``planner.insert.InsertInto``,
+which the session runs as a job; an INSERT into anything that is not a catalog object is
+Spark's.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from sqlglot import exp
 
 from wavesql.catalog import objects as cat
 from wavesql.dialect import Statement as ParsedStatement
+from wavesql.dialect import nodes as wn
 from wavesql.errors import Span, WaveSQLError
 
 from ..insert import InsertInto, flat_format_problem, reads_streams
 from .context import BindContext
+from .relation_to_stream import bind_relation_to_stream
 
 
 def bind_insert_into_sink(node: exp.Insert, stmt: ParsedStatement, ctx: BindContext
@@ -54,21 +58,22 @@ def bind_insert_into_sink(node: exp.Insert, stmt: ParsedStatement, ctx: BindCont
     rest = stmt.text[start - stmt.start:]
     query_span = Span(start + len(rest) - len(rest.lstrip()), stmt.end)  # the query's text
     query = node.expression
-    if not isinstance(query, exp.Query):
+    if not isinstance(query, (exp.Query, wn.RelationToStream)):
         raise WaveSQLError("UNSUPPORTED_STATEMENT", f"INSERT INTO sink `{defn.name}` needs a "
                            "query", query_span, hint=f"INSERT INTO {defn.name} SELECT ... "
                            "FROM stream")
-    late = query.args.get("late_into") if isinstance(query, exp.Select) else None
+    late = _body(query).args.get("late_into") if isinstance(_body(query), exp.Select) else None
     late_span = Span.of(late) if late is not None else None
     text = stmt.text[start - stmt.start:]
     if late is not None:
         query = query.copy()
-        query.set("late_into", None)
+        _body(query).set("late_into", None)
         if late_span is not None:  # same length, so Spark's error positions still map back
             a, b = late_span.start - start, late_span.end - start
             text = text[:a] + " " * (b - a) + text[b:]
     inner = ParsedStatement(query, text, start, stmt.end)
-    relation = ctx.bind_query(query, inner, top_level=True)
+    relation = (bind_relation_to_stream(query, ctx) if isinstance(query, wn.RelationToStream)
+                else ctx.bind_query(query, inner, top_level=True))
     problem = flat_format_problem(defn.format, relation.schema.fields)
     if problem:
         raise WaveSQLError("SINK_MISMATCH", f"sink `{defn.name}` is CSV, which has no nested "
@@ -86,3 +91,9 @@ def bind_insert_into_sink(node: exp.Insert, stmt: ParsedStatement, ctx: BindCont
     return InsertInto(defn, relation, (start, stmt.end), late,
                       (late_span.start, late_span.end) if late_span is not None else None,
                       reads_streams(relation), stmt.text)
+
+
+def _body(query: exp.Expression) -> exp.Expression:
+    """The query an ``ISTREAM|DSTREAM|RSTREAM (...)`` wraps (where its LATE INTO is), or
+    ``query`` itself."""
+    return query.this if isinstance(query, wn.RelationToStream) else query

@@ -116,6 +116,24 @@ class WaveSQLParser(DDLParser):
         alias = self._parse_table_alias() if with_alias else None
         return self._positioned(RelationToStream(this=query, kind=kind, alias=alias), first)
 
+    def _parse_insert(self) -> exp.Expr:
+        # `INSERT INTO <sink> ISTREAM (...)`: the query of a job may be a relation-to-stream
+        # query, as a continuous query may; only here (a view or CREATE TABLE AS keeps
+        # sqlglot's query parser: no binder of theirs reads a RelationToStream)
+        self._in_insert = True
+        try:
+            return super()._parse_insert()
+        finally:
+            self._in_insert = False
+
+    def _parse_ddl_select(self) -> exp.Expr | None:
+        if getattr(self, "_in_insert", False) and self._curr is not None \
+                and self._curr.token_type == TokenType.VAR \
+                and self._word() in RELATION_TO_STREAM_KINDS \
+                and self._next is not None and self._next.token_type == TokenType.L_PAREN:
+            return self._parse_relation_to_stream(with_alias=False)
+        return super()._parse_ddl_select()
+
     # ----------------------------------------------------------------- table sources
     def _parse_table(self, schema: bool = False, joins: bool = False,
                      alias_tokens: t.Collection[TokenType] | None = None,
