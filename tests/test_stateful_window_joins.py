@@ -42,6 +42,19 @@ def left_outer(A, B):
     return out
 
 
+def full_outer(A, B):
+    out = left_outer(A, B)
+    for b in B:
+        if not any(a["k"] is not None and a["k"] == b["k"] for a in A):
+            out.append((None, None, b["id"]))
+    return out
+
+
+def left_k(A, B):
+    """A LEFT JOIN projecting the left key and whether it has a partner (bags)."""
+    return [(k, i is not None) for k, _, i in left_outer(A, B)]
+
+
 def inner_k(A, B):
     """The key of each pair only: many pairs, one row (bags)."""
     return [(a["k"],) for a in A for b in B if a["k"] is not None and a["k"] == b["k"]]
@@ -93,20 +106,23 @@ def _from_pairs(ctx: pd.DataFrame, query, kind) -> Counter:
     for r in ctx.itertuples():
         a = {"k": None if r.ln0 else r.l0, "id": int(r.l1)}
         b = {"k": None if r.rn0 else r.r0, "id": int(r.r1)}
-        for row in query([a], [b]):
+        # a NULL-padded event (nk) holds one stream's row (right: which)
+        for row in query([] if r.nk and r.right else [a], [] if r.nk and not r.right else [b]):
             net[(int(r.ts), *row)] += int(r.pk)
     sign = 1 if kind == "ISTREAM" else -1
     return Counter({row: sign * n for row, n in net.items() if sign * n > 0})
 
 
-def drive(a, b, wa, wb, query, kind, keyed, rng, batches=6, buckets=3, pairs=False):
+def drive(a, b, wa, wb, query, kind, keyed, rng, batches=6, buckets=3, pairs=False,
+          preserve=(False, False)):
     """Both streams through the kernel batch by batch as Spark would call it; returns
     (emitted rows, late ids, the oracle's late ids, the oracle's rows). ``pairs``: the
     kernel hands back pair events (:func:`_from_pairs`), not rows to evaluate."""
     from streaming.stateful import window_join as kernel
 
     op = kernel.WindowJoinOperator(("string", "bigint"), ("string", "bigint"),
-                                   _kernel_window(wa), _kernel_window(wb), keyed, pairs)
+                                   _kernel_window(wa), _kernel_window(wb), keyed, pairs,
+                                   preserve)
     parts = {"l": _arrive(rng, a, batches, 3 * SECOND),
              "r": _arrive(rng, b, batches, 3 * SECOND)}
     progress = oracle_progress(parts)
@@ -195,14 +211,20 @@ PAIR_CASES = [
         (15, "rows", inner_k, "ISTREAM", True), (16, "rows-both", inner, "DSTREAM", True),
         (17, "rows-both", inner_k, "ISTREAM", True), (18, "slide-range", inner_k, "DSTREAM",
                                                          True),
-        (19, "range", inner_k, "ISTREAM", True), (20, "rows", inner, "DSTREAM", False)]]
+        (19, "range", inner_k, "ISTREAM", True), (20, "rows", inner, "DSTREAM", False),
+        (21, "range", left_outer, "ISTREAM", True), (22, "rows", left_k, "DSTREAM", True),
+        (23, "now-slide", full_outer, "ISTREAM", True), (24, "rows", full_outer, "DSTREAM",
+                                                         False),
+        (25, "slide-range", left_k, "ISTREAM", True)]]
+PRESERVE = {left_outer: (True, False), left_k: (True, False), full_outer: (True, True)}
 
 
 @pytest.mark.parametrize("seed, windows, query, kind, ties", PAIR_CASES)
 def test_pair_events_batch_by_batch_equal_the_reference_over_the_history(seed, windows, query,
                                                                          kind, ties):
-    """The kernel handing back the pairs entering (+1) and leaving (-1) an inner join at
-    each instant made final, each pair's query row counted with its sign per instant:
+    """The kernel handing back the pairs entering (+1) and leaving (-1) a join at each
+    instant made final (an outer join's rows NULL-padded too, alone), each pair's query
+    row counted with its sign per instant:
     the positive (ISTREAM) or negative (DSTREAM) counts are the reference's over every row
     not late. ``ties``: times on whole seconds (rows at one instant in both streams: pairs
     entering and leaving at one instant projecting to one row, ROWS ends decided by the
@@ -212,7 +234,8 @@ def test_pair_events_batch_by_batch_equal_the_reference_over_the_history(seed, w
     if ties:
         a, b = (f.assign(ts=f.ts // SECOND * SECOND) for f in (a, b))
     wa, wb = WINDOWS[windows]
-    emitted, late, want_late, want = drive(a, b, wa, wb, query, kind, True, rng, pairs=True)
+    emitted, late, want_late, want = drive(a, b, wa, wb, query, kind, True, rng, pairs=True,
+                                           preserve=PRESERVE.get(query, (False, False)))
     assert late == want_late
     assert sum(want.values()) > 5
     assert emitted == want
@@ -383,9 +406,10 @@ def test_continuous_window_join_on_the_state_store(ws, spark, tmp_path, case):
     shown = ws.explain(sql, "STREAM")
     assert "stateful per-instant join of windowed streams on Spark's state store" in shown
     assert buckets in shown
-    # an inner keyed join from its pairs entering and leaving; the others per instant
+    # a keyed join (ON of key equalities only) from its pairs entering and leaving (and
+    # its rows NULL-padded); the others per instant
     pairs = "emits ISTREAM from their signs" in shown or "emits DSTREAM from their signs" in shown
-    assert pairs == (query in (inner, inner_k)), shown
+    assert pairs == (query in (inner, inner_k, left_outer)), shown
     reports = []
     for n in (2, 1):  # two rounds of files, a restart between
         _move(tmp_path, n)
@@ -457,3 +481,11 @@ def test_what_stays_re_evaluated_says_why(ws, tmp_path):
                "quotes [RANGE 2 SECONDS] q ON t.k = q.k GROUP BY t.k)")
     shown = ws.explain(grouped, "STREAM")
     assert "stateful per-instant join" in shown and "1 bucket (GROUP BY across keys)" in shown
+    assert "evaluates the query per instant" in shown
+    # an outer join with more than key equalities in ON: per instant (the kernel cannot
+    # tell a match); with key equalities only, from its pairs
+    outer = JOIN.replace("JOIN", "LEFT JOIN")
+    shown = ws.explain(outer.replace("q.k)", "q.k AND q.v > t.v)"), "STREAM")
+    assert "per instant" in shown and "an outer join whose ON is more than key equalities" \
+        in shown, shown
+    assert "emits ISTREAM from their signs" in ws.explain(outer, "STREAM")

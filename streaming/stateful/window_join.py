@@ -102,6 +102,9 @@ class WindowJoinOperator:
     #: (:mod:`.window_join_pairs`), not rows to evaluate per instant. Not in the repr (the
     #: fingerprint): the state is the same either way.
     pairs: bool = field(default=False, repr=False)
+    #: with ``pairs``: the left / right stream's rows NULL-padded where they have no pair
+    #: (an outer join on key equalities only)
+    preserve: tuple[bool, bool] = field(default=(False, False), repr=False)
 
     kind = "window-join"
 
@@ -201,7 +204,7 @@ def _pairs(op: WindowJoinOperator, rows: pd.DataFrame, frm, to_lo, to_hi, among,
         ties = mask & (to_lo != to_hi)
         if window.kind == "ROWS" and ties.any():
             to[mask] = rows_ends(rows[mask], side, width, window.size, _partitions(rows[mask]))
-    return signed_pairs(rows, frm, to, among, start, p, names)
+    return signed_pairs(rows, frm, to, among, start, p, names, op.preserve)
 
 
 def step(op: WindowJoinOperator, value: bytes | None, new: pd.DataFrame,

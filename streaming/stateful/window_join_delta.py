@@ -1,13 +1,15 @@
 """``ISTREAM`` / ``DSTREAM`` of an inner per-instant join of windowed streams from the pairs
 entering and leaving it: the driver's side, one Spark plan per micro-batch.
 
-When the query is additive over the join keys, the join is **inner** and the SQL around it
-row by row, the buckets hand back pair events (:mod:`.window_join_pairs`: each an encoded
+When the query is additive over the join keys, the join is inner (or outer on key
+equalities only) and the SQL around it row by row, the buckets hand back pair events (:mod:`.window_join_pairs`: each an encoded
 row holding the left stream's columns of ``a`` and the right one's of ``b``, ``__ts`` the
 instant, ``__pk`` the sign, ``__ph`` its number in its bucket's call). The result at
 instant ``t`` changes by the pairs starting there minus those ending there, so per
 projected row ``v``: ``ISTREAM(t)(v) = max(0, E_t(v) - L_t(v))``, ``DSTREAM(t)(v) =
-max(0, L_t(v) - E_t(v))`` -- no relation per instant, no rows x instants.
+max(0, L_t(v) - E_t(v))`` -- no relation per instant, no rows x instants. An outer join's
+preserved row NULL-padded over part of its interval comes as an event of its own row
+alone, which the user's outer join pads.
 
 :func:`delta` runs the user's own per-instant SQL (the bound ``SqlQuery`` under the
 ``ISTREAM``/``DSTREAM``: its join, ON, WHERE and projections exactly as the batch plan
@@ -82,8 +84,10 @@ def delta(spark, runtime, query: ir.SqlQuery, events, buckets: int, kind: str,
     from wavesql.planner.lower import lower_relation
 
     u = f"pmod(__sk, {int(buckets)}) + {int(buckets)} * __ph"
-    frames = {key: events.selectExpr(f"timestamp_micros({u}) AS {TIME}", *columns)
-              for key, columns in zip(keys, (left_columns, right_columns))}
+    # a NULL-padded event (``__nk``) holds the row of one stream (``__right``) only
+    held = ("NOT (__nk AND __right)", "NOT (__nk AND NOT __right)")
+    frames = {key: events.where(where).selectExpr(f"timestamp_micros({u}) AS {TIME}", *columns)
+              for key, columns, where in zip(keys, (left_columns, right_columns), held)}
     result = lower_relation(_over_pairs(query), runtime(frames))
     names = result.columns
     at = set(time_items(query))

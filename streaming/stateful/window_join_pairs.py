@@ -24,6 +24,11 @@ and emits ``max(0, n)`` (ISTREAM) or ``max(0, -n)`` (DSTREAM) copies.
 A NULL key joins nothing (``nk``); the keys are compared by their two hashes here and by
 the user's SQL after (a collision of both hashes pairs rows the SQL then drops).
 
+Outer joins (ON of key equalities only, so a pair of equal keys is a match): a preserved
+row is NULL-padded while it is in its relation with none of its pairs held -- intervals
+too; its padded events carry its own stream's columns only, ``nk`` true and ``right``
+its stream (the driver hands each stream's frame the rows it holds).
+
 Exact ends of ``[ROWS n]`` windows: a row leaves when the ``n``-th later row of its
 partition arrives; rows at one instant are ordered by their column values in declared
 order, NULLs first (``planner/windows.py``, as Spark's ``lead`` over that order), a NaN
@@ -72,34 +77,69 @@ def rows_ends(rows: pd.DataFrame, side: str, width: int, n: int,
 
 
 def signed_pairs(rows: pd.DataFrame, frm: np.ndarray, to: np.ndarray, among: np.ndarray,
-                 start: int, progress: int, names: list[str]) -> pd.DataFrame:
+                 start: int, progress: int, names: list[str],
+                 preserve: tuple[bool, bool] = (False, False)) -> pd.DataFrame:
     """The pair events (module docstring) at instants in ``[start, progress)`` of the
     bucket's ``rows`` (both streams; ``frm``/``to`` their exact validity) among the rows
-    ``among`` (a mask: the keys with a change), as encoded rows of columns ``names``."""
+    ``among`` (a mask: the keys with a change), as encoded rows of columns ``names``;
+    ``preserve``: the left / right stream's rows are NULL-padded where they have no pair
+    (an outer join, :func:`_padded`)."""
     right = rows["right"].to_numpy(bool)
-    live = among & ~rows["nk"].to_numpy(bool) & (frm < to)
+    nk = rows["nk"].to_numpy(bool)
+    live = among & (frm < to)
     sk, sh = rows["sk"].to_numpy(np.int64), rows["sh"].to_numpy(np.int64)
-    a, b = np.flatnonzero(live & ~right), np.flatnonzero(live & right)
-    if not len(a) or not len(b):
-        return rows.iloc[:0][names].reset_index(drop=True)
+    a, b = np.flatnonzero(live & ~nk & ~right), np.flatnonzero(live & ~nk & right)
     m = pd.DataFrame({"sk": sk[a], "sh": sh[a], "a": a}).merge(
         pd.DataFrame({"sk": sk[b], "sh": sh[b], "b": b}), on=["sk", "sh"])
     ia, ib = m["a"].to_numpy(np.int64), m["b"].to_numpy(np.int64)
     s = np.maximum(frm[ia], frm[ib])
     e = np.minimum(to[ia], to[ib])
     held = s < e
-    enter = held & (s >= start) & (s < progress)
-    leave = held & (e >= start) & (e < progress)
-    ia = np.concatenate([ia[enter], ia[leave]])
-    ib = np.concatenate([ib[enter], ib[leave]])
-    at = np.concatenate([s[enter], e[leave]])
+    ia, ib, s, e = ia[held], ib[held], s[held], e[held]
+    enter = (s >= start) & (s < progress)
+    leave = (e >= start) & (e < progress)
     sign = np.concatenate([np.ones(enter.sum(), np.int64), -np.ones(leave.sum(), np.int64)])
-    out = rows.iloc[ia][names].reset_index(drop=True)
+    ja, jb = np.concatenate([ia[enter], ia[leave]]), np.concatenate([ib[enter], ib[leave]])
+    out = rows.iloc[ja][names].reset_index(drop=True)
     theirs = [c for c in names if c[:1] == "r" and c[1:].lstrip("n").isdigit()]  # b's
     for c in theirs:
-        out[c] = rows[c].to_numpy()[ib]
-    out["ts"] = at
+        out[c] = rows[c].to_numpy()[jb]
+    out["ts"] = np.concatenate([s[enter], e[leave]])
     out["right"] = False
     out["pk"] = sign
+    parts = [out]
+    for side, (mine, partner) in enumerate(((ia, ib), (ib, ia))):
+        if preserve[side]:
+            alone = np.flatnonzero(live & (right == bool(side)))
+            parts.append(_padded(rows, frm, to, alone, mine, s, e, start, progress, names))
+    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else out
     out["ph"] = np.arange(len(out), dtype=np.int64)
+    return out
+
+
+def _padded(rows: pd.DataFrame, frm, to, alone: np.ndarray, mine: np.ndarray, s, e,
+            start: int, progress: int, names: list[str]) -> pd.DataFrame:
+    """The events of the rows ``alone`` (one preserved stream's) NULL-padded: a row is
+    padded while it is in its relation with no pair (``mine``: its pairs' row of that
+    stream, held over ``[s, e)``) -- entering (+1) where that begins, leaving (-1) where
+    it ends. Each row's own rows only (the other stream's columns NULL); ``nk`` true marks
+    a padded event, ``right`` its stream."""
+    idx = np.concatenate([alone, alone, mine, mine])
+    t = np.concatenate([frm[alone], to[alone], s, e])
+    inside = np.concatenate([np.ones(len(alone), np.int64), -np.ones(len(alone), np.int64),
+                             np.zeros(2 * len(mine), np.int64)])
+    pairs = np.concatenate([np.zeros(2 * len(alone), np.int64), np.ones(len(mine), np.int64),
+                            -np.ones(len(mine), np.int64)])
+    ev = (pd.DataFrame({"i": idx, "t": t, "inside": inside, "pairs": pairs})
+          .groupby(["i", "t"], sort=True).sum().reset_index())
+    per_row = ev.groupby("i", sort=False)
+    now = (per_row["inside"].cumsum() > 0) & (per_row["pairs"].cumsum() == 0)
+    before = now.groupby(ev["i"]).shift(1, fill_value=False).astype(bool)
+    change = now.astype(np.int64) - before.astype(np.int64)
+    at = ev["t"].to_numpy(np.int64)
+    keep = (change.to_numpy() != 0) & (at >= start) & (at < progress)
+    out = rows.iloc[ev["i"].to_numpy()[keep]][names].reset_index(drop=True)
+    out["ts"] = at[keep]
+    out["nk"] = True
+    out["pk"] = change.to_numpy()[keep]
     return out

@@ -31,12 +31,14 @@ the rows the called buckets hand back and keeps its rows whose ``_time`` became 
 (``previous progress <= _time < progress``), ``_final = true``, as the re-evaluating
 runner does over its whole buffer.
 
-An **inner** join of that keyed shape whose statement is the SELECT directly over the two
-windowed streams skips the per-instant evaluation: its buckets hand back the pairs
-entering and leaving (:mod:`.window_join_pairs`) and one Spark plan per micro-batch emits
-``ISTREAM``/``DSTREAM`` from their signs (:mod:`.window_join_delta`); outer, semi and anti
-joins stay per instant (a preserved row's NULL-padded intervals are not built yet), as
-does everything with :data:`PAIRS_SETTING` ``=0``. ``EXPLAIN STREAM`` says which.
+An inner join of that keyed shape -- or an outer one whose ON is key equalities only (a
+pair of equal keys is then a match: the kernel knows where a row goes NULL-padded) --
+whose statement is the SELECT directly over the two windowed streams skips the
+per-instant evaluation: its buckets hand back the pairs entering and leaving (and the
+padded rows, :mod:`.window_join_pairs`) and one Spark plan per micro-batch emits
+``ISTREAM``/``DSTREAM`` from their signs (:mod:`.window_join_delta`). Semi and anti
+joins, outer joins with more in ON, and everything with :data:`PAIRS_SETTING` ``=0`` stay
+per instant. ``EXPLAIN STREAM`` says which.
 """
 
 from __future__ import annotations
@@ -150,9 +152,11 @@ def recognize_window_join(spark, stmt, relation: ir.Relation, plan: stream_plan.
     a, b, checked, n_buckets = joined_streams(plan, a_key, b_key, [] if one else pairs,
                                               buckets)
     wa, wb = _kernel_window(window[a.key]), _kernel_window(window[b.key])
-    why_not_pairs = _why_not_pairs(join, relation) if checked else "not keyed"
+    why_not_pairs = _why_not_pairs(join, relation, a_alias, b_alias) if checked else "not keyed"
+    preserve = {"LEFT": (True, False), "RIGHT": (False, True), "FULL": (True, True)}.get(
+        side, (False, False))
     op = kernel.WindowJoinOperator(encoded_types(a), encoded_types(b), wa, wb, bool(checked),
-                                   pairs=why_not_pairs is None)
+                                   pairs=why_not_pairs is None, preserve=preserve)
     pre_a = encoded_rows(a, False, [ac for ac, _ in checked], op, n_buckets)
     pre_b = encoded_rows(b, True, [bc for _, bc in checked], op, n_buckets)
     pre_a += _partition_sql(window[a.key])
@@ -175,18 +179,24 @@ def recognize_window_join(spark, stmt, relation: ir.Relation, plan: stream_plan.
                           n_buckets, explain)
 
 
-def _why_not_pairs(join, relation: ir.Relation) -> str | None:
+def _why_not_pairs(join, relation: ir.Relation, a_alias: str, b_alias: str) -> str | None:
     """Why a keyed join's ISTREAM/DSTREAM is evaluated per instant, not from its pairs
     entering and leaving (:mod:`.window_join_delta`); None: from its pairs."""
     import os
+
+    from wavesql.planner.band import _conjuncts
 
     from .window_join_delta import pair_query
 
     if os.environ.get(PAIRS_SETTING, "1") == "0":
         return f"{PAIRS_SETTING}=0"
-    if (join.args.get("side") or "") or (join.args.get("kind") or "").upper() not in (
-            "", "INNER", "CROSS"):
-        return "an outer, semi or anti join"
+    if (join.args.get("kind") or "").upper() not in ("", "INNER", "CROSS", "OUTER"):
+        return "a semi or anti join"
+    on = join.args.get("on")
+    if (join.args.get("side") or "") and (on is None or len(list(_conjuncts(on))) != len(
+            _key_pairs(on, a_alias, b_alias))):
+        # a pair of equal keys must be a match: the kernel pads the rows without one
+        return "an outer join whose ON is more than key equalities"
     if pair_query(relation) is None:
         return "not a SELECT directly over the two windowed streams"
     return None
