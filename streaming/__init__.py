@@ -189,7 +189,18 @@ joins of windowed streams          ISTREAM / DSTREAM per instant: the interval j
                                    the instants made final: the multiset difference at
                                    an instant over the keys that change there is the
                                    one over every key (the others add the same rows to
-                                   both sides). Re-evaluated, with the reason: RSTREAM
+                                   both sides).
+                                   Inner joins of that shape, and outer ones whose ON
+                                   is key equalities only, skip the batch plan: the
+                                   buckets hand back the pairs entering and leaving at
+                                   those instants (a preserved row NULL-padded where it
+                                   has no pair, alone) and one Spark plan per
+                                   micro-batch runs the per-instant SQL over each
+                                   pair alone and emits ISTREAM / DSTREAM from the
+                                   signs summed per instant and row
+                                   (:mod:`.stateful.window_join_pairs`,
+                                   :mod:`.stateful.window_join_delta`).
+                                   Re-evaluated, with the reason: RSTREAM
                                    (every key at every instant), EMIT CHANGES,
                                    ``_time`` in an expression, three or more streams,
                                    windows over views.
