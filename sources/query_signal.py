@@ -56,7 +56,8 @@ checkpoint is not fault tolerant (an executor lost between the jobs fails the qu
 holds the rows (8 bytes per channel and sample) until the query's DataFrame is dropped.
 Continuous queries over such a signal (its query row by row over one stream of files) run
 in streaming/query_signals.py, each micro-batch's rows placed with :func:`sample_numbers`
-and :func:`check_columns` as here; a continuous SYNC over it is refused (streaming/sync.py).
+and :func:`check_columns` as here; a continuous SYNC over it reads its stream's
+files through the same functions (streaming/query_sync.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ from it waits (:func:`control_ranges`, :func:`release`). For signals stored as f
 or a table's CSV, Parquet or JSON rows (sources/table_stream.py) --, each signal's folder is
 watched too (Spark's binaryFile source over :func:`watch_path`, so that a new file runs a
 micro-batch); a signal read from Kafka has its topic watched, its blocks placed and indexed
-by :mod:`.kafka_sync`. File and Kafka signals mix freely in one query. Each micro-batch the
+by :mod:`.kafka_sync`; a signal defined by a query has the folder of the stream its query
+is row by row over watched, that stream's files indexed by :mod:`.query_sync`. File, Kafka
+and query signals mix freely in one query. Each micro-batch the
 re-evaluating runner (:mod:`.runner`) splits the control rows it keeps with
 :func:`split_signals`: those every signal now covers -- by its complete files (complete and
 placed as the signal's continuous reader decides: :func:`.sync_state.complete_placements`),
