@@ -169,7 +169,12 @@ interval (band) join (inner)       the ASOF join's machinery with another kernel
                                    (its timer at ``b``'s while it waits), and the rows go
                                    to the passes where they have a partner (flags), the
                                    ``alone`` ones of both streams to a third; keys of
-                                   different kinds stay re-evaluated.
+                                   different kinds stay re-evaluated. Either join's
+                                   side may be a view, CTE or subquery row by row over
+                                   its stream (:mod:`.stateful.view_rows`: the stream's
+                                   rows get kind and promise, then go through the view;
+                                   the driver-kept side also hands on one promise row per
+                                   stream row); such joins run here only.
 joins of windowed streams          ISTREAM / DSTREAM per instant: the interval join's
                                    machinery with another kernel
                                    (:mod:`.stateful.window_join`), both streams

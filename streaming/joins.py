@@ -20,7 +20,7 @@ from wavesql.planner.band import Band
 from wavesql.sqltext import quote
 
 from .plan import (Input, KeepMatchable, Plan, check_row_by_row, check_row_by_row_except,
-                   require_event_time)
+                   require_event_time, require_time_carried, row_by_row_stream)
 
 
 def plan_asof(queries: list, trees: list, scans: dict, stmt) -> Plan:
@@ -43,29 +43,56 @@ def plan_asof(queries: list, trees: list, scans: dict, stmt) -> Plan:
     it). State: the waiting left rows (per key, those since its last right row) and the
     right rows since ``m``."""
     asofs = [(i, q) for i, q in enumerate(queries) if q.asof is not None]
-    if len(asofs) > 1 or len(scans) != 2:
+    if len(asofs) > 1:
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN is implemented between "
                            "two streams, one per query", Span.of(stmt.node),
                            hint="split the query: one continuous ASOF JOIN per query")
     index, query = asofs[0]
     asof = query.asof
     rels = dict(query.inputs)
-    left, right = rels.get(asof.left), rels.get(asof.right)
-    if not isinstance(left, ir.StreamScan) or not isinstance(right, ir.StreamScan) \
-            or left.stream.key == right.stream.key:
+    (left, lview), (right, rview) = (
+        _side(rels.get(name), column, f"a continuous ASOF JOIN ({role} side)",
+              "ON ... {t} >= ...", stmt)
+        for name, column, role in ((asof.left, asof.left_time, "left"),
+                                   (asof.right, asof.right_time, "right")))
+    if left.key == right.key:
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN joins two different "
-                           "catalog streams (not views, not a stream with itself)",
-                           Span.of(stmt.node))
-    for stream, column in ((left.stream, asof.left_time), (right.stream, asof.right_time)):
+                           f"catalog streams; both sides read `{left.name}`",
+                           Span.of(stmt.node),
+                           hint="write one side's rows into a stream of its own with a "
+                                "continuous query, and join that stream")
+    if len(scans) != 2:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN is implemented between "
+                           "two streams, one per query", Span.of(stmt.node),
+                           hint="split the query: one continuous ASOF JOIN per query")
+    for stream, column in ((left, asof.left_time), (right, asof.right_time)):
         require_event_time(stream, column, "a continuous ASOF JOIN compares the streams' "
                             "event times", stmt)
     check_row_by_row_except(trees, index, stmt)
     ordered = sorted(scans.items())
     inputs = tuple(Input(k, st) for k, (_, st) in enumerate(ordered))
-    info = {"left": left.stream.key, "right": right.stream.key,
+    info = {"left": left.key, "right": right.key,
             "keys": [r for _, r in asof.keys], "pairs": list(asof.keys),
-            "direction": asof.direction, "inclusive": asof.inclusive}
+            "direction": asof.direction, "inclusive": asof.inclusive,
+            "views": {left.key: lview, right.key: rview}}
     return Plan(inputs, "asof", None, asof=info)
+
+
+def _side(rel: ir.Relation | None, column: str, what: str, use: str, stmt) -> tuple:
+    """``(stream, view)`` of a continuous join's side: a catalog stream (view None), or a
+    view, CTE or subquery row by row over one (:func:`.plan.row_by_row_stream`) whose
+    time column ``column`` is the stream's EVENT TIME passed through."""
+    if rel is None:
+        raise WaveSQLError("NOT_IMPLEMENTED", f"{what} is not a relation the continuous "
+                           "planner can follow", Span.of(stmt.node))
+    stream = row_by_row_stream(
+        rel, stmt, what, "join a view (or CTE, subquery) that filters, projects and computes "
+        "columns of one catalog stream's rows; compute anything across rows in a continuous "
+        "query of its own into a stream, and join that stream")
+    if isinstance(rel, ir.StreamScan):
+        return stream, None
+    require_time_carried(rel, stream, column, what, use, stmt, code="NOT_IMPLEMENTED")
+    return stream, rel
 
 
 def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
@@ -88,7 +115,7 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
                 found.append((tree, join, band))
     if not found:
         return None
-    if len(found) > 1 or len(scans) != 2:
+    if len(found) > 1:
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join is implemented "
                            "between two streams, one join per query", Span.of(stmt.node),
                            hint="split the query: one continuous join per query")
@@ -99,27 +126,36 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
         if outer == band.b.table.lower():
             band = Band(band.b, band.a, -band.hi, -band.lo)
         band = _exact_band(join.args.get("on"), band, stmt)
-    names = {}  # alias -> stream name, through the bin subqueries of planner/band.py
-    for source in [select.args["from_"].this] + [j.this for j in select.args["joins"]]:
-        if isinstance(source, exp.Table):
-            names[source.alias_or_name.lower()] = source.name.lower()
-        elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
-            inner = source.this.args["from_"].this
-            if isinstance(inner, exp.Table):
-                names[source.alias_or_name.lower()] = inner.name.lower()
-    by_name = {st.name.lower(): st for st in scans.values()}
-    a = by_name.get(names.get(band.a.table.lower(), ""))
-    b = by_name.get(names.get(band.b.table.lower(), ""))
-    if a is None or b is None or a.key == b.key:
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join joins two different "
-                           "catalog streams (not a stream with itself, not views)",
-                           Span.of(stmt.node))
-    for side, column in ((a, band.a), (b, band.b)):
-        require_event_time(side, column.name, "a continuous interval join's band must be "
-                            "on the streams' event times", stmt)
     rest = tree.copy()
     for j in rest.find_all(exp.Join):
         j.pop()  # the join itself is what this mode evaluates; the rest must be row by row
+    query = next(q for q, t in zip(queries, trees) if t is tree)
+    rels, sources = dict(query.inputs), _sources(select)
+    sides, hoisted = [], {}
+    for column, label in ((band.a, "__wavesql_band_a"), (band.b, "__wavesql_band_b")):
+        source = sources.get(column.table.lower())
+        rel = None
+        if source is not None:
+            rel = _inline_side(source, select, query, label)
+            if rel is not None:
+                hoisted[id(source)] = (source, label, rel)
+            else:
+                rel = rels.get(_source_name(source))
+        sides.append(_side(rel, column.name, "a continuous interval join (side "
+                           f"`{column.table}`)", "ON ... {t} BETWEEN ...", stmt))
+    (a, aview), (b, bview) = sides
+    if a.key == b.key:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join joins two different "
+                           f"catalog streams; both sides read `{a.name}`", Span.of(stmt.node),
+                           hint="write one side's rows into a stream of its own with a "
+                                "continuous query, and join that stream")
+    if len(scans) != 2:
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join is implemented "
+                           "between two streams, one join per query", Span.of(stmt.node),
+                           hint="split the query: one continuous join per query")
+    for side, column in ((a, band.a), (b, band.b)):
+        require_event_time(side, column.name, "a continuous interval join's band must be "
+                            "on the streams' event times", stmt)
     check_row_by_row(rest, stmt)
     ordered = sorted(scans.items())
     inputs = []
@@ -128,12 +164,105 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
         other, offset = (b.key, band.lo) if key == a.key else (a.key, -band.hi)
         inputs.append(Input(index, stream, (KeepMatchable(other, offset),)))
     info = {"a": a.key, "b": b.key, "lo": band.lo, "hi": band.hi,
-            "pairs": _key_pairs(join.args.get("on"), band.a.table, band.b.table)}
+            "pairs": _key_pairs(join.args.get("on"), band.a.table, band.b.table),
+            "views": {a.key: aview, b.key: bview}}
+    if hoisted:  # the batch plan of the state store reads the hoisted sides by name
+        info["query"] = (query, _with_sides(query, tree, hoisted))
     if outer is not None:
         info["outer"] = True  # stream a preserved
         if outer == FULL:
             info["full"] = True  # stream b too
     return Plan(tuple(inputs), "band", None, band=info)
+
+
+def _sources(select: exp.Select) -> dict:
+    """Alias -> source (a table or subquery) of ``select``'s FROM and JOINs."""
+    found = [select.args["from_"].this] + [j.this for j in select.args.get("joins") or []]
+    return {s.alias_or_name.lower(): s for s in found}
+
+
+def _source_name(source: exp.Expression) -> str:
+    """The input a source names: a table's name, through planner/band.py's bin subqueries
+    (``(SELECT *, floor(...) AS __band_bin FROM stream) alias``)."""
+    from wavesql.planner.band import BIN
+
+    if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) and any(
+            e.alias_or_name == BIN for e in source.this.expressions):
+        source = source.this.args["from_"].this
+    return source.name if isinstance(source, exp.Table) else ""
+
+
+def _inline_side(source: exp.Expression, select: exp.Select, query: ir.SqlQuery,
+                 label: str) -> ir.SqlQuery | None:
+    """A join side written inline -- a CTE or a subquery (planner/ctes.py) -- as a view of
+    its own over the inputs it reads (None: a named input). Its schema is left empty: the
+    state store's planner asks Spark for it (:func:`side_schemas`)."""
+    from wavesql.dialect import to_spark_sql
+    from wavesql.planner.band import BIN
+    from wavesql.planner.ctes import inline_query
+
+    if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) and any(
+            e.alias_or_name == BIN for e in source.this.expressions):
+        return None
+    inline = inline_query(source, select)
+    if inline is None:
+        return None
+    _drop_unread_ctes(inline)  # (a subquery gets every CTE it could read)
+    read = {t.name.lower() for t in inline.find_all(exp.Table)}
+    inputs = tuple((n, r) for n, r in query.inputs if n.lower() in read)
+    return ir.SqlQuery(to_spark_sql(inline), inputs, ir.Schema(()), query.bounded,
+                       tree=inline)
+
+
+def _with_sides(query: ir.SqlQuery, tree: exp.Expression, hoisted: dict) -> ir.SqlQuery:
+    """``query`` (``tree``: its AST, the join's sources in it) reading each hoisted side
+    (:func:`_inline_side`) as an input of its own under its label, the CTEs and inputs
+    nothing reads any more dropped (the stream under a side is read through it only)."""
+    from dataclasses import replace
+
+    from wavesql.dialect import to_spark_sql
+
+    tree = tree.copy()
+    by_alias = {s.alias_or_name.lower(): (label, rel) for s, label, rel in hoisted.values()}
+    for select in list(tree.find_all(exp.Select)):
+        for alias, source in _sources(select).items() if select.args.get("from_") else ():
+            if alias in by_alias and source.find(exp.Table) is not None and _is_side(
+                    source, select, by_alias[alias][1]):
+                source.replace(exp.Table(this=exp.to_identifier(by_alias[alias][0]),
+                                         alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    _drop_unread_ctes(tree)
+    read = {t.name.lower() for t in tree.find_all(exp.Table)}
+    inputs = tuple((n, r) for n, r in query.inputs if n.lower() in read)
+    inputs += tuple((label, rel) for _, label, rel in hoisted.values())
+    return replace(query, sql=to_spark_sql(tree), tree=tree, inputs=inputs,
+                   source_offset=None)
+
+
+def _drop_unread_ctes(tree: exp.Expression) -> None:
+    """Remove from ``tree`` the CTEs nothing outside themselves reads."""
+    changed = True
+    while changed:
+        changed = False
+        for cte in list(tree.find_all(exp.CTE)):
+            name = cte.alias_or_name.lower()
+            if not any(t.name.lower() == name and t.find_ancestor(exp.CTE) is not cte
+                       for t in tree.find_all(exp.Table)):
+                with_ = cte.parent
+                cte.pop()
+                if not with_.expressions:
+                    with_.pop()
+                changed = True
+
+
+def _is_side(source: exp.Expression, select: exp.Select, rel: ir.SqlQuery) -> bool:
+    """Whether ``source`` of ``select`` is the inline side ``rel`` was made from."""
+    from wavesql.planner.ctes import inline_query
+
+    inline = inline_query(source, select)
+    if inline is None:
+        return False
+    _drop_unread_ctes(inline)
+    return inline == rel.tree
 
 
 def _outer_side(join: exp.Join, select: exp.Select, stmt) -> str | None:

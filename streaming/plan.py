@@ -148,6 +148,31 @@ def passes_through(tree: exp.Expression, column: str) -> bool:
     return True
 
 
+def require_time_carried(view: ir.Relation, stream: cat.StreamDef, time_col: str,
+                         what: str, use: str, stmt, code: str = "STREAMING_RULE") -> None:
+    """Over a view (CTE, subquery) row by row over ``stream``, the time column ``time_col``
+    the construct (``what``) reads must be the stream's EVENT TIME passed through
+    unchanged: a view row is then late, and final, exactly when the stream row it was made
+    from is (the runner judges lateness by the stream's own EVENT TIME, before the view
+    is applied). ``use`` shows how to name it, ``{t}`` standing for the EVENT TIME."""
+    t = stream.event_time
+    if t is not None and t.lower() != time_col.lower():
+        raise WaveSQLError(
+            code, f"{what} over a view reads the stream's EVENT TIME; `{time_col}` is not "
+            f"`{stream.name}`'s EVENT TIME `{t}`", Span.of(stmt.node),
+            hint=f"select {t} unchanged (not renamed) in the view and name it: "
+                 + use.format(t=t))
+    for rel in ir.walk(view):
+        tree = parsed(rel) if isinstance(rel, ir.SqlQuery) else None
+        if tree is not None and not passes_through(tree, time_col):
+            raise WaveSQLError(
+                code, f"{what} over a view reads the stream's EVENT TIME; the view computes "
+                f"`{time_col}` instead of passing `{stream.name}.{t}` through",
+                Span.of(stmt.node),
+                hint=f"select {t} unchanged in the view and name it: {use.format(t=t)}; "
+                     "shift or round times in a query over the result")
+
+
 def row_by_row_stream(rel: ir.Relation, stmt, what: str, hint: str) -> cat.StreamDef:
     """The one catalog stream ``rel`` reads: the stream itself, or one stream under a view,
     CTE or subquery that is row by row over it -- filters, projections, computed columns,

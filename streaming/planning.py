@@ -159,10 +159,10 @@ def _filtered_stream(window: ir.WindowScan, stmt) -> cat.StreamDef:
 
 def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = None,
                   plan: Plan | None = None):
-    """:func:`_stateful_plan`; a RESAMPLE over a view (CTE, subquery) runs on the state
-    store only -- the re-evaluating runner's look-back keeps the stream's rows by the
-    stream's columns, not the view's -- so where the state store cannot run it, it is
-    refused, saying why."""
+    """:func:`_stateful_plan`; a RESAMPLE over a view (CTE, subquery), and an ASOF or
+    interval join of one, runs on the state store only -- the re-evaluating runner's
+    look-back keeps the stream's rows by the stream's columns, not the view's -- so where
+    the state store cannot run it, it is refused, saying why."""
     windowed, why = _stateful_plan(spark, stmt, relation, checkpoint, plan)
     if windowed is None:
         plan = plan if plan is not None else plan_continuous(relation, stmt)
@@ -178,6 +178,16 @@ def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = N
                                f"Spark's state store only, which cannot run this one: {why}",
                                Span.of(stmt.node),
                                hint="join inner, or run the outer join as a batch query")
+        join = plan.asof if plan.mode == "asof" else plan.band if plan.mode == "band" else None
+        if join is not None and any(v is not None for v in join.get("views", {}).values()):
+            # the re-evaluating runner keeps and prunes each side's rows by the stream's
+            # columns, not the view's
+            what = "an ASOF JOIN" if plan.mode == "asof" else "an interval join"
+            raise WaveSQLError("NOT_IMPLEMENTED", f"a continuous {what} of a view, CTE or "
+                               "subquery runs on Spark's state store only, which cannot run "
+                               f"this one: {why}", Span.of(stmt.node),
+                               hint="join the catalog streams themselves, or unset "
+                                    "WAVESQL_STATEFUL=0")
     return windowed, why
 
 
@@ -218,11 +228,11 @@ def _stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = 
         if plan.mode == "asof":
             from .stateful import asof_plan
 
-            return asof_plan.recognize_asof(plan, changes, buckets), None
+            return asof_plan.recognize_asof(plan, changes, buckets, spark), None
         if plan.mode == "band":
             from .stateful import interval_query
 
-            return interval_query.recognize_interval(plan, changes, buckets), None
+            return interval_query.recognize_interval(plan, changes, buckets, spark), None
     except stateful.NotIncremental as why:
         return None, str(why)
     return None, f"a {plan.mode} query"

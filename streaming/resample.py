@@ -17,8 +17,8 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 from wavesql.sqltext import quote
 
-from .plan import (Input, KeepRows, Plan, check_row_by_row_except, parsed, passes_through,
-                   require_event_time, row_by_row_stream)
+from .plan import (Input, KeepRows, Plan, check_row_by_row_except, require_event_time,
+                   require_time_carried, row_by_row_stream)
 
 
 def resample_lookback(queries: list, key: str, reach_us: int, stmt) -> tuple:
@@ -126,25 +126,9 @@ def plan_resample(root: ir.Relation, queries: list, trees: list, scans: dict, st
 
 def _check_time_carried(view: ir.Relation, stream, time_col: str, stmt) -> None:
     """Over a view (CTE, subquery), the RESAMPLE's time column must be the stream's EVENT
-    TIME passed through unchanged: a view row is then late, and final, exactly when the
-    stream row it was made from is (the runner judges lateness by the stream's own EVENT
-    TIME, before the view is applied)."""
-    if stream.event_time is not None and stream.event_time.lower() != time_col.lower():
-        raise WaveSQLError(
-            "STREAMING_RULE", f"a continuous RESAMPLE over a view puts the stream's EVENT "
-            f"TIME on the grid; `{time_col}` is not `{stream.name}`'s EVENT TIME "
-            f"`{stream.event_time}`", Span.of(stmt.node),
-            hint=f"select {stream.event_time} unchanged (not renamed) in the view and name "
-                 f"it: RESAMPLE(..., {stream.event_time}, ...)")
-    for rel in ir.walk(view):
-        tree = parsed(rel) if isinstance(rel, ir.SqlQuery) else None
-        if tree is not None and not passes_through(tree, time_col):
-            raise WaveSQLError(
-                "STREAMING_RULE", f"a continuous RESAMPLE over a view puts the stream's "
-                f"EVENT TIME on the grid; the view computes `{time_col}` instead of passing "
-                f"`{stream.name}.{stream.event_time}` through", Span.of(stmt.node),
-                hint=f"select {stream.event_time} unchanged in the view and RESAMPLE on it; "
-                     "shift or round times in a query over the RESAMPLE")
+    TIME passed through unchanged (:func:`.plan.require_time_carried`)."""
+    require_time_carried(view, stream, time_col, "a continuous RESAMPLE",
+                         "RESAMPLE(..., {t}, ...)", stmt)
 
 
 class ResampleProgress:

@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass
 
 from wavesql.catalog import objects as cat
+from wavesql.planner import ir
 from wavesql.planner.temporal import quote
 
 from .. import plan as stream_plan
@@ -53,25 +54,44 @@ class AsofPlan:
     output_ddl: str  # the kernel rows' Spark schema
     buckets: int
     explain: str
+    #: per side (left, right): the view, CTE or subquery joined (row by row over the
+    #: side's stream: its rows are what the kernel keeps), or None -- the stream itself
+    views: tuple = (None, None)
+    #: per side: the columns of the view the kernel's rows hold (the stream's: empty)
+    view_columns: tuple = ((), ())
+    #: an interval join whose sides were written inline: ``(query, the query reading them
+    #: as inputs)`` (streaming/joins.py ``_with_sides``), or None
+    hoisted: tuple | None = None
 
     @property
     def streams(self) -> tuple[cat.StreamDef, cat.StreamDef]:
         return self.left, self.right
 
+    def columns(self, right: bool) -> tuple:
+        """The columns of one side's rows: its view's, or its stream's."""
+        return self.view_columns[right] or (self.right if right else self.left).columns
+
+    def view(self, stream: cat.StreamDef):
+        """The view joined over ``stream`` (None: the stream itself)."""
+        return self.views[stream.key == self.right.key]
+
     @property
     def fingerprint(self) -> str:
         """What a checkpoint depends on, compared on restart: the operator, both streams'
         per-row SQL, the output schema, the buckets and the streams."""
+        # a view's filters decide which rows the state holds: its SQL is part of it
+        views = [[r.sql for r in ir.walk(v) if isinstance(r, ir.SqlQuery)]
+                 for v in self.views if v is not None]
         text = json.dumps([repr(self.operator), self.pre_left, self.pre_right,
                            self.output_ddl, self.buckets, self.left.key, self.right.key,
-                           PROGRESS_MODEL], default=str)
+                           PROGRESS_MODEL] + ([views] if views else []), default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def decoded(self, right: bool) -> list[str]:
         """Spark SQL of one stream's columns from the kernel's encoded ones."""
-        side, stream = ("r", self.right) if right else ("l", self.left)
+        side = "r" if right else "l"
         out = []
-        for i, c in enumerate(stream.columns):
+        for i, c in enumerate(self.columns(right)):
             decode = KEY_TYPES[c.type.lower()][2].format(v=f"__{side}{i}")
             out.append(f"CASE WHEN __{side}n{i} THEN NULL ELSE {decode} END AS {quote(c.name)}")
         return out
@@ -83,7 +103,8 @@ def _family(spark_type: str) -> str:
     return "integral" if t in INTEGRAL else "floating" if t in FLOATING else t
 
 
-def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> AsofPlan:
+def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int,
+                   spark=None) -> AsofPlan:
     """The :class:`AsofPlan` of a continuous query planned as ``asof``, or
     :class:`~.plan.NotIncremental` saying why not. (``EMIT CHANGES`` changes nothing: an
     ASOF JOIN's rows are final as they come, on either runner.)"""
@@ -91,16 +112,22 @@ def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> 
     if plan.mode != "asof" or plan.asof is None or len(plan.inputs) != 2:
         raise NotIncremental("not an ASOF JOIN of two streams")
     info = plan.asof
+    views = info.get("views") or {}
+    cols = view_columns(spark, plan, views)
     left, right, pairs, n_buckets = joined_streams(plan, info["left"], info["right"],
-                                                   info["pairs"], buckets)
+                                                   info["pairs"], buckets, cols)
     keyed = bool(pairs)
-    op = kernel.AsofOperator(encoded_types(left), encoded_types(right),
+    op = kernel.AsofOperator(encoded_types(left, cols.get(left.key)),
+                             encoded_types(right, cols.get(right.key)),
                              info["direction"], bool(info["inclusive"]), keyed)
-    pre_left = encoded_rows(left, False, [lc for lc, _ in pairs], op, n_buckets)
-    pre_right = encoded_rows(right, True, [rc for _, rc in pairs], op, n_buckets)
+    pre_left = encoded_rows(left, False, [lc for lc, _ in pairs], op, n_buckets,
+                            cols.get(left.key))
+    pre_right = encoded_rows(right, True, [rc for _, rc in pairs], op, n_buckets,
+                             cols.get(right.key))
     ddl = output_ddl(op, left, right)
     keys = ", ".join(f"{lc.name} = {rc.name}" for lc, rc in pairs) or "no keys"
-    explain = (f"stateful ASOF JOIN on Spark's state store ({info['direction']}, "
+    explain = (f"stateful ASOF JOIN{over_views(left, right, views)} on Spark's state store "
+               f"({info['direction']}, "
                f"{'inclusive' if info['inclusive'] else 'strict'}, {keys}): each bucket keeps "
                f"the waiting {left.name} rows and the {right.name} rows a waiting or future "
                "one can still match; "
@@ -110,29 +137,70 @@ def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> 
                  f"once it passes), the {left.name} stream's kept by the driver per "
                  "micro-batch; a micro-batch joins the left rows whose match became final")
     return AsofPlan(left, right, op, tuple(pre_left), tuple(pre_right), ddl, n_buckets,
-                    explain)
+                    explain, (views.get(left.key), views.get(right.key)),
+                    (cols.get(left.key, ()), cols.get(right.key, ())))
+
+
+def over_views(a: cat.StreamDef, b: cat.StreamDef, views: dict) -> str:
+    """EXPLAIN STREAM's words for the sides that are views ('' when neither is)."""
+    over = [s for s in (a, b) if views.get(s.key) is not None]
+    if not over:
+        return ""
+    names = " and ".join(f"a view of {s.name}" for s in over)
+    return (f" over {names} (row by row: each micro-batch's rows of "
+            f"{' and '.join(s.name for s in over)} are put through it, late rows judged by "
+            "the stream's EVENT TIME before it)")
+
+
+def view_columns(spark, plan: stream_plan.Plan, views: dict) -> dict:
+    """Stream key -> the columns (:class:`~wavesql.catalog.objects.Column`) of the view
+    joined over it, for the sides that are views. A side written inline in an interval
+    join (streaming/joins.py ``_inline_side``) has no schema yet: Spark analyses it over
+    no rows of its stream."""
+    from wavesql.planner.lower import Runtime, lower_relation
+
+    out = {}
+    for i in plan.inputs:
+        view = views.get(i.stream.key)
+        if view is None:
+            continue
+        fields = [(f.name, f.type) for f in view.schema.fields]
+        if not fields:
+            ddl = ", ".join(f"{quote(c.name)} {c.type}" for c in i.stream.columns)
+            empty = spark.createDataFrame([], ddl)
+            frame = lower_relation(view, Runtime(spark, None, "",
+                                                 streams={i.stream.key: empty}))
+            fields = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
+        out[i.stream.key] = tuple(cat.Column(n, t) for n, t in fields)
+    return out
 
 
 def joined_streams(plan: stream_plan.Plan, left_key: str, right_key: str, pairs: list,
-                   buckets: int) -> tuple:
+                   buckets: int, columns: dict | None = None) -> tuple:
     """``(left, right, key columns, buckets)`` of a join of two streams on the state store
-    (:func:`checked_pairs`; without keys, one bucket)."""
+    (:func:`checked_pairs`; without keys, one bucket); ``columns``: stream key -> the
+    columns of a view joined over it (:func:`view_columns`)."""
     by_key = {i.stream.key: i.stream for i in plan.inputs}
     left, right = by_key[left_key], by_key[right_key]
-    checked = checked_pairs(left, right, pairs)
+    columns = columns or {}
+    checked = checked_pairs(left, right, pairs, columns.get(left_key), columns.get(right_key))
     return left, right, checked, (buckets if checked else 1)
 
 
-def checked_pairs(left: cat.StreamDef, right: cat.StreamDef, pairs: list) -> list:
+def checked_pairs(left: cat.StreamDef, right: cat.StreamDef, pairs: list,
+                  left_columns=None, right_columns=None) -> list:
     """The key columns ``(left, right)`` of a join of two streams on the state store, or
-    :class:`~.plan.NotIncremental`: every column of either stream must travel exactly
-    through the kernel, and each key pair hash alike on both sides."""
-    for s in (left, right):
-        for c in s.columns:
+    :class:`~.plan.NotIncremental`: every column of either stream (of the view joined over
+    it: ``left_columns`` / ``right_columns``) must travel exactly through the kernel, and
+    each key pair hash alike on both sides."""
+    left_columns = left_columns or left.columns
+    right_columns = right_columns or right.columns
+    for s, columns in ((left, left_columns), (right, right_columns)):
+        for c in columns:
             if c.type.lower() not in KEY_TYPES:
                 raise NotIncremental(f"the column {s.name}.{c.name} of type {c.type}")
-    lcols = {c.name.lower(): c for c in left.columns}
-    rcols = {c.name.lower(): c for c in right.columns}
+    lcols = {c.name.lower(): c for c in left_columns}
+    rcols = {c.name.lower(): c for c in right_columns}
     out = []
     for lk, rk in pairs:
         lc, rc = lcols.get(lk.lower()), rcols.get(rk.lower())
@@ -146,9 +214,9 @@ def checked_pairs(left: cat.StreamDef, right: cat.StreamDef, pairs: list) -> lis
     return out
 
 
-def encoded_types(stream: cat.StreamDef) -> tuple[str, ...]:
-    """The kernel's types of a stream's columns."""
-    return tuple(KEY_TYPES[c.type.lower()][1] for c in stream.columns)
+def encoded_types(stream: cat.StreamDef, columns=None) -> tuple[str, ...]:
+    """The kernel's types of a stream's columns (``columns``: a view's over it)."""
+    return tuple(KEY_TYPES[c.type.lower()][1] for c in (columns or stream.columns))
 
 
 def output_ddl(op, left: cat.StreamDef, right: cat.StreamDef) -> str:
@@ -182,9 +250,12 @@ def _key_sql(c: cat.Column) -> str:
 
 
 def encoded_rows(stream: cat.StreamDef, right: bool, keys: list, op,
-                 n_buckets: int) -> list[tuple[str, str]]:
+                 n_buckets: int, columns=None) -> list[tuple[str, str]]:
     """The per-row SQL of one stream's rows (module docstring); ``op``: a two-stream
-    kernel's operator (its ``left`` / ``right`` encoded types)."""
+    kernel's operator (its ``left`` / ``right`` encoded types). ``columns``: the rows are
+    those of a view over the stream with these columns, the stream row's kind computed
+    before the view and carried through it as ``__kind`` (.asof_query), its EVENT TIME
+    passed through under its name (streaming/joins.py)."""
     if keys:
         parts = ", ".join(f"{quote(k.name)} IS NULL, {_key_sql(k)}" for k in keys)
         series = [("__sk", f"xxhash64({parts})"), ("__sh", f"CAST(hash({parts}) AS BIGINT)"),
@@ -192,13 +263,14 @@ def encoded_rows(stream: cat.StreamDef, right: bool, keys: list, op,
         bucket = f"CAST(pmod(xxhash64({parts}), {n_buckets}) AS INT)"
     else:
         series, bucket = [("__sk", "0L"), ("__sh", "0L"), ("__nk", "false")], "0"
-    pre = [("__kind", f"CAST({row_kind(stream)} AS TINYINT)"),
+    kind = row_kind(stream) if columns is None else "__kind"
+    pre = [("__kind", f"CAST({kind} AS TINYINT)"),
            ("__ts", f"coalesce(unix_micros({quote(stream.event_time)}), 0L)"),
            ("__right", "true" if right else "false")] + series
     for side, types, mine in (("l", op.left, not right), ("r", op.right, right)):
         for i, t in enumerate(types):
             if mine:
-                c = stream.columns[i]
+                c = (columns or stream.columns)[i]
                 enc = KEY_TYPES[c.type.lower()][0].format(v=f"({quote(c.name)})")
                 pre += [(f"__{side}n{i}", f"{quote(c.name)} IS NULL"),
                         (f"__{side}{i}", f"coalesce({enc}, {_FILL[t]})")]

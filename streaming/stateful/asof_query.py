@@ -41,12 +41,14 @@ re-evaluating runner; ``EMIT CHANGES`` changes nothing on either). A batch's
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from wavesql import storage
 from wavesql.errors import WaveSQLError
+from wavesql.planner import ir
 from wavesql.sqltext import JSON_OPTIONS
 from wavesql.streaming.report import PROGRESS, timestamp_lit
 
@@ -56,6 +58,7 @@ from . import plan as pl
 from .processor import OFFSET, progress_of
 from .query import StatefulQuery, _earliest_arrival, union
 from .resample_query import ResampleProcessor
+from .view_rows import substituted, view_rows
 
 #: The kernel's output rows of a left source's largest promise in a call (``__sk``: the
 #: source, ``__ts``: the promise).
@@ -172,6 +175,9 @@ class StatefulAsofQuery(StatefulQuery):
     def _watermarked(self, frame, trigger: str, stream=None, pre=None, watermark: bool = True):
         # Spark's watermark: the right stream's promises only (module docstring)
         left = stream is not None and stream.key == self.windowed.left.key
+        view = self.windowed.view(stream) if stream is not None else None
+        if view is not None:  # a side that is a view: the stream's rows through it
+            return view_rows(self, frame, trigger, stream, view, pre, watermark=not left)
         return super()._watermarked(frame, trigger, stream, pre, watermark=not left)
 
     def _source_frame(self, trigger: str, max_files: int | None):
@@ -235,13 +241,29 @@ class StatefulAsofQuery(StatefulQuery):
                              rows.where("__right").selectExpr(*w.decoded(True)))
 
     def _lowered(self, spark, left, right):
-        """The batch plan over ``left`` and ``right`` as the two streams' rows."""
+        """The batch plan over ``left`` and ``right`` as the two streams' rows (a side that
+        is a view: its rows, standing for it)."""
         from wavesql.planner.lower import Runtime, lower
 
         w = self.windowed
         rt = Runtime(spark, self.session.catalog, self.text,
                      streams={w.left.key: left, w.right.key: right})
-        return lower(self.bound, rt)
+        return lower(self._over_views(), rt)
+
+    def _over_views(self):
+        """The bound statement reading each side that is a view (CTE, subquery) from the
+        rows handed back -- a stream of the view's columns -- in place of the view."""
+        w = self.windowed
+        if all(v is None for v in w.views):
+            return self.bound
+        relation = self.bound.relation
+        if w.hoisted is not None:  # an interval join's inline sides, read as inputs
+            relation = substituted(relation, *w.hoisted)
+        for right, (stream, view) in enumerate(zip(w.streams, w.views)):
+            if view is not None:
+                schema = ir.Schema(tuple(ir.Field(c.name, c.type) for c in w.columns(right)))
+                relation = substituted(relation, view, ir.StreamScan(stream, schema))
+        return replace(self.bound, relation=relation)
 
     def _deliver_results(self, spark, df, batch_id, progress, report) -> dict:
         from pyspark.sql import functions as F

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 from .. import plan as stream_plan
 from . import interval as kernel
-from .asof_plan import AsofPlan, encoded_rows, encoded_types, joined_streams, output_ddl
+from .asof_plan import (AsofPlan, encoded_rows, encoded_types, joined_streams, output_ddl,
+                        over_views, view_columns)
 from .asof_query import AsofProcessor, StatefulAsofQuery
 from .plan import NotIncremental
 
 
-def recognize_interval(plan: stream_plan.Plan, emit_changes: bool, buckets: int) -> AsofPlan:
+def recognize_interval(plan: stream_plan.Plan, emit_changes: bool, buckets: int,
+                       spark=None) -> AsofPlan:
     """The two-stream plan (:class:`~.asof_plan.AsofPlan`, an
     :class:`~.interval.IntervalOperator` in it) of a continuous query planned as ``band``,
     or :class:`~.plan.NotIncremental` saying why not. (``EMIT CHANGES`` changes nothing: a
@@ -39,16 +41,21 @@ def recognize_interval(plan: stream_plan.Plan, emit_changes: bool, buckets: int)
     if plan.mode != "band" or plan.band is None or len(plan.inputs) != 2:
         raise NotIncremental("not an interval join of two streams")
     info = plan.band
-    a, b, pairs, n_buckets = joined_streams(plan, info["a"], info["b"], info["pairs"], buckets)
+    views = info.get("views") or {}
+    cols = view_columns(spark, plan, views)
+    a, b, pairs, n_buckets = joined_streams(plan, info["a"], info["b"], info["pairs"], buckets,
+                                            cols)
     outer, full = bool(info.get("outer")), bool(info.get("full"))
-    op = kernel.IntervalOperator(encoded_types(a), encoded_types(b), int(info["lo"]),
+    op = kernel.IntervalOperator(encoded_types(a, cols.get(a.key)),
+                                 encoded_types(b, cols.get(b.key)), int(info["lo"]),
                                  int(info["hi"]), bool(pairs), outer, full)
     new = [("__new", "true")] + ([("__alone", "false")] if outer else []) + (
         [("__first", "false"), ("__second", "false")] if full else [])
-    pre_a = encoded_rows(a, False, [ac for ac, _ in pairs], op, n_buckets) + new
-    pre_b = encoded_rows(b, True, [bc for _, bc in pairs], op, n_buckets) + new
+    pre_a = encoded_rows(a, False, [ac for ac, _ in pairs], op, n_buckets, cols.get(a.key)) + new
+    pre_b = encoded_rows(b, True, [bc for _, bc in pairs], op, n_buckets, cols.get(b.key)) + new
     keys = ", ".join(f"{ac.name} = {bc.name}" for ac, bc in pairs) or "no keys"
-    explain = (f"stateful interval join on Spark's state store ({a.name}.{a.event_time} - "
+    explain = (f"stateful interval join{over_views(a, b, views)} on Spark's state store "
+               f"({a.name}.{a.event_time} - "
                f"{b.name}.{b.event_time} in [{op.lo}, {op.hi}] us, {keys}): each bucket "
                f"keeps the {a.name} rows from {b.name}'s progress + {op.lo} us on and the "
                f"{b.name} rows from {a.name}'s progress - {op.hi} us on; "
@@ -62,7 +69,8 @@ def recognize_interval(plan: stream_plan.Plan, emit_changes: bool, buckets: int)
                + (f"; FULL: so is a {b.name} row, once {a.name}'s progress passed its band "
                   f"(at the latest when {b.name}'s next moves)" if full else ""))
     return AsofPlan(a, b, op, tuple(pre_a), tuple(pre_b), output_ddl(op, a, b), n_buckets,
-                    explain)
+                    explain, (views.get(a.key), views.get(b.key)),
+                    (cols.get(a.key, ()), cols.get(b.key, ())), info.get("query"))
 
 
 class IntervalProcessor(AsofProcessor):

@@ -36,10 +36,11 @@ from wavesql.streaming.report import FINAL, PROGRESS, timestamp_lit
 from . import batch_records
 from . import plan as pl
 from . import resample as kernel
-from .processor import BucketProcessor, watermark_sql
+from .processor import BucketProcessor
 from .query import StatefulQuery
 from .pending import not_final
 from .resample_plan import PENDING, SPAN
+from .view_rows import substituted, view_rows
 
 #: The version of the driver's per-bucket caps record.
 CAPS_VERSION = 1
@@ -119,50 +120,10 @@ class StatefulResampleQuery(StatefulQuery):
         pass the view's filters. The view passes the EVENT TIME through unchanged
         (streaming/resample.py), so a row the view keeps is late exactly when its stream
         row is."""
-        from pyspark.sql import functions as F
-
-        from wavesql.planner.bad_rows import CORRUPT_COLUMN
-
         w = self.windowed
         if w.view is None or not watermark:  # (one stream: ``stream`` is w.stream)
             return super()._watermarked(frame, trigger, stream, pre, watermark)
-        s = w.stream
-        frame = (frame.withColumn("__kind", F.expr(f"CAST({w.raw_kind} AS TINYINT)"))
-                 .withColumn("__ts", F.expr(
-                     f"coalesce(unix_micros({quote(s.event_time)}), 0L)")))
-        frame = frame.withColumn("__wm", F.expr(watermark_sql(self._promised(s))))
-        if trigger.startswith("every ") and s.heartbeat_us is not None:
-            frame = frame.unionByName(self._ticker(frame, s.heartbeat_us))
-        frame = self._through_view(frame.withWatermark("__wm", "0 seconds"))
-        for name, sql_text in w.pre:
-            frame = frame.withColumn(name, F.expr(sql_text))
-        keep = [n for n, _ in w.pre]
-        if CORRUPT_COLUMN in frame.columns:  # (as the stream's own rows: query.py)
-            frame = frame.withColumn("__record", F.col(quote(CORRUPT_COLUMN)))
-            keep += ["__file", "__record"]
-        return frame.select(*keep)
-
-    def _through_view(self, frame):
-        """``frame`` (the stream's rows, kind and watermark on) put through the view."""
-        from wavesql.planner.bad_rows import CORRUPT_COLUMN
-        from wavesql.planner.lower import Runtime, lower_relation
-        from wavesql.streaming.plan import carrying
-
-        w = self.windowed
-        types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
-        carried = ["__kind", "__wm", "__file", CORRUPT_COLUMN]
-        if w.stream.source == "kafka":
-            carried.append("_timestamp")  # (its arrival time: plan.arrival)
-        carried = tuple((n, types[n]) for n in carried if n in types)
-        # The view's filters name __wm: Spark pushes a filter that does not name the
-        # event-time column below the watermark (PushPredicateThroughNonJoin), and the rows
-        # the view drops would then not move progress -- the stream's, by its EVENT TIME.
-        view = carrying(w.view, carried, keep_if=(
-            f"__kind IN ({pl.PUNCTUATION}, {pl.MALFORMED}, {pl.TICK}) "
-            "OR (__wm IS NOT NULL AND __kind = -1)"))
-        rt = Runtime(self.spark, self.session.catalog, self.text,
-                     streams={w.stream.key: frame})
-        return lower_relation(view, rt)
+        return view_rows(self, frame, trigger, w.stream, w.view, w.pre)
 
     def _row_json(self):
         from pyspark.sql import functions as F
@@ -193,7 +154,7 @@ class StatefulResampleQuery(StatefulQuery):
         bound = self.bound
         if w.view is not None:  # the rows are the view's already: it stands for the stream
             scan = ir.StreamScan(w.stream, w.view.schema)
-            bound = replace(bound, relation=_substituted(bound.relation, w.view, scan))
+            bound = replace(bound, relation=substituted(bound.relation, w.view, scan))
         result = lower(bound, rt)
         t = F.unix_micros(F.col(quote(self.plan.time_column)))
         if w.keys:
@@ -260,13 +221,3 @@ class StatefulResampleQuery(StatefulQuery):
         ids = batch_records.ids(self._caps_dir())
         return self._caps_before(ids[-1] + 1).get("progress") if ids else None
 
-
-def _substituted(rel, old, new):
-    """``rel`` with the relation ``old`` (the RESAMPLE's input) replaced by ``new``."""
-    if rel is old or rel == old:
-        return new
-    if isinstance(rel, ir.ViewRef):
-        return replace(rel, body=_substituted(rel.body, old, new))
-    if isinstance(rel, ir.SqlQuery):
-        return replace(rel, inputs=tuple((n, _substituted(r, old, new)) for n, r in rel.inputs))
-    return rel
