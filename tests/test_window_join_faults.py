@@ -391,15 +391,17 @@ def test_a_heartbeat_on_an_idle_stream_lets_the_instants_become_final(ws, spark,
     assert sum(want.values()) > 10 and got == want
 
     _streams(ws, tmp_path, quotes_extra=" HEARTBEAT 60 SECONDS", punctuated=False)
+    own = int(a.ts.max()) - WATERMARK  # the trades' progress: below the clock's
     cq = ws.stream(SQL, tmp_path / "o2", tmp_path / "c2", trigger="every 1 second")
-    try:
-        for _ in range(3):  # the files, then batches of ticks that move the watermark
-            cq._query.processAllAvailable()
+    try:  # (the ticks never run out: wait for the batch that reaches the trades' progress)
+        deadline = time.monotonic() + 600
+        while cq.error is None and time.monotonic() < deadline and not any(
+                r.progress_us == own for r in cq.reports):
+            cq.await_termination(timeout=1)
     finally:
         cq.stop()
     assert cq.error is None
-    own = int(a.ts.max()) - WATERMARK  # the trades' progress: below the clock's
-    assert cq.progress_us == own
+    assert [r.progress_us for r in cq.reports if r.progress_us is not None][-1] == own
     want_all = reference(rel["l"], rel["r"], own - shift)
     rows = spark.read.parquet(str(tmp_path / "o2")).collect()
     assert sum(want_all.values()) > sum(want.values())
