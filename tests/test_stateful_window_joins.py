@@ -325,6 +325,34 @@ def test_a_micro_batch_hands_back_only_the_keys_with_a_change():
     assert len(again.context) == 0 and again.timer is None
 
 
+def test_pairs_entering_and_leaving_at_one_instant_cancel_in_the_bag():
+    """[PARTITION BY k ROWS 1] a with [RANGE 10 s] b, hand-computed: a1 and b1 at 0 s, a2
+    (same key) at 5 s replaces a1. Events: (a1, b1) +1 at 0, -1 at 5; (a2, b1) +1 at 5,
+    -1 at 10 (b1 leaves). Projected to the key alone, 5 s nets to nothing: ISTREAM k at
+    0, DSTREAM k at 10, nothing at 5."""
+    from streaming.stateful import window_join as kernel
+
+    op = kernel.WindowJoinOperator(("string", "bigint"), ("string", "bigint"),
+                                   kernel.JoinWindow("ROWS", 1),
+                                   kernel.JoinWindow("RANGE", 10 * SECOND), keyed=True,
+                                   pairs=True)
+    k = np.array([3])
+    rows = pd.concat([_keyed_rows(k, np.array([0]), False, 1),
+                      _keyed_rows(k, np.array([0]), True, 100),
+                      _keyed_rows(k, np.array([5 * SECOND]), False, 2)], ignore_index=True)
+    first = kernel.step(op, None, rows, None, None, None)
+    assert len(first.context) == 0
+    done = kernel.step(op, first.state, rows.iloc[:0], 20 * SECOND, 20 * SECOND, 20 * SECOND)
+    got = sorted(zip(done.context.ts, done.context.pk, done.context.l1, done.context.r1))
+    assert got == [(0, 1, 1, 100), (5 * SECOND, -1, 1, 100), (5 * SECOND, 1, 2, 100),
+                   (10 * SECOND, -1, 2, 100)]
+    net = Counter()
+    for t, sign in zip(done.context.ts, done.context.pk):
+        net[int(t)] += int(sign)
+    assert {t: n for t, n in net.items() if n} == {0: 1, 10 * SECOND: -1}
+    assert done.state_rows == 1  # a2: no later row of its key replaces it
+
+
 # -- end to end on Spark -------------------------------------------------------------------
 def _micros(value) -> int:
     import datetime as dt

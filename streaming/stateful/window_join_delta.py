@@ -1,10 +1,11 @@
-"""``ISTREAM`` / ``DSTREAM`` of an inner per-instant join of windowed streams from the pairs
+"""``ISTREAM`` / ``DSTREAM`` of a per-instant join of windowed streams from the pairs
 entering and leaving it: the driver's side, one Spark plan per micro-batch.
 
 When the query is additive over the join keys, the join is inner (or outer on key
-equalities only) and the SQL around it row by row, the buckets hand back pair events (:mod:`.window_join_pairs`: each an encoded
-row holding the left stream's columns of ``a`` and the right one's of ``b``, ``__ts`` the
-instant, ``__pk`` the sign, ``__ph`` its number in its bucket's call). The result at
+equalities only) and the SQL around it row by row, the buckets hand back pair events
+(:mod:`.window_join_pairs`: each an encoded row holding the left stream's columns of
+``a`` and the right one's of ``b``, ``__ts`` the instant, ``__pk`` the sign, ``__ph`` its
+number in its bucket's call). The result at
 instant ``t`` changes by the pairs starting there minus those ending there, so per
 projected row ``v``: ``ISTREAM(t)(v) = max(0, E_t(v) - L_t(v))``, ``DSTREAM(t)(v) =
 max(0, L_t(v) - E_t(v))`` -- no relation per instant, no rows x instants. An outer join's
