@@ -172,8 +172,10 @@ def _query_rows(spark, catalog, signal, stream, paths: list[str], check: bool = 
         rows = spark.createDataFrame([], ddl)
     if bad_rows.CORRUPT_COLUMN in rows.columns:
         corrupt = F.col(bad_rows.CORRUPT_COLUMN).isNotNull()
-        bad = rows.where(corrupt).select(bad_rows.CORRUPT_COLUMN).limit(1).collect() \
-            if check else []
+        # every column referenced: Spark parses only the columns a query uses, and
+        # refuses a query of the corrupt-record column alone (planner/bad_rows.py)
+        bad = rows.where(corrupt).select(bad_rows.CORRUPT_COLUMN, *[
+            quote(c.name) for c in stream.columns]).limit(1).collect() if check else []
         if bad:
             raise WaveSQLError("MALFORMED_ROW", f"{', '.join(paths)}: a row of stream "
                                f"`{stream.name}` that signal `{signal.name}` reads is "

@@ -50,9 +50,11 @@ class Readings:
         self.folder, self.acc, self.rows = folder, acc, {}
         folder.mkdir()
 
-    def write(self, name: str, numbers, *, other=()):
+    def write(self, name: str, numbers, *, other=(), fmt="parquet", settled=True):
         """Device 'a''s samples ``numbers`` (those in ``other`` written as device 'c''s:
-        rows the signal's query drops), device 'b''s rows at the same numbers, shuffled."""
+        rows the signal's query drops), device 'b''s rows at the same numbers, shuffled, as
+        a file of format ``fmt`` (a CSV/JSON file back-dated past the settle time unless
+        not ``settled``)."""
         numbers = np.asarray(numbers, np.int64)
         dev = np.where(np.isin(numbers, other), "c", "a")
         a = pd.DataFrame({"dev": dev, "n": numbers, "x": self.acc[numbers]})
@@ -60,9 +62,18 @@ class Readings:
         rows = pd.concat([a, b]).sample(frac=1.0, random_state=len(numbers))
         rows.insert(0, "ts", pd.to_datetime(rows.n * (1_000_000 // RATE), unit="us")
                     .astype("datetime64[us]"))
-        pq.write_table(pa.Table.from_pandas(rows, preserve_index=False),
-                       self.folder / f"{name}.parquet")
+        path = self.folder / f"{name}.{fmt}"
+        if fmt == "parquet":
+            pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), path)
+        elif fmt == "csv":
+            rows.to_csv(path, index=False)
+        else:
+            rows.assign(ts=rows.ts.astype(str)).to_json(path, orient="records", lines=True)
+        if fmt != "parquet" and settled:
+            old = time.time() - 5
+            os.utime(path, (old, old))
         self.rows[name] = rows
+        return path
 
     def signal(self, late=None) -> pd.Series:
         """The signal's samples: its query by pandas over the rows written (but the sample
@@ -93,11 +104,11 @@ def _marks(tmp_path, name, ranges, ids, at=None):
         for i in ids))
 
 
-def _define(ws, tmp_path, acc, mic=False) -> Readings:
+def _define(ws, tmp_path, acc, mic=False, fmt="parquet") -> Readings:
     readings = Readings(tmp_path / "readings", acc)
     (tmp_path / "ctl").mkdir()
     ws.sql(f"CREATE STREAM readings (ts TIMESTAMP, dev STRING, n BIGINT, x FLOAT) FROM "
-           f"'{readings.folder}' FORMAT parquet EVENT TIME ts")
+           f"'{readings.folder}' FORMAT {fmt} EVENT TIME ts")
     ws.sql(SIGNAL)
     if mic:  # (its first files written: CREATE SIGNAL checks them)
         ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {MIC_RATE} HZ FROM '{tmp_path / 'mic'}' "
@@ -242,25 +253,13 @@ def test_the_split_indexes_files_waits_for_one_being_written_and_places_late_row
     continuous run): a row goes once the complete files cover it; a Parquet file without
     its footer yet holds every row past the samples already used; two new files holding
     one sample are OVERLAPPING_SAMPLES; the state records kind "query"."""
-    from wavesql import planner
-    from wavesql.dialect import parse_statements
-    from wavesql.streaming.planning import plan_continuous
-    from wavesql.streaming.sync import sync_split
     from tests.test_continuous_multi_sync import control_rows
 
     acc, _ = samples
     ranges = {1: (100, 600), 2: (800, 1500), 3: (1200, 2900), 4: (2950, 3000)}
     readings = _define(ws, tmp_path, acc)
     readings.write("r_000", range(0, 100))
-    stmt = parse_statements(QUERY)[0]
-    plan = plan_continuous(planner.optimize(planner.bind(stmt, ws.catalog,
-                                                         ws.env.for_text(QUERY))).relation,
-                           stmt)
-
-    def split(rows, state):
-        now, waiting, after, _ = sync_split(plan, rows, state, time.time(), ws.catalog)
-        return (sorted(r.id for r in now.collect()), waiting.cache(), {"signal": after},
-                after["signals"]["acc"])
+    split = _split_of(ws, QUERY)
 
     now, waiting, state, record = split(control_rows(spark, ranges, (1, 2, 3)), {})
     assert now == [1] and record["kind"] == "query" and record["end"] == RATE
@@ -282,6 +281,76 @@ def test_the_split_indexes_files_waits_for_one_being_written_and_places_late_row
     with pytest.raises(WaveSQLError) as err:
         split(waiting, state)
     assert err.value.code == "OVERLAPPING_SAMPLES" and "`acc`" in err.value.message
+
+
+def _split_of(ws, query):
+    """The split a micro-batch makes, as a function of (control rows, state)."""
+    from wavesql.streaming.sync import sync_split
+
+    plan = _plan(ws, query)
+
+    def split(rows, state):
+        now, waiting, after, _ = sync_split(plan, rows, state, time.time(), ws.catalog)
+        return (sorted(r.id for r in now.collect()), waiting.cache(), {"signal": after},
+                after["signals"]["acc"])
+
+    return split
+
+
+@pytest.mark.slow  # the CSV and JSON variants of the split's file readiness
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_the_split_over_a_stream_of_text_files(ws, spark, tmp_path, samples, fmt):
+    """A CSV or JSON stream: a file modified just now may still be being written (nothing
+    moves); once left alone for the settle time it is read; the rows covered go, and the
+    segments they read are the oracle's samples. A malformed CSV row (a channel that is
+    not a number) fails the split with MALFORMED_ROW naming the file."""
+    from tests.test_continuous_multi_sync import control_rows
+    from wavesql.streaming.sync import split_signals
+
+    acc, _ = samples
+    ranges = {1: (100, 600), 2: (800, 1500), 3: (1500, 1990)}
+    readings = _define(ws, tmp_path, acc, fmt=fmt)
+    readings.write("r_000", range(0, 100), fmt=fmt)
+    split = _split_of(ws, QUERY)
+    now, waiting, state, record = split(control_rows(spark, ranges, (1, 2, 3)), {})
+    assert now == [1] and record["end"] == RATE
+    path = readings.write("r_001", range(100, 200), fmt=fmt, settled=False)
+    now, waiting, state, record = split(waiting, state)
+    assert now == [] and record["end"] == RATE
+    old = time.time() - 5
+    os.utime(path, (old, old))
+    got = split_signals(spark, _plan(ws, QUERY), waiting, state, time.time(),
+                        catalog=ws.catalog)
+    assert sorted(r.id for r in got.ready.collect()) == [2, 3]
+    # what the rows synced now read: the segments of the files their ranges touch
+    signal, seen = readings.signal(), {}
+    for r in got.inputs[("signal", "acc")].collect():
+        assert r.x.rate == RATE
+        seen.update(zip(range(r.x.start, r.x.start + len(r.x.samples)), r.x.samples))
+    want = np.arange(first_sample(800, RATE), first_sample(1990, RATE))
+    assert set(want) <= set(seen)
+    np.testing.assert_array_equal(np.asarray([seen[n] for n in sorted(seen)], np.float32),
+                                  signal.loc[sorted(seen)].to_numpy(np.float32))
+    if fmt == "csv":
+        bad = readings.write("r_002", range(200, 300), fmt=fmt)
+        lines = bad.read_text().splitlines()
+        lines[3] = ",".join(lines[3].split(",")[:-1] + ["abc"])
+        bad.write_text("\n".join(lines) + "\n")
+        os.utime(bad, (old, old))
+        with pytest.raises(WaveSQLError) as err:
+            split(got.waiting, {"signal": got.state})
+        assert err.value.code == "MALFORMED_ROW" and "r_002.csv" in err.value.message
+
+
+def _plan(ws, query):
+    from wavesql import planner
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.planning import plan_continuous
+
+    stmt = parse_statements(query)[0]
+    return plan_continuous(planner.optimize(planner.bind(stmt, ws.catalog,
+                                                         ws.env.for_text(query))).relation,
+                           stmt)
 
 
 def test_refused_when_the_signal_query_is_not_row_by_row(ws, tmp_path):
