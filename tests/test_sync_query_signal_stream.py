@@ -281,6 +281,21 @@ def test_the_split_indexes_files_waits_for_one_being_written_and_places_late_row
     with pytest.raises(WaveSQLError) as err:
         split(waiting, state)
     assert err.value.code == "OVERLAPPING_SAMPLES" and "`acc`" in err.value.message
+    # a checkpoint whose record of `acc` is of another kind (files: formats 1, 2, 3) is
+    # refused, saying which; the query's own record loads as written
+    from wavesql.streaming import sync_state
+
+    acc_def, files = ws.catalog.get("acc"), {"end": 100, "files": "0" * 64}
+    for kept, why in [
+            (files, "one-signal SYNC (format 1"),
+            ({"version": 2, "kind": "wav", "signals": {"acc": files}},
+             "records signal acc as read from files; it is now read from its query's stream"),
+            ({"version": 3, "signals": {"acc": {"kind": "files", **files}}},
+             "records signal acc as read from files; it is now read from its query's stream")]:
+        with pytest.raises(WaveSQLError) as err:
+            sync_state.records({"signal": kept}, [acc_def])
+        assert err.value.code == "CHECKPOINT_MISMATCH" and why in err.value.message
+    assert sync_state.records(state, [acc_def]) == {"acc": record}
 
 
 def _split_of(ws, query):
