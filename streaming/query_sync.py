@@ -44,8 +44,9 @@ per-signal records)::
 
 Costs: a micro-batch reads each new file of the stream once (one Spark job per file, its
 positions and channels collected on the driver, as a micro-batch of the continuous reader
-collects its rows) and, for its final rows, the files their ranges touch. The record grows
-by one entry (a handful of numbers) per file of the stream.
+collects its rows: a fixed cost per file, so many small files in one batch index slowly)
+and, for its final rows, the files their ranges touch. The record grows by one entry (a
+handful of numbers) per file of the stream.
 """
 
 from __future__ import annotations
