@@ -8,6 +8,12 @@ final and prunes the right side; an interval join by pairing each side's new row
 the other side's kept ones (:meth:`.runner.ReEvaluatingQuery._run_batch`), its buffers
 pruned by the band (``"band"`` look-back rules). So the state of either is bounded by the
 watermarks (and, ASOF, the number of keys), not by the streams' lengths.
+
+Either side may be a view, CTE or subquery row by row over one catalog stream
+(:func:`.plan.row_by_row_stream`), its time column the stream's EVENT TIME passed through:
+the plan names it per stream (``views``), and such a join runs on the state store only
+(:mod:`.stateful.view_rows`). An interval join's side written inline is hoisted into an
+input of its own (``query``: the query before and after).
 """
 
 from __future__ import annotations
@@ -55,21 +61,13 @@ def plan_asof(queries: list, trees: list, scans: dict, stmt) -> Plan:
               "ON ... {t} >= ...", stmt)
         for name, column, role in ((asof.left, asof.left_time, "left"),
                                    (asof.right, asof.right_time, "right")))
-    if left.key == right.key:
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN joins two different "
-                           f"catalog streams; both sides read `{left.name}`",
-                           Span.of(stmt.node),
-                           hint="write one side's rows into a stream of its own with a "
-                                "continuous query, and join that stream")
-    if len(scans) != 2:
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous ASOF JOIN is implemented between "
-                           "two streams, one per query", Span.of(stmt.node),
-                           hint="split the query: one continuous ASOF JOIN per query")
+    (left, lview), (right, rview) = _apart((left, lview), (right, rview), "right",
+                                           "a continuous ASOF JOIN", scans, stmt)
     for stream, column in ((left, asof.left_time), (right, asof.right_time)):
         require_event_time(stream, column, "a continuous ASOF JOIN compares the streams' "
                             "event times", stmt)
     check_row_by_row_except(trees, index, stmt)
-    ordered = sorted(scans.items())
+    ordered = sorted({left.key: left, right.key: right}.items())
     inputs = tuple(Input(k, st) for k, (_, st) in enumerate(ordered))
     info = {"left": left.key, "right": right.key,
             "keys": [r for _, r in asof.keys], "pairs": list(asof.keys),
@@ -93,6 +91,32 @@ def _side(rel: ir.Relation | None, column: str, what: str, use: str, stmt) -> tu
         return stream, None
     require_time_carried(rel, stream, column, what, use, stmt, code="NOT_IMPLEMENTED")
     return stream, rel
+
+
+def _apart(first: tuple, second: tuple, label: str, what: str, scans: dict, stmt) -> tuple:
+    """The two sides ``(stream, view)`` of a continuous join, each reading a stream of its
+    own. The same stream on both sides, through a view on one side at least (``WITH a AS
+    (SELECT * FROM s WHERE ...), b AS (SELECT * FROM s WHERE ...) ... a ASOF JOIN b``), is
+    read twice: the second view's side (else the first's) as a copy of the stream named
+    ``<stream>@<label>`` -- a source, a progress and rows of its own, as two streams would
+    be (the view still reads the stream by its own name: .stateful.view_rows)."""
+    (s1, v1), (s2, v2) = first, second
+    if s1.key == s2.key:
+        if v1 is None and v2 is None:
+            raise WaveSQLError("NOT_IMPLEMENTED", f"{what} of a stream with itself",
+                               Span.of(stmt.node),
+                               hint="join two views (or CTEs) over the stream, one per side")
+        from dataclasses import replace
+
+        copy = replace(s2 if v2 is not None else s1, name=f"{s1.name}@{label}")
+        first, second = ((s1, v1), (copy, v2)) if v2 is not None else ((copy, v1), (s2, v2))
+    read = {r.stream.key for _, v in (first, second) if v is not None for r in ir.walk(v)
+            if isinstance(r, ir.StreamScan)} | {s.key for s, v in (first, second) if v is None}
+    if set(scans) - read:
+        raise WaveSQLError("NOT_IMPLEMENTED", f"{what} is implemented between two streams, "
+                           "one per query", Span.of(stmt.node),
+                           hint="split the query: one continuous join per query")
+    return first, second
 
 
 def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
@@ -143,21 +167,13 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
                 rel = rels.get(_source_name(source))
         sides.append(_side(rel, column.name, "a continuous interval join (side "
                            f"`{column.table}`)", "ON ... {t} BETWEEN ...", stmt))
-    (a, aview), (b, bview) = sides
-    if a.key == b.key:
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join joins two different "
-                           f"catalog streams; both sides read `{a.name}`", Span.of(stmt.node),
-                           hint="write one side's rows into a stream of its own with a "
-                                "continuous query, and join that stream")
-    if len(scans) != 2:
-        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous interval join is implemented "
-                           "between two streams, one join per query", Span.of(stmt.node),
-                           hint="split the query: one continuous join per query")
+    (a, aview), (b, bview) = _apart(sides[0], sides[1], band.b.table,
+                                    "a continuous interval join", scans, stmt)
     for side, column in ((a, band.a), (b, band.b)):
         require_event_time(side, column.name, "a continuous interval join's band must be "
                             "on the streams' event times", stmt)
     check_row_by_row(rest, stmt)
-    ordered = sorted(scans.items())
+    ordered = sorted({a.key: a, b.key: b}.items())
     inputs = []
     for index, (key, stream) in enumerate(ordered):
         # keep rows with event time >= progress(other side) + offset

@@ -166,6 +166,33 @@ def test_asof_of_a_cte_and_a_catalog_view(ws, spark, tmp_path):
     assert sum(r.late for r in reports) == kept_late
 
 
+@pytest.mark.slow
+def test_asof_of_one_stream_through_two_ctes(ws, spark, tmp_path):
+    """Both sides over trades, through two CTEs (q = 1 rows, q = 2 rows with a computed
+    column): the stream read once per side, each side with its own progress -- equal, the
+    stream's -- files in two steps; merge_asof over the on-time rows of each filter."""
+    steps = [2, 1]
+    trades, _, tparts, _ = _setup(ws, tmp_path, 41, steps)
+    sql = ("WITH a AS (SELECT * FROM trades WHERE q = 1), "
+           "b AS (SELECT k, v * 2 AS w, ts FROM trades WHERE q = 2) "
+           "SELECT a.k, a.ts, a.v, b.w FROM a ASOF JOIN b ON a.k = b.k AND a.ts >= b.ts")
+    shown = ws.explain(sql, "STREAM")
+    assert "stateful ASOF JOIN over a view of trades and a view of trades@right" in shown
+    reports = _run_in_steps(ws, tmp_path, sql, steps, "StatefulAsofQuery")
+    t_on, t_late = _late_split(tparts)
+    progress = int(trades.ts.max()) - WATERMARK
+    assert reports[-1].inputs == {"trades": progress, "trades@right": progress}
+    left = t_on[(t_on.q == 1) & (t_on.ts < progress)]
+    right = t_on[t_on.q == 2].assign(w=lambda f: 2 * f.v)
+    want = pd.merge_asof(left.sort_values("ts"), right[["k", "ts", "w"]].sort_values("ts"),
+                         on="ts", by="k", direction="backward").dropna(subset=["w"])
+    out = spark.read.parquet(str(tmp_path / "out")).collect()
+    got = Counter((r["k"], _micros(r["ts"]), r["v"], r["w"]) for r in out)
+    assert got == Counter(zip(want.k, want.ts.astype(int), want.v, want.w))
+    assert len(want) > 30
+    assert sum(r.late for r in reports) == len(t_late[t_late.q.isin([1, 2])]) > 0
+
+
 # -- interval join -------------------------------------------------------------------------
 def _band_pairs(a: pd.DataFrame, b: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     """Every pair of rows of equal key with ``a.ts`` in ``[b.ts + lo, b.ts + hi]``."""
@@ -276,15 +303,15 @@ def test_the_time_column_must_be_the_event_time(ws, tmp_path):
         assert "EVENT TIME" in err.value.message and "select ts unchanged" in err.value.hint
 
 
-def test_one_stream_on_both_sides_is_refused(ws, tmp_path):
-    """The same stream through two views on both sides: refused, saying so (not yet)."""
+def test_a_stream_joined_with_itself_is_refused(ws, tmp_path):
+    """The same stream on both sides with no view on either: refused, saying how to write
+    it (two views over the stream run: test_asof_of_one_stream_through_two_ctes)."""
     _streams(ws, tmp_path)
-    sql = ("WITH a AS (SELECT * FROM trades WHERE k = 'x'), b AS (SELECT * FROM trades "
-           "WHERE k = 'y') SELECT a.ts, b.v FROM a ASOF JOIN b ON a.ts >= b.ts")
+    sql = "SELECT a.ts, b.v FROM trades a ASOF JOIN trades b ON a.k = b.k AND a.ts >= b.ts"
     with pytest.raises(WaveSQLError) as err:
         ws.explain(sql, "STREAM")
-    assert err.value.code == "NOT_IMPLEMENTED" and "both sides read `trades`" in (
-        err.value.message)
+    assert err.value.code == "NOT_IMPLEMENTED" and "with itself" in err.value.message
+    assert "two views" in err.value.hint
 
 
 def test_the_re_evaluating_runner_refuses_a_view(ws, tmp_path, monkeypatch):

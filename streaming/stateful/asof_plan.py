@@ -2,7 +2,8 @@
 
 A continuous query of the ``asof`` shape (``streaming/joins.py`` :func:`plan_asof`: one
 ``ASOF [LEFT] JOIN`` of two catalog streams -- files or Kafka topics, a topic read as one
-watermarked source per partition -- backward or forward, by keys or not,
+watermarked source per partition -- or of views row by row over them (a side's rows are
+then the view's: :mod:`.view_rows`), backward or forward, by keys or not,
 row-by-row SQL around it) runs on the state store
 (:class:`.asof_query.StatefulAsofQuery`, kernel :mod:`.asof`) when
 

@@ -86,7 +86,11 @@ def through_view(query, frame, stream, view: ir.Relation):
     view = carrying(view, carried, keep_if=(
         f"__kind IN ({pl.PUNCTUATION}, {pl.MALFORMED}, {pl.TICK}) "
         "OR (__wm IS NOT NULL AND __kind = -1)"))
-    rt = Runtime(query.spark, query.session.catalog, query.text, streams={stream.key: frame})
+    # (the view reads the stream by its own name, also where the join reads it as a copy
+    # named apart: streaming/joins.py _apart)
+    under = {r.stream.key for r in ir.walk(view) if isinstance(r, ir.StreamScan)}
+    rt = Runtime(query.spark, query.session.catalog, query.text,
+                 streams={key: frame for key in under | {stream.key}})
     return lower_relation(view, rt)
 
 
