@@ -89,7 +89,7 @@ JOB = textwrap.dedent(f"""\
     CREATE SINK IF NOT EXISTS joined TO 'out/joined/' FORMAT parquet;
 
     INSERT INTO joined
-      {SQL};
+      {SQL[:-1]} LATE INTO 'late/');
 """)
 
 
@@ -126,8 +126,9 @@ def test_a_window_join_job_killed_at_a_commit_stage_is_exactly_once(ws, tmp_path
     per micro-batch), SIGKILLed with its JVM the second time a batch reaches ``stage``,
     then run again to the end: the sink holds the reference evaluator's rows over the rows
     not late, up to the last progress, each exactly once and final; the late rows -- below
-    their own stream's progress -- are in the late sink and nowhere else. (``renamed`` in
-    CI: a batch visible, its state, driver record and commit log not.)"""
+    their own stream's progress -- are in its LATE INTO sink (written inside the ISTREAM)
+    and nowhere else. (``renamed`` in CI: a batch visible, its state, driver record and
+    commit log not.)"""
     rng = np.random.default_rng(2601)
     a, b = _draw(rng, 120, 150, True, span_s=40)
     parts = {"l": _in_files(rng, a, 4), "r": _in_files(rng, b, 4)}
@@ -152,7 +153,7 @@ def test_a_window_join_job_killed_at_a_commit_stage_is_exactly_once(ws, tmp_path
     assert sum(want.values()) > 30
     assert got == want, (sorted((got - want).items())[:5], sorted((want - got).items())[:5])
     late_rows = []
-    for f in sink.glob("_wavesql/*/late/batch=*/*.parquet"):
+    for f in (tmp_path / "late").glob("batch=*/*.parquet"):  # (LATE INTO inside ISTREAM)
         late_rows += pq.read_table(f).to_pylist()
     timed = Counter(int(json.loads(r["_row"])["v"]) for r in late_rows
                     if json.loads(r["_row"]).get("ts") is not None)
