@@ -17,7 +17,7 @@ from wavesql.sqltext import JSON_OPTIONS, quote
 from .plan import row_by_row_stream
 from .report import REASON, BatchReport
 
-__all__ = ["place_rows", "source_stream"]
+__all__ = ["place_rows", "place_table", "sample_columns", "source_stream"]
 
 _HINT = ("define the signal over a view (or query) that filters, projects and computes "
          "columns of one catalog stream's rows, e.g. AS SELECT n, ax AS x FROM readings "
@@ -80,21 +80,41 @@ def place_rows(spark, signal, view, batch_id: int, end_sample: int | None, pendi
     timeline order), and the late-sink records of the rows below ``end_sample`` -- in
     windows already emitted (windows starting below it), or, ``used`` given, what the
     reason says instead (a continuous SYNC: the samples its released rows covered)."""
-    import numpy as np
-    import pyarrow as pa
+    names, columns = sample_columns(signal, view)
+    return place_table(spark, signal, view.select(*columns).toArrow(), names, batch_id,
+                       end_sample, pending, report, used)
+
+
+def sample_columns(signal, view) -> tuple[list[str], list]:
+    """``(names, columns)``: the query's position and channel columns (``view``'s names)
+    and the Spark columns :func:`place_table` takes (the channels as DOUBLE)."""
     from pyspark.sql import functions as F
 
-    from wavesql.sources.kafka_signal import BlockInfo, BlockPlacement
-    from wavesql.sources.query_signal import check_columns, layout_of, sample_numbers
-    from wavesql.sources.table_signal import Layout, channel_samples, sample_runs
+    from wavesql.sources.query_signal import check_columns, layout_of
 
     layout = layout_of(signal)
     found = check_columns(signal, [(f.name, f.dataType.simpleString())
                                    for f in view.schema.fields])
     position = found[layout.position]
     names = [position] + [found[c] for c in layout.channels]
-    table = view.select(F.col(quote(position)), *[
-        F.col(quote(found[c])).cast("double") for c in layout.channels]).toArrow()
+    return names, [F.col(quote(position))] + [F.col(quote(found[c])).cast("double")
+                                              for c in layout.channels]
+
+
+def place_table(spark, signal, table, names: list[str], batch_id: int,
+                end_sample: int | None, pending: list, report: BatchReport,
+                used: str | None = None) -> tuple[list, list]:
+    """:func:`place_rows` of the query's rows collected as Arrow ``table`` (the
+    :func:`sample_columns`, named ``names``)."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from wavesql.sources.kafka_signal import BlockInfo, BlockPlacement
+    from wavesql.sources.query_signal import layout_of, sample_numbers
+    from wavesql.sources.table_signal import Layout, channel_samples, sample_runs
+
+    layout = layout_of(signal)
     where = f"signal `{signal.name}`'s query"
     report.rows_in += table.num_rows
     numbers = sample_numbers(table.column(0).combine_chunks(), layout, where)

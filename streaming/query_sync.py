@@ -38,7 +38,7 @@ per-signal records)::
   come in any order.
 * **Reading the samples.** The rows synced now read, of this signal, only the files whose
   runs overlap their ranges (their query applied again, late rows skipped, a file whose
-  size changed refused with ``OUT_OF_ORDER_FILE``); the rows become segments as the batch
+  size changed refused with ``FILE_CHANGED``); the rows become segments as the batch
   read makes them (sources/query_signal.py ``batch_frame``) and the batch SYNC's range join
   cuts them: each row's segments equal the batch SYNC's over the same rows.
 
@@ -51,6 +51,7 @@ handful of numbers) per file of the stream.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from wavesql import storage
@@ -61,7 +62,8 @@ from wavesql.sources.table_stream import TableStreamReader
 from wavesql.sources.wav_stream import WavStreamReader
 from wavesql.sqltext import quote
 
-from .query_rows import place_rows, source_stream
+from .files import local_path
+from .query_rows import place_table, sample_columns, source_stream
 from .report import BatchReport
 from .source import reader_settings
 
@@ -113,12 +115,30 @@ def advance(spark, catalog, signal, before: dict, now: float, batch_id: int = 0)
     end, files, placed = before["end"], list(before["files"]), []
     used = (f" is below sample {end}, up to which signal `{signal.name}` already covered "
             "control rows (they were released without it)")
+    # one job for the batch's new files: the query's rows, each with its file (the query
+    # is row by row, so a row is still in its file's scan task when input_file_name runs)
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    view = _query_rows(spark, catalog, signal, stream, new, check=True)
+    names, columns = sample_columns(signal, view)
+    table = view.select(F.input_file_name().alias(_FILE), *columns).toArrow()
+    origin = table.column(0).combine_chunks().dictionary_encode()
+    which = origin.indices.to_numpy(zero_copy_only=False)
+    named = [_same_file(u) for u in origin.dictionary.to_pylist()]
+    table = table.drop_columns([_FILE])
+    stray = sorted(set(named) - {_same_file(p) for p in new})
+    if stray:  # (never silently: a row whose file Spark could not name would be lost)
+        raise WaveSQLError("SPARK_ERROR", f"signal `{signal.name}`: rows of its query "
+                           f"came from {stray[0]!r}, not one of the files read")
     for path in new:
         size = storage.stat(path).size
         mine, counts = {id(p) for p in placed}, BatchReport(batch_id, None)
-        placed, late = place_rows(spark, signal, _query_rows(spark, catalog, signal, stream,
-                                                             [path], check=True),
-                                  batch_id, end, placed, counts, used)
+        rows = table.filter(pa.array(np.isin(which, [i for i, u in enumerate(named)
+                                                     if u == _same_file(path)])))
+        placed, late = place_table(spark, signal, rows, names, batch_id, end, placed,
+                                   counts, used)
         for name in ("rows_in", "on_time", "late"):
             setattr(got.report, name, getattr(got.report, name) + getattr(counts, name))
         runs = [[p.start_sample, p.info.frames] for p in placed if id(p) not in mine]
@@ -127,6 +147,16 @@ def advance(spark, catalog, signal, before: dict, now: float, batch_id: int = 0)
     ends = [p.end_sample for p in placed] + ([end] if end is not None else [])
     got.record = {"kind": KIND, "end": max(ends) if ends else None, "files": files}
     return got
+
+
+#: The file a row of the signal's query came from, while a batch's new files are indexed.
+_FILE = "__wavesql_file"
+
+
+def _same_file(location: str) -> str:
+    """A file's path as a listing and Spark's ``input_file_name`` both give it (a URI)."""
+    path = local_path(location)
+    return os.path.abspath(path) if path is not None else location
 
 
 def segments(spark, catalog, signal, record: dict, wanted: list[tuple[int, int]]):
@@ -175,10 +205,10 @@ def _query_rows(spark, catalog, signal, stream, paths: list[str], check: bool = 
         corrupt = F.col(bad_rows.CORRUPT_COLUMN).isNotNull()
         # every column referenced: Spark parses only the columns a query uses, and
         # refuses a query of the corrupt-record column alone (planner/bad_rows.py)
-        bad = rows.where(corrupt).select(bad_rows.CORRUPT_COLUMN, *[
+        bad = rows.where(corrupt).select(bad_rows.CORRUPT_COLUMN, F.input_file_name(), *[
             quote(c.name) for c in stream.columns]).limit(1).collect() if check else []
         if bad:
-            raise WaveSQLError("MALFORMED_ROW", f"{', '.join(paths)}: a row of stream "
+            raise WaveSQLError("MALFORMED_ROW", f"{local_path(bad[0][1])}: a row of stream "
                                f"`{stream.name}` that signal `{signal.name}` reads is "
                                f"malformed: {bad[0][0]!r}", hint="fix or remove the file; "
                                "its samples would otherwise be silently fewer")
@@ -216,7 +246,7 @@ def _check_unchanged(signal, path: str, size: int) -> None:
         now = None
     if now != size:
         raise WaveSQLError(
-            "OUT_OF_ORDER_FILE", f"signal `{signal.name}`: {path} changed after its rows "
+            "FILE_CHANGED", f"signal `{signal.name}`: {path} changed after its rows "
             f"were placed ({size} bytes then, {'gone' if now is None else f'{now} bytes'} "
             "now): results over them may already have been delivered",
             hint="add the stream's files whole and leave them; to redo the results, start "
