@@ -17,7 +17,7 @@ per-signal records)::
   reader judges them (sources/table_stream.py ``TableStreamReader.complete``: a Parquet file
   once its footer parses, a CSV or JSON file once settled). While one is still being
   written, nothing moves: its rows may land anywhere on the timeline.
-* **Indexing.** Each new complete file is read once (in name order), the stream's
+* **Indexing.** Each new complete file is read once (placed in name order), the stream's
   punctuation rows dropped (a malformed row fails the query, ``MALFORMED_ROW`` naming the
   file: the samples are not silently fewer), the signal's query applied and its rows placed
   by their sample numbers as the continuous query-signal reader places a micro-batch's rows
@@ -42,11 +42,11 @@ per-signal records)::
   read makes them (sources/query_signal.py ``batch_frame``) and the batch SYNC's range join
   cuts them: each row's segments equal the batch SYNC's over the same rows.
 
-Costs: a micro-batch reads each new file of the stream once (one Spark job per file, its
-positions and channels collected on the driver, as a micro-batch of the continuous reader
-collects its rows: a fixed cost per file, so many small files in one batch index slowly)
-and, for its final rows, the files their ranges touch. The record grows by one entry (a
-handful of numbers) per file of the stream.
+Costs: a micro-batch reads its new files of the stream once (one Spark job for all of
+them; the query's positions and channels collected on the driver, each row with its file,
+as a micro-batch of the continuous reader collects its rows -- bound a batch with
+``max_files_per_trigger``) and, for its final rows, the files their ranges touch. The
+record grows by one entry (a handful of numbers) per file of the stream.
 """
 
 from __future__ import annotations
