@@ -44,8 +44,9 @@ per-signal records)::
 
 Costs: a micro-batch reads its new files of the stream once (one Spark job for all of
 them; the query's positions and channels collected on the driver, each row with its file,
-as a micro-batch of the continuous reader collects its rows -- bound a batch with
-``max_files_per_trigger``) and, for its final rows, the files their ranges touch. The
+as a micro-batch of the continuous reader collects its rows -- here every complete file
+not yet indexed, ``max_files_per_trigger`` does not bound it, so a first run over a long
+stream collects all of it) and, for its final rows, the files their ranges touch. The
 record grows by one entry (a handful of numbers) per file of the stream.
 """
 
