@@ -142,6 +142,34 @@ def test_asof_join_of_two_kafka_streams(ws, kafka, tmp_path):
     assert got == want
 
 
+
+@pytest.mark.slow
+def test_asof_join_of_a_cte_and_a_view_over_kafka_streams(ws, kafka, tmp_path):
+    """The ASOF JOIN above with each side a view row by row over its Kafka stream (issue
+    21): a CTE keeping even ``v`` and computing a column, a catalog view keeping ``bid >
+    20``; rounds across restarts, punctuation to the end: merge_asof over the rows the
+    views keep."""
+    left, right = _topic(kafka, 2), _topic(kafka, 2)
+    trades, quotes = _rounds(36, 60), _rounds(37, 60, columns=("bid",))
+    _create(ws, kafka, "trades", left)
+    _create(ws, kafka, "quotes", right, columns=("bid",))
+    ws.sql("CREATE VIEW qv AS SELECT k, bid, ts FROM quotes WHERE bid > 20")
+    sql = ("WITH t AS (SELECT k, v * 3 AS w, ts FROM trades WHERE v % 2 = 0) "
+           "SELECT t.k, t.ts, t.w, q.bid FROM t ASOF JOIN qv q "
+           "ON t.k = q.k AND t.ts >= q.ts")
+    rows, _ = _run_rounds(ws, kafka, tmp_path, sql, [(left, trades, ("v",)),
+                                                     (right, quotes, ("bid",))])
+    a = pd.concat(trades, ignore_index=True).sort_values("ts")
+    a = a[a.v % 2 == 0].assign(w=lambda f: f.v * 3)
+    b = pd.concat(quotes, ignore_index=True).sort_values("ts")
+    b = b[b.bid > 20]
+    joined = pd.merge_asof(a, b[["k", "ts", "bid"]], on="ts", by="k", direction="backward",
+                           allow_exact_matches=True).dropna(subset=["bid"])
+    want = Counter((r.k, T0_US + int(r.ts), int(r.w), int(r.bid)) for r in joined.itertuples())
+    got = Counter((r.k, _micros(r.ts), r.w, r.bid) for r in rows)
+    assert sum(want.values()) > 30
+    assert got == want
+
 def test_emit_changes_over_kafka(ws, kafka, tmp_path):
     """Tumbling 10-s counts per key with EMIT CHANGES: early rows (``_final`` false) as
     rows come, one final row per window and key equal to pandas' count, never an early
