@@ -200,12 +200,17 @@ def _sources(select: exp.Select) -> dict:
 def _source_name(source: exp.Expression) -> str:
     """The input a source names: a table's name, through planner/band.py's bin subqueries
     (``(SELECT *, floor(...) AS __band_bin FROM stream) alias``)."""
-    from wavesql.planner.band import BIN
-
-    if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) and any(
-            e.alias_or_name == BIN for e in source.this.expressions):
+    if _is_bin_subquery(source):
         source = source.this.args["from_"].this
     return source.name if isinstance(source, exp.Table) else ""
+
+
+def _is_bin_subquery(source: exp.Expression) -> bool:
+    """Whether ``source`` is one of planner/band.py's bin subqueries over a named input."""
+    from wavesql.planner.band import BIN
+
+    return isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) and any(
+        e.alias_or_name == BIN for e in source.this.expressions)
 
 
 def _inline_side(source: exp.Expression, select: exp.Select, query: ir.SqlQuery,
@@ -214,11 +219,9 @@ def _inline_side(source: exp.Expression, select: exp.Select, query: ir.SqlQuery,
     its own over the inputs it reads (None: a named input). Its schema is left empty: the
     state store's planner asks Spark for it (:func:`side_schemas`)."""
     from wavesql.dialect import to_spark_sql
-    from wavesql.planner.band import BIN
     from wavesql.planner.ctes import inline_query
 
-    if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) and any(
-            e.alias_or_name == BIN for e in source.this.expressions):
+    if _is_bin_subquery(source):
         return None
     inline = inline_query(source, select)
     if inline is None:

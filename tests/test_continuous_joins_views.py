@@ -124,6 +124,19 @@ def _setup(ws, tmp_path, seed: int, steps: list) -> tuple:
     return trades, quotes, tparts, qparts
 
 
+def _assert_left_rows(spark, tmp_path, want: dict) -> None:
+    """The query's output is ``want`` -- ``(k, ts) -> (w, p1)`` per final left row --
+    each left row once across the restart, the values to 1e-12."""
+    out = spark.read.parquet(str(tmp_path / "out")).collect()
+    seen = Counter((r["k"], _micros(r["ts"])) for r in out)
+    assert set(seen.values()) == {1}  # each left row once, across the restart
+    got = {(r["k"], _micros(r["ts"])): (r["w"], r["p1"]) for r in out}
+    assert set(got) == set(want), sorted(set(got) ^ set(want))[:5]
+    for key, (w, p1) in want.items():
+        assert np.isclose(got[key][0], w, rtol=1e-12) and np.isclose(got[key][1], p1,
+                                                                       rtol=1e-12), key
+
+
 # -- ASOF ----------------------------------------------------------------------------------
 def test_asof_of_a_cte_and_a_catalog_view(ws, spark, tmp_path):
     """Left: a CTE filtering trades (q > 0) and computing a column; right: a catalog view
@@ -151,14 +164,7 @@ def test_asof_of_a_cte_and_a_catalog_view(ws, spark, tmp_path):
     want = want.dropna(subset=["p1"])  # an inner ASOF JOIN: no match, no row
     want = {(k, int(ts)): (w, p1) for k, ts, w, p1 in zip(want.k, want.ts, want.w, want.p1)}
 
-    out = spark.read.parquet(str(tmp_path / "out")).collect()
-    seen = Counter((r["k"], _micros(r["ts"])) for r in out)
-    assert set(seen.values()) == {1}  # each left row once, across the restart
-    got = {(r["k"], _micros(r["ts"])): (r["w"], r["p1"]) for r in out}
-    assert set(got) == set(want), sorted(set(got) ^ set(want))[:5]
-    for key, (w, p1) in want.items():
-        assert np.isclose(got[key][0], w, rtol=1e-12) and np.isclose(got[key][1], p1,
-                                                                       rtol=1e-12), key
+    _assert_left_rows(spark, tmp_path, want)
     assert len(want) > 60
     # the late rows the views keep were set aside as late, not joined
     kept_late = len(t_late[t_late.q > 0]) + len(q_late[q_late.p > 0])
@@ -362,12 +368,5 @@ def test_forward_asof_of_a_cte_and_a_catalog_view(ws, spark, tmp_path):
     assert 0 < len(final) < len(left)  # some left rows still wait for their next quote
     want = {(k, int(ts)): (w, p1) for k, ts, w, p1 in zip(final.k, final.ts, final.w,
                                                           final.p1)}
-    out = spark.read.parquet(str(tmp_path / "out")).collect()
-    seen = Counter((r["k"], _micros(r["ts"])) for r in out)
-    assert set(seen.values()) == {1}  # each left row once, across the restart
-    got = {(r["k"], _micros(r["ts"])): (r["w"], r["p1"]) for r in out}
-    assert set(got) == set(want), sorted(set(got) ^ set(want))[:5]
-    for key, (w, p1) in want.items():
-        assert np.isclose(got[key][0], w, rtol=1e-12) and np.isclose(got[key][1], p1,
-                                                                       rtol=1e-12), key
+    _assert_left_rows(spark, tmp_path, want)
     assert len(want) > 40
