@@ -114,15 +114,17 @@ def _from_pairs(ctx: pd.DataFrame, query, kind) -> Counter:
 
 
 def drive(a, b, wa, wb, query, kind, keyed, rng, batches=6, buckets=3, pairs=False,
-          preserve=(False, False)):
+          preserve=(False, False), collide=False):
     """Both streams through the kernel batch by batch as Spark would call it; returns
     (emitted rows, late ids, the oracle's late ids, the oracle's rows). ``pairs``: the
-    kernel hands back pair events (:func:`_from_pairs`), not rows to evaluate."""
+    kernel hands back pair events (:func:`_from_pairs`), not rows to evaluate;
+    ``collide``: every key's two join hashes equal (a collision of both hashes between
+    every two keys; the ROWS partitions keep their own)."""
     from streaming.stateful import window_join as kernel
 
     op = kernel.WindowJoinOperator(("string", "bigint"), ("string", "bigint"),
                                    _kernel_window(wa), _kernel_window(wb), keyed, pairs,
-                                   preserve)
+                                   preserve, keys=((0, 0),))
     parts = {"l": _arrive(rng, a, batches, 3 * SECOND),
              "r": _arrive(rng, b, batches, 3 * SECOND)}
     progress = oracle_progress(parts)
@@ -144,6 +146,8 @@ def drive(a, b, wa, wb, query, kind, keyed, rng, batches=6, buckets=3, pairs=Fal
         by_k = np.where(right, wb.kind == "PARTITION_ROWS", wa.kind == "PARTITION_ROWS")
         new = new.assign(pk=np.where(by_k, new.sk.to_numpy(), 0),
                          ph=np.where(by_k, new.sh.to_numpy(), 0))
+        if collide:
+            new = new.assign(sk=np.where(new.nk, new.sk, 1), sh=np.where(new.nk, new.sh, 5))
         code = np.where(new.nk.to_numpy(bool), 0, new.sk.to_numpy() // 7)
         bucket = code % buckets if keyed else np.zeros(len(new), int)
         called = set(np.unique(bucket)) | {k for k, t in timers.items()
@@ -239,6 +243,51 @@ def test_pair_events_batch_by_batch_equal_the_reference_over_the_history(seed, w
     assert late == want_late
     assert sum(want.values()) > 5
     assert emitted == want
+
+
+COLLIDING = [
+    pytest.param(seed, w, q, kind, id=f"{w}-{q.__name__}-{kind}-{seed}")
+    for seed, w, q, kind in [(31, "range", left_outer, "ISTREAM"),
+                             (32, "now-slide", full_outer, "DSTREAM"),
+                             (33, "rows", left_k, "ISTREAM"),
+                             (34, "slide-range", full_outer, "ISTREAM")]]
+
+
+@pytest.mark.parametrize("seed, windows, query, kind", COLLIDING)
+def test_outer_padding_compares_keys_not_their_hashes(seed, windows, query, kind):
+    """Every two keys with equal hashes (both of them): an outer join's preserved row is
+    still NULL-padded while no row of its own key is there -- a row of another key with
+    the same hashes is no partner -- as the reference evaluator (keys compared by value)
+    says."""
+    rng = np.random.default_rng(seed)
+    a, b = _draw(rng, 60, 70, True, span_s=40)
+    a, b = (f.assign(ts=f.ts // SECOND * SECOND) for f in (a, b))
+    wa, wb = WINDOWS[windows]
+    emitted, late, want_late, want = drive(a, b, wa, wb, query, kind, True, rng, pairs=True,
+                                           preserve=PRESERVE[query], collide=True)
+    assert late == want_late
+    assert sum(want.values()) > 5
+    assert emitted == want
+
+
+def test_a_colliding_row_is_no_partner_hand_computed():
+    """LEFT JOIN, [RANGE 10 s] both: a1 (key 1) at 0 s; b1 and b2 (key 2, the same two
+    hashes as key 1) at 2 s and 3 s. a1 has no partner: padded from 0 s to 10 s, nothing
+    in between (a hash match would have ended its padding at 2 s and paired it twice)."""
+    from streaming.stateful import window_join as kernel
+
+    ten = kernel.JoinWindow("RANGE", 10 * SECOND)
+    op = kernel.WindowJoinOperator(("string", "bigint"), ("string", "bigint"), ten, ten,
+                                   keyed=True, pairs=True, preserve=(True, False),
+                                   keys=((0, 0),))
+    rows = pd.concat([_keyed_rows(np.array([1]), np.array([0]), False, 1),
+                      _keyed_rows(np.array([2, 2]), np.array([2, 3]) * SECOND, True, 100)],
+                     ignore_index=True)
+    rows = rows.assign(sk=7, sh=13)  # key 2's hashes are key 1's
+    first = kernel.step(op, None, rows, None, None, None)
+    done = kernel.step(op, first.state, rows.iloc[:0], 20 * SECOND, 20 * SECOND, 20 * SECOND)
+    got = sorted(zip(done.context.ts, done.context.pk, done.context.nk, done.context.l1))
+    assert got == [(0, 1, True, 1), (10 * SECOND, -1, True, 1)]
 
 
 def test_kernel_state_keeps_only_rows_still_valid():

@@ -105,6 +105,11 @@ class WindowJoinOperator:
     #: with ``pairs``: the left / right stream's rows NULL-padded where they have no pair
     #: (an outer join on key equalities only)
     preserve: tuple[bool, bool] = field(default=(False, False), repr=False)
+    #: with ``pairs``: the join keys, ``(left column, right column)`` positions among each
+    #: stream's columns (the rows carry their values): a pair is of rows whose key values
+    #: are equal, not only their hashes (:mod:`.window_join_pairs`). Not in the repr: the
+    #: state is the same rows.
+    keys: tuple[tuple[int, int], ...] = field(default=(), repr=False)
 
     kind = "window-join"
 
@@ -204,7 +209,7 @@ def _pairs(op: WindowJoinOperator, rows: pd.DataFrame, frm, to_lo, to_hi, among,
         ties = mask & (to_lo != to_hi)
         if window.kind == "ROWS" and ties.any():
             to[mask] = rows_ends(rows[mask], side, width, window.size, _partitions(rows[mask]))
-    return signed_pairs(rows, frm, to, among, start, p, names, op.preserve)
+    return signed_pairs(rows, frm, to, among, start, p, names, op.preserve, op.keys)
 
 
 def step(op: WindowJoinOperator, value: bytes | None, new: pd.DataFrame,

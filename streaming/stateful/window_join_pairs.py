@@ -21,8 +21,13 @@ the micro-batch with the bucket, a function of the key hashes). The driver runs 
 user's SELECT over each event's pair alone, sums the signs per instant and projected row
 and emits ``max(0, n)`` (ISTREAM) or ``max(0, -n)`` (DSTREAM) copies.
 
-A NULL key joins nothing (``nk``); the keys are compared by their two hashes here and by
-the user's SQL after (a collision of both hashes pairs rows the SQL then drops).
+A NULL key joins nothing (``nk``). Two rows are of one key when their key values are
+equal (``keys``: the positions of the key columns among each stream's, whose values the
+rows carry -- encoded exactly, :mod:`.encoding`, compared as SQL's ``=`` does: NaN equal
+to NaN, -0.0 to 0.0), not only their two hashes: an outer join's preserved row is padded
+while no row of its own key is there, and a row of another key with equal hashes must not
+end that (a wrong, missing row). Without ``keys`` (an inner join built by older code) the
+hashes alone pair rows, which the user's SQL after drops where the keys differ.
 
 Outer joins (ON of key equalities only, so a pair of equal keys is a match): a preserved
 row is NULL-padded while it is in its relation with none of its pairs held -- intervals
@@ -76,21 +81,36 @@ def rows_ends(rows: pd.DataFrame, side: str, width: int, n: int,
     return out
 
 
+def _key_values(rows: pd.DataFrame, idx: np.ndarray, right: bool,
+                keys: tuple[tuple[int, int], ...]) -> pd.DataFrame:
+    """The join hashes and key values of the rows ``idx`` of one stream (``right``), as
+    columns ``sk``, ``sh``, ``k0``... alike for both streams."""
+    side = "r" if right else "l"
+    out = {"sk": rows["sk"].to_numpy(np.int64)[idx], "sh": rows["sh"].to_numpy(np.int64)[idx]}
+    for j, pair in enumerate(keys):
+        out[f"k{j}"] = rows[f"{side}{pair[int(right)]}"].to_numpy()[idx]
+    return pd.DataFrame(out)
+
+
 def signed_pairs(rows: pd.DataFrame, frm: np.ndarray, to: np.ndarray, among: np.ndarray,
                  start: int, progress: int, names: list[str],
-                 preserve: tuple[bool, bool] = (False, False)) -> pd.DataFrame:
+                 preserve: tuple[bool, bool] = (False, False),
+                 keys: tuple[tuple[int, int], ...] = ()) -> pd.DataFrame:
     """The pair events (module docstring) at instants in ``[start, progress)`` of the
     bucket's ``rows`` (both streams; ``frm``/``to`` their exact validity) among the rows
     ``among`` (a mask: the keys with a change), as encoded rows of columns ``names``;
     ``preserve``: the left / right stream's rows are NULL-padded where they have no pair
-    (an outer join, :func:`_padded`)."""
+    (an outer join, :func:`_padded`); ``keys``: the key columns' positions (left, right)
+    in each stream's columns (module docstring)."""
+    if any(preserve) and not keys:
+        raise ValueError("an outer join's pairs need its key columns")
     right = rows["right"].to_numpy(bool)
     nk = rows["nk"].to_numpy(bool)
     live = among & (frm < to)
-    sk, sh = rows["sk"].to_numpy(np.int64), rows["sh"].to_numpy(np.int64)
     a, b = np.flatnonzero(live & ~nk & ~right), np.flatnonzero(live & ~nk & right)
-    m = pd.DataFrame({"sk": sk[a], "sh": sh[a], "a": a}).merge(
-        pd.DataFrame({"sk": sk[b], "sh": sh[b], "b": b}), on=["sk", "sh"])
+    on = ["sk", "sh"] + [f"k{j}" for j in range(len(keys))]
+    m = _key_values(rows, a, False, keys).assign(a=a).merge(
+        _key_values(rows, b, True, keys).assign(b=b), on=on)
     ia, ib = m["a"].to_numpy(np.int64), m["b"].to_numpy(np.int64)
     s = np.maximum(frm[ia], frm[ib])
     e = np.minimum(to[ia], to[ib])

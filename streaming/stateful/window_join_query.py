@@ -155,8 +155,12 @@ def recognize_window_join(spark, stmt, relation: ir.Relation, plan: stream_plan.
     why_not_pairs = _why_not_pairs(join, relation, a_alias, b_alias) if checked else "not keyed"
     preserve = {"LEFT": (True, False), "RIGHT": (False, True), "FULL": (True, True)}.get(
         side, (False, False))
+    # the key columns' positions: the pairs kernel compares key values, not only hashes
+    positions = tuple((list(a.columns).index(ac), list(b.columns).index(bc))
+                      for ac, bc in checked)
     op = kernel.WindowJoinOperator(encoded_types(a), encoded_types(b), wa, wb, bool(checked),
-                                   pairs=why_not_pairs is None, preserve=preserve)
+                                   pairs=why_not_pairs is None, preserve=preserve,
+                                   keys=positions)
     pre_a = encoded_rows(a, False, [ac for ac, _ in checked], op, n_buckets)
     pre_b = encoded_rows(b, True, [bc for _, bc in checked], op, n_buckets)
     pre_a += _partition_sql(window[a.key])
