@@ -321,19 +321,15 @@ def test_punctuation_makes_instants_final_when_the_reference_says(ws, spark, tmp
     assert sum(r["punctuation"] for r in records) == 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "after a restart, a stream without new rows holds Spark's watermark (the query's "
-    "progress) at the value the checkpoint restored: trades' punctuation (100 s) in one run, "
-    "quotes' (200 s) in the next leave the query's progress at 7 s (the driver's record "
-    "says trades 100 s, quotes 200 s); the instants in [7 s, 100 s) are never emitted until "
-    "trades gets a new row. Within one run the same rows give 100 s"))
 @pytest.mark.timeout(900)  # three query starts
 def test_punctuation_of_each_stream_in_its_own_run_makes_the_instants_final(ws, spark,
                                                                             tmp_path):
     """Ten rows a second apart in each stream (run 1: progress 7 s each), then trades'
     punctuation promising 100 s (run 2: the quotes hold the query at 7 s), then quotes'
     promising 200 s (run 3): the query's progress is 100 s, and every instant below it is
-    out -- the reference's rows over the twenty rows, each once."""
+    out -- the reference's rows over the twenty rows, each once. Trades has no row in run
+    3: its progress (100 s, promised in run 2) reaches Spark's watermark through its
+    resume input (streaming/stateful/resume.py), not through a row of that run."""
     _punctuation_in_separate_runs(ws, spark, tmp_path, "StatefulWindowJoinQuery")
 
 

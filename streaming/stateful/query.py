@@ -40,6 +40,8 @@ from . import over_plan
 from . import plan as pl
 from .pending import not_final
 from .processor import LookbackProcessor, WindowProcessor, progress_of, watermark_sql
+from .resume import VERSION as RESUME_VERSION
+from .resume import Resume, is_resume_file
 
 #: The observed kernel output of a windowed query's micro-batch (its batch session's view).
 KERNEL_VIEW = "__wavesql_kernel"
@@ -86,7 +88,10 @@ class StatefulQuery(ContinuousQuery):
 
     # -- setup -------------------------------------------------------------------------
     def _start(self, trigger: str, max_files: int | None):
-        self._check_checkpoint()
+        resume_version = self._check_checkpoint()
+        # each watermarked input's progress carried across restarts (resume.py), on the
+        # checkpoints that have it in their plan
+        self._resume = Resume(self.spark, self.checkpoint, resume_version == RESUME_VERSION)
         self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         # a micro-batch uploads the changes of its state, not a snapshot of all of it
         self.spark.conf.set(CHANGELOG, "true")
@@ -143,7 +148,13 @@ class StatefulQuery(ContinuousQuery):
             frame = frame.unionByName(self._ticker(frame, s.heartbeat_us))
         if not watermark:
             return frame
-        return frame.withWatermark("__wm", "0 seconds").select(*keep)
+        return self._resume_add(frame).withWatermark("__wm", "0 seconds").select(*keep)
+
+    def _resume_add(self, frame):
+        """``frame`` (a watermarked input's rows before ``withWatermark``) with its resume
+        rows (:mod:`.resume`); unchanged on a checkpoint from before them."""
+        resume = getattr(self, "_resume", None)
+        return frame if resume is None else resume.add(frame)
 
     @staticmethod
     def _promised(s) -> str:
@@ -165,12 +176,15 @@ class StatefulQuery(ContinuousQuery):
         return ticks.select(*[cols.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
                               for f in frame.schema.fields])
 
-    def _check_checkpoint(self) -> None:
+    def _check_checkpoint(self) -> int | None:
         """A checkpoint belongs to one plan: restarting a changed query on it would read the
-        state with another meaning (``CHECKPOINT_MISMATCH``)."""
+        state with another meaning (``CHECKPOINT_MISMATCH``). Returns the checkpoint's
+        resume inputs' version (:mod:`.resume`; None: one written before them, whose Spark
+        plan has none -- Spark cannot add sources to a checkpoint -- so it keeps that plan)."""
         marker = storage.join(self.checkpoint, "wavesql.json")
         mine = {"engine": self.engine, "plan": self.windowed.fingerprint,
-                "explain": self.windowed.explain, "buckets": self.windowed.buckets}
+                "explain": self.windowed.explain, "buckets": self.windowed.buckets,
+                "resume": RESUME_VERSION}
         if storage.is_file(marker):
             theirs = json.loads(storage.read_text(marker))
             if theirs.get("plan") != mine["plan"]:
@@ -180,13 +194,14 @@ class StatefulQuery(ContinuousQuery):
                     f"one is: {mine['explain']}",
                     hint="give the changed query a new checkpoint (and output) folder, or "
                          "delete the old checkpoint to start from the beginning of the input")
-        elif any(storage.is_dir(storage.join(self.checkpoint, d)) for d in ("state", "offsets")):
+            return theirs.get("resume")
+        if any(storage.is_dir(storage.join(self.checkpoint, d)) for d in ("state", "offsets")):
             raise WaveSQLError(
                 "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by an "
                 "earlier WaveSQL runner for this query, whose state this one cannot read",
                 hint="start the query with a new checkpoint folder (and output folder)")
-        else:
-            storage.write_text(marker, json.dumps(mine))
+        storage.write_text(marker, json.dumps(mine))
+        return RESUME_VERSION
 
     # -- one micro-batch ---------------------------------------------------------------
     def _run_batch(self, batch_df, batch_id: int) -> None:
@@ -202,15 +217,17 @@ class StatefulQuery(ContinuousQuery):
         report = BatchReport(batch_id, progress, started_at=self.clock())
         # every source's file log (a Kafka partition's source has none): with two streams,
         # a topic's partitions come before or between the file sources
-        sources = range(max(getattr(self, "n_sources", 1), 1))
-        logged = [e for i in sources for e in files.batch_files(self.checkpoint, i, batch_id)]
+        sources = self._file_sources(batch_id)
+        logged = [e for i in sources for e in files.batch_files(self.checkpoint, i, batch_id)
+                  if not is_resume_file(self.checkpoint, e[0])]
         listed = [p for p, _ in logged]
         # The result latency: a batch emits what the batch before it made final (its
         # watermark is the one those rows raised), so it is measured from the arrival of
         # that batch's files -- or of its Kafka records (their earliest timestamp, which
         # that batch counted and kept in its report: _arrival_of).
         before = [e for i in sources
-                  for e in files.batch_files(self.checkpoint, i, batch_id - 1)] if batch_id else []
+                  for e in files.batch_files(self.checkpoint, i, batch_id - 1)
+                  if not is_resume_file(self.checkpoint, e[0])] if batch_id else []
         arrived = [ms / 1000.0 for _, ms in before if ms]
         if any(st.source == "kafka" for st in streams) and batch_id:
             previous = self._arrival_of(batch_id - 1)
@@ -234,6 +251,8 @@ class StatefulQuery(ContinuousQuery):
         df = batch_df.persist()
         try:
             counts = self._deliver_results(spark, df, batch_id, progress, report)
+            if getattr(self, "_resume", None) is not None:
+                self._resume.record(batch_id)  # each input's progress, before Spark commits
             report.on_time, report.late = counts["on_time"], counts["late"]
             report.no_time, report.punctuation = counts["no_time"], counts["punctuation"]
             report.quarantined = counts["quarantined"]
@@ -266,6 +285,21 @@ class StatefulQuery(ContinuousQuery):
         finally:
             df.unpersist()
         self._finish(report, began, arrived if report.final_out else [])
+
+    def _file_sources(self, batch_id: int) -> range:
+        """The Spark source ids whose file logs list the batch's files: the query's stream
+        sources -- or, with resume inputs (which Spark numbers among them: each follows its
+        input), every source in the batch's offset log entry, the resume files then
+        skipped by path (a Kafka partition's or a rate source's entry lists none)."""
+        counted = max(getattr(self, "n_sources", 1), 1)
+        resume = getattr(self, "_resume", None)
+        if resume is None or not resume.n_inputs:
+            return range(counted)
+        path = storage.join(self.checkpoint, "offsets", "offsets", str(batch_id))
+        try:
+            return range(max(len(storage.read_text(path).splitlines()) - 2, counted))
+        except OSError:
+            return range(counted + resume.n_inputs)
 
     def _batch_progress(self, spark, batch_id: int) -> tuple[int | None, dict]:
         """The progress batch ``batch_id`` runs with, and each stream's: Spark's

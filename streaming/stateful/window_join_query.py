@@ -317,7 +317,8 @@ class StatefulWindowJoinQuery(StatefulAsofQuery):
         self.n_left_sources, self.n_right_sources = len(left), len(right)
         promised = F.coalesce(F.expr(f"unix_micros(__wm) DIV 1000 - {OFFSET}"),
                               F.lit(int(NO_PROMISE)))
-        frames = [f.withColumn(SOURCE, F.lit(i)).withColumn(PROMISED, promised)
+        # (each with its resume rows first, on a checkpoint that has them: resume.py)
+        frames = [self._resume_add(f).withColumn(SOURCE, F.lit(i)).withColumn(PROMISED, promised)
                   .withWatermark("__wm", "0 seconds").drop("__wm")
                   for i, f in enumerate(left + right)]
         return union(frames)
