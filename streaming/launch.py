@@ -24,7 +24,7 @@ from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
-from . import realtime, sinks
+from . import derived, realtime, sinks
 from .kafka_signals import KafkaSignalQuery
 from .outputs import absolute, kafka_sink, late_path
 from .planning import plan_continuous, stateful_plan
@@ -72,6 +72,16 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                                "slower ones catch up", Span.of(zipped),
                                hint="ZIP the output of a query over a recorded stretch (a "
                                     "batch query), or join on a key instead")
+    split = derived.find_split(stmt, text, session.catalog)
+    if split is not None:  # a CTE over a signal, the rest over its rows: streaming/derived.py
+        def rest(overlay, outer_text):
+            return start(overlay, outer_text, output, checkpoint, trigger=trigger, late=late,
+                         max_files_per_trigger=max_files_per_trigger, clock=clock,
+                         output_format=output_format, keep_replaced=keep_replaced,
+                         late_format=late_format)
+        return derived.start_pipeline(session, split, rest, checkpoint=absolute(checkpoint),
+                                      trigger=trigger, max_files=max_files_per_trigger,
+                                      clock=clock)
     emit = next(iter(stmt.node.find_all(wn.Emit)), None)
     late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
     if late_into is not None:

@@ -259,13 +259,18 @@ class SignalContinuousQuery(ContinuousQuery):
         out = (lower(self.bound, rt).withColumn(FINAL, F.lit(True))
                .withColumn(PROGRESS, timestamp_lit(progress))).persist()
         report.rows_out = report.final_out = out.count()
-        self._deliver(out, batch_id)
+        self._deliver_final(out, batch_id, progress)
         out.unpersist()
 
         report.state_bytes = self._keep_signal_state(k0, k1, slide)
         self._commit_signal_state(batch_id, progress, samples, end)
         report.inputs = {scan.signal.key: progress}
         self._finish(report, began, arrived)
+
+    def _deliver_final(self, out, batch_id: int, progress: int | None) -> None:
+        """Deliver a batch's rows, all final up to ``progress`` (streaming/derived.py also
+        writes the progress itself, for the query reading these rows)."""
+        self._deliver(out, batch_id)
 
     def _keep_signal_state(self, k0, k1, slide) -> int:
         """Drop state files older than the batch's start; the size of the current one."""

@@ -1,0 +1,321 @@
+"""Continuous queries over a signal query's rows: the signal part and the rest, run as two.
+
+``WITH f AS (SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096])
+SELECT _time, max(rms) AS peak FROM f [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY _time``
+does not fit one runner: the CTE is a signal query (:mod:`.signals`: every window's row is
+final when the window is) and the rest is a stream query (windows, OVER windows, ASOF
+joins: :mod:`.stateful`). So the query is split where the CTE ends (:func:`find_split`),
+and each part runs on the runner it fits, both under one handle (:class:`DerivedPipeline`):
+
+- **the signal part** -- the CTE's own text -- runs as a continuous signal query
+  (:class:`DerivedSignalQuery`) into an internal sink, ``<checkpoint>/derived/<cte>/rows``,
+  each micro-batch one folder committed whole as every WaveSQL sink is
+  (:func:`.sinks.commit`); its own checkpoint is ``<checkpoint>/derived/<cte>``. Each
+  folder holds the batch's rows and one **punctuation row** carrying the batch's
+  ``_progress`` (every other column NULL): so the rest learns that its input is final up to
+  there even when the batch emitted no row (a WHERE dropped them all), and its windows close
+  without waiting for a later row.
+- **the rest** -- the statement with the CTE's text blanked (positions of errors kept) --
+  reads that folder as a catalog stream named like the CTE (:func:`derived_stream`):
+  Parquet, ``EVENT TIME`` the CTE's ``start_time(...)`` column, ``WATERMARK 0`` (a signal
+  query emits its windows in order, each once), ``PROGRESS COLUMN`` the punctuation column.
+  It is started by :func:`.launch.start` like any stream query, so it runs on the runner
+  that query would get (the state store for windows, OVER windows, ASOF joins), with its
+  own late rules and late sink; its checkpoint is the user's.
+
+With ``availableNow`` the signal part runs to its end before the rest starts (the rest's
+trigger would otherwise see only the rows present when it started); with ``every ...`` both
+run at once. Both are restart-safe: each resumes from its own checkpoint, and a re-run of
+a signal batch after a crash replaces that batch's folder (its rows are then late to the
+rest if the rest had read the first attempt: written to the late sink, never counted
+twice). Refused (``NOT_IMPLEMENTED``, before anything runs): several signal CTEs, a signal
+read outside its CTE beside one, a signal CTE reading another CTE, signals from Kafka or
+defined by a query, and a CTE without a ``start_time(...)`` column (the error names it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+from wavesql import storage
+from wavesql.catalog import objects as cat
+from wavesql.dialect import Statement, parse_statements
+from wavesql.errors import Span, WaveSQLError
+from wavesql.planner import ir
+
+from .report import FINAL, PROGRESS, timestamp_lit
+from .signals import SignalContinuousQuery
+
+#: the punctuation column of a derived stream (a row with a value in it is progress)
+PUNCT = "__wavesql_progress"
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """A statement cut into its signal CTE (``inner``: the full text with all but the
+    CTE's body blanked) and the rest (``outer``: the full text with the CTE blanked)."""
+
+    name: str
+    inner: str
+    outer: str
+    time_column: str
+
+
+def find_split(stmt: Statement, text: str, catalog) -> Split | None:
+    """The split of ``stmt`` (``text``: the full text its positions index) when one of its
+    CTEs reads a signal and the rest does not; None when no CTE reads a signal."""
+    node = stmt.node
+    with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
+    if with_ is None:
+        return None
+    names = {c.alias_or_name.lower() for c in with_.expressions}
+
+    def signals_in(tree) -> list[exp.Table]:
+        return [t for t in tree.find_all(exp.Table) if not t.args.get("db")
+                and t.name.lower() not in names
+                and isinstance(catalog.get(t.name), cat.SignalDef)]
+
+    found = [c for c in with_.expressions if signals_in(c.this)]
+    if not found:
+        return None
+
+    def refuse(what, where, hint):
+        return WaveSQLError("NOT_IMPLEMENTED", what, Span.of(where), hint=hint)
+
+    if len(found) > 1:
+        raise refuse("a continuous query over several signal CTEs", found[1],
+                     "run each signal query continuously on its own, then join their outputs")
+    cte = found[0]
+    rest = node.copy()
+    rest.set("with_", None)
+    others = [c for c in with_.expressions if c is not cte]
+    if any(signals_in(rest)) or any(t.name.lower() in names for t in cte.this.find_all(
+            exp.Table) if not t.args.get("db")):
+        raise refuse("a continuous query reading a signal both in and beside a CTE, or a "
+                     "signal CTE reading another CTE", cte,
+                     "read the signal in one CTE only, straight from the signal")
+    time_column = _time_column(cte)
+    opened, closed, first, after = _cte_extent(text, cte)
+    inner = " " * (opened + 1) + text[opened + 1:closed]
+    if others:  # blank "f AS (...)" and the comma that separates it from its neighbour
+        if after is not None:
+            outer = _blank(text, first, after + 1)
+        else:
+            before = text.rfind(",", 0, first)
+            outer = _blank(text, before, closed + 1)
+    else:  # the only CTE: blank WITH too
+        with_at = text.lower().rfind("with", 0, first)
+        outer = _blank(text, with_at, closed + 1)
+    return Split(cte.alias_or_name, inner, outer, time_column)
+
+
+def _time_column(cte: exp.CTE) -> str:
+    """The CTE's column holding ``start_time(...)``, the event time of its rows."""
+    for projection in cte.this.selects if isinstance(cte.this, exp.Select) else []:
+        value = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(value, exp.Anonymous) and str(value.this).lower() == "start_time":
+            return projection.alias_or_name
+    raise WaveSQLError(
+        "STREAMING_RULE", f"a continuous query over the rows of `{cte.alias_or_name}` needs "
+        "their event time: the CTE has no start_time(...) column", Span.of(cte),
+        hint=f"name the window's start in `{cte.alias_or_name}`, e.g. SELECT start_time(ch1) "
+             "AS t, ...; its rows are then windowed and joined by t")
+
+
+def _cte_extent(text: str, cte: exp.CTE) -> tuple[int, int, int, int | None]:
+    """(the body's ``(``, its ``)``, the CTE's first character, the comma after it or
+    None) as offsets into ``text``, from its tokens."""
+    from wavesql.dialect.dialect import WaveSQL
+
+    first = Span.of(cte.args["alias"]).start
+    tokens = WaveSQL().tokenizer().tokenize(text)
+    i = next(k for k, t in enumerate(tokens) if t.start >= first)
+    while tokens[i].token_type != TokenType.L_PAREN:
+        i += 1
+    opened, depth = tokens[i].start, 0
+    for k in range(i, len(tokens)):
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[k].token_type, 0)
+        if depth == 0:
+            nxt = tokens[k + 1] if k + 1 < len(tokens) else None
+            comma = nxt.start if nxt is not None and nxt.token_type == TokenType.COMMA \
+                else None
+            return opened, tokens[k].start, first, comma
+    raise WaveSQLError("PARSE_ERROR", "unbalanced parentheses", Span.of(cte))
+
+
+def _blank(text: str, a: int, b: int) -> str:
+    return text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]
+
+
+def derived_stream(name: str, schema: ir.Schema, rows: str, time_column: str) -> cat.StreamDef:
+    """The catalog stream the rest of the query reads the signal part's rows as."""
+    fields = [f for f in schema.fields if f.name not in (FINAL, PROGRESS)]
+    columns = [cat.Column(f.name, f.type) for f in fields] + [cat.Column(PUNCT, "timestamp")]
+    return cat.StreamDef(name, columns, rows, "parquet", event_time=time_column,
+                         watermark_us=0, progress_column=PUNCT)
+
+
+class WithDerived:
+    """The catalog with the derived streams laid over it (as catalog/session_views.py's
+    ``WithTempViews`` lays temporary views): the rest of the query reads the CTE's name as
+    the stream of the signal part's rows."""
+
+    def __init__(self, catalog, streams: dict[str, cat.StreamDef]):
+        self.catalog = catalog
+        self.streams = {k.lower(): v for k, v in streams.items()}
+
+    def __getattr__(self, attr):
+        return getattr(self.catalog, attr)
+
+    def get(self, name: str):
+        found = self.streams.get(name.lower())
+        return found if found is not None else self.catalog.get(name)
+
+    def require(self, name: str, kind=None):
+        found = self.streams.get(name.lower())
+        if found is not None and (kind is None or cat.normalize_kind(kind) == "STREAM"):
+            return found
+        return self.catalog.require(name, kind)
+
+    def names(self, kind=None) -> list[str]:
+        own = [v.name for v in self.streams.values()] \
+            if kind is None or cat.normalize_kind(kind) == "STREAM" else []
+        return sorted(set(self.catalog.names(kind)) | set(own))
+
+    def __contains__(self, name: object) -> bool:
+        return (isinstance(name, str) and name.lower() in self.streams) \
+            or name in self.catalog
+
+
+class _Session:
+    """The session, with the catalog the rest of the query binds against."""
+
+    def __init__(self, session, catalog):
+        self._session = session
+        self.catalog = catalog
+
+    def __getattr__(self, attr):
+        return getattr(self._session, attr)
+
+
+class DerivedSignalQuery(SignalContinuousQuery):
+    """A signal query writing its rows, and one punctuation row per batch, to the internal
+    sink the rest of the query reads (module docstring)."""
+
+    def __init__(self, *args, columns: tuple[ir.Field, ...], **kwargs):
+        self.columns = columns  # before the query starts (super().__init__ starts it)
+        super().__init__(*args, **kwargs)
+
+    def _deliver_final(self, out, batch_id: int, progress: int | None) -> None:
+        from pyspark.sql import functions as F
+
+        from . import sinks
+
+        names = [f.name for f in self.columns]
+        rows = out.select(*[F.col(f"`{n}`") for n in names]) \
+            .withColumn(PUNCT, F.lit(None).cast("timestamp"))
+        if progress is not None:
+            punct = self.spark.range(1).select(
+                *[F.lit(None).cast(f.type).alias(f.name) for f in self.columns],
+                timestamp_lit(progress).alias(PUNCT))
+            rows = rows.unionByName(punct)
+        sinks.commit(rows, self.output, batch_id, "parquet")
+
+
+class DerivedPipeline:
+    """The signal part and the rest of a query, started and stopped together; the public
+    API of a continuous query (``await_termination``, ``stop``, ``status``, ``metrics``,
+    ``reports``, ``progress_us``) is the rest's, whose rows are the query's."""
+
+    def __init__(self, inner: DerivedSignalQuery, start_outer, trigger: str):
+        self.inner = inner
+        self.available_now = trigger == "availableNow"
+        self.outer = None
+        if self.available_now:
+            self.inner.await_termination()  # the rest reads what the signal part wrote
+        self.outer = start_outer()
+
+    @property
+    def reports(self):
+        return self.outer.reports
+
+    @property
+    def metrics(self) -> dict:
+        return self.outer.metrics
+
+    @property
+    def progress_us(self):
+        return self.outer.progress_us
+
+    @property
+    def is_active(self) -> bool:
+        return self.inner.is_active or self.outer.is_active
+
+    @property
+    def busy(self) -> bool:
+        return self.inner.busy or self.outer.busy
+
+    def status(self) -> dict:
+        figures = self.outer.status()
+        figures["derived"] = {"progress_us": self.inner.progress_us,
+                              "samples_in": self.inner.metrics.get("samples_in")}
+        return figures
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Wait for the rest (availableNow: the signal part has ended already); with both
+        running, until either stops; re-raises the error that stopped either."""
+        if timeout is None and not self.available_now:
+            while self.inner.is_active and self.outer.is_active:
+                self.outer.await_termination(1.0)
+            if not self.inner.is_active and self.outer.is_active:
+                self.outer.stop()  # the signal part stopped or failed: nothing more comes
+        try:
+            done = self.outer.await_termination(timeout)
+        finally:
+            if not self.outer.is_active and self.inner.is_active:
+                self.inner.stop()
+        self.inner.await_termination(0.01)  # its error, if it failed
+        return done
+
+    def stop(self, wait: float = 60.0) -> None:
+        """Stop the signal part, then the rest (each after its micro-batch in progress)."""
+        self.inner.stop(wait)
+        if self.outer is not None:
+            self.outer.stop(wait)
+
+
+def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigger: str,
+                   max_files: int | None, clock) -> DerivedPipeline:
+    """Start ``split``'s signal part under ``<checkpoint>/derived/<name>`` and, through
+    ``start_outer(session, text)`` (:func:`.launch.start` with the user's output and
+    checkpoint), the rest over its rows."""
+    from wavesql import planner
+
+    from .planning import plan_continuous
+
+    (stmt,) = parse_statements(split.inner)
+    bound = planner.optimize(planner.bind(stmt, session.catalog,
+                                          session.env.for_text(split.inner)))
+    plan = plan_continuous(bound.relation, stmt)
+    if plan.mode != "signal" or plan.signal.scan.signal.source in ("kafka", "query"):
+        raise WaveSQLError("NOT_IMPLEMENTED", "a continuous query over the rows of a signal "
+                           "query reads a signal of WAV or table files", Span.of(stmt.node),
+                           hint="run the signal query continuously on its own (INSERT INTO "
+                                "a sink) and query the sink's stream")
+    home = storage.join(checkpoint, "derived", split.name.lower())
+    rows = storage.join(home, "rows")
+    if not storage.is_remote(rows):
+        os.makedirs(rows, exist_ok=True)  # Spark's file source needs the folder at start
+    schema = bound.relation.schema
+    kept = tuple(f for f in schema.fields if f.name not in (FINAL, PROGRESS))
+    stream = derived_stream(split.name, ir.Schema(kept), rows, split.time_column)
+    inner = DerivedSignalQuery(session, split.inner, plan.signal.bound, plan, columns=kept,
+                               emit_changes=False, output=rows, checkpoint=home,
+                               late=storage.join(home, "late"), trigger=trigger,
+                               max_files=max_files, clock=clock)
+    overlay = _Session(session, WithDerived(session.catalog, {split.name: stream}))
+    return DerivedPipeline(inner, lambda: start_outer(overlay, split.outer), trigger)

@@ -1,0 +1,175 @@
+"""Continuous queries over a signal query's rows (streaming/derived.py): a CTE computing
+per-window features of a signal, and a stream query over them -- a CQL window aggregate,
+an OVER window, an ASOF JOIN with a catalog stream -- run continuously as WAV files arrive
+in separate runs (availableNow, a restart between them), each result once and final.
+
+Oracles: numpy's RMS over each 4096-sample window of the samples written, then pandas
+(groupby per tumbling window, rolling, merge_asof) -- nothing from WaveSQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wavesql.errors import WaveSQLError
+from wavesql.udfs.wav import write_wav
+
+RATE = 8000
+N = 4096  # samples per window: 0.512 s
+EPOCH = dt.datetime(1970, 1, 1)
+FEATURES = ("WITH f AS (SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms "
+            "FROM mic [SAMPLES 4096]) ")
+
+
+def _recording(seconds: int) -> np.ndarray:
+    """A sine whose amplitude changes every few seconds, plus noise (float32, as written)."""
+    n = seconds * RATE
+    rng = np.random.default_rng(7)
+    amplitude = np.repeat(rng.uniform(0.1, 0.9, seconds // 3 + 1), 3 * RATE)[:n]
+    x = amplitude * np.sin(np.arange(n) * 2 * np.pi * 440 / RATE) + rng.normal(0, 0.02, n)
+    return x.astype(np.float32)
+
+
+def _write(folder, x, a, b, index):
+    folder.mkdir(parents=True, exist_ok=True)
+    write_wav(folder / f"r_{index:03d}.wav", x[a:b], RATE, "float32")
+
+
+def _features(x: np.ndarray) -> pd.DataFrame:
+    """Each window's start (seconds) and RMS, numpy over the samples (the last window cut
+    to the data, as the recording's end marker makes the query cut it)."""
+    starts = np.arange(0, len(x), N)
+    rms = [np.sqrt(np.mean(x[s:s + N].astype(np.float64) ** 2)) for s in starts]
+    return pd.DataFrame({"t": starts / RATE, "rms": rms})
+
+
+def _seconds(column: pd.Series) -> np.ndarray:
+    return np.array([(v - EPOCH).total_seconds() for v in column])
+
+
+def _run(ws, tmp_path, sql):
+    cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    cq.await_termination()
+    return cq
+
+
+def _out(spark, tmp_path) -> pd.DataFrame:
+    return spark.read.parquet(str(tmp_path / "out")).toPandas()
+
+
+def _setup(ws, tmp_path, x, first_run_samples):
+    _write(tmp_path / "rec", x, 0, first_run_samples, 0)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{tmp_path / 'rec'}' FORMAT wav")
+
+
+def _second_round(tmp_path, x, first_run_samples):
+    _write(tmp_path / "rec", x, first_run_samples, len(x), 1)
+    (tmp_path / "rec" / "done.eof").write_text("")  # the recording ends: its tail is flushed
+
+
+WINDOWED = FEATURES + ("SELECT max(rms) AS peak, count(*) AS n "
+                       "FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]")
+
+
+def test_window_aggregate_over_signal_features_across_runs(ws, spark, tmp_path):
+    """Tumbling 2-second windows over the per-window RMS: each window once, final, equal to
+    pandas over numpy's RMS; a window closes on the signal query's progress, not on a later
+    row (the first run's last window closes without any row after it)."""
+    x = _recording(20)
+    cut = 9 * RATE + 1000
+    _setup(ws, tmp_path, x, cut)
+    feats = _features(x)
+    # [RANGE 2 SECONDS SLIDE 2 SECONDS] at instant i holds t in (i - 2, i]
+    feats["instant"] = np.ceil(feats["t"] / 2.0) * 2.0
+    want = feats.groupby("instant").agg(peak=("rms", "max"), n=("rms", "size")).reset_index()
+
+    cq = _run(ws, tmp_path, WINDOWED)
+    first = _out(spark, tmp_path)
+    assert first["_final"].all()
+    # the signal query covered every whole window of the first file: up to 17 * 4096 samples
+    covered = (cut // N) * N / RATE
+    assert cq.progress_us == int(round(covered * 1e6))
+    assert sorted(_seconds(first["_time"])) == [i for i in want["instant"] if i < covered]
+    assert (_seconds(first["_time"]) < _seconds(first["_progress"])).all()
+
+    _second_round(tmp_path, x, cut)
+    _run(ws, tmp_path, WINDOWED)  # a restart: a new handle on the same checkpoint
+    got = _out(spark, tmp_path)
+    got = got.assign(instant=_seconds(got["_time"])).sort_values("instant")
+    assert got["instant"].tolist() == want["instant"].tolist()  # each window once
+    assert got["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
+    assert got["_final"].all()
+
+
+@pytest.mark.parametrize("sql, code, where", [
+    ("WITH f AS (SELECT seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]) "
+     "SELECT max(rms) AS peak FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]", "STREAMING_RULE",
+     "start_time"),
+    (FEATURES + ", g AS (SELECT start_time(ch1) AS t FROM mic [SAMPLES 512]) "
+     "SELECT count(*) AS n FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]", "NOT_IMPLEMENTED",
+     "several signal"),
+])
+def test_signal_feature_queries_refused_before_anything_runs(ws, tmp_path, sql, code, where):
+    _setup(ws, tmp_path, _recording(1), RATE)
+    with pytest.raises(WaveSQLError) as e:
+        ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    assert e.value.code == code and where in str(e.value)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_over_window_over_signal_features_across_runs(ws, spark, tmp_path):
+    """A moving average over the last 5 feature rows: pandas rolling(5) over numpy's RMS."""
+    x = _recording(12)
+    cut = 5 * RATE + 333
+    _setup(ws, tmp_path, x, cut)
+    sql = FEATURES + ("SELECT t, rms, avg(rms) OVER (ORDER BY t ROWS BETWEEN 4 PRECEDING "
+                      "AND CURRENT ROW) AS ma FROM f")
+    _run(ws, tmp_path, sql)
+    _second_round(tmp_path, x, cut)
+    _run(ws, tmp_path, sql)
+    got = _out(spark, tmp_path)
+    got = got.assign(s=_seconds(got["t"])).sort_values("s").reset_index(drop=True)
+    want = _features(x)
+    want["ma"] = want["rms"].rolling(5, min_periods=1).mean()
+    assert got["s"].tolist() == want["t"].tolist()  # each row once
+    np.testing.assert_allclose(got["rms"], want["rms"], rtol=1e-6)
+    np.testing.assert_allclose(got["ma"], want["ma"], rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_asof_join_of_a_stream_with_signal_features(ws, spark, tmp_path):
+    """Annotations joined with the latest feature row at or before them: pandas merge_asof
+    (backward) over numpy's RMS."""
+    x = _recording(12)
+    cut = 6 * RATE + 77
+    _setup(ws, tmp_path, x, cut)
+    events = pd.DataFrame({"ts": [0.3, 2.05, 4.6, 5.1, 7.77, 9.0, 10.4],
+                           "label": list("abcdefg")})
+    folder = tmp_path / "events"
+    folder.mkdir()
+
+    def land(part, rows):
+        frame = rows.assign(ts=pd.to_datetime((rows["ts"] * 1e6).round().astype("int64"),
+                                              unit="us").astype("datetime64[us]"))
+        frame.to_parquet(folder / f"e_{part}.parquet", index=False)
+
+    land(0, events[events["ts"] < 5.5])
+    ws.sql(f"CREATE STREAM ev (ts TIMESTAMP, label STRING) FROM '{folder}' FORMAT parquet "
+           "EVENT TIME ts WATERMARK 0 SECONDS")
+    sql = FEATURES + "SELECT e.ts, e.label, f.t, f.rms FROM ev e ASOF JOIN f ON e.ts >= f.t"
+    _run(ws, tmp_path, sql)
+    land(1, events[events["ts"] >= 5.5])
+    _second_round(tmp_path, x, cut)
+    _run(ws, tmp_path, sql)
+    got = _out(spark, tmp_path)
+    got = got.assign(s=_seconds(got["ts"])).sort_values("s").reset_index(drop=True)
+    want = pd.merge_asof(events, _features(x), left_on="ts", right_on="t",
+                         direction="backward")
+    assert got["label"].tolist() == want["label"].tolist()  # each event once
+    np.testing.assert_allclose(_seconds(got["t"]), want["t"], atol=1e-9)
+    np.testing.assert_allclose(got["rms"], want["rms"], rtol=1e-6)
