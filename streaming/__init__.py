@@ -48,7 +48,8 @@ stream through Spark's Kafka source, offsets in the checkpoint, and keep its pro
 partition -- the re-evaluating runner from per-partition facts in its state (the topic's
 partitions from Spark's offset log), the state-store runner with one watermarked source
 per partition (Spark's global watermark is their minimum; an ASOF JOIN's left stream
-the driver's, below). Outputs are folders (committed whole, ``sinks.py``) or Kafka sinks
+the driver's, below; each watermarked source's progress carried across restarts by its
+resume input, :mod:`.stateful.resume`). Outputs are folders (committed whole, ``sinks.py``) or Kafka sinks
 (at least once, deterministic keys).
 
 Decisions, per operator (issue 26; revisit as operators move over):

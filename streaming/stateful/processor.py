@@ -13,7 +13,9 @@ restores it on restart and partitions it with the query.
 ``withWatermark("__wm", "0 seconds")`` per input: Spark keeps the maximum, takes the
 minimum over inputs, passes it to this processor (``getCurrentWatermarkInMs``), fires the
 timers it passes and runs a no-data micro-batch when it advanced -- so windows close
-without new rows, in the batch right after the one that made them final. The ``__wm``
+without new rows, in the batch right after the one that made them final (after a
+restart, each input's own progress comes back through its resume input, :mod:`.resume`:
+Spark's checkpoint keeps only the minimum). The ``__wm``
 column is dropped before the processor, so Spark drops no row for being late: the kernel
 sends late rows to the late sink instead. WaveSQL counts time in microseconds and Spark's
 watermark in milliseconds, so ``__wm`` carries microseconds *as* milliseconds, offset by
