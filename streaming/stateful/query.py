@@ -91,7 +91,8 @@ class StatefulQuery(ContinuousQuery):
         resume_version = self._check_checkpoint()
         # each watermarked input's progress carried across restarts (resume.py), on the
         # checkpoints that have it in their plan
-        self._resume = Resume(self.spark, self.checkpoint, resume_version == RESUME_VERSION)
+        self._resume = Resume(self.spark, self.checkpoint,
+                              resume_version is not None and resume_version == RESUME_VERSION)
         self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         # a micro-batch uploads the changes of its state, not a snapshot of all of it
         self.spark.conf.set(CHANGELOG, "true")
