@@ -245,6 +245,25 @@ def test_pair_events_batch_by_batch_equal_the_reference_over_the_history(seed, w
     assert emitted == want
 
 
+@pytest.mark.parametrize("query, kind", [(inner, "ISTREAM"), (full_outer, "DSTREAM"),
+                                         (left_k, "ISTREAM"), (inner_k, "DSTREAM")])
+def test_pair_events_of_a_long_window_with_many_rows_per_key(query, kind):
+    """[RANGE 30 s] over 40 s of rows, two keys: each row overlaps most of its key's rows
+    of the other stream (~45 per key and stream), so a micro-batch's events are a small
+    part of the pairs held; batch by batch they still give the reference's rows."""
+    rng = np.random.default_rng(41 + len(query.__name__))
+    a, b = _draw(rng, 90, 100, True, span_s=40)
+    a, b = (f.assign(k=[None if k is None else "ab"[k in ("a", "b")] for k in f.k])
+            for f in (a, b))
+    long = ref.Window("RANGE", 30 * SECOND)
+    emitted, late, want_late, want = drive(a, b, long, long, query, kind, True, rng,
+                                           batches=8, pairs=True,
+                                           preserve=PRESERVE.get(query, (False, False)))
+    assert late == want_late
+    assert sum(want.values()) > 100
+    assert emitted == want
+
+
 COLLIDING = [
     pytest.param(seed, w, q, kind, id=f"{w}-{q.__name__}-{kind}-{seed}")
     for seed, w, q, kind in [(31, "range", left_outer, "ISTREAM"),
