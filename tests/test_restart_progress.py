@@ -24,8 +24,6 @@ import pytest
 
 from tests.test_kafka import SECOND, T0_US, _iso, _micros, _topic
 
-pytestmark = pytest.mark.spark
-
 WATERMARK = 2 * SECOND
 WIDTH = 10 * SECOND
 SQL = "SELECT k, count(*) AS n FROM ev [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY k"
@@ -136,3 +134,46 @@ def test_a_checkpoint_from_before_resume_inputs_keeps_its_plan(ws, spark, kafka,
     got = Counter((_micros(r._time), r.k, r.n)
                   for r in spark.read.parquet(str(tmp_path / "out")).collect())
     assert got == _windows(rows, stuck) and len(got) >= 2
+
+
+# -- without Spark: the record and the files' bookkeeping ---------------------------------
+def test_the_record_keeps_each_inputs_largest_promise_never_going_back(tmp_path, monkeypatch):
+    """Batch by batch, each input's recorded progress is the largest promise observed so
+    far (Spark's watermark milliseconds, offset by 2^50 as processor.py encodes them); an
+    input without a row in a batch keeps its own; a re-run of a batch writes the same."""
+    from wavesql.streaming.stateful import resume
+
+    off = 1 << 50
+    seen = iter([[off + 5, None], [off + 3, off + 9], [None, None], [off + 3, off + 9]])
+    monkeypatch.setattr(resume, "_observed", lambda spark, n: next(seen))
+    r = resume.Resume(None, str(tmp_path), True)
+    r.n_inputs = 2
+    got = []
+    for batch in (0, 1, 2, 2):  # batch 2 run twice (a re-run after a kill)
+        r.record(batch)
+        record = json.loads((tmp_path / "resume" / "progress" / f"{batch:09d}.json").read_text())
+        got.append(record["inputs"])
+    assert got == [[5, None], [5, 9], [5, 9], [5, 9]]
+    assert record["version"] == resume.VERSION
+    again = resume.Resume(None, str(tmp_path), True)  # the next start reads the latest
+    assert again.before["inputs"] == [5, 9]
+    old = resume.Resume(None, str(tmp_path), False)  # an old checkpoint: nothing
+    frame = object()
+    assert old.add(frame) is frame and old.before == {}
+
+
+@pytest.mark.parametrize("checkpoint, path, mine", [
+    ("/c/k", "file:///c/k/resume/input-0/1.json", True),
+    ("/c/k", "file:/c/k/resume/input-1/2.json", True),
+    ("file:///c/k", "/c/k/resume/input-0/1.json", True),
+    ("/c/k", "file:///c/k/resumed/1.json", False),
+    ("/c/k", "file:///c/in/resume/input-0/1.json", False),
+    ("/c/k", "file:///c/k/x.json", False),
+    ("s3a://b/c/k", "s3a://b/c/k/resume/input-0/1.json", True),
+    ("s3a://b/c/k", "s3a://b/c/in/1.json", False)])
+def test_resume_files_are_told_from_the_streams_files(checkpoint, path, mine):
+    """The micro-batch's file bookkeeping skips the resume inputs' files -- those under
+    ``<checkpoint>/resume/`` however Spark's file log spells the path -- and no other."""
+    from wavesql.streaming.stateful.resume import is_resume_file
+
+    assert is_resume_file(checkpoint, path) is mine
