@@ -60,6 +60,15 @@ runner, streaming/sync.py, watches WAV folders and Kafka topics, not tables), se
 view, several signals, and anything but row-by-row SQL over the windows (aggregates, joins,
 OVER windows, DISTINCT, LIMIT): each window's row is final when the window is, nothing is
 carried across windows outside the signal functions.
+
+What composes: a query over such a query's rows
+------------------------------------------------
+A signal query that is a CTE -- ``WITH f AS (SELECT start_time(ch1) AS t, seg_rms(ch1) AS
+rms FROM mic [SAMPLES 4096])`` -- with a stream query around it (a CQL window, GROUP BY per
+window, OVER windows, an ASOF or interval join with catalog streams) runs as two continuous
+queries under one handle (:mod:`.derived`): this runner for the CTE, writing its final rows
+and its progress into the checkpoint, and the stream runners for the rest, reading them as
+a stream whose event time is the CTE's ``start_time(...)`` column.
 """
 
 from __future__ import annotations

@@ -53,6 +53,8 @@ def _seconds(column: pd.Series) -> np.ndarray:
 def _run(ws, tmp_path, sql):
     cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
     cq.await_termination()
+    # the rest of the query ran on Spark's state store, as over a catalog stream
+    assert type(cq.outer).__module__.startswith("wavesql.streaming.stateful."), type(cq.outer)
     return cq
 
 
