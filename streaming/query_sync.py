@@ -9,9 +9,13 @@ streaming/query_signals.py); anything else -- an aggregate, a join, a Kafka stre
 refused before anything runs, the error placed in the signal's query.
 
 What the state keeps (a record of kind ``"query"`` among streaming/sync_state.py's
-per-signal records)::
+per-signal records, format 4)::
 
-    {"kind": "query", "end": <sample>, "files": [[path, size, floor, [[first, count], ...]]]}
+    {"kind": "query", "end": <sample>, "files": [[path, size, floor, [[first, count], ...]]],
+     "merged": [{"first": path, "last": path, "n": files, "names": digest,
+                 "bytes": size, "lo": sample, "hi": sample}]}
+
+(format 3's records have no ``"merged"``: read as none.)
 
 * **Which files count.** The stream's files complete now, as the table signal's continuous
   reader judges them (sources/table_stream.py ``TableStreamReader.complete``: a Parquet file
@@ -42,12 +46,35 @@ per-signal records)::
   read makes them (sources/query_signal.py ``batch_frame``) and the batch SYNC's range join
   cuts them: each row's segments equal the batch SYNC's over the same rows.
 
-Costs: a micro-batch reads its new files of the stream once (one Spark job for all of
-them; the query's positions and channels collected on the driver, each row with its file,
-as a micro-batch of the continuous reader collects its rows -- here every complete file
-not yet indexed, ``max_files_per_trigger`` does not bound it, so a first run over a long
-stream collects all of it) and, for its final rows, the files their ranges touch. The
-record grows by one entry (a handful of numbers) per file of the stream.
+* **Bounded batches.** A micro-batch indexes at most ``max_files_per_trigger`` new
+  files (the first in name order; the rest in the next micro-batches -- the stream's
+  folder watch then delivers as many files per trigger, so enough micro-batches run). The
+  record is committed with the micro-batch's output, so a restart goes on from the next
+  file: each file is indexed once.
+* **A bounded record.** No sample can be dropped from the index: a control row's range is
+  any expression of its columns, so a row arriving at any time may ask for the oldest
+  samples (a control row is late by its event time, never by its range). So old entries
+  are *merged*, not pruned -- as a Kafka signal's index merges its old blocks: beyond the
+  :data:`MAX_FILES` newest, an entry joins the merged entry before it when the two are
+  next to each other in name order (no file of the stream's listing between them) and
+  neither had late rows (a ``floor`` is the file's own: its rows below it are skipped,
+  which would skip another file's samples). A merged entry names its files by their first
+  and last path (the files of the listing between them, inclusive), their number, a
+  digest of their paths, their bytes and the span ``[lo, hi)`` of their
+  samples; a read of a range overlapping that span reads all of them (wider reads for old
+  ranges: at most :data:`MAX_MERGED` merged entries, neighbours merged pairwise beyond
+  that). A file whose name falls inside a merged entry's range after it was merged -- one
+  arriving far out of name order -- changes its count or digest: ``OUT_OF_ORDER_FILE``,
+  as for a file signal (its rows would all be late anyway); a merged file changed or gone
+  is ``FILE_CHANGED`` when it is read. So the record holds at most :data:`MAX_FILES` +
+  :data:`MAX_MERGED` entries plus one per file that had late rows (counted in the late
+  sink too) and per place a file arrived out of name order.
+
+Costs: a micro-batch reads its new files of the stream once (one Spark job for at most
+``max_files_per_trigger`` of them; the query's positions and channels collected on the
+driver, each row with its file, as a micro-batch of the continuous reader collects its
+rows) and, for its final rows, the files their ranges touch (all the files of a merged
+entry whose span a range overlaps). A micro-batch lists the stream's folder once.
 """
 
 from __future__ import annotations
@@ -72,11 +99,15 @@ __all__ = ["KIND", "Indexed", "advance", "fresh", "segments", "stream_of"]
 
 #: The ``kind`` of this signal's record in streaming/sync_state.py's per-signal records.
 KIND = "query"
+#: The newest index entries kept one per file (module docstring, *A bounded record*).
+MAX_FILES = 64
+#: Merged entries kept before neighbours are merged pairwise.
+MAX_MERGED = 256
 
 
 def fresh() -> dict:
     """The record of a signal no micro-batch has indexed yet."""
-    return {"kind": KIND, "end": None, "files": []}
+    return {"kind": KIND, "end": None, "files": [], "merged": []}
 
 
 def stream_of(spark, catalog, signal):
@@ -103,14 +134,17 @@ class Indexed:
     report: BatchReport = field(default_factory=lambda: BatchReport(0, None))
 
 
-def advance(spark, catalog, signal, before: dict, now: float, batch_id: int = 0) -> Indexed:
+def advance(spark, catalog, signal, before: dict, now: float, batch_id: int = 0,
+            max_files: int | None = None) -> Indexed:
     """The record after a micro-batch at wall-clock time ``now``: the stream's new complete
-    files indexed (module docstring), ``end`` moved to the end of their samples."""
+    files indexed -- at most ``max_files`` of them, the first in name order -- (module
+    docstring), ``end`` moved to the end of their samples, old entries merged."""
     stream = stream_of(spark, catalog, signal)
     ready, pending = _files(stream, signal).complete(now)
     got = Indexed(dict(before))
-    known = {f[0] for f in before["files"]}
-    new = [p for p in ready if p not in known]
+    merged = list(before.get("merged") or [])
+    known = {f[0] for f in before["files"]} | _merged_files(signal, merged, ready)
+    new = [p for p in ready if p not in known][:max_files]
     if pending or not new:  # a file still being written may land anywhere: wait for it
         return got
     end, files, placed = before["end"], list(before["files"]), []
@@ -146,8 +180,104 @@ def advance(spark, catalog, signal, before: dict, now: float, batch_id: int = 0)
         files.append([path, size, end if late else None, sorted(runs)])
         got.late += late
     ends = [p.end_sample for p in placed] + ([end] if end is not None else [])
-    got.record = {"kind": KIND, "end": max(ends) if ends else None, "files": files}
+    files, merged = compact(files, merged, ready)
+    got.record = {"kind": KIND, "end": max(ends) if ends else None, "files": files,
+                  "merged": merged}
     return got
+
+
+def _names(paths) -> str:
+    """A digest of a set of paths that two sets' digests add up to (the sum of each path's
+    SHA-256, modulo 2**256), so merging two entries needs no list of their files."""
+    import hashlib
+
+    total = sum(int(hashlib.sha256(p.encode()).hexdigest(), 16) for p in paths)
+    return f"{total % 2 ** 256:064x}"
+
+
+def _plus(a: str, b: str) -> str:
+    return f"{(int(a, 16) + int(b, 16)) % 2 ** 256:064x}"
+
+
+def _inside(entry: dict, listing: list[str]) -> list[str]:
+    """The files of ``listing`` (sorted) a merged entry names: its first to its last."""
+    import bisect
+
+    return listing[bisect.bisect_left(listing, entry["first"]):
+                   bisect.bisect_right(listing, entry["last"])]
+
+
+def _merged_files(signal, merged: list[dict], ready: list[str]) -> set[str]:
+    """The complete files ``ready`` that merged entries hold; ``OUT_OF_ORDER_FILE`` when a
+    merged entry's range now holds other files than it did (module docstring)."""
+    out = set()
+    for entry in merged:
+        inside = _inside(entry, ready)
+        if len(inside) != entry["n"] or _names(inside) != entry["names"]:
+            raise WaveSQLError(
+                "OUT_OF_ORDER_FILE", f"signal `{signal.name}`: the files of its query's "
+                f"stream from {entry['first']} to {entry['last']} changed ({entry['n']} "
+                f"indexed, {len(inside)} now) after results over them were delivered (a "
+                "file arrived far out of name order, or one was removed)",
+                hint="add the stream's files in name order and leave them; to redo the "
+                     "results, start the query again with a new checkpoint")
+        out.update(inside)
+    return out
+
+
+def compact(files: list, merged: list[dict], listing: list[str],
+            keep: int | None = None, most: int | None = None) -> tuple[list, list[dict]]:
+    """``(files, merged)`` with the entries beyond the ``keep`` newest (:data:`MAX_FILES`)
+    merged and at most ``most`` (:data:`MAX_MERGED`) merged entries where neighbours allow
+    (module docstring, *A bounded record*). ``listing``: every complete file of the stream
+    now, in name order."""
+    import bisect
+
+    keep = MAX_FILES if keep is None else keep
+    most = MAX_MERGED if most is None else most
+    merged = list(merged)
+
+    def adjacent(last: str, first: str) -> bool:  # no listed file between them
+        return last < first and (bisect.bisect_left(listing, first)
+                                 - bisect.bisect_right(listing, last)) == 0
+
+    def join(a: dict, b: dict) -> dict:
+        return {"first": a["first"], "last": b["last"], "n": a["n"] + b["n"],
+                "names": _plus(a["names"], b["names"]), "bytes": a["bytes"] + b["bytes"],
+                "lo": min(a["lo"], b["lo"]), "hi": max(a["hi"], b["hi"])}
+
+    cut = max(0, len(files) - keep)
+    old, files = files[:cut], files[cut:]
+    stay = []
+    for path, size, floor, runs in old:
+        if floor is not None or not runs:  # late rows (its own floor), or no samples
+            stay.append([path, size, floor, runs])
+            continue
+        entry = {"first": path, "last": path, "n": 1, "names": _names([path]),
+                 "bytes": size, "lo": min(a for a, _ in runs),
+                 "hi": max(a + n for a, n in runs)}
+        if merged and adjacent(merged[-1]["last"], path):
+            merged[-1] = join(merged[-1], entry)
+        else:
+            merged.append(entry)
+    while len(merged) > most:
+        pairs = [i for i in range(len(merged) - 1)
+                 if adjacent(merged[i]["last"], merged[i + 1]["first"])]
+        if not pairs:
+            break
+        out, i, chosen = [], 0, set()
+        for k in pairs:  # neighbours pairwise, each entry in one pair
+            if k - 1 not in chosen:
+                chosen.add(k)
+        while i < len(merged):
+            if i in chosen:
+                out.append(join(merged[i], merged[i + 1]))
+                i += 2
+            else:
+                out.append(merged[i])
+                i += 1
+        merged = out
+    return stay + files, merged
 
 
 #: The file a row of the signal's query came from, while a batch's new files are indexed.
@@ -175,6 +305,12 @@ def segments(spark, catalog, signal, record: dict, wanted: list[tuple[int, int]]
     for path, size, floor, _ in needed:
         _check_unchanged(signal, path, size)
         groups.setdefault(None if floor is None else path, (floor, []))[1].append(path)
+    old = [m for m in record.get("merged") or []
+           if any(m["lo"] < s1 and s0 < m["hi"] for s0, s1 in wanted)]
+    listing = sorted(_files(stream, signal)._list()) if old else []
+    for entry in old:  # every file it names (module docstring, *A bounded record*)
+        groups.setdefault(None, (None, []))[1].extend(_merged_unchanged(signal, entry,
+                                                                        listing))
     rows = None
     for floor, paths in groups.values():
         view = _query_rows(spark, catalog, signal, stream, paths)
@@ -238,6 +374,28 @@ def _from(view, signal, floor: int):
             yield batch.filter(pa.array(numbers >= floor))
 
     return view.mapInArrow(keep, view.schema)
+
+
+def _merged_unchanged(signal, entry: dict, listing: list[str]) -> list[str]:
+    """The files of a merged entry, ``FILE_CHANGED`` unless they are those it merged, of
+    the same bytes."""
+    inside = _inside(entry, listing)
+    size = 0
+    for path in inside:
+        try:
+            size += storage.stat(path).size
+        except FileNotFoundError:
+            size = None
+            break
+    if len(inside) != entry["n"] or _names(inside) != entry["names"] or size != entry["bytes"]:
+        raise WaveSQLError(
+            "FILE_CHANGED", f"signal `{signal.name}`: the files of its query's stream from "
+            f"{entry['first']} to {entry['last']} changed after their rows were placed "
+            f"({entry['n']} files of {entry['bytes']} bytes then, {len(inside)} files of "
+            f"{size} bytes now): results over them may already have been delivered",
+            hint="add the stream's files whole and leave them; to redo the results, start "
+                 "the query again with a new checkpoint")
+    return inside
 
 
 def _check_unchanged(signal, path: str, size: int) -> None:

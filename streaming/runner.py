@@ -106,8 +106,9 @@ class ReEvaluatingQuery(ContinuousQuery):
             parts.append(ticks.select(F.lit(-1).alias("__src"), *[
                 F.lit(None).cast(df.schema).alias(o.column)
                 for o, df in zip(self.inputs, rows)], F.lit(None).cast("string").alias("__file")))
+        self._max_files = max_files  # a SYNC indexes a query signal's files by as many
         if self.plan.mode == "sync":
-            parts += self._signal_watches(rows)
+            parts += self._signal_watches(rows, max_files)
             if self._kafka_tags():  # every part carries the blocks' column (NULL but there)
                 parts = [p if kafka_sync.BLOCK in p.columns else p.withColumn(
                     kafka_sync.BLOCK, F.lit(None).cast(kafka_sync.BLOCK_TYPE)) for p in parts]
@@ -116,7 +117,7 @@ class ReEvaluatingQuery(ContinuousQuery):
             source = source.unionByName(part)
         return self._start_writer(source, trigger)
 
-    def _signal_watches(self, rows: list) -> list:
+    def _signal_watches(self, rows: list, max_files: int | None = None) -> list:
         """A continuous SYNC's watches of its signals, so that new samples run a micro-batch
         (control rows wait for them), each row tagged in ``__src`` and carrying NULL input
         columns: a Kafka signal's topic through Spark's Kafka source, each record's header
@@ -125,7 +126,8 @@ class ReEvaluatingQuery(ContinuousQuery):
         (streaming/query_sync.py; a query that is not row by row over one stream of files
         is refused here, before anything runs) -- through Spark's binaryFile source, tagged
         -2, its content never read (the split lists the folders itself). In signal order, a
-        folder once."""
+        folder once. A query's stream is watched ``max_files`` files per trigger: the split
+        indexes that many of its files per micro-batch, so as many micro-batches run."""
         from pyspark.sql import functions as F
 
         def tagged(frame, tag, *extra):
@@ -149,8 +151,10 @@ class ReEvaluatingQuery(ContinuousQuery):
             watch = (self.spark.readStream.format("binaryFile")
                      .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, "
                              "content BINARY")
-                     .option("pathGlobFilter", names)
-                     .load(folder))
+                     .option("pathGlobFilter", names))
+            if max_files and s.source == "query":
+                watch = watch.option("maxFilesPerTrigger", str(int(max_files)))
+            watch = watch.load(folder)
             watches.append(tagged(watch, -2, F.col("path").alias("__file")))
         return watches
 
@@ -283,7 +287,8 @@ class ReEvaluatingQuery(ContinuousQuery):
             blocks = {k: batch_df.where(F.col("__src") == tag).select(f"{kafka_sync.BLOCK}.*")
                       for k, tag in self._kafka_tags().items()}
             got = split_signals(spark, self.plan, buffers[key], state, self.clock(), blocks,
-                                catalog=self.session.catalog, batch_id=batch_id)
+                                catalog=self.session.catalog, batch_id=batch_id,
+                                max_files=getattr(self, "_max_files", None))
             buffers[key], sync_state = got.waiting, got.state
             cached += got.cached
             # each SYNC reads what the split judged covered: the very files it placed (no

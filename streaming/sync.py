@@ -169,24 +169,27 @@ class Split:
     late_records: list = field(default_factory=list)  # ... and their late-sink records
 
 
-def sync_split(plan: Plan, candidates, state: dict, at: float, catalog=None):
+def sync_split(plan: Plan, candidates, state: dict, at: float, catalog=None,
+               max_files: int | None = None):
     """(rows to sync now, rows that keep waiting, the signals' state, each signal's complete
     files placed, by signal key) for a continuous SYNC JOIN over file signals (and signals
     defined by a query, given the ``catalog``): the :func:`split_signals` of a micro-batch
     without Kafka signals."""
     got = split_signals(candidates.sparkSession, plan, candidates, state, at,
-                        catalog=catalog)
+                        catalog=catalog, max_files=max_files)
     placements = {k: v for (kind, k), v in got.inputs.items() if kind == "placements"}
     return got.ready, got.waiting, got.state, placements
 
 
 def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
-                  blocks: dict | None = None, catalog=None, batch_id: int = 0) -> Split:
+                  blocks: dict | None = None, catalog=None, batch_id: int = 0,
+                  max_files: int | None = None) -> Split:
     """The micro-batch ``batch_id``'s control stream rows ``candidates`` split for a
     continuous SYNC JOIN, its file signals' files judged complete at wall-clock time ``at``,
     each Kafka signal's new sample blocks ``blocks[signal key]`` (watch rows:
     streaming/kafka_sync.py) and each signal defined by a query indexed over its stream's
-    new complete files (:mod:`.query_sync`; its query bound in ``catalog``).
+    new complete files (:mod:`.query_sync`; its query bound in ``catalog``; at most
+    ``max_files`` of them, the query's ``max_files_per_trigger``).
 
     A control row is final once the recording covers its range -- every signal it is
     SYNCed with, each over its own range at its own rate: for a signal of files, its end
@@ -218,7 +221,8 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
     got = Split(None, None, {}, inputs)
     for s in signals:
         if sync_state.kind_of(s) == "query":
-            q = query_sync.advance(spark, catalog, s, before[s.key], at, batch_id)
+            q = query_sync.advance(spark, catalog, s, before[s.key], at, batch_id,
+                                   max_files)
             after[s.key] = q.record
             queried.add(s.key)
             got.rows += q.report.rows_in

@@ -15,14 +15,16 @@ a signal defined by a query, its coverage and index of its stream's files
 
 The records are stored in the checkpoint's ``state.json`` under ``signal``, versioned::
 
-    {"version": 3, "signals": {"<signal key>": {"kind": "files", "end": ..., "files": ...},
+    {"version": 4, "signals": {"<signal key>": {"kind": "files", "end": ..., "files": ...},
                                "<kafka signal key>": {"kind": "kafka", "version": 1, ...},
                                "<query signal key>": {"kind": "query", "end": ..., ...}}}
 
 (Kind ``"query"`` came after format 3's first checkpoints, which hold only the other two
-kinds: it needs no new format, since no earlier WaveSQL synced such a signal continuously.)
+kinds. Format 4 is format 3 whose query records may hold merged entries of old files --
+``"merged"``, :mod:`.query_sync`, a bounded record; format 3's have none and load as they
+are: an older WaveSQL would read a format 4 query record as missing files.)
 
-Checkpoints of the formats before it still load: format 2 (``{"version": 2, "kind":
+Checkpoints of the formats before it still load: format 3, format 2 (``{"version": 2, "kind":
 "wav", "signals": {...}}``: file signals only), format 1 (``{"end": ..., "files": ...}``, no
 version: the record of a one-signal SYNC over files) and a lone Kafka signal's index as the
 state itself (``{"kind": "kafka", ...}``), each when the query syncs what it recorded. Any
@@ -42,8 +44,11 @@ from wavesql.catalog import objects as cat
 from wavesql.errors import WaveSQLError
 
 #: The format of the per-signal records (1: the single record of a one-signal SYNC over
-#: files; 2: file signals only, ``kind`` "wav"; 3: file and Kafka signals, a kind each).
-STATE_VERSION = 3
+#: files; 2: file signals only, ``kind`` "wav"; 3: file and Kafka signals, a kind each;
+#: 4: a query signal's record may merge old files' entries).
+STATE_VERSION = 4
+#: The formats with a ``kind`` per record (read alike: 3's query records merge nothing).
+_KINDED = (3, STATE_VERSION)
 
 _FRESH = {"end": None, "files": None}
 
@@ -74,7 +79,8 @@ _READ_FROM = {"files": "files", "kafka": "Kafka", "query": "its query's stream"}
 
 def _fresh(signal: cat.SignalDef) -> dict:
     return {"files": dict(_FRESH), "kafka": {},
-            "query": {"kind": "query", "end": None, "files": []}}[kind_of(signal)]
+            "query": {"kind": "query", "end": None, "files": [], "merged": []}}[
+                kind_of(signal)]
 
 
 def records(state: dict, signals: list[cat.SignalDef]) -> dict[str, dict]:
@@ -103,9 +109,9 @@ def records(state: dict, signals: list[cat.SignalDef]) -> dict[str, dict]:
             raise refuse("is of a one-signal SYNC (format 1, before several signals were "
                          f"synced continuously, of files); this query syncs {names}")
         return {keys[0]: {"end": kept.get("end"), "files": kept.get("files")}}
-    if kept.get("version") not in (2, STATE_VERSION):
+    if kept.get("version") not in (2, *_KINDED):
         raise refuse(f"was written in format {kept.get('version')!r}; this WaveSQL reads "
-                     f"{STATE_VERSION} (and 2, 1)")
+                     f"{STATE_VERSION} (and 3, 2, 1)")
     mine = kept.get("signals") or {}
     if sorted(mine) != sorted(keys):
         raise refuse(f"records the signals {', '.join(sorted(mine)) or '(none)'}; this query "
@@ -113,7 +119,7 @@ def records(state: dict, signals: list[cat.SignalDef]) -> dict[str, dict]:
     out = {}
     for s in signals:
         record = dict(mine[s.key])
-        kind = record.pop("kind", "files") if kept["version"] == STATE_VERSION else "files"
+        kind = record.pop("kind", "files") if kept["version"] in _KINDED else "files"
         if kind != kind_of(s):
             raise refuse(f"records signal {s.name} as read from "
                          f"{_READ_FROM.get(kind, repr(kind))}; it is now read from "

@@ -397,7 +397,7 @@ def test_a_lone_kafka_signals_checkpoint_of_the_format_before(ws, spark, kafka, 
     state_dir = tmp_path / "ckpt" / "state"
     latest = max((d for d in state_dir.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
     state = json.loads((latest / "state.json").read_text())
-    assert state["signal"]["version"] == 3
+    assert state["signal"]["version"] == 4  # (format 4: format 3 + merged query records)
     state["signal"] = state["signal"]["signals"]["kmic"]  # as the lone-Kafka runner wrote it
     assert state["signal"]["kind"] == "kafka" and state["signal"]["covered"] == 2000
     storage.write_text(str(latest / "state.json"), json.dumps(state))

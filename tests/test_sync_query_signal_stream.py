@@ -247,6 +247,63 @@ def test_alone_rows_waiting_a_late_sample_and_a_gap_across_runs(ws, spark, tmp_p
                                                              *range(300, 350)]
 
 
+def _records(tmp_path) -> list[dict]:
+    """The signal's records the checkpoint still holds (the last batches'), in batch
+    order."""
+    dirs = sorted((d for d in (tmp_path / "ckpt" / "state").iterdir() if d.name.isdigit()),
+                  key=lambda d: int(d.name))
+    return [json.loads((d / "state.json").read_text())["signal"]["signals"]["acc"]
+            for d in dirs if (d / "state.json").exists()]
+
+
+def test_many_small_files_in_bounded_batches_and_a_bounded_record(ws, spark, tmp_path,
+                                                                  samples, monkeypatch):
+    """Twelve files of 0.2 s, at most three a micro-batch: four micro-batches index them,
+    three each (the rows each batch's coverage reaches go, the others wait); a restart
+    with six more files and rows over the oldest samples (read back through the merged
+    entries). Every row equals the pandas/numpy oracle, once; the record keeps at most
+    two files' entries and one merged entry (the others merged: adjacent, no late
+    rows) while it indexes eighteen files."""
+    from wavesql.streaming import query_sync
+
+    monkeypatch.setattr(query_sync, "MAX_FILES", 2)
+    monkeypatch.setattr(query_sync, "MAX_MERGED", 2)
+    acc, _ = samples
+    ranges = {1: (0, 150), 2: (500, 900), 3: (1500, 2350), 4: (2300, 2500),
+              5: (100, 700), 6: (3000, 3450), 7: (20, 1990), 8: (3500, 3700)}
+    readings = _define(ws, tmp_path, acc)
+    for i in range(12):
+        readings.write(f"r_{i:03d}", range(20 * i, 20 * i + 20))
+    _marks(tmp_path, "c1", ranges, (1, 2, 3, 4))
+    q = ws.stream(QUERY, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=3)
+    q.await_termination()
+    assert q.error is None, q.error
+    # each micro-batch: its control rows and the query's rows of at most 3 files (20 each)
+    rows_in = [r.rows_in for r in q.reports]
+    assert sum(rows_in) == 4 + 12 * 20 and len(rows_in) >= 4, rows_in
+    assert max(rows_in) <= 4 + 3 * 20, rows_in
+    record = _records(tmp_path)[-1]
+    assert len(record["files"]) + sum(m["n"] for m in record["merged"]) == 12
+    assert sorted(r.id for r in _rows(spark, tmp_path)) == [1, 2, 3]  # 4 waits for 2.5 s
+
+    for i in range(12, 18):
+        readings.write(f"r_{i:03d}", range(20 * i, 20 * i + 20))
+    # (their event time past the control stream's progress: not late)
+    _marks(tmp_path, "c2", ranges, (5, 6, 7, 8), at={i: 2400 for i in (5, 6, 7, 8)})
+    q = ws.stream(QUERY, tmp_path / "out", tmp_path / "ckpt", max_files_per_trigger=3)
+    q.await_termination()
+    assert q.error is None, q.error
+    rows_in = [r.rows_in for r in q.reports]
+    assert sum(rows_in) == 4 + 6 * 20 and max(rows_in) <= 4 + 3 * 20, rows_in
+    rows = _rows(spark, tmp_path)
+    assert sorted(r.id for r in rows) == [1, 2, 3, 4, 5, 6, 7]  # 8 waits for 3.7 s
+    _check(rows, ranges, readings.signal())
+    record = _records(tmp_path)[-1]
+    assert record["end"] == 360
+    assert len(record["files"]) <= 2 and len(record["merged"]) <= 1
+    assert len(record["files"]) + sum(m["n"] for m in record["merged"]) == 18
+
+
 def test_the_split_indexes_files_waits_for_one_being_written_and_places_late_rows_apart(
         ws, spark, tmp_path, samples):
     """The split each micro-batch makes, state carried as the runner carries it (no
