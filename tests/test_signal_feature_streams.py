@@ -105,6 +105,12 @@ def test_window_aggregate_over_signal_features_across_runs(ws, spark, tmp_path):
     assert got["n"].tolist() == want["n"].tolist()
     np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
     assert got["_final"].all()
+    # the batch query over the whole recording: the same windows (planner/analyze/windows.py)
+    batch = ws.sql(WINDOWED).toPandas()
+    batch = batch.assign(instant=_seconds(batch["_time"])).sort_values("instant")
+    assert batch["instant"].tolist() == want["instant"].tolist()
+    assert batch["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(batch["peak"], want["peak"], rtol=1e-6)
 
 
 @pytest.mark.parametrize("sql, code, where", [

@@ -6,7 +6,8 @@
 is in the window, and the SELECT is rewritten to group by ``_time`` as well as its own
 keys (``window_rewrite.per_instant``). Windowed tables joined in one SELECT share their instants
 (``joint``). A window may also be over a view or a CTE, whose event time is the one of
-the stream it reads; ``[PARTITION INTO n BY e]`` splits a stream into sub-streams
+the stream it reads (over a signal's windows: the start of each, its ``start_time(...)``
+column); ``[PARTITION INTO n BY e]`` splits a stream into sub-streams
 instead (``ir.SplitScan``). A signal's windows are left to the signal stages.
 
 Example::
@@ -121,9 +122,10 @@ def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
     """A window over a view (catalog or temporary) or a CTE: its event time is the one of
     the stream it reads, when its result keeps that column under the same name."""
     query = inline_query(table, select)
+    starts = _window_starts(query)  # (before binding rewrites the signal calls)
     source = ctx.bind_query(query) if query is not None else \
         resolve_relation(table.name, table.this, ctx)
-    event_time = ir.carried_event_time(source)
+    event_time = ir.carried_event_time(source) or _window_start(starts, source)
     if event_time is None:
         streams = sorted({r.stream.event_time for r in ir.walk(source)
                           if isinstance(r, ir.StreamScan) and r.stream.event_time})
@@ -131,7 +133,9 @@ def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
             "STREAMING_RULE", f"a window needs an event time: `{table.name}` does not keep "
             "the EVENT TIME column of the stream it reads", Span.of(window),
             hint=(f"keep {' or '.join(repr(t) for t in streams)} in its result under that name"
-                  if streams else "read an event-time stream: CREATE STREAM ... EVENT TIME ts"))
+                  if streams else "name the start of the signal's windows in it, e.g. "
+                  "start_time(ch1) AS t" if _reads_signal(source)
+                  else "read an event-time stream: CREATE STREAM ... EVENT TIME ts"))
     if source.schema.find(TIME) is not None:
         raise WaveSQLError("DUPLICATE_COLUMN", f"`{table.name}` has a column named {TIME}, "
                            "which windowed results use for the instant", Span.of(table),
@@ -139,6 +143,32 @@ def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
     spec = bind_window(window, table.name)
     schema = ir.Schema((ir.Field(TIME, "timestamp", False),) + source.schema.fields)
     return ir.WindowScan(source, table.name, event_time, spec, schema, source.bounded)
+
+
+def _window_starts(query: exp.Expression | None) -> list[str]:
+    """The names of the ``start_time(...)`` columns of the SELECTs in ``query`` (a CTE
+    comes as ``WITH f AS (...) SELECT * FROM f``)."""
+    selects = list(query.find_all(exp.Select)) if query is not None else []
+    return [p.alias_or_name for s in selects for p in s.selects
+            if isinstance(p.unalias(), exp.Anonymous)
+            and str(p.unalias().this).lower() == "start_time"]
+
+
+def _window_start(starts: list[str], source: ir.Relation) -> str | None:
+    """The event time of a query over a signal's windows: its first ``start_time(...)``
+    column (each row is a window of the signal, at its start; the continuous runner reads
+    the same column, streaming/derived.py). None when it reads no signal or has none."""
+    if not _reads_signal(source):
+        return None
+    for name in starts:
+        field = source.schema.find(name)
+        if field is not None and field.type.startswith("timestamp"):
+            return field.name
+    return None
+
+
+def _reads_signal(source: ir.Relation) -> bool:
+    return any(isinstance(r, (ir.SignalScan, ir.SignalStage)) for r in ir.walk(source))
 
 
 def _bind_split(select: exp.Select, table: exp.Table, window, ctx: BindContext, index: int):
