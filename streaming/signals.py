@@ -95,6 +95,13 @@ from .query import ContinuousQuery
 from .report import FINAL, PROGRESS, BatchReport, timestamp_lit
 
 
+#: How to run a stream query over a signal query's rows (streaming/derived.py)
+_OVER_FEATURES = ("compute per window in a CTE with the window's start, and window, "
+                  "aggregate or join its rows: WITH f AS (SELECT start_time(ch1) AS t, "
+                  "seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]) SELECT max(rms) AS peak FROM "
+                  "f [RANGE 10 SECONDS SLIDE 10 SECONDS]")
+
+
 def signal_key(signal) -> tuple:
     """Key of a micro-batch's rows of ``signal`` in ``Runtime.streams`` (lower.py reads
     them in place of the WAV scan)."""
@@ -124,7 +131,9 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
             scans.append(rel)
         elif isinstance(rel, ir.StreamScan):
             refuse("NOT_IMPLEMENTED", "a continuous query over a signal and a stream",
-                   "run the signal query continuously on its own, and join its output")
+                   "join the stream with a CTE of the signal's windows, e.g. WITH f AS "
+                   "(SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES "
+                   "4096]) SELECT e.ts, f.rms FROM ev e ASOF JOIN f ON e.ts >= f.t")
         elif isinstance(rel, (ir.SignalStage, ir.Rewindow, ir.WindowScan,
                               ir.StreamOf, ir.SplitScan)):
             refuse("NOT_IMPLEMENTED", f"{type(rel).__name__} in a continuous signal query",
@@ -150,11 +159,15 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
     if (select is None or not isinstance(table, exp.Table) or select.args.get("joins")
             or any(isinstance(n, (exp.Subquery, exp.Union)) for n in tree.walk())):
         refuse("NOT_IMPLEMENTED", "this shape of continuous signal query",
-               "one SELECT over the signal's windows, without subqueries or set operations")
-    check_row_by_row(tree, stmt)
+               "one SELECT over the signal's windows, without subqueries or set operations; "
+               + _OVER_FEATURES)
+    try:
+        check_row_by_row(tree, stmt)
+    except WaveSQLError as err:  # an aggregate, DISTINCT, LIMIT: over the windows' rows
+        raise WaveSQLError(err.code, err.message, err.span, hint=_OVER_FEATURES) from None
     if any(True for _ in tree.find_all(exp.Window)):
         refuse("STREAMING_RULE", "OVER windows over a signal's windows in a continuous query",
-               "compute per window here and run the OVER window over this query's output")
+               _OVER_FEATURES)
 
     channels = [c.name for c in scan.signal.channels]
     program = scan.program or Program.identity(channels)
