@@ -25,10 +25,11 @@ and each part runs on the runner it fits, both under one handle (:class:`Derived
 
 With ``availableNow`` the signal part runs to its end before the rest starts (the rest's
 trigger would otherwise see only the rows present when it started); with ``every ...`` both
-run at once. Both are restart-safe: each resumes from its own checkpoint, and a re-run of
-a signal batch after a crash replaces that batch's folder (its rows are then late to the
-rest if the rest had read the first attempt: written to the late sink, never counted
-twice). Refused (``NOT_IMPLEMENTED``, before anything runs): several signal CTEs, a signal
+run at once. Both are restart-safe: each resumes from its own checkpoint, and a signal
+batch re-run after a crash that came after its folder was committed keeps that folder (the
+same rows: the batch reads the same samples), so the rest reads each row once. (In an
+object store the re-run replaces the folder, and rows the rest had read already reach it
+again as late rows: to the late sink, never counted twice.) Refused (``NOT_IMPLEMENTED``, before anything runs): several signal CTEs, a signal
 read outside its CTE beside one, a signal CTE reading another CTE, signals from Kafka or
 defined by a query, and a CTE without a ``start_time(...)`` column (the error names it).
 """
@@ -215,6 +216,12 @@ class DerivedSignalQuery(SignalContinuousQuery):
 
         from . import sinks
 
+        folder = sinks.batch_folder(self.output, batch_id)
+        if not storage.is_remote(folder) and os.path.isdir(folder):
+            # committed whole by an earlier attempt killed before Spark's commit: the same
+            # rows (the batch reads the same samples), which new file names would make the
+            # rest read twice (as late rows) -- keep the first
+            return
         names = [f.name for f in self.columns]
         rows = out.select(*[F.col(f"`{n}`") for n in names]) \
             .withColumn(PUNCT, F.lit(None).cast("timestamp"))

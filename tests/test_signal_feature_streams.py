@@ -183,3 +183,33 @@ def test_asof_join_of_a_stream_with_signal_features(ws, spark, tmp_path):
     assert got["label"].tolist() == want["label"].tolist()  # each event once
     np.testing.assert_allclose(_seconds(got["t"]), want["t"], atol=1e-9)
     np.testing.assert_allclose(got["rms"], want["rms"], rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_signal_batch_rerun_after_a_crash_is_read_once(ws, spark, tmp_path):
+    """A crash after the signal part committed its batch folder but before Spark committed
+    the batch (simulated: the batch's entry in Spark's commit log removed) makes the batch
+    run again on restart; the rest still reads each feature row once -- no late rows, every
+    window once, equal to pandas over numpy's RMS."""
+    x = _recording(10)
+    cut = 4 * RATE + 500
+    _setup(ws, tmp_path, x, cut)
+    _run(ws, tmp_path, WINDOWED)
+    commits = tmp_path / "ckpt" / "derived" / "f" / "offsets" / "commits"
+    (last,) = [p for p in commits.iterdir() if p.name.isdigit()]
+    last.unlink()
+    (commits / f".{last.name}.crc").unlink(missing_ok=True)
+    _second_round(tmp_path, x, cut)
+    cq = _run(ws, tmp_path, WINDOWED)
+    assert cq.inner.reports[0].batch == int(last.name)  # the batch ran again
+    assert not (tmp_path / "ckpt" / "late").exists() or \
+        spark.read.parquet(str(tmp_path / "ckpt" / "late")).count() == 0
+    assert cq.status()["late"] == 0
+    feats = _features(x)
+    feats["instant"] = np.ceil(feats["t"] / 2.0) * 2.0
+    want = feats.groupby("instant").agg(peak=("rms", "max"), n=("rms", "size")).reset_index()
+    got = _out(spark, tmp_path)
+    got = got.assign(instant=_seconds(got["_time"])).sort_values("instant")
+    assert got["instant"].tolist() == want["instant"].tolist()
+    assert got["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
