@@ -63,6 +63,7 @@ KEEP_FILES = 3
 
 
 def folder(checkpoint: str) -> str:
+    """The resume inputs' folder of a checkpoint (their files and the record)."""
     return storage.join(checkpoint, "resume")
 
 
@@ -110,7 +111,7 @@ class Resume:
                 .json(where))
         cols = {"__kind": F.lit(pl.TICK), "__bucket": F.lit(0),
                 "__wm": F.expr(watermark_sql("p"))}
-        rows = rows.select(*[cols.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
+        rows = rows.select(*[cols.get(f.name, _filler(f.dataType)).cast(f.dataType).alias(f.name)
                              for f in frame.schema.fields])
         # (the promise as Spark's watermark milliseconds: a BIGINT, no timestamp conversion)
         return frame.unionByName(rows).observe(METRIC.format(i),
@@ -145,6 +146,22 @@ class Resume:
                 if p is not None and (inputs[i] is None or p > inputs[i]):
                     inputs[i] = p
         batch_records.write(self.record_dir, batch_id, VERSION, {"inputs": inputs})
+
+
+def _filler(data_type):
+    """A resume row's value in a column it does not set: 0 / false in an integer or boolean
+    column, else NULL. (Never NULL there: Spark hands a bucket's rows to the processor as
+    pandas, where one NULL turns the whole call's BIGINT column -- key hashes included --
+    into floats, which round large hashes: the bucket's rows would no longer match the
+    keys its state holds.)"""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, IntegralType
+
+    if isinstance(data_type, IntegralType):
+        return F.lit(0)
+    if isinstance(data_type, BooleanType):
+        return F.lit(False)
+    return F.lit(None)
 
 
 def _observed(spark, n: int) -> list | None:
