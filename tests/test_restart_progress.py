@@ -56,12 +56,24 @@ def _progress(rows_by_partition: list[pd.DataFrame]) -> int:
     return T0_US + min(int(f.ts.max()) for f in rows_by_partition) - WATERMARK
 
 
+def _dead_start(checkpoint) -> None:
+    """What a start SIGKILLed right after writing its resume files leaves: one more file per
+    input, promising what the record says (as the next start's will), nothing else."""
+    record = sorted((checkpoint / "resume" / "progress").glob("*.json"))[-1]
+    inputs = json.loads(record.read_text())["inputs"]
+    assert len(inputs) == 2 and None not in inputs  # one input per partition, both promised
+    for i, promise in enumerate(inputs):
+        (checkpoint / "resume" / f"input-{i}" / "0-dead-start.json").write_text(
+            json.dumps({"p": promise}) + "\n")
+
+
 @pytest.mark.timeout(900)  # two query starts
 def test_an_idle_partition_keeps_its_progress_across_a_restart(ws, spark, kafka, tmp_path):
     """Run 1: partition 0 to 19 s, partition 1 to 39 s (progress 17 s: partition 0's); run
     2: partition 0 alone, to 59 s. The progress is then partition 1's 37 s, and the windows
     ending at 20 and 30 s are out in run 2 -- each window once, no row late, the resume
-    rows counted nowhere."""
+    rows counted nowhere. Before run 2, a start died after writing its resume files: their
+    rows, read with the next start's, change nothing."""
     rng = np.random.default_rng(2626)
     topic = _topic(kafka, 2)
     ws.sql(f"CREATE STREAM ev (k STRING, v INT, ts TIMESTAMP) FROM KAFKA '{topic}' "
@@ -72,9 +84,11 @@ def test_an_idle_partition_keeps_its_progress_across_a_restart(ws, spark, kafka,
     later = _rows(rng, 25, 0, 40, 60)
     progress = []
     reports = []
-    for produced in ([p0, p1], [later]):
+    for run, produced in enumerate(([p0, p1], [later])):
         for frame in produced:
             _produce(kafka, topic, frame)
+        if run == 1:  # a start killed after writing its resume files, before its batch
+            _dead_start(tmp_path / "ckpt")
         cq = ws.stream(SQL, tmp_path / "out", tmp_path / "ckpt")
         cq.await_termination()
         assert cq.error is None
