@@ -23,7 +23,8 @@ and each part runs on the runner it fits, both under one handle (:class:`Derived
   that query would get (the state store for windows, OVER windows, ASOF joins), with its
   own late rules and late sink; its checkpoint is the user's.
 
-With ``availableNow`` the signal part runs to its end before the rest starts (the rest's
+The rest is bound and planned before the signal part starts, so its errors come before
+anything runs. With ``availableNow`` the signal part runs to its end before the rest starts (the rest's
 trigger would otherwise see only the rows present when it started); with ``every ...`` both
 run at once. Both are restart-safe: each resumes from its own checkpoint, and a signal
 batch re-run after a crash that came after its folder was committed keeps that folder (the
@@ -64,6 +65,7 @@ class Split:
     inner: str
     outer: str
     time_column: str
+    text: str  # the whole statement: errors in either part are shown in it
 
 
 def find_split(stmt: Statement, text: str, catalog) -> Split | None:
@@ -111,7 +113,7 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
     else:  # the only CTE: blank WITH too
         with_at = text.lower().rfind("with", 0, first)
         outer = _blank(text, with_at, closed + 1)
-    return Split(cte.alias_or_name, inner, outer, time_column)
+    return Split(cte.alias_or_name, inner, outer, time_column, text)
 
 
 def _time_column(cte: exp.CTE) -> str:
@@ -304,10 +306,13 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
 
     from .planning import plan_continuous
 
-    (stmt,) = parse_statements(split.inner)
-    bound = planner.optimize(planner.bind(stmt, session.catalog,
-                                          session.env.for_text(split.inner)))
-    plan = plan_continuous(bound.relation, stmt)
+    try:
+        (stmt,) = parse_statements(split.inner)
+        bound = planner.optimize(planner.bind(stmt, session.catalog,
+                                              session.env.for_text(split.inner)))
+        plan = plan_continuous(bound.relation, stmt)
+    except WaveSQLError as err:  # (same positions: the other part is only blanked)
+        raise err.with_query(split.text) from None
     if plan.mode != "signal" or plan.signal.scan.signal.source in ("kafka", "query"):
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous query over the rows of a signal "
                            "query reads a signal of WAV or table files", Span.of(stmt.node),
@@ -315,14 +320,45 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
                                 "a sink) and query the sink's stream")
     home = storage.join(checkpoint, "derived", split.name.lower())
     rows = storage.join(home, "rows")
+    kept = tuple(f for f in bound.relation.schema.fields if f.name not in (FINAL, PROGRESS))
+    stream = derived_stream(split.name, ir.Schema(kept), rows, split.time_column)
+    overlay = _Session(session, WithDerived(session.catalog, {split.name: stream}))
+    try:  # the rest is checked before the signal part runs: refused before anything runs
+        _check_rest(overlay, split.outer)
+    except WaveSQLError as err:
+        raise err.with_query(split.text) from None
     if not storage.is_remote(rows):
         os.makedirs(rows, exist_ok=True)  # Spark's file source needs the folder at start
-    schema = bound.relation.schema
-    kept = tuple(f for f in schema.fields if f.name not in (FINAL, PROGRESS))
-    stream = derived_stream(split.name, ir.Schema(kept), rows, split.time_column)
     inner = DerivedSignalQuery(session, split.inner, plan.signal.bound, plan, columns=kept,
                                emit_changes=False, output=rows, checkpoint=home,
                                late=storage.join(home, "late"), trigger=trigger,
                                max_files=max_files, clock=clock)
-    overlay = _Session(session, WithDerived(session.catalog, {split.name: stream}))
-    return DerivedPipeline(inner, lambda: start_outer(overlay, split.outer), trigger)
+
+    def rest():
+        try:
+            return start_outer(overlay, split.outer)
+        except WaveSQLError as err:
+            inner.stop()
+            raise err.with_query(split.text) from None
+
+    return DerivedPipeline(inner, rest, trigger)
+
+
+def _check_rest(session, text: str) -> None:
+    """Bind and plan the rest of the query (``text``) as :func:`.launch.start` will,
+    raising its error now."""
+    from wavesql import planner
+    from wavesql.dialect import nodes as wn
+    from wavesql.planner.bind import without_emit
+
+    from .planning import plan_continuous
+
+    (stmt,) = parse_statements(text)
+    node = stmt.node.copy()
+    for clause in list(node.find_all(wn.LateInto)):  # where late rows go: not the plan's
+        clause.pop()
+    stmt = Statement(node, stmt.text, stmt.start, stmt.end)
+    bound = planner.optimize(planner.bind(without_emit(stmt), session.catalog,
+                                          session.env.for_text(text)))
+    if isinstance(bound, ir.QueryStatement):
+        plan_continuous(bound.relation, stmt)

@@ -120,6 +120,8 @@ def test_window_aggregate_over_signal_features_across_runs(ws, spark, tmp_path):
     (FEATURES + ", g AS (SELECT start_time(ch1) AS t FROM mic [SAMPLES 512]) "
      "SELECT count(*) AS n FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]", "NOT_IMPLEMENTED",
      "several signal"),
+    # the rest of the query is checked before the signal part runs
+    (FEATURES + "SELECT count(*) AS n FROM f", "STREAMING_RULE", "window"),
     # the signal query's own SELECT stays row by row; the hint says how to compose
     ("SELECT count(*) AS n FROM mic [SAMPLES 512]", "STREAMING_RULE", "WITH f AS"),
 ])
@@ -129,6 +131,7 @@ def test_signal_feature_queries_refused_before_anything_runs(ws, tmp_path, sql, 
         ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
     assert e.value.code == code and where in str(e.value)
     assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "ckpt" / "derived").exists()  # nothing ran
 
 
 @pytest.mark.slow
