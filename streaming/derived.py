@@ -158,8 +158,12 @@ def derived_stream(name: str, schema: ir.Schema, rows: str, time_column: str) ->
     """The catalog stream the rest of the query reads the signal part's rows as."""
     fields = [f for f in schema.fields if f.name not in (FINAL, PROGRESS)]
     columns = [cat.Column(f.name, f.type) for f in fields] + [cat.Column(PUNCT, "timestamp")]
+    # recursiveFileLookup: the batch=N folders are read as folders, not as a partition
+    # column -- which Spark would discover only once the first one exists, changing the
+    # schema of a query started before it (an "every ..." trigger)
     return cat.StreamDef(name, columns, rows, "parquet", event_time=time_column,
-                         watermark_us=0, progress_column=PUNCT)
+                         watermark_us=0, progress_column=PUNCT,
+                         options=(("recursiveFileLookup", "true"),))
 
 
 class WithDerived:
