@@ -216,3 +216,38 @@ def test_signal_batch_rerun_after_a_crash_is_read_once(ws, spark, tmp_path):
     assert got["instant"].tolist() == want["instant"].tolist()
     assert got["n"].tolist() == want["n"].tolist()
     np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
+
+
+class _Catalog(dict):
+    def get(self, name):
+        return super().get(name.lower())
+
+
+@pytest.mark.parametrize("text", [
+    FEATURES + "SELECT max(rms) AS peak FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]",
+    "WITH g AS (SELECT 1 AS a), f AS (SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM "
+    "mic [SAMPLES 4096]) SELECT max(rms) AS peak FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]",
+    "WITH f AS (SELECT start_time(ch1) AS t, (seg_rms(ch1)) AS rms FROM mic [SAMPLES 4096]),\n"
+    "  g AS (SELECT t, rms FROM f WHERE rms > 0.1)\nSELECT max(rms) AS peak FROM g "
+    "[RANGE 2 SECONDS SLIDE 2 SECONDS]",
+])
+def test_split_keeps_each_part_where_it_was(text):
+    """No Spark: the signal CTE's body and the rest, each at its place in the statement
+    (so positions of errors stay right), the rest without the CTE."""
+    from wavesql.catalog import SignalDef
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.derived import find_split
+
+    catalog = _Catalog(mic=SignalDef("mic", [("ch1", "FLOAT")], 8000.0, "/nowhere"))
+    (stmt,) = parse_statements(text)
+    split = find_split(stmt, text, catalog)
+    assert (split.name, split.time_column) == ("f", "t")
+    body = "SELECT start_time(ch1) AS t, "
+    assert split.inner.strip().startswith(body)
+    assert split.inner.index(body) == text.index(body) and split.inner.strip().endswith("4096]")
+    assert len(split.outer) == len(text) and "mic" not in split.outer
+    assert split.outer.index("SELECT max(rms)") == text.index("SELECT max(rms)")
+    (rest,) = parse_statements(split.outer)
+    ctes = rest.node.args.get("with_")
+    assert [c.alias_or_name for c in (ctes.expressions if ctes else [])] == \
+        [n for n in ("g",) if " g AS " in text]
