@@ -39,7 +39,8 @@ from wavesql.streaming.source import stream_source
 from . import over_plan
 from . import plan as pl
 from .pending import not_final
-from .processor import LookbackProcessor, WindowProcessor, progress_of, watermark_sql
+from .processor import (LookbackProcessor, WindowProcessor, progress_of, tick_filler,
+                        watermark_sql)
 from .resume import VERSION as RESUME_VERSION
 from .resume import Resume, is_resume_file
 
@@ -174,8 +175,8 @@ class StatefulQuery(ContinuousQuery):
         promised = f"unix_micros(timestamp) - {heartbeat_us}"
         cols = {"__kind": F.lit(pl.TICK).cast("tinyint"), "__bucket": F.lit(0),
                 "__wm": F.expr(watermark_sql(promised))}
-        return ticks.select(*[cols.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
-                              for f in frame.schema.fields])
+        return ticks.select(*[cols.get(f.name, tick_filler(f.dataType)).cast(f.dataType)
+                              .alias(f.name) for f in frame.schema.fields])
 
     def _check_checkpoint(self) -> int | None:
         """A checkpoint belongs to one plan: restarting a changed query on it would read the

@@ -49,7 +49,7 @@ from wavesql import storage
 
 from . import batch_records
 from . import plan as pl
-from .processor import progress_of, watermark_sql
+from .processor import progress_of, tick_filler, watermark_sql
 
 #: The version of the resume inputs' format (files, record); a checkpoint's ``wavesql.json``
 #: holds it under ``"resume"`` (absent: a checkpoint from before, no resume inputs).
@@ -111,7 +111,7 @@ class Resume:
                 .json(where))
         cols = {"__kind": F.lit(pl.TICK), "__bucket": F.lit(0),
                 "__wm": F.expr(watermark_sql("p"))}
-        rows = rows.select(*[cols.get(f.name, _filler(f.dataType)).cast(f.dataType).alias(f.name)
+        rows = rows.select(*[cols.get(f.name, tick_filler(f.dataType)).cast(f.dataType).alias(f.name)
                              for f in frame.schema.fields])
         # (the promise as Spark's watermark milliseconds: a BIGINT, no timestamp conversion)
         return frame.unionByName(rows).observe(METRIC.format(i),
@@ -146,22 +146,6 @@ class Resume:
                 if p is not None and (inputs[i] is None or p > inputs[i]):
                     inputs[i] = p
         batch_records.write(self.record_dir, batch_id, VERSION, {"inputs": inputs})
-
-
-def _filler(data_type):
-    """A resume row's value in a column it does not set: 0 / false in an integer or boolean
-    column, else NULL. (Never NULL there: Spark hands a bucket's rows to the processor as
-    pandas, where one NULL turns the whole call's BIGINT column -- key hashes included --
-    into floats, which round large hashes: the bucket's rows would no longer match the
-    keys its state holds.)"""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, IntegralType
-
-    if isinstance(data_type, IntegralType):
-        return F.lit(0)
-    if isinstance(data_type, BooleanType):
-        return F.lit(False)
-    return F.lit(None)
 
 
 def _observed(spark, n: int) -> list | None:

@@ -31,7 +31,7 @@ from wavesql.planner import ir
 from wavesql.planner.temporal import quote
 
 from . import plan as pl
-from .processor import watermark_sql
+from .processor import tick_filler, watermark_sql
 
 
 def view_rows(query, frame, trigger: str, stream, view: ir.Relation, pre,
@@ -65,7 +65,7 @@ def view_rows(query, frame, trigger: str, stream, view: ir.Relation, pre,
     frame = frame.select(*keep, "__wm")
     special = {"__kind": F.lit(pl.TICK), "__bucket": F.lit(0), "__wm": F.col("__wm")}
     return frame.unionByName(promises.select(*[
-        special.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
+        special.get(f.name, tick_filler(f.dataType)).cast(f.dataType).alias(f.name)
         for f in frame.schema.fields]))
 
 
