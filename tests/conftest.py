@@ -30,10 +30,9 @@ def spark(tmp_path_factory):
     warehouse = tmp_path_factory.mktemp("warehouse")
     config = dict(TEST_SPARK_CONFIG)
     config["spark.sql.warehouse.dir"] = str(warehouse)
-    # the quick-start options are for short-lived processes; this session lives for the
-    # whole run: the class archive and the serial collector, both compilers
-    # (tests/jvm_archive.py session_options: 10% less CPU, measured). The user's own
-    # SPARK_SUBMIT_OPTS win.
+    # the class archive, the client compiler and the serial collector, as the Sparks tests
+    # start (tests/jvm_archive.py session_options: 10-28% less CPU, measured). The user's
+    # own SPARK_SUBMIT_OPTS win.
     from tests import jvm_archive
 
     own = "SPARK_SUBMIT_OPTS" in os.environ and not _archiving["applied"]

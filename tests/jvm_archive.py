@@ -11,13 +11,17 @@ tests) and every Spark the tests start in a process of their own reads it throug
 ``SPARK_SUBMIT_OPTS`` -- the options spark-submit gives the driver JVM it launches (in
 local mode the only JVM), without the "Picked up JAVA_TOOL_OPTIONS" line that variable
 would print on every process's stderr. The suite's own long-lived Spark session
-(tests/conftest.py) reads the archive too and uses the serial collector, but keeps both
-compilers (:func:`session_options`): measured side by side, two runs of the same files at
-the same time (load 12), C2 kept, the archive and the serial collector took 10% less CPU
-and 11% less wall time (test_stateful_streaming, test_temporal_queries: 245 -> 222 CPU s,
-540 -> 480 s; the session's start 49 -> 37 CPU s, the tests after it 6% less CPU). The
-client compiler alone, right for a process that lives seconds, made the session's later
-tests slower (runs one after the other at load 9-11: test_kafka_operators 25% more CPU).
+(tests/conftest.py) reads the archive too, with the same options (:func:`session_options`):
+the suite runs some thousand small, different queries, each planned and code-generated
+afresh, so C2's compiling costs more than its faster code saves. Measured with two runs of
+the same files side by side at the same time (load 10-12, so with the same share of the
+machine), against the JVM's defaults: the archive and the serial collector took 10% less
+CPU (test_stateful_streaming, test_temporal_queries, test_streaming: 431 -> 388 CPU s,
+1,082 -> 1,001 s); the client compiler besides, against those two alone, 25% less CPU on
+test_spark_compat and test_fused_chain (211 -> 159 CPU s, 362 -> 313 s; 17% less CPU after
+their first 100 tests) and the same on the continuous tests once the session has started
+(test_kafka_operators, test_stateful_streaming: +1% CPU after the first two tests, which
+took 34% less).
 
 Nothing changes in what runs: a class is read from the archive instead of a jar (the JVM
 checks the archive was made from the same JVM and class path, and otherwise ignores it),
@@ -41,9 +45,10 @@ FOLDER = ROOT / ".venv" / "share" / "wavesql" / "test-jvm"
 #: the options every test-started Spark gets once the archive exists (-Xlog:disable: a JVM
 #: whose class path differs from the archive's says so on stdout otherwise)
 QUICK_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:disable"
-#: the suite's own session: a heap of 2 GB and two cores, where G1's concurrent threads
-#: and write barriers cost more CPU than the serial collector's pauses
-SESSION_OPTIONS = "-XX:+UseSerialGC"
+#: the suite's own session without the archive (not made yet): the same compiler and
+#: collector (on a heap of 2 GB and two cores G1's concurrent threads and write barriers
+#: cost more CPU than the serial collector's pauses)
+SESSION_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 #: what the archiving run does: start Spark as the CLI does, then the kinds of work a test
 #: process does (SQL with a shuffle, Parquet, Arrow to pandas and Python UDFs, streaming)
@@ -121,9 +126,7 @@ def finish_archiving(proc: subprocess.Popen | None, wait: bool = False) -> str |
 
 
 def session_options() -> str:
-    """The ``SPARK_SUBMIT_OPTS`` for the suite's own Spark session: the archive if it is
-    there (made whole, or not at all), the serial collector, both compilers."""
-    path = archive()
-    if path.exists():
-        return f"-XX:SharedArchiveFile={path} {SESSION_OPTIONS} -Xlog:disable"
-    return SESSION_OPTIONS
+    """The ``SPARK_SUBMIT_OPTS`` for the suite's own Spark session: those of test-started
+    Sparks if the archive is there (made whole, or not at all), else the same compiler and
+    collector."""
+    return finish_archiving(None) or SESSION_OPTIONS

@@ -10,7 +10,7 @@ import subprocess
 #: lives for a few micro-batches, so most of its time is start-up, where C2's compile
 #: threads and the parallel collector's only compete with the test's other processes for
 #: the (2) cores. It changes no behaviour (the same code runs, compiled differently). The
-#: suite's own long-lived Spark session keeps both compilers (tests/jvm_archive.py).
+#: suite's own Spark session uses them too (tests/jvm_archive.py).
 QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
