@@ -186,8 +186,10 @@ def _check(ws, spark, tmp_path, sql: str, method: str, keyed: bool, seed: int, s
 def test_resample_over_a_cte_per_key(ws, spark, tmp_path):
     """A CTE filtering and computing a column of the stream, RESAMPLEd per key ('linear'),
     files arriving in two steps (three files); the key is not where the stream has it (the
-    view's columns carry the key to the grid points' spans)."""
-    sql = ("WITH f AS (SELECT ts, v * 2 AS w, k FROM kv WHERE q > 0) "
+    view's columns carry the key to the grid points' spans). ``2 * q DIV q`` is 2 for
+    every row the CTE keeps (q > 0); the rows WaveSQL adds for its own progress (resume
+    rows, ticks) pass its WHERE and must not make it divide by zero under ANSI."""
+    sql = ("WITH f AS (SELECT ts, (2 * q DIV q) * v AS w, k FROM kv WHERE q > 0) "
            "SELECT k, ts, w FROM RESAMPLE(f, ts, INTERVAL 250 MILLISECONDS, 'linear' "
            "PARTITION BY k) r")
     _check(ws, spark, tmp_path, sql, "linear", True, 3, [2, 1])

@@ -184,7 +184,11 @@ def test_the_record_keeps_each_inputs_largest_promise_never_going_back(tmp_path,
     ("/c/k", "file:///c/in/resume/input-0/1.json", False),
     ("/c/k", "file:///c/k/x.json", False),
     ("s3a://b/c/k", "s3a://b/c/k/resume/input-0/1.json", True),
-    ("s3a://b/c/k", "s3a://b/c/in/1.json", False)])
+    ("s3a://b/c/k", "s3a://b/c/in/1.json", False),
+    # a folder name with a space and quotes: the log percent-escapes it (test_odd_names)
+    ("/c/ck 'x'", "file:/c/ck%20'x'/resume/input-0/1.json", True),
+    ("s3a://b/ck 'x'", "s3a://b/ck%20'x'/resume/input-0/1.json", True),
+    ("/c/ck 'x'", "file:/c/ck%20'y'/resume/input-0/1.json", False)])
 def test_resume_files_are_told_from_the_streams_files(checkpoint, path, mine):
     """The micro-batch's file bookkeeping skips the resume inputs' files -- those under
     ``<checkpoint>/resume/`` however Spark's file log spells the path -- and no other."""

@@ -49,16 +49,20 @@ def watermark_sql(us_sql: str) -> str:
             f"timestamp_micros((({us_sql}) + {OFFSET}) * 1000) END")
 
 
-def tick_filler(data_type):
+def tick_filler(data_type, raw: bool = False):
     """The value of a row that is no data (a HEARTBEAT's tick, a view's promise row, a resume
     row) in a column it does not set: 0 / false in an integer or boolean column, else NULL.
     Never NULL there: Spark hands a bucket's rows to the processor as pandas, where one
     NULL turns the whole call's BIGINT column -- the key hashes included -- into floats,
     which round hashes above 2**53, so the bucket's data rows in that call would no longer
-    match the keys its state holds."""
+    match the keys its state holds. ``raw``: a stream's own columns before a view (which
+    then computes on them, and the encoding after it coalesces): NULL, as 0 there could
+    make a view's ``a / n`` fail under ANSI (DIVIDE_BY_ZERO)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, IntegralType
 
+    if raw:
+        return F.lit(None)
     if isinstance(data_type, IntegralType):
         return F.lit(0)
     if isinstance(data_type, BooleanType):

@@ -152,11 +152,11 @@ class StatefulQuery(ContinuousQuery):
             return frame
         return self._resume_add(frame).withWatermark("__wm", "0 seconds").select(*keep)
 
-    def _resume_add(self, frame):
+    def _resume_add(self, frame, raw: bool = False):
         """``frame`` (a watermarked input's rows before ``withWatermark``) with its resume
         rows (:mod:`.resume`); unchanged on a checkpoint from before them."""
         resume = getattr(self, "_resume", None)
-        return frame if resume is None else resume.add(frame)
+        return frame if resume is None else resume.add(frame, raw)
 
     @staticmethod
     def _promised(s) -> str:
@@ -166,16 +166,17 @@ class StatefulQuery(ContinuousQuery):
                    f"unix_micros({quote(s.progress_column)}) " if s.progress_column
                    else "") + "END")
 
-    def _ticker(self, frame, heartbeat_us: int):
+    def _ticker(self, frame, heartbeat_us: int, raw: bool = False):
         """A HEARTBEAT's clock: Spark's rate source, one row a second promising the wall
-        clock minus the heartbeat (its rows are of no kind the kernel reads)."""
+        clock minus the heartbeat (its rows are of no kind the kernel reads); ``raw``:
+        ``frame`` holds the stream's own columns, before a view (:func:`.processor.tick_filler`)."""
         from pyspark.sql import functions as F
 
         ticks = self.spark.readStream.format("rate").option("rowsPerSecond", "1").load()
         promised = f"unix_micros(timestamp) - {heartbeat_us}"
         cols = {"__kind": F.lit(pl.TICK).cast("tinyint"), "__bucket": F.lit(0),
                 "__wm": F.expr(watermark_sql(promised))}
-        return ticks.select(*[cols.get(f.name, tick_filler(f.dataType)).cast(f.dataType)
+        return ticks.select(*[cols.get(f.name, tick_filler(f.dataType, raw)).cast(f.dataType)
                               .alias(f.name) for f in frame.schema.fields])
 
     def _check_checkpoint(self) -> int | None:
@@ -196,7 +197,14 @@ class StatefulQuery(ContinuousQuery):
                     f"one is: {mine['explain']}",
                     hint="give the changed query a new checkpoint (and output) folder, or "
                          "delete the old checkpoint to start from the beginning of the input")
-            return theirs.get("resume")
+            resume = theirs.get("resume")
+            if resume is not None and resume != RESUME_VERSION:  # (a newer WaveSQL's plan)
+                raise WaveSQLError(
+                    "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} has resume "
+                    f"inputs of format {resume!r}; this WaveSQL writes {RESUME_VERSION}",
+                    hint="run it with the WaveSQL that wrote it, or give the query a new "
+                         "checkpoint (and output) folder")
+            return resume
         if any(storage.is_dir(storage.join(self.checkpoint, d)) for d in ("state", "offsets")):
             raise WaveSQLError(
                 "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by an "

@@ -74,9 +74,16 @@ def is_resume_file(checkpoint: str, path: str) -> bool:
 
 def _bare(location: str) -> str:
     """A location without its scheme and leading slashes (Spark's file log writes
-    ``file:/x`` or ``file:///x`` where the checkpoint may be ``/x``)."""
-    rest = location.split("://", 1)[-1] if "://" in location else (
-        location[len("file:"):] if location.startswith("file:") else location)
+    ``file:/x`` or ``file:///x`` where the checkpoint may be ``/x``), a URI's
+    percent-escapes decoded (the log writes ``ck%20'x'`` for a folder ``ck 'x'``)."""
+    from urllib.parse import unquote
+
+    if "://" in location:
+        rest = unquote(location.split("://", 1)[-1])
+    elif location.startswith("file:"):
+        rest = unquote(location[len("file:"):])
+    else:
+        rest = location
     return rest.lstrip("/").rstrip("/")
 
 
@@ -93,10 +100,11 @@ class Resume:
         self.before = (batch_records.before(self.record_dir, 1 << 62, VERSION)
                        if enabled else {})
 
-    def add(self, frame):
+    def add(self, frame, raw: bool = False):
         """``frame`` (one watermarked input's rows, ``__wm`` on, before its
         ``withWatermark``) with its resume rows unioned in and its largest promise
-        observed; unchanged when not enabled."""
+        observed; unchanged when not enabled. ``raw``: ``frame`` holds the stream's own
+        columns, before a view (:func:`.processor.tick_filler`)."""
         if not self.enabled:
             return frame
         from pyspark.sql import functions as F
@@ -111,7 +119,8 @@ class Resume:
                 .json(where))
         cols = {"__kind": F.lit(pl.TICK), "__bucket": F.lit(0),
                 "__wm": F.expr(watermark_sql("p"))}
-        rows = rows.select(*[cols.get(f.name, tick_filler(f.dataType)).cast(f.dataType).alias(f.name)
+        rows = rows.select(*[cols.get(f.name, tick_filler(f.dataType, raw)).cast(f.dataType)
+                             .alias(f.name)
                              for f in frame.schema.fields])
         # (the promise as Spark's watermark milliseconds: a BIGINT, no timestamp conversion)
         return frame.unionByName(rows).observe(METRIC.format(i),

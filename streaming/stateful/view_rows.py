@@ -49,9 +49,9 @@ def view_rows(query, frame, trigger: str, stream, view: ir.Relation, pre,
              .withColumn("__ts", F.expr(f"coalesce(unix_micros({quote(s.event_time)}), 0L)")))
     frame = frame.withColumn("__wm", F.expr(watermark_sql(query._promised(s))))
     if trigger.startswith("every ") and s.heartbeat_us is not None:
-        frame = frame.unionByName(query._ticker(frame, s.heartbeat_us))
+        frame = frame.unionByName(query._ticker(frame, s.heartbeat_us, raw=True))
     if watermark:  # (its resume rows first, on a checkpoint that has them: resume.py)
-        frame = query._resume_add(frame).withWatermark("__wm", "0 seconds")
+        frame = query._resume_add(frame, raw=True).withWatermark("__wm", "0 seconds")
     promises = frame.select("__wm")
     frame = through_view(query, frame, s, view)
     for name, sql_text in pre:
