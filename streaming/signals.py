@@ -30,7 +30,9 @@ every row a micro-batch emits is final: ``_final`` is always true, and
   added to the result when the query does not name a column ``_time`` itself;
 - ``_progress`` is the end time of the last complete window the input has covered,
   ``(end / m - 1) * m + n`` samples after the epoch (after the ``*.eof`` marker: the end of
-  the last, partial, window's grid cell). No later row has ``_time`` below it.
+  the last, partial, window's grid cell) -- or, when windows overlap (``n > m``), the
+  next window's start, ``end / m * m`` samples, which lies before it. No later row has
+  ``_time`` below it.
 
 The micro-batch learns its offsets from Spark's offset log (``<checkpoint>/offsets/offsets/
 <batch>``, written before the batch runs): the start is batch ``id - 1``'s entry.
@@ -242,7 +244,9 @@ class SignalContinuousQuery(ContinuousQuery):
         return self._start_writer(reader.load(), trigger)
 
     def _progress_of(self, offset: dict | None) -> tuple[int | None, int | None]:
-        """(samples, microseconds since 1970) up to which results are final."""
+        """(samples covered, microseconds since 1970 below which no later row's ``_time``
+        lies: the end of the last window emitted, or the next window's start when windows
+        overlap)."""
         from wavesql.udfs.sigseg import time_of
 
         if not offset or offset.get("end") is None:
@@ -253,7 +257,9 @@ class SignalContinuousQuery(ContinuousQuery):
         if k <= 0:
             return None, None
         samples = (k - 1) * slide + width
-        return samples, s.epoch_us + time_of(samples, s.rate_hz)
+        # the promise is about ``_time``, a window's start: with windows wider than their
+        # slide the next window (start ``k * slide``) begins before the last one's end
+        return samples, s.epoch_us + time_of(min(samples, k * slide), s.rate_hz)
 
     def _run_batch(self, batch_df, batch_id: int) -> None:
         from pyspark.sql import functions as F

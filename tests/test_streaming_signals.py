@@ -122,6 +122,33 @@ def test_stream_over_arriving_files_equals_the_batch_query(ws, spark, tmp_path, 
     assert cq.progress_us == (20_000 // 512 + 1) * 512 * 125  # the tail window's grid end
 
 
+
+def test_overlapping_windows_promise_the_next_window_start(ws, spark, tmp_path):
+    """``[SAMPLES 512 SLIDE 256]``: after 3,000 samples the windows starting at 0 ... 2304
+    are out (each needs its 512 samples) and the next starts at 2560, below the last one's
+    end (2816): ``_progress`` must be 2560 samples, or the next run's first row would start
+    below a promise. Oracle: hand-computed window starts and numpy's mean per window."""
+    x = _recording(5, 6_000)
+    folder = tmp_path / "rec"
+    _write_files(folder, x[:3_000], [])
+    _signal(ws, folder)
+    sql = "SELECT start_sample(voice) AS s, seg_avg(voice) AS m FROM mic [SAMPLES 512 SLIDE 256]"
+    _stream(ws, tmp_path, sql)
+    first = _out(spark, tmp_path)
+    assert sorted(first["s"]) == list(range(0, 2305, 256))
+    assert {_us(p) for p in first["_progress"]} == {2_560 * 125}
+    _write_files(folder, x[3_000:], [], first=1)
+    (folder / "done.eof").write_text("")
+    _stream(ws, tmp_path, sql)
+    got = _out(spark, tmp_path).sort_values("s")
+    later = got[~got["s"].isin(first["s"])]
+    assert later["s"].min() == 2_560
+    assert (later["_time"].map(_us) >= 2_560 * 125).all()  # the first run's promise held
+    starts = list(range(0, 6_000, 256))
+    assert got["s"].tolist() == starts
+    np.testing.assert_allclose(
+        got["m"], [np.mean(x[a:a + 512].astype(np.float64)) for a in starts], rtol=1e-5)
+
 STATEFUL = (
     "SELECT start_time(voice) AS t, seg_rms(lowpass(voice, 600.0, 4)) AS lp, "
     "seg_rms(iir(voice, array(0.1), array(1.0, -0.9))) AS ii, "
