@@ -236,7 +236,9 @@ class DerivedSignalQuery(SignalContinuousQuery):
                 *[F.lit(None).cast(f.type).alias(f.name) for f in self.columns],
                 timestamp_lit(progress).alias(PUNCT))
             rows = rows.unionByName(punct)
-        sinks.commit(rows, self.output, batch_id, "parquet")
+        # one file per batch: the rest's max_files_per_trigger then counts whole batches, so
+        # a batch's punctuation never reaches the rest before its rows (which would be late)
+        sinks.commit(rows.coalesce(1), self.output, batch_id, "parquet")
 
 
 class DerivedPipeline:
@@ -265,6 +267,11 @@ class DerivedPipeline:
         return self.outer.progress_us
 
     @property
+    def error(self) -> BaseException | None:
+        """What stopped either part (the signal part's first), as a query's ``error``."""
+        return self.inner.error or (self.outer.error if self.outer is not None else None)
+
+    @property
     def is_active(self) -> bool:
         return self.inner.is_active or self.outer.is_active
 
@@ -281,16 +288,18 @@ class DerivedPipeline:
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait for the rest (availableNow: the signal part has ended already); with both
         running, until either stops; re-raises the error that stopped either."""
-        if timeout is None and not self.available_now:
-            while self.inner.is_active and self.outer.is_active:
-                self.outer.await_termination(1.0)
-            if not self.inner.is_active and self.outer.is_active:
-                self.outer.stop()  # the signal part stopped or failed: nothing more comes
         try:
+            if timeout is None and not self.available_now:
+                while self.inner.is_active and self.outer.is_active:
+                    self.outer.await_termination(1.0)
+                if not self.inner.is_active and self.outer.is_active:
+                    self.outer.stop()  # the signal part stopped or failed: nothing more comes
             done = self.outer.await_termination(timeout)
-        finally:
+        finally:  # one part stopped (or failed): the other does not run on alone
             if not self.outer.is_active and self.inner.is_active:
                 self.inner.stop()
+            elif not self.inner.is_active and self.outer.is_active and self.inner.error:
+                self.outer.stop()
         self.inner.await_termination(0.01)  # its error, if it failed
         return done
 
@@ -344,6 +353,9 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
         except WaveSQLError as err:
             inner.stop()
             raise err.with_query(split.text) from None
+        except BaseException:  # (Spark's own errors too: the signal part must not run on)
+            inner.stop()
+            raise
 
     return DerivedPipeline(inner, rest, trigger)
 

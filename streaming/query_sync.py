@@ -61,12 +61,14 @@ per-signal records, format 4)::
   which would skip another file's samples). A merged entry names its files by their first
   and last path (the files of the listing between them, inclusive), their number, a
   digest of their paths, their bytes and the span ``[lo, hi)`` of their
-  samples; a read of a range overlapping that span reads all of them (wider reads for old
-  ranges: at most :data:`MAX_MERGED` merged entries, neighbours merged pairwise beyond
-  that). A file whose name falls inside a merged entry's range after it was merged -- one
-  arriving far out of name order -- changes its count or digest: ``OUT_OF_ORDER_FILE``,
-  as for a file signal (its rows would all be late anyway); a merged file changed or gone
-  is ``FILE_CHANGED`` when it is read. So the record holds at most :data:`MAX_FILES` +
+  samples; a read of a range overlapping that span reads all of them: so a merged entry
+  takes :data:`MERGED_FILES` files at most, until there are :data:`MAX_MERGED` merged
+  entries (neighbours merged pairwise beyond that: wider reads for old ranges). A file
+  whose name falls inside a merged entry's range after it was merged -- one arriving far
+  out of name order -- changes its count or digest: ``OUT_OF_ORDER_FILE``, as for a file
+  signal (its rows would all be late anyway); a merged file removed (retention) is not
+  an error until a read needs it, and a merged file changed or gone is ``FILE_CHANGED``
+  when it is read. So the record holds at most :data:`MAX_FILES` +
   :data:`MAX_MERGED` entries plus one per file that had late rows (counted in the late
   sink too) and per place a file arrived out of name order.
 
@@ -101,6 +103,9 @@ __all__ = ["KIND", "Indexed", "advance", "fresh", "segments", "stream_of"]
 KIND = "query"
 #: The newest index entries kept one per file (module docstring, *A bounded record*).
 MAX_FILES = 64
+#: Files a merged entry takes before a new one starts (a read of an old range reads the
+#: files of the merged entries it overlaps: this bounds it until MAX_MERGED is reached).
+MERGED_FILES = 64
 #: Merged entries kept before neighbours are merged pairwise.
 MAX_MERGED = 256
 
@@ -213,6 +218,9 @@ def _merged_files(signal, merged: list[dict], ready: list[str]) -> set[str]:
     out = set()
     for entry in merged:
         inside = _inside(entry, ready)
+        if len(inside) < entry["n"]:  # a file removed (retention): FILE_CHANGED if read
+            out.update(inside)
+            continue
         if len(inside) != entry["n"] or _names(inside) != entry["names"]:
             raise WaveSQLError(
                 "OUT_OF_ORDER_FILE", f"signal `{signal.name}`: the files of its query's "
@@ -226,15 +234,18 @@ def _merged_files(signal, merged: list[dict], ready: list[str]) -> set[str]:
 
 
 def compact(files: list, merged: list[dict], listing: list[str],
-            keep: int | None = None, most: int | None = None) -> tuple[list, list[dict]]:
+            keep: int | None = None, most: int | None = None,
+            width: int | None = None) -> tuple[list, list[dict]]:
     """``(files, merged)`` with the entries beyond the ``keep`` newest (:data:`MAX_FILES`)
-    merged and at most ``most`` (:data:`MAX_MERGED`) merged entries where neighbours allow
-    (module docstring, *A bounded record*). ``listing``: every complete file of the stream
-    now, in name order."""
+    merged, ``width`` files (:data:`MERGED_FILES`) at most per merged entry, and at most
+    ``most`` (:data:`MAX_MERGED`) merged entries where neighbours allow (module docstring,
+    *A bounded record*). ``listing``: every complete file of the stream now, in name
+    order."""
     import bisect
 
     keep = MAX_FILES if keep is None else keep
     most = MAX_MERGED if most is None else most
+    width = MERGED_FILES if width is None else width
     merged = list(merged)
 
     def adjacent(last: str, first: str) -> bool:  # no listed file between them
@@ -256,7 +267,7 @@ def compact(files: list, merged: list[dict], listing: list[str],
         entry = {"first": path, "last": path, "n": 1, "names": _names([path]),
                  "bytes": size, "lo": min(a for a, _ in runs),
                  "hi": max(a + n for a, n in runs)}
-        if merged and adjacent(merged[-1]["last"], path):
+        if merged and merged[-1]["n"] < width and adjacent(merged[-1]["last"], path):
             merged[-1] = join(merged[-1], entry)
         else:
             merged.append(entry)

@@ -22,7 +22,8 @@ The records are stored in the checkpoint's ``state.json`` under ``signal``, vers
 (Kind ``"query"`` came after format 3's first checkpoints, which hold only the other two
 kinds. Format 4 is format 3 whose query records may hold merged entries of old files --
 ``"merged"``, :mod:`.query_sync`, a bounded record; format 3's have none and load as they
-are: an older WaveSQL would read a format 4 query record as missing files.)
+are. Every SYNC checkpoint is written in format 4 now, so a WaveSQL from before it refuses
+any of them with ``CHECKPOINT_MISMATCH``: it cannot tell which hold merged entries.)
 
 Checkpoints of the formats before it still load: format 3, format 2 (``{"version": 2, "kind":
 "wav", "signals": {...}}``: file signals only), format 1 (``{"end": ..., "files": ...}``, no

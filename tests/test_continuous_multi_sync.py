@@ -298,7 +298,7 @@ def test_which_checkpoint_records_load(ws, tmp_path, recordings):
             ({"signal": record}, "one-signal SYNC (format 1"),
             ({"signal": {"version": 2, "kind": "wav", "signals": {"mic": record}}},
              "records the signals mic; this query syncs acc, mic"),
-            ({"signal": {"version": 4, "kind": "wav", "signals": {}}}, "format 4"),
+            ({"signal": {"version": 5, "kind": "wav", "signals": {}}}, "format 5"),
             ({"signal": {"version": 1, "kind": "kafka"}}, "Kafka signal's index")]:
         with pytest.raises(WaveSQLError) as err:
             sync_state.records(state, [mic, acc])

@@ -85,6 +85,21 @@ def test_a_file_arriving_inside_a_merged_range_is_out_of_order():
     with pytest.raises(WaveSQLError) as err:
         _merged_files(Signal, merged, sorted(listing + ["/s/f01a.parquet"]))
     assert err.value.code == "OUT_OF_ORDER_FILE" and "`acc`" in err.value.message
+    # a merged file removed (retention) is no error until a read needs it
+    assert _merged_files(Signal, merged, listing[:1] + listing[2:]) == set(listing) - {
+        listing[1]}
+
+
+def test_a_merged_entry_takes_at_most_width_files():
+    """Ten old neighbours, four files per merged entry at most: 4 + 4 + 3."""
+    from wavesql.streaming.query_sync import compact
+
+    files = _files(13)
+    listing = [f[0] for f in files]
+    kept, merged = compact(files, [], listing, keep=2, most=8, width=4)
+    assert kept == files[11:]
+    assert [(m["first"][3:6], m["last"][3:6], m["n"], m["lo"], m["hi"]) for m in merged] == [
+        ("f00", "f03", 4, 0, 80), ("f04", "f07", 4, 80, 160), ("f08", "f10", 3, 160, 220)]
 
 
 def test_a_format_3_query_record_still_loads_and_a_newer_format_is_refused():
