@@ -17,10 +17,11 @@ demo: $(VENV)/.installed
 	$(BIN)/wavesql demo
 
 # The fast tier first (no JVM: parsing, planning against a dict environment, kernels,
-# layout rules; under a minute), then every test that starts Spark.
+# layout rules; under a minute), then every test that starts Spark (its 30 slowest tests
+# listed at the end: where the suite's time goes, from every run).
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m "not spark and not slow"
-	$(BIN)/python -m pytest -q -m "spark and not slow"
+	$(BIN)/python -m pytest -q -m "spark and not slow" --durations=30
 
 test-fast: $(VENV)/.installed-python-test
 	$(BIN)/python -m pytest -q -m "not spark and not slow"
