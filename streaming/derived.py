@@ -101,18 +101,20 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
         raise refuse("a continuous query reading a signal both in and beside a CTE, or a "
                      "signal CTE reading another CTE", cte,
                      "read the signal in one CTE only, straight from the signal")
+    if cte.args["alias"].columns:
+        raise refuse("a signal CTE with a column list", cte.args["alias"],
+                     f"name the columns in the CTE's SELECT instead: SELECT start_time(ch1) "
+                     f"AS t, ... (no `{cte.alias_or_name}(...)` list)")
     time_column = _time_column(cte)
-    opened, closed, first, after = _cte_extent(text, cte)
-    inner = " " * (opened + 1) + text[opened + 1:closed]
-    if others:  # blank "f AS (...)" and the comma that separates it from its neighbour
-        if after is not None:
-            outer = _blank(text, first, after + 1)
-        else:
-            before = text.rfind(",", 0, first)
-            outer = _blank(text, before, closed + 1)
-    else:  # the only CTE: blank WITH too
-        with_at = text.lower().rfind("with", 0, first)
-        outer = _blank(text, with_at, closed + 1)
+    extent = _cte_extent(text, cte)
+    # the body alone, at its place; newlines kept so that line/column positions stay right
+    inner = _blank(text[:extent.closed], 0, extent.opened + 1)
+    if extent.after is not None:  # blank "f AS (...)," -- the comma after it too
+        outer = _blank(text, extent.first, extent.after + 1)
+    elif others:  # the last of several: blank the comma before it
+        outer = _blank(text, extent.before, extent.closed + 1)
+    else:  # the only CTE: blank WITH [RECURSIVE] too
+        outer = _blank(text, extent.with_at, extent.closed + 1)
     return Split(cte.alias_or_name, inner, outer, time_column, text)
 
 
@@ -129,15 +131,31 @@ def _time_column(cte: exp.CTE) -> str:
              "AS t, ...; its rows are then windowed and joined by t")
 
 
-def _cte_extent(text: str, cte: exp.CTE) -> tuple[int, int, int, int | None]:
-    """(the body's ``(``, its ``)``, the CTE's first character, the comma after it or
-    None) as offsets into ``text``, from its tokens."""
+@dataclasses.dataclass(frozen=True)
+class _Extent:
+    """Where a CTE lies in the statement's text (offsets), from the tokens: so that a
+    comment or a string literal saying ``WITH``, ``(`` or ``,`` cannot mislead the split."""
+
+    with_at: int  # the WITH keyword
+    before: int  # the token before the CTE's name: WITH/RECURSIVE or the comma
+    first: int  # the CTE's name
+    opened: int  # its body's "("
+    closed: int  # the body's ")"
+    after: int | None  # the comma after it, or None (the last CTE)
+
+
+def _cte_extent(text: str, cte: exp.CTE) -> _Extent:
+    """The extent of ``cte`` in ``text`` (the full text its positions index)."""
     from wavesql.dialect.dialect import WaveSQL
 
     first = Span.of(cte.args["alias"]).start
-    tokens = WaveSQL().tokenizer().tokenize(text)
+    tokens = WaveSQL().tokenizer().tokenize(text)  # (comments are not tokens)
     i = next(k for k, t in enumerate(tokens) if t.start >= first)
-    while tokens[i].token_type != TokenType.L_PAREN:
+    with_at = next(t.start for t in reversed(tokens[:i]) if t.token_type == TokenType.WITH)
+    before = tokens[i - 1].start
+    while tokens[i].token_type != TokenType.ALIAS:  # (a column list's "(" is not the body's)
+        i += 1
+    while tokens[i].token_type != TokenType.L_PAREN:  # (AS [NOT] MATERIALIZED)
         i += 1
     opened, depth = tokens[i].start, 0
     for k in range(i, len(tokens)):
@@ -146,7 +164,7 @@ def _cte_extent(text: str, cte: exp.CTE) -> tuple[int, int, int, int | None]:
             nxt = tokens[k + 1] if k + 1 < len(tokens) else None
             comma = nxt.start if nxt is not None and nxt.token_type == TokenType.COMMA \
                 else None
-            return opened, tokens[k].start, first, comma
+            return _Extent(with_at, before, first, opened, tokens[k].start, comma)
     raise WaveSQLError("PARSE_ERROR", "unbalanced parentheses", Span.of(cte))
 
 

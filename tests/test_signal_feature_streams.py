@@ -230,6 +230,16 @@ class _Catalog(dict):
     "WITH f AS (SELECT start_time(ch1) AS t, (seg_rms(ch1)) AS rms FROM mic [SAMPLES 4096]),\n"
     "  g AS (SELECT t, rms FROM f WHERE rms > 0.1)\nSELECT max(rms) AS peak FROM g "
     "[RANGE 2 SECONDS SLIDE 2 SECONDS]",
+    # comments and string literals saying WITH, "(" or "," do not mislead the split
+    "WITH /* a WITH (x, y */ f AS (SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms, "
+    "'with (' AS w FROM mic [SAMPLES 4096]) -- with )\n"
+    "SELECT max(rms) AS peak FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]",
+    "WITH g AS (SELECT 'with, (' AS a), -- then, the features\n"
+    "f AS (SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096])\n"
+    "SELECT max(rms) AS peak FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]",
+    "WITH RECURSIVE -- with\n f AS MATERIALIZED (SELECT start_time(ch1) AS t, seg_rms(ch1) "
+    "AS rms FROM mic [SAMPLES 4096]) SELECT max(rms) AS peak FROM f "
+    "[RANGE 2 SECONDS SLIDE 2 SECONDS]",
 ])
 def test_split_keeps_each_part_where_it_was(text):
     """No Spark: the signal CTE's body and the rest, each at its place in the statement
@@ -245,9 +255,27 @@ def test_split_keeps_each_part_where_it_was(text):
     body = "SELECT start_time(ch1) AS t, "
     assert split.inner.strip().startswith(body)
     assert split.inner.index(body) == text.index(body) and split.inner.strip().endswith("4096]")
+    assert split.inner.count("\n") == text[:len(split.inner)].count("\n")  # lines kept
     assert len(split.outer) == len(text) and "mic" not in split.outer
     assert split.outer.index("SELECT max(rms)") == text.index("SELECT max(rms)")
     (rest,) = parse_statements(split.outer)
     ctes = rest.node.args.get("with_")
     assert [c.alias_or_name for c in (ctes.expressions if ctes else [])] == \
         [n for n in ("g",) if " g AS " in text]
+
+
+def test_split_refuses_a_signal_cte_with_a_column_list():
+    """``f(t, rms) AS (...)``: the rows would be written under the body's names; refused
+    with the position of the list and a hint (no Spark)."""
+    from wavesql.catalog import SignalDef
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.derived import find_split
+
+    catalog = _Catalog(mic=SignalDef("mic", [("ch1", "FLOAT")], 8000.0, "/nowhere"))
+    text = ("WITH f(t, rms) AS (SELECT start_time(ch1), seg_rms(ch1) FROM mic [SAMPLES 4096]) "
+            "SELECT max(rms) AS peak FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]")
+    (stmt,) = parse_statements(text)
+    with pytest.raises(WaveSQLError) as e:
+        find_split(stmt, text, catalog)
+    assert e.value.code == "NOT_IMPLEMENTED" and "column list" in str(e.value)
+    assert e.value.span.start == text.index("f(t, rms)")
