@@ -140,9 +140,10 @@ class SignalStage(Relation):
     # How stateful functions see the rows: "carried" -- the segments are one signal, state
     # carried from segment to segment in start-sample order (a view's, a subquery's);
     # "per_row" -- each row's segment is a signal of its own, state from rest at its first
-    # sample (a SYNC result's: planner/signals.py, bind_segment_select, says why).
+    # sample (a SYNC result's); "per_key" -- a SYNC result's ranges of each key in start
+    # order, f(...) OVER (PARTITION BY keys) (planner/segment_stage.py says why).
     state: str = "carried"
-    keys: tuple[str, ...] = ()  # "carried" per key: f(...) OVER (PARTITION BY keys)
+    keys: tuple[str, ...] = ()  # "carried"/"per_key" per key: OVER (PARTITION BY keys)
 
     def children(self):
         return (self.input,)

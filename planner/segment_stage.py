@@ -7,25 +7,103 @@ rows, in one ordered pass where it does, per key with ``f(...) OVER (PARTITION B
 
 from __future__ import annotations
 
+from sqlglot import exp
+
+from wavesql.errors import Span, WaveSQLError
 from wavesql.sqltext import quote
 
 from . import ir
 
 
+def refuse_row_order(select: exp.Select) -> None:
+    """Stateful functions over a SYNC result's segments: what state does a row start from?
+
+    A SYNC result row is the excerpt ``[start, end)`` its control row asked for. The
+    ranges may overlap, repeat, leave gaps between them or come in any order, so they are
+    not one sequence of samples a filter's state could be carried along (and carrying it
+    from the rows the query happens to keep would make a row's value depend on the *other*
+    control rows and on the WHERE). So each row's segment is a signal of its own, as the
+    issue's "segments are values" asks: a filter starts from rest at the range's first
+    sample (scipy's ``sosfilt(sos, x[a:b])``), a detector's range still open at the range's
+    end is closed there -- each row depends on its own range only, and rows run in
+    parallel. (The whole-signal filter cut to the range is a different value: a filter
+    applied where the signal is read, before the range is cut.)
+
+    A stateful function whose state runs over *rows* -- ``cfar`` takes one score per row --
+    needs an order of the rows, which a SYNC result does not have: refused here, at the
+    call, rather than given the rows in whatever order Spark hands them over. The user who
+    means the ranges as one sequence per key says so with ``OVER (PARTITION BY k)``
+    (:func:`refuse_pending_per_key`).
+    """
+    from wavesql.udfs import registry
+
+    for call in select.find_all(exp.Anonymous):
+        fn = registry.lookup(call.name)
+        if fn is None or not fn.stateful or not fn.params or fn.params[0].type == "sigseg":
+            continue
+        raise WaveSQLError(
+            "UNDEFINED_ORDER", f"`{fn.name}` carries its state from row to row, and the rows "
+            "of a SYNC result have no order (each is one control row's range; ranges may "
+            "overlap or repeat)", Span.of(call),
+            hint=f"{fn.name}(...) OVER (PARTITION BY <control column>) takes each key's "
+                 "ranges in start order; or run it over the signal's own windows (SELECT "
+                 f"... FROM <signal> [SAMPLES n] WHERE {fn.name}(...)), or over the rows of "
+                 "a subquery, which are taken in order of their first channel's start sample")
+
+
+def refuse_pending_per_key(select: exp.Select, keys: tuple[str, ...]) -> None:
+    """Stateful functions over a SYNC result with ``OVER (PARTITION BY k)``: each key's
+    ranges are one signal.
+
+    The control rows of one key (one sensor's, one speaker's turns) ask for ranges of one
+    recording; the user's OVER says they are a sequence. Rows have no order in SQL, so the
+    order is the ranges' own -- by start sample, as over a view's segments (signals.py
+    ``_state_keys``) -- and the state runs from one range's last sample into the next
+    range's first. Between ranges the rules are those of a view's segments, i.e. of the
+    kernels (udfs/kernels/filters.py): ranges that meet carry the state; a gap between
+    them resets it (each contiguous run of ranges is filtered from rest, as across a gap
+    of a WAV signal; ``degap`` first to filter across it). Two ranges of one key that
+    overlap (or repeat) would feed the filter samples twice, so there is no one sequence:
+    ``SEGMENT_ORDER`` naming the key and both ranges, raised by the stage
+    (:func:`stage_frame`), rather than an order made up. A NULL segment (a range the
+    recording does not cover) gives NULL results and leaves the key's state alone.
+
+    A detector's range still open at a key's last range (``threshold_ranges``) would need
+    that row held back until the key is known to end: not implemented, refused here."""
+    from wavesql.udfs import registry
+
+    for call in select.find_all(exp.Anonymous):
+        fn = registry.lookup(call.name)
+        if fn is not None and fn.stateful and fn.flush is not None:
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED", f"`{fn.name}` OVER (PARTITION BY {', '.join(keys)}) over a "
+                "SYNC result: a range still open at a key's last synced range would have no "
+                "row to close it in", Span.of(call),
+                hint=f"drop the OVER: {fn.name} then runs over each row's range from rest, "
+                     "a range open at the row's end closed there")
+
+
 def stage_frame(rel: ir.SignalStage, df):
-    """The program as a ``mapInArrow`` over the rows of ``df`` (``rel.input`` lowered) (segments not read straight
-    from a WAV signal: a view's, a subquery's): one Python pass per Arrow batch.
+    """The program as a ``mapInArrow`` over the rows of ``df`` (``rel.input`` lowered)
+    (segments not read straight from a WAV signal: a view's, a subquery's, a SYNC
+    result's): one Python pass per Arrow batch.
 
     A stateful program (a filter, a detector) carries its state from segment to segment,
     which is only right over the samples in order: its rows are then read in one ordered
     pass -- one task, sorted by the first channel's start sample. The kernels reset the
     state at a gap and refuse overlapping segments (``[SAMPLES n SLIDE m]`` windows with
     m < n, or two sources' segments in one column), so no order is made up. Over a SYNC
-    result (``per_row``) each row is a signal of its own, from rest (signals.py says why):
-    rows are independent, so they run in parallel, in any order."""
+    result (``per_row``) each row is a signal of its own, from rest
+    (:func:`refuse_row_order` says why): rows are independent, so they run in parallel, in
+    any order. With ``OVER (PARTITION
+    BY k)`` over a SYNC result (``per_key``) each key's ranges are its signal, in start
+    order; two ranges of a key that overlap are ``SEGMENT_ORDER`` naming both (whatever
+    the function: a row-to-row one such as ``cfar`` would not see it), and a NULL
+    segment's row gets NULL results (:func:`refuse_pending_per_key`)."""
     program_json = rel.program.to_json()
     passthrough = tuple(rel.passthrough)
     per_row = rel.state == "per_row"
+    per_key = rel.state == "per_key"
     keys = tuple(rel.keys) if rel.program.stateful else ()
 
     def run(batches):
@@ -33,12 +111,15 @@ def stage_frame(rel: ir.SignalStage, df):
 
         program = Program.from_json(program_json)
         evaluator = Evaluator(program, per_row=per_row)
-        current = None
+        current, ends = None, {}
         for batch in batches:
             # per key: the rows come sorted by key, then start; a new key, a new signal
             for key, piece in _key_runs(batch, keys):
                 if keys and key != current:
-                    evaluator, current = Evaluator(program), key
+                    evaluator = Evaluator(program, null_rows=per_key)
+                    current, ends = key, {}
+                if per_key:
+                    _check_disjoint(piece, program.channels, ends, key, keys)
                 out = evaluator.run_batch(piece, passthrough)
                 if out.num_rows:
                     yield out
@@ -68,3 +149,37 @@ def _key_runs(batch, keys: tuple[str, ...]):
         if i == len(values) or values[i] != values[begin]:
             yield values[begin], batch.slice(begin, i - begin)
             begin = i
+
+
+def _check_disjoint(piece, channels, ends: dict, key, names) -> None:
+    """Each channel's non-NULL ranges in ``piece`` (one key's rows, in start order) start
+    at or after the end of the one before (``ends``: channel -> (start, end) of the last
+    range seen of this key, across batches); else ``SEGMENT_ORDER`` naming the key and both
+    ranges."""
+    import numpy as np
+
+    from wavesql.udfs.sigseg import SignalError
+
+    for name in channels:
+        column = piece.column(name)
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        starts = column.field("start").to_numpy(zero_copy_only=False)[valid].astype(np.int64)
+        offsets = column.field("samples").offsets.to_numpy()
+        stops = starts + np.diff(offsets)[valid]
+        if not len(starts):
+            continue
+        last = ends.get(name)
+        lo = np.concatenate(([last[0]], starts[:-1])) if last else starts[:-1]
+        hi = np.concatenate(([last[1]], stops[:-1])) if last else stops[:-1]
+        nxt, nxt_hi = (starts, stops) if last else (starts[1:], stops[1:])
+        bad = np.flatnonzero(nxt < hi)
+        if len(bad):
+            i = bad[0]
+            shown = ", ".join(f"{k} = {v!r}" for k, v in zip(names, key))
+            raise SignalError(
+                "SEGMENT_ORDER", f"two synced ranges of `{name}` for key ({shown}) overlap: "
+                f"[{lo[i]}, {hi[i]}) and [{nxt[i]}, {nxt_hi[i]}) (samples): a stateful "
+                "function OVER (PARTITION BY ...) runs along each key's ranges as one signal, "
+                "each sample once", hint="make each key's ranges disjoint, or drop the OVER "
+                "(each row's range then from rest)")
+        ends[name] = (int(starts[-1]), int(stops[-1]))

@@ -32,6 +32,7 @@ from wavesql.udfs.program import SPARK_TYPES, Output, Program
 from wavesql.udfs.sigseg import SignalError
 
 from . import ir
+from .segment_stage import refuse_pending_per_key, refuse_row_order
 from .types import interval_us
 
 _COMPARE = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.EQ: "=", exp.NEQ: "!="}
@@ -332,10 +333,12 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
     builder = _StageBuilder(_SegmentSource(name, channels),
                             {table.name.lower(), alias.lower()}
                             | {q.lower() for q in qualifiers}, fold)
-    per_row = name == "SYNC JOIN"
-    keys = _state_keys(select, source, per_row)
-    if per_row:
-        _refuse_row_ordered_state(select)
+    synced = name == "SYNC JOIN"
+    keys = _state_keys(select, source)
+    if synced and not keys:
+        refuse_row_order(select)
+    elif synced:
+        refuse_pending_per_key(select, keys)
     program = _build_program(select, table, builder)
     outputs = {o.name.lower() for o in program.outputs}
     wanted = {c.name.lower() for c in select.find_all(exp.Column)
@@ -350,11 +353,14 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
     _retarget(table, view_name, alias)
     fields = [ir.Field(o.name, SPARK_TYPES[o.type]) for o in program.outputs]
     fields += [source.schema.find(n) for n in passthrough]
+    # over a SYNC result: each row from rest, or with OVER (PARTITION BY k) each key's
+    # ranges in start order (segment_stage.py says why both)
+    state = ("per_key" if keys else "per_row") if synced else "carried"
     return ir.SignalStage(source, program, ir.Schema(tuple(fields)), source.bounded, passthrough,
-                          state="per_row" if per_row else "carried", keys=keys)
+                          state=state, keys=keys)
 
 
-def _state_keys(select: exp.Select, source: ir.Relation, per_row: bool) -> tuple[str, ...]:
+def _state_keys(select: exp.Select, source: ir.Relation) -> tuple[str, ...]:
     """The keys of ``f(...) OVER (PARTITION BY k, ...)`` around the stateful signal
     functions of ``select`` (the ``OVER`` removed from the tree), or ``()``.
 
@@ -366,7 +372,8 @@ def _state_keys(select: exp.Select, source: ir.Relation, per_row: bool) -> tuple
     segments in start-sample order, the sensors in parallel. Every stateful call of the
     SELECT then names the same keys (they run as one program), no ORDER BY or frame (the
     order is the segments' own), and no stateless function takes an OVER (it has no state
-    to order)."""
+    to order). Over a SYNC result the rows of a key are its control rows' ranges, taken
+    in range-start order (planner/segment_stage.py)."""
     from wavesql.udfs import registry
 
     windows = [w for w in select.find_all(exp.Window) if isinstance(w.this, exp.Anonymous)
@@ -376,11 +383,6 @@ def _state_keys(select: exp.Select, source: ir.Relation, per_row: bool) -> tuple
     found = None
     for w in windows:
         fn = registry.lookup(w.this.name)
-        if per_row:
-            raise WaveSQLError("NOT_IMPLEMENTED", "OVER (PARTITION BY ...) of a signal function "
-                               "over a SYNC result: each synced row is a signal of its own",
-                               Span.of(w), hint=f"drop the OVER: {fn.name} runs over each "
-                                                "row's range from rest")
         if not any(registry.lookup(c.name) is not None and registry.lookup(c.name).stateful
                    for c in w.this.find_all(exp.Anonymous)):
             raise WaveSQLError("INVALID_OPTION", f"`{fn.name}` keeps no state from segment to "
@@ -429,39 +431,6 @@ def _ancestors(node: exp.Expression):
     while parent is not None:
         yield parent
         parent = parent.parent
-
-
-def _refuse_row_ordered_state(select: exp.Select) -> None:
-    """Stateful functions over a SYNC result's segments: what state does a row start from?
-
-    A SYNC result row is the excerpt ``[start, end)`` its control row asked for. The
-    ranges may overlap, repeat, leave gaps between them or come in any order, so they are
-    not one sequence of samples a filter's state could be carried along (and carrying it
-    from the rows the query happens to keep would make a row's value depend on the *other*
-    control rows and on the WHERE). So each row's segment is a signal of its own, as the
-    issue's "segments are values" asks: a filter starts from rest at the range's first
-    sample (scipy's ``sosfilt(sos, x[a:b])``), a detector's range still open at the range's
-    end is closed there -- each row depends on its own range only, and rows run in
-    parallel. (The whole-signal filter cut to the range is a different value: a filter
-    applied where the signal is read, before the range is cut.)
-
-    A stateful function whose state runs over *rows* -- ``cfar`` takes one score per row --
-    needs an order of the rows, which a SYNC result does not have: refused here, at the
-    call, rather than given the rows in whatever order Spark hands them over.
-    """
-    from wavesql.udfs import registry
-
-    for call in select.find_all(exp.Anonymous):
-        fn = registry.lookup(call.name)
-        if fn is None or not fn.stateful or not fn.params or fn.params[0].type == "sigseg":
-            continue
-        raise WaveSQLError(
-            "UNDEFINED_ORDER", f"`{fn.name}` carries its state from row to row, and the rows "
-            "of a SYNC result have no order (each is one control row's range; ranges may "
-            "overlap or repeat)", Span.of(call),
-            hint=f"run {fn.name} over the signal's own windows (SELECT ... FROM "
-                 f"<signal> [SAMPLES n] WHERE {fn.name}(...)), or over the rows of a "
-                 "subquery, which are taken in order of their first channel's start sample")
 
 
 def _retarget(table: exp.Table, view_name: str, alias: str) -> None:

@@ -197,6 +197,10 @@ class Evaluator:
     # stateful functions start from rest at every row, and a detector's output still
     # pending at the row's end (threshold_ranges' open range) is the row's, not held over.
     per_row: bool = False
+    # null_rows: a row whose segment is NULL (a SYNC range the recording does not cover)
+    # gets NULL outputs and leaves the state alone, also when state is carried from row to
+    # row (a SYNC result's ranges per key: planner/segment_stage.py ``refuse_pending_per_key``)
+    null_rows: bool = False
 
     def __post_init__(self):
         self._stateful = self.program.stateful
@@ -287,7 +291,7 @@ class Evaluator:
         """SQL's rule for a row whose segment is NULL (a SYNC range the recording does not
         cover): every output of the program is NULL there, and a pushed-down filter, NULL
         too, drops the row. The other rows are evaluated as usual."""
-        if self._stateful and not self.per_row:
+        if self._stateful and not (self.per_row or self.null_rows):
             raise SignalError("TYPE_ERROR", "a stateful signal function got NULL segments",
                               hint="filter them out first: WHERE <segment> IS NOT NULL")
         good = self.run_batch(batch.take(pa.array(np.flatnonzero(~missing))), passthrough)

@@ -516,7 +516,7 @@ def semantics(fn: SignalFunction) -> str:
     else:
         state = "stateful (state carried from segment to segment and across micro-batches"
         state += "; output pending at end of stream is flushed" if fn.flush else ""
-        # a SYNC result's rows (planner/signals.py: _refuse_row_ordered_state says why)
+        # a SYNC result's rows (planner/segment_stage.py: refuse_row_order says why)
         state += ("; over a SYNC result: from rest at each range's first sample)"
                   if fn.params and fn.params[0].type == "sigseg" else
                   "; not over a SYNC result, whose rows have no order: UNDEFINED_ORDER)")

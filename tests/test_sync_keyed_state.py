@@ -1,0 +1,172 @@
+"""Stateful signal functions per key over a SYNC result's rows: ``lowpass(s.ch1, f) OVER
+(PARTITION BY c.sensor)`` (planner/segment_stage.py ``refuse_pending_per_key``,
+planner/segment_stage.py).
+
+Each key's synced ranges, in range-start order, are one signal: the filter's state runs
+from one range's last sample into the next range's first; a gap between two ranges resets
+it (as across a gap of a WAV signal); two overlapping ranges of one key are
+``SEGMENT_ORDER``. Oracle: scipy's ``sosfilt`` / ``lfilter`` over numpy slices of the
+samples written to the WAV file, the delay line (``zi``) carried from range to range of a
+key and zeroed at a gap -- computed here, from the ranges, without WaveSQL.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import signal as sps
+
+from wavesql.errors import WaveSQLError
+from wavesql.udfs.wav import write_wav
+
+pytestmark = pytest.mark.spark
+
+RATE = 8000
+N = 20000
+B, A = [0.2, 0.3], [1.0, -0.5]  # iir(x, b, a): a one-pole smoother
+
+# (sensor, start, end): written out of start order; x's three ranges meet (one signal), y's
+# third comes after a gap, NULL is one key, z has one row, w's second range lies beyond the
+# recording (a NULL segment, NULL results) and its first meets nothing.
+RANGES = [("x", 3000, 4500), ("y", 7000, 8000), ("x", 1000, 3000), (None, 1200, 1700),
+          ("y", 0, 2500), ("z", 5000, 6000), ("x", 4500, 9000), ("y", 2500, 5000),
+          (None, 200, 1200), ("w", 19000, 25000), ("w", 100, 600)]
+
+
+def _recording(tmp_path):
+    rng = np.random.default_rng(21)
+    t = np.arange(N) / RATE
+    x = (0.4 * np.sin(2 * np.pi * 40.0 * t) + 0.3 * rng.standard_normal(N)).astype(np.float32)
+    folder = tmp_path / "mic"
+    folder.mkdir()
+    write_wav(str(folder / "rec.wav"), x.reshape(-1, 1), RATE, "float32")
+    return folder, x.astype(np.float64)
+
+
+def _control(ws, tmp_path, ranges):
+    folder = tmp_path / "ctl"
+    folder.mkdir()
+    pd.DataFrame({"id": np.arange(len(ranges), dtype=np.int64),
+                  "sensor": [r[0] for r in ranges],
+                  "a": np.array([r[1] for r in ranges], dtype=np.int64),
+                  "b": np.array([r[2] for r in ranges], dtype=np.int64)}).to_parquet(
+        folder / "c.parquet")
+    ws.sql(f"CREATE STREAM ctl (id BIGINT, sensor STRING, a BIGINT, b BIGINT) "
+           f"FROM '{folder}' FORMAT parquet")
+
+
+def _oracle(x, ranges):
+    """{id: (lowpass, iir)} with each key's state carried along its ranges in start order,
+    reset at a gap; a range beyond the recording: None."""
+    sos = sps.butter(4, 100.0, btype="low", fs=RATE, output="sos")
+    out = {}
+    keys = {r[0] for r in ranges}
+    for key in keys:
+        mine = sorted((r[1], r[2], i) for i, r in enumerate(ranges) if r[0] == key)
+        end = None
+        for lo, hi, i in mine:
+            if hi > len(x):
+                out[i] = None
+                continue
+            if lo != end:  # first range of the key, or after a gap: from rest
+                zs, zi = np.zeros((sos.shape[0], 2)), np.zeros(max(len(A), len(B)) - 1)
+            f, zs = sps.sosfilt(sos, x[lo:hi], zi=zs)
+            g, zi = sps.lfilter(B, A, x[lo:hi], zi=zi)
+            out[i], end = (f, g), hi
+    return out
+
+
+@pytest.fixture
+def synced(ws, tmp_path):
+    folder, x = _recording(tmp_path)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512")
+    _control(ws, tmp_path, RANGES)
+    return ws, x
+
+
+SQL = ("SELECT c.id, c.sensor, lowpass(s.ch1, 100.0) OVER (PARTITION BY c.sensor) AS f, "
+       "iir(s.ch1, ARRAY(0.2D, 0.3D), ARRAY(1.0D, -0.5D)) OVER (PARTITION BY c.sensor) AS g "
+       "FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b)")
+
+
+def test_each_keys_ranges_are_one_signal_in_start_order(synced):
+    ws, x = synced
+    assert "state per key (sensor)" in ws.explain(SQL, "IR")
+    rows = {r.id: r for r in ws.sql(SQL).collect()}
+    want = _oracle(x, RANGES)
+    assert sorted(rows) == sorted(want) == list(range(len(RANGES)))
+    for i, (sensor, lo, hi) in enumerate(RANGES):
+        row = rows[i]
+        assert row.sensor == sensor
+        if want[i] is None:
+            assert row.f is None and row.g is None, i
+            continue
+        assert row.f.start == lo and len(row.f.samples) == hi - lo
+        np.testing.assert_allclose(row.f.samples, want[i][0], atol=2e-6, err_msg=str(i))
+        np.testing.assert_allclose(row.g.samples, want[i][1], atol=2e-6, err_msg=str(i))
+    # the state did cross: x's second range filtered from rest would differ
+    rest = sps.sosfilt(sps.butter(4, 100.0, btype="low", fs=RATE, output="sos"), x[3000:4500])
+    assert np.abs(np.asarray(rows[0].f.samples) - rest).max() > 1e-2
+
+
+def test_what_per_key_state_over_sync_refuses(synced):
+    ws, _ = synced
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT c.id, threshold_ranges(s.ch1, 0.5) OVER (PARTITION BY c.sensor) "
+               "FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b)")
+    assert err.value.code == "NOT_IMPLEMENTED" and err.value.span is not None
+    assert "threshold_ranges" in err.value.message
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql("SELECT c.id, lowpass(s.ch1, 100.0) OVER (PARTITION BY c.sensr) "
+               "FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b)")
+    assert err.value.code == "UNKNOWN_COLUMN" and err.value.span is not None
+    with pytest.raises(WaveSQLError) as err:  # without OVER the rows still have no order
+        ws.sql("SELECT c.id FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b) "
+               "WHERE cfar(seg_rms(s.ch1))")
+    assert err.value.code == "UNDEFINED_ORDER" and "PARTITION BY" in (err.value.hint or "")
+
+
+@pytest.mark.slow
+def test_overlapping_ranges_of_one_key_are_segment_order(ws, tmp_path):
+    folder, _ = _recording(tmp_path)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav")
+    # b's ranges overlap; a's meet: the error names b and both of its ranges
+    _control(ws, tmp_path, [("a", 0, 100), ("b", 500, 900), ("a", 100, 300),
+                            ("b", 800, 1000)])
+    with pytest.raises(Exception) as err:  # noqa: PT011 -- a task's error, as Spark raises it
+        ws.sql("SELECT c.id, lowpass(s.ch1, 100.0) OVER (PARTITION BY c.sensor) AS f "
+               "FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b)").collect()
+    text = str(err.value)
+    assert "SEGMENT_ORDER" in text and "'b'" in text and "[500, 900)" in text \
+        and "[800, 1000)" in text
+
+
+@pytest.mark.slow
+def test_many_keys_in_parallel(ws, tmp_path):
+    """40 keys, each three ranges that meet and one after a gap, over several shuffle
+    partitions: each key's values are its own signal's, whatever partition it lands in."""
+    folder, x = _recording(tmp_path)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512")
+    rng = np.random.default_rng(4)
+    ranges = []
+    for k in range(40):
+        lo = int(rng.integers(0, N - 3000))
+        cuts = sorted(rng.integers(lo + 1, lo + 2000, size=2))
+        ranges += [(f"k{k}", lo, int(cuts[0])), (f"k{k}", int(cuts[0]), int(cuts[1])),
+                   (f"k{k}", int(cuts[1]), lo + 2000), (f"k{k}", lo + 2500, lo + 3000)]
+    order = rng.permutation(len(ranges))
+    ranges = [ranges[i] for i in order]
+    _control(ws, tmp_path, ranges)
+    ws.spark.conf.set("spark.sql.shuffle.partitions", "4")
+    try:
+        rows = {r.id: r for r in ws.sql(SQL).collect()}
+    finally:
+        ws.spark.conf.unset("spark.sql.shuffle.partitions")
+    want = _oracle(x, ranges)
+    assert sorted(rows) == list(range(len(ranges)))
+    for i in range(len(ranges)):
+        np.testing.assert_allclose(rows[i].f.samples, want[i][0], atol=2e-6, err_msg=str(i))
+        np.testing.assert_allclose(rows[i].g.samples, want[i][1], atol=2e-6, err_msg=str(i))
