@@ -170,3 +170,46 @@ def test_many_keys_in_parallel(ws, tmp_path):
     for i in range(len(ranges)):
         np.testing.assert_allclose(rows[i].f.samples, want[i][0], atol=2e-6, err_msg=str(i))
         np.testing.assert_allclose(rows[i].g.samples, want[i][1], atol=2e-6, err_msg=str(i))
+
+
+def _cfar(scores, k, alpha, warmup):
+    """cfar's rule as its docstring states it (udfs/kernels/detect.py), written out here:
+    the first ``warmup`` scores seed mean and population variance; then a score fires
+    above ``mean + k * sd`` and is absorbed clipped at that threshold."""
+    mean, var = float(np.mean(scores[:warmup])), float(np.var(scores[:warmup]))
+    fired = [False] * warmup
+    for s in scores[warmup:]:
+        threshold = mean + k * np.sqrt(var)
+        fired.append(bool(s > threshold))
+        d = min(s, threshold) - mean
+        mean += alpha * d
+        var = (1 - alpha) * (var + alpha * d * d)
+    return fired
+
+
+@pytest.mark.slow
+def test_cfar_runs_along_each_keys_rows_in_range_order(ws, tmp_path):
+    """A function whose state runs from row to row (cfar over one score per row) takes
+    each key's rows in range-start order, whatever order the control rows come in."""
+    rng = np.random.default_rng(9)
+    x = (0.1 * rng.standard_normal(N)).astype(np.float32)
+    x[4000:4100] *= 20  # a burst in p's ranges, another in q's
+    x[12000:12100] *= 20
+    folder = tmp_path / "mic"
+    folder.mkdir()
+    write_wav(str(folder / "rec.wav"), x.reshape(-1, 1), RATE, "float32")
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav")
+    ranges = [("p", lo, lo + 100) for lo in range(0, 8000, 100)]
+    ranges += [("q", lo, lo + 100) for lo in range(6000, 14000, 100)]
+    ranges = [ranges[i] for i in rng.permutation(len(ranges))]
+    _control(ws, tmp_path, ranges)
+    rows = ws.sql("SELECT c.id, cfar(seg_rms(s.ch1), 3.0, 0.05, 10) OVER (PARTITION BY "
+                  "c.sensor) AS hit FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b)").collect()
+    got = {r.id: r.hit for r in rows}
+    xs = x.astype(np.float64)
+    for key in ("p", "q"):
+        mine = sorted((lo, i) for i, (k, lo, _) in enumerate(ranges) if k == key)
+        scores = [float(np.sqrt(np.mean(xs[lo:lo + 100] ** 2))) for lo, _ in mine]
+        want = _cfar(scores, 3.0, 0.05, 10)
+        assert [got[i] for _, i in mine] == want, key
+        assert any(want)  # the burst fires

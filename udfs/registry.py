@@ -517,9 +517,13 @@ def semantics(fn: SignalFunction) -> str:
         state = "stateful (state carried from segment to segment and across micro-batches"
         state += "; output pending at end of stream is flushed" if fn.flush else ""
         # a SYNC result's rows (planner/segment_stage.py: refuse_row_order says why)
-        state += ("; over a SYNC result: from rest at each range's first sample)"
+        per_key = "" if fn.flush else ", or along each key's ranges in start order with " \
+            "OVER (PARTITION BY k)"
+        state += (f"; over a SYNC result: from rest at each range's first sample{per_key})"
                   if fn.params and fn.params[0].type == "sigseg" else
-                  "; not over a SYNC result, whose rows have no order: UNDEFINED_ORDER)")
+                  "; over a SYNC result, whose rows have no order, only along each key's "
+                  "ranges in start order with OVER (PARTITION BY k): UNDEFINED_ORDER "
+                  "without)")
     if fn.lookback_rule is not None:
         history = "look-back: depends on the signal's rate and the arguments (EXPLAIN shows it)"
     elif fn.lookback is None and fn.over_rows:
