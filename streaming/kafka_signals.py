@@ -59,6 +59,7 @@ from wavesql import storage
 from wavesql.planner.lower import Runtime, lower
 from wavesql.streaming import sinks
 
+from . import checkpoint_plan
 from .report import FINAL, PROGRESS, REASON, BatchReport, timestamp_lit
 from .signals import SignalContinuousQuery, signal_key
 
@@ -75,6 +76,7 @@ class KafkaSignalQuery(SignalContinuousQuery):
     def _start(self, trigger: str, max_files: int | None):
         from wavesql.sources import kafka
 
+        checkpoint_plan.check_query(self, "kafka-signal")
         signal = self.plan.signal.scan.signal
         raw = kafka.load(self.spark, signal, streaming=True)
         return self._start_writer(raw.select("partition", "offset", "value", "timestamp"),

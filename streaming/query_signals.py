@@ -74,6 +74,7 @@ from __future__ import annotations
 from wavesql.planner import bad_rows
 from wavesql.sqltext import quote
 
+from . import checkpoint_plan
 from .kafka_signals import Arrivals, KafkaSignalQuery
 from .plan import Input
 from .query_rows import place_rows, source_stream
@@ -95,6 +96,7 @@ class QuerySignalQuery(KafkaSignalQuery):
 
         from .source import stream_source
 
+        checkpoint_plan.check_query(self, "query-signal")
         signal = self.plan.signal.scan.signal
         stream = source_stream(self.spark, self.session.catalog, signal)
         inp = Input(0, stream)

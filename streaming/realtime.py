@@ -127,6 +127,9 @@ def start(session, bound, plan, stmt, sink, checkpoint: str, interval: str) -> R
         raise WaveSQLError("STREAMING_RULE", f"this query cannot run in real-time mode: "
                            f"{reason}", hint="run it in micro-batches (trigger 'every 1 "
                            "second'); EXPLAIN STREAM says how it runs")
+    from . import checkpoint_plan
+
+    checkpoint_plan.check(checkpoint, checkpoint_plan.mark_of("real-time", bound, plan))
     spark = session.spark
     stream = plan.inputs[0].stream
     rows = kafka.parse(kafka.load(spark, stream, streaming=True), stream)

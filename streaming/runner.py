@@ -61,7 +61,7 @@ from wavesql.planner import bad_rows, ir
 from wavesql.planner.lower import Runtime, lower
 from wavesql.sqltext import JSON_OPTIONS, quote
 
-from . import kafka_sync, query_sync, sinks
+from . import checkpoint_plan, kafka_sync, query_sync, sinks
 from .joins import asof_split
 from .plan import Input, KeepTime, Plan
 from .query import ContinuousQuery
@@ -86,7 +86,14 @@ class ReEvaluatingQuery(ContinuousQuery):
     def _start(self, trigger: str, max_files: int | None):
         from pyspark.sql import functions as F
 
-        self._refuse_state_store_checkpoint()
+        ticking = trigger.startswith("every ") and any(i.stream.heartbeat_us is not None
+                                                       for i in self.inputs)
+        # a checkpoint of another runner or plan is refused (streaming/checkpoint_plan.py);
+        # the ticker below is a Spark source, and Spark's offsets cannot take a source on
+        # or off: whether it runs is part of the plan (a HEARTBEAT or trigger change that
+        # adds or removes it is refused here, by name, rather than by Spark's assertion)
+        checkpoint_plan.check_query(self, "re-evaluating",
+                                    ("heartbeat ticker (a Spark source)", str(ticking)))
         # One streaming query over all inputs: each input's rows travel as a struct in its
         # own column (NULL in the others), tagged with the input's index.
         frames = [stream_source(self.spark, inp.stream, max_files) for inp in self.inputs]
@@ -97,8 +104,7 @@ class ReEvaluatingQuery(ContinuousQuery):
                     if o is inp else F.lit(None).cast(other.schema).alias(o.column)
                     for o, other in zip(self.inputs, rows)]
             parts.append(df.select(F.lit(inp.index).alias("__src"), *cols, "__file"))
-        if trigger.startswith("every ") and any(i.stream.heartbeat_us is not None
-                                                for i in self.inputs):
+        if ticking:
             # Spark runs a micro-batch only when some input has new rows; a HEARTBEAT must
             # advance progress while every input is idle, so a ticker (Spark's rate source,
             # one row per second, tagged -1 and never treated as data) keeps batches coming.
@@ -163,21 +169,6 @@ class ReEvaluatingQuery(ContinuousQuery):
         signals = signals_of(self.plan.syncs or (self.plan.sync,))
         return {s.key: kafka_sync.tag(k) for k, s in enumerate(
             s for s in signals if s.source == "kafka")}
-
-    def _refuse_state_store_checkpoint(self) -> None:
-        """A checkpoint the state-store runner started (its ``wavesql.json`` marker) keeps
-        its state in Spark's state store, which this runner does not read: resuming on it
-        would start from empty state without a word (the same query with ``EMIT CHANGES``
-        added, or ``WAVESQL_STATEFUL=0``)."""
-        marker = storage.join(self.checkpoint, "wavesql.json")
-        if not storage.is_file(marker):
-            return
-        engine = json.loads(storage.read_text(marker)).get("engine", "the state store")
-        raise WaveSQLError(
-            "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by the "
-            f"state-store runner ({engine}); this query runs on the re-evaluating runner "
-            "(EXPLAIN STREAM says why), which cannot read that state",
-            hint="give the query a new checkpoint (and output) folder, or run it as it was")
 
     # -- one micro-batch ---------------------------------------------------------------
     def _run_batch(self, batch_df, batch_id: int) -> None:

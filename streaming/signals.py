@@ -92,6 +92,7 @@ from wavesql.planner.windows import TIME
 from wavesql.sources.table_signal import FORMATS as TABLE_FORMATS
 from wavesql.sources.table_stream import layout_option
 
+from . import checkpoint_plan
 from .plan import check_row_by_row, parsed
 from .query import ContinuousQuery
 from .report import FINAL, PROGRESS, BatchReport, timestamp_lit
@@ -234,6 +235,7 @@ class SignalContinuousQuery(ContinuousQuery):
     def _start(self, trigger: str, max_files: int | None):
         from wavesql.sources import wav_source
 
+        checkpoint_plan.check_query(self, "signal")  # the CTE's body, for a derived query's
         sp = self.plan.signal
         wav_source.register(self.spark)
         reader = (self.spark.readStream.format(wav_source.SHORT_NAME)

@@ -30,7 +30,7 @@ from wavesql.errors import WaveSQLError
 from wavesql.planner.bad_rows import CORRUPT_COLUMN
 from wavesql.planner.temporal import quote
 from wavesql.sqltext import JSON_OPTIONS
-from wavesql.streaming import sinks
+from wavesql.streaming import checkpoint_plan, sinks
 from wavesql.streaming.query import ContinuousQuery
 from wavesql.streaming.report import (FINAL, PROGRESS, REASON, BatchReport, format_us,
                                      timestamp_lit)
@@ -181,37 +181,28 @@ class StatefulQuery(ContinuousQuery):
 
     def _check_checkpoint(self) -> int | None:
         """A checkpoint belongs to one plan: restarting a changed query on it would read the
-        state with another meaning (``CHECKPOINT_MISMATCH``). Returns the checkpoint's
-        resume inputs' version (:mod:`.resume`; None: one written before them, whose Spark
-        plan has none -- Spark cannot add sources to a checkpoint -- so it keeps that plan)."""
-        marker = storage.join(self.checkpoint, "wavesql.json")
-        mine = {"engine": self.engine, "plan": self.windowed.fingerprint,
-                "explain": self.windowed.explain, "buckets": self.windowed.buckets,
-                "resume": RESUME_VERSION}
-        if storage.is_file(marker):
-            theirs = json.loads(storage.read_text(marker))
-            if theirs.get("plan") != mine["plan"]:
-                raise WaveSQLError(
-                    "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by "
-                    f"another query plan ({theirs.get('explain', theirs.get('engine'))}); this "
-                    f"one is: {mine['explain']}",
-                    hint="give the changed query a new checkpoint (and output) folder, or "
-                         "delete the old checkpoint to start from the beginning of the input")
-            resume = theirs.get("resume")
-            if resume is not None and resume != RESUME_VERSION:  # (a newer WaveSQL's plan)
-                raise WaveSQLError(
-                    "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} has resume "
-                    f"inputs of format {resume!r}; this WaveSQL writes {RESUME_VERSION}",
-                    hint="run it with the WaveSQL that wrote it, or give the query a new "
-                         "checkpoint (and output) folder")
-            return resume
-        if any(storage.is_dir(storage.join(self.checkpoint, d)) for d in ("state", "offsets")):
+        state with another meaning (``CHECKPOINT_MISMATCH``, streaming/checkpoint_plan.py;
+        a checkpoint with state but no marker came from another runner: refused). Returns
+        the checkpoint's resume inputs' version (:mod:`.resume`; None: one written before
+        them, whose Spark plan has none -- Spark cannot add sources to a checkpoint -- so
+        it keeps that plan)."""
+        # the marker's keys as this runner always wrote them: engine, plan, explain,
+        # buckets, resume (stateful/plan.py reads ``buckets`` back)
+        mine = checkpoint_plan.Mark(self.engine, self.windowed.fingerprint,
+                                    self.windowed.explain,
+                                    extra=(("buckets", self.windowed.buckets),
+                                           ("resume", RESUME_VERSION)))
+        theirs = checkpoint_plan.check(self.checkpoint, mine, legacy="refuse")
+        if theirs is None:
+            return RESUME_VERSION
+        resume = theirs.get("resume")
+        if resume is not None and resume != RESUME_VERSION:  # (a newer WaveSQL's plan)
             raise WaveSQLError(
-                "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} was written by an "
-                "earlier WaveSQL runner for this query, whose state this one cannot read",
-                hint="start the query with a new checkpoint folder (and output folder)")
-        storage.write_text(marker, json.dumps(mine))
-        return RESUME_VERSION
+                "CHECKPOINT_MISMATCH", f"the checkpoint {self.checkpoint} has resume "
+                f"inputs of format {resume!r}; this WaveSQL writes {RESUME_VERSION}",
+                hint="run it with the WaveSQL that wrote it, or give the query a new "
+                     "checkpoint (and output) folder")
+        return resume
 
     # -- one micro-batch ---------------------------------------------------------------
     def _run_batch(self, batch_df, batch_id: int) -> None:

@@ -1,0 +1,356 @@
+"""The plan marker of a continuous query's checkpoint: what state the checkpoint holds.
+
+Every runner calls :func:`check` once when it starts, before Spark runs anything. The
+marker is ``<checkpoint>/wavesql.json``, one JSON object:
+
+``engine``   the runner that wrote the checkpoint (``re-evaluating``, ``signal``,
+             ``kafka-signal``, ``query-signal``, ``real-time``, or a state-store engine
+             such as ``stateful-window``);
+``plan``     the fingerprint: a hash of what the checkpointed state and outputs depend on;
+``explain``  the plan in words, for the error message;
+``facts``    (every runner but the state-store ones, which name their plan in ``explain``)
+             the fingerprinted facts one by one, ``[name, value]``, so that a refusal
+             names what changed ("WindowScan trades.window changed from [RANGE 10 SECONDS]
+             to [RANGE 20 SECONDS]");
+``format``   the marker's format (:data:`FORMAT`; a marker without it is format 1);
+
+and a runner's own keys (the state-store runner's ``buckets`` and ``resume``, whose
+meaning is its own: ``streaming/stateful/query.py``). Restarting on a checkpoint whose
+marker names another runner or another fingerprint is ``CHECKPOINT_MISMATCH``, naming
+both runners or what changed, with how to start fresh.
+
+What the fingerprint of the other runners covers (:func:`facts`): the bound query --
+every relation of its IR, each SQL part normalised by sqlglot so that whitespace,
+comments and keyword case do not count -- its inputs (each stream's or signal's source,
+location, format, reader options, columns, event time and punctuation column; a signal's
+rate, segment and epoch), its CQL windows, signal programs and their parameters, SYNC
+ranges, the output schema, ``EMIT`` and the runner's look-back of each input.
+
+Compatible changes -- not fingerprinted, a restart runs on -- because the checkpointed
+state (buffered rows, per-input progress, signal-function state, file indexes) means the
+same thing after them:
+
+- whitespace, comments, keyword case of the query text;
+- the trigger (``availableNow``, ``every 10 seconds``) and ``max_files_per_trigger``:
+  they decide how much each micro-batch reads, not what the state is;
+- a stream's ``HEARTBEAT``: it advances progress while an input is idle; progress never
+  goes back, so the state a later batch starts from is valid either way;
+- a stream's ``WATERMARK``: likewise a rule for advancing progress -- rows behind the
+  progress already promised stay late, whatever the new delay;
+- where the results, late rows and quarantine go (output / ``LATE INTO``): the state does
+  not depend on them (the output's batch numbering continues);
+- re-creating a stream or signal with the same definition (its catalog version).
+
+Checkpoints written before markers: the state-store runner always wrote one, so a
+checkpoint with Spark's ``offsets`` or WaveSQL's ``state`` but no marker came from another
+runner and it refuses it (``legacy="refuse"``); every other runner adopts such a
+checkpoint -- writes the marker of the query now starting -- without checking it (nothing
+recorded what it was written by). From then on it is checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+from wavesql import storage
+from wavesql.errors import WaveSQLError
+
+__all__ = ["FORMAT", "MARKER", "Mark", "check", "check_query", "facts", "mark_of"]
+
+#: The marker file's name inside the checkpoint.
+MARKER = "wavesql.json"
+#: The marker's format; a marker without ``format`` is format 1 (the state-store runner's
+#: original keys, unchanged).
+FORMAT = 1
+
+_HINT = ("give the changed query a new checkpoint (and output) folder, or delete the old "
+         "checkpoint to start from the beginning of the input; or run the query as it was")
+
+#: Definition fields that do not count (module docstring: compatible changes).
+_SKIPPED_FIELDS = {"version", "created_at", "updated_at", "heartbeat_us", "watermark_us",
+                   "schema", "bounded", "tree", "source_offset"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Mark:
+    """What a runner writes to and compares with a checkpoint's marker."""
+
+    engine: str
+    plan: str  # the fingerprint
+    explain: str
+    facts: tuple[tuple[str, str], ...] = ()
+    #: a runner's own keys, written after ``explain`` (the state-store runner's)
+    extra: tuple[tuple[str, object], ...] = ()
+
+    def to_json(self) -> str:
+        data = {"engine": self.engine, "plan": self.plan, "explain": self.explain}
+        data.update(dict(self.extra))
+        data["format"] = FORMAT
+        if self.facts:
+            data["facts"] = [list(f) for f in self.facts]
+        return json.dumps(data)
+
+
+def check(checkpoint: str, mine: Mark, *, legacy: str = "adopt") -> dict | None:
+    """Compare ``mine`` with ``checkpoint``'s marker and raise ``CHECKPOINT_MISMATCH`` if the
+    checkpoint was written by another runner or plan; write the marker if there is none.
+    Returns the checkpoint's marker as it was (None: there was none).
+
+    ``legacy``: what a checkpoint with state but no marker gets -- ``"adopt"`` (the marker
+    is written, nothing checked) or ``"refuse"``."""
+    path = storage.join(checkpoint, MARKER)
+    if storage.is_file(path):
+        try:
+            theirs = json.loads(storage.read_text(path))
+        except ValueError:
+            theirs = None
+        if not isinstance(theirs, dict):
+            raise WaveSQLError("CHECKPOINT_CORRUPT", f"`{path}` is not the marker WaveSQL "
+                               "wrote (not a JSON object: truncated or edited)",
+                               hint="restore the checkpoint folder from a backup, or start "
+                                    "the query with a new checkpoint (and output) folder")
+        refusal = mismatch(theirs, mine)
+        if refusal is not None:
+            raise WaveSQLError("CHECKPOINT_MISMATCH",
+                               f"the checkpoint {checkpoint} {refusal}", hint=_HINT)
+        return theirs
+    if legacy == "refuse" and any(storage.is_dir(storage.join(checkpoint, d))
+                                  for d in ("state", "offsets")):
+        raise WaveSQLError(
+            "CHECKPOINT_MISMATCH", f"the checkpoint {checkpoint} was written by an earlier "
+            f"WaveSQL runner for this query, whose state the {runner_name(mine.engine)} "
+            "cannot read",
+            hint="start the query with a new checkpoint folder (and output folder)")
+    storage.write_text(path, mine.to_json())
+    return None
+
+
+def check_query(query, engine: str, *more: tuple[str, str]) -> dict | None:
+    """:func:`check` for a running query of the ``engine`` runner (a
+    :class:`~.query.ContinuousQuery`: its bound query, plan and EMIT; ``more``: facts of
+    the runner's own, such as the re-evaluating runner's heartbeat ticker)."""
+    return check(query.checkpoint, mark_of(engine, query.bound, query.plan,
+                                           emit_changes=query.emit_changes, more=more))
+
+
+def mismatch(theirs: dict, mine: Mark) -> str | None:
+    """Why a checkpoint whose marker is ``theirs`` cannot run ``mine`` (completing "the
+    checkpoint ... "), or None: it can."""
+    fmt = theirs.get("format", 1)
+    if not isinstance(fmt, int) or fmt > FORMAT:
+        return (f"has a plan marker of format {fmt!r}; this WaveSQL reads format {FORMAT} "
+                "(a newer WaveSQL wrote it)")
+    engine = theirs.get("engine")
+    if engine != mine.engine:
+        return (f"was written by the {runner_name(engine)} ({theirs.get('explain')}); "
+                f"this query runs on the {runner_name(mine.engine)} (EXPLAIN STREAM says "
+                "why), which cannot read that state")
+    if theirs.get("plan") == mine.plan:
+        return None
+    changes = describe_changes(theirs.get("facts"), mine.facts)
+    if changes:
+        return (f"was written by another plan of this query on the "
+                f"{runner_name(mine.engine)}: "
+                + "; ".join(changes))
+    return (f"was written by another query plan ({theirs.get('explain', engine)}); this one "
+            f"is: {mine.explain}")
+
+
+def runner_name(engine) -> str:
+    """``stateful-window`` -> "state-store runner (stateful-window)", ``signal`` -> "signal
+    runner"."""
+    if not engine:
+        return "unknown runner"
+    if str(engine).startswith("stateful"):
+        return f"state-store runner ({engine})"
+    return f"{engine} runner"
+
+
+def describe_changes(old, new, most: int = 3) -> list[str]:
+    """What differs between two fact lists, in words (at most ``most`` items)."""
+    if not isinstance(old, list):
+        return []
+    before = _by_name(tuple(tuple(f) for f in old if isinstance(f, list) and len(f) == 2))
+    after = _by_name(new)
+    out = []
+    for name in list(before) + [n for n in after if n not in before]:
+        if name not in after:
+            out.append(f"{name} ({_short(before[name])}) is gone")
+        elif name not in before:
+            out.append(f"{name} ({_short(after[name])}) is new")
+        elif before[name] != after[name]:
+            out.append(f"{name} changed from {_short(before[name])} to {_short(after[name])}")
+    more = len(out) - most
+    return out[:most] + ([f"and {more} more"] if more > 0 else [])
+
+
+def _by_name(pairs) -> dict:
+    return {str(n): str(v) for n, v in pairs}
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# -- what the fingerprint covers -----------------------------------------------------------
+def mark_of(engine: str, bound, plan=None, *, emit_changes: bool = False,
+            more: tuple = ()) -> Mark:
+    """The marker of a runner other than the state store's: ``bound`` the bound query (an
+    ``ir.QueryStatement`` or relation), ``plan`` its :class:`~.plan.Plan` (each input's
+    look-back), ``more`` facts of the runner's own."""
+    listed = facts(bound, plan, emit_changes=emit_changes) + tuple(more)
+    digest = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:16]
+    relation = getattr(bound, "relation", bound)
+    explain = f"{engine} runner: " + " <- ".join(_label(r) for r in _chain(relation))
+    return Mark(engine, digest, _short(explain, 400), listed)
+
+
+def facts(bound, plan=None, *, emit_changes: bool = False) -> tuple[tuple[str, str], ...]:
+    """The fingerprinted facts of a bound query, ``(name, value)`` in plan order (module
+    docstring: what counts and what does not)."""
+    relation = getattr(bound, "relation", bound)
+    out: list[tuple[str, str]] = []
+    _relation_facts(relation, out)
+    out.append(("output columns", ", ".join(f"{f.name} {f.type}"
+                                            for f in relation.schema.fields)))
+    out.append(("EMIT", "CHANGES" if emit_changes else "FINAL"))
+    if plan is not None:
+        out.append(("mode", str(plan.mode)))
+        for inp in plan.inputs:
+            out.append((f"look-back of input {inp.index} ({inp.stream.name})",
+                        "; ".join(str(rule) for rule in inp.lookback) or "nothing"))
+    seen: dict[str, int] = {}
+    unique = []
+    for name, value in out:  # (a stream read twice: the same facts under a numbered name)
+        seen[name] = seen.get(name, 0) + 1
+        unique.append((name if seen[name] == 1 else f"{name} #{seen[name]}", value))
+    return tuple(unique)
+
+
+def _relation_facts(rel, out: list) -> None:
+    from wavesql.planner import ir
+
+    # named by the node alone (a nested query's facts are numbered): readable
+    # in the refusal, and the path's generated view names would be noise
+    node = _node_name(rel)
+    for f in dataclasses.fields(rel):
+        if f.name in _SKIPPED_FIELDS or not f.compare:
+            continue
+        value = getattr(rel, f.name)
+        if isinstance(value, ir.Relation):
+            _relation_facts(value, out)
+        elif f.name == "inputs" and isinstance(rel, ir.SqlQuery):
+            for _, child in value:
+                _relation_facts(child, out)
+        elif isinstance(rel, ir.SqlQuery) and f.name == "sql":
+            out.append((f"{node} SQL", normalized_sql(rel.tree, rel.sql)))
+        elif f.name == "program" and value is not None:  # each output, named readably
+            out.append((f"{node} program channels", ", ".join(value.channels)))
+            for o in value.outputs:
+                out.append((f"{node} program output {o.name}",
+                            f"{_expr_text(o.expr)} {o.type}" +
+                            (f" epoch {o.epoch_us}" if o.epoch_us else "")))
+            out.append((f"{node} program filter",
+                        " AND ".join(_expr_text(t) for t in value.filters) or "none"))
+        elif isinstance(rel, ir.ViewRef) and f.name == "view":
+            continue  # its stored text: the bound body (a child) is what counts
+        elif dataclasses.is_dataclass(value) and hasattr(value, "KIND"):  # a catalog object
+            for g in dataclasses.fields(value):
+                if g.name not in _SKIPPED_FIELDS and g.name != "name":
+                    text = _text(getattr(value, g.name))
+                    if g.name in ("sql", "query"):
+                        text = normalized_sql(None, text)
+                    out.append((f"{node} {g.name}", text))
+        else:
+            text = _text(value)
+            if f.name.endswith("_sql") and text != "None":
+                text = normalized_sql(None, text)
+            out.append((f"{node}.{f.name}", text))
+
+
+def _expr_text(tree) -> str:
+    """A signal program's expression tree as text: every key of it, so that a parameter
+    anywhere in it counts (``lowpass(x, 100.0)``)."""
+    if isinstance(tree, list):
+        return "[" + ", ".join(_expr_text(t) for t in tree) + "]"
+    if not isinstance(tree, dict):
+        return repr(tree)
+    if set(tree) == {"col"}:
+        return str(tree["col"])
+    if set(tree) == {"lit"}:
+        return repr(tree["lit"])
+    rest = dict(tree)
+    args = [_expr_text(a) for a in rest.pop("args", [])]
+    head = ""
+    if "call" in rest:
+        head = f"{rest.pop('call')}({', '.join(args)})"
+    elif "op" in rest:
+        op = rest.pop("op")
+        head = f"{op} {args[0]}" if len(args) == 1 else "(" + f" {op} ".join(args) + ")"
+    elif args:
+        head = "(" + ", ".join(args) + ")"
+    extra = ", ".join(f"{k}={_expr_text(v)}" for k, v in sorted(rest.items()))
+    return head + (f" [{extra}]" if extra else "")
+
+
+def _node_name(rel) -> str:
+    kind = type(rel).__name__
+    for attr in ("stream", "signal", "view"):
+        target = getattr(rel, attr, None)
+        name = target if isinstance(target, str) else getattr(target, "name", None)
+        if isinstance(name, str):
+            return f"{kind} {name}"
+    return kind
+
+
+def _text(value) -> str:
+    """A value as stable text: its own ``__str__`` where it has one (a window's
+    ``[RANGE 10 SECONDS]``), containers and dataclasses field by field, never an address."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return str(value)
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(_text(v) for v in value) + ")"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, default=_text)
+    if type(value).__str__ is not object.__str__ and not dataclasses.is_dataclass(value):
+        return str(value)
+    if dataclasses.is_dataclass(value):
+        if "__str__" in type(value).__dict__:
+            return str(value)
+        return type(value).__name__ + "(" + ", ".join(
+            f"{g.name}={_text(getattr(value, g.name))}" for g in dataclasses.fields(value)
+            if g.compare) + ")"
+    return type(value).__name__
+
+
+def normalized_sql(tree, text: str) -> str:
+    """SQL without its whitespace, comments and keyword case: sqlglot's rendering of the
+    tree (or of ``text`` parsed), else ``text`` with its whitespace collapsed."""
+    try:
+        if tree is None:
+            from wavesql.dialect import parse_one
+
+            tree = parse_one(text)
+        return tree.sql(dialect="spark", comments=False)
+    except Exception:  # noqa: BLE001 - text sqlglot cannot read or render: compared as is
+        return " ".join(str(text).split())
+
+
+def _chain(rel) -> list:
+    """The relations of a plan, outermost first (for the explain line)."""
+    out, todo = [], [rel]
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        todo.extend(node.children())
+    return out
+
+
+def _label(rel) -> str:
+    from wavesql.planner import ir
+
+    if isinstance(rel, ir.SqlQuery):
+        return f"SqlQuery {_short(normalized_sql(rel.tree, rel.sql), 120)}"
+    return rel.label()

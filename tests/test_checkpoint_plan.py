@@ -1,0 +1,354 @@
+"""The plan marker of every continuous query's checkpoint (streaming/checkpoint_plan.py):
+restarting a changed query on an old checkpoint is CHECKPOINT_MISMATCH naming what
+changed; a compatible change (whitespace, comments, keyword case, trigger, heartbeat,
+watermark) runs on, and its results equal an independent oracle (pandas / numpy over the
+files written); a checkpoint from before markers is adopted.
+
+The first tests need no Spark (the binder's dictionary environment); the end-to-end ones
+run each runner kind twice on one checkpoint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wavesql import planner
+from wavesql.catalog import Catalog
+from wavesql.dialect import parse_statements
+from wavesql.errors import WaveSQLError
+from wavesql.planner import ir
+from wavesql.planner.dict_environment import DictEnvironment
+from wavesql.streaming import checkpoint_plan as cp
+
+STREAM = ("CREATE OR REPLACE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{path}' "
+          "FORMAT parquet EVENT TIME ts WATERMARK {wm} {hb}")
+WINDOWED = "SELECT k, count(*) AS n FROM ev [RANGE 10 SECONDS] GROUP BY k"
+
+
+class _Binder:
+    """Bind queries against a catalog without Spark (planner/dict_environment.py)."""
+
+    def __init__(self, root):
+        self.root = root
+        self.catalog = Catalog(":memory:")
+        self.env = DictEnvironment()
+        (root / "ev").mkdir(exist_ok=True)
+        (root / "other").mkdir(exist_ok=True)
+
+    def ddl(self, text):
+        (stmt,) = parse_statements(text)
+        bound = planner.optimize(planner.bind(stmt, self.catalog, self.env, str(self.root)))
+        self.catalog.create(bound.definition, replace=bound.replace)
+
+    def mark(self, text, engine="re-evaluating", emit_changes=False):
+        from wavesql.streaming.planning import plan_continuous
+
+        (stmt,) = parse_statements(text)
+        bound = planner.optimize(planner.bind(stmt, self.catalog, self.env, str(self.root)))
+        assert isinstance(bound, ir.QueryStatement)
+        return cp.mark_of(engine, bound, plan_continuous(bound.relation, stmt),
+                          emit_changes=emit_changes)
+
+
+@pytest.fixture
+def binder(tmp_path):
+    b = _Binder(tmp_path)
+    b.ddl(STREAM.format(path="ev", wm="1 SECOND", hb=""))
+    return b
+
+
+def test_whitespace_comments_and_keyword_case_do_not_count(binder):
+    base = binder.mark(WINDOWED)
+    same = binder.mark("select k,\n  COUNT(*)   as n -- per key\n from ev [range 10 seconds] "
+                       "/* tumbling? no */ group  by k")
+    assert same.plan == base.plan and same.facts == base.facts
+    # a filter, a window, an output column, EMIT: each changes the fingerprint
+    for other in (binder.mark(WINDOWED.replace("GROUP", "WHERE v > 0 GROUP")),
+                  binder.mark(WINDOWED.replace("10 SECONDS", "20 SECONDS")),
+                  binder.mark(WINDOWED.replace("AS n", "AS m")),
+                  binder.mark(WINDOWED, emit_changes=True)):
+        assert other.plan != base.plan
+
+
+def test_the_refusal_names_the_window_that_changed(binder):
+    old = binder.mark(WINDOWED)
+    new = binder.mark(WINDOWED.replace("10 SECONDS", "20 SECONDS"))
+    why = cp.mismatch(json.loads(old.to_json()), new)
+    assert "changed from [RANGE 10 SECONDS] to [RANGE 20 SECONDS]" in why
+    assert "re-evaluating runner" in why
+    # the look-back follows the window: named too, in microseconds
+    assert "10000000 us" in why and "20000000 us" in why
+
+
+def test_heartbeat_and_watermark_are_compatible_the_input_is_not(binder):
+    base = binder.mark(WINDOWED)
+    binder.ddl(STREAM.format(path="ev", wm="5 SECONDS", hb="HEARTBEAT 2 SECONDS"))
+    assert binder.mark(WINDOWED).plan == base.plan  # (the stream's catalog version moved)
+    binder.ddl(STREAM.format(path="other", wm="1 SECOND", hb=""))
+    moved = binder.mark(WINDOWED)
+    why = cp.mismatch(json.loads(base.to_json()), moved)
+    assert moved.plan != base.plan and "StreamScan ev path changed from" in why
+    assert why.rstrip().endswith("other") or "other" in why
+
+
+def test_check_writes_compares_and_refuses(binder, tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    mine = binder.mark(WINDOWED)
+    assert cp.check(ckpt, mine) is None  # a new checkpoint: marked
+    marker = json.loads((tmp_path / "ckpt" / "wavesql.json").read_text())
+    assert marker["engine"] == "re-evaluating" and marker["plan"] == mine.plan
+    assert marker["format"] == cp.FORMAT and marker["facts"]
+    assert cp.check(ckpt, binder.mark(WINDOWED.lower()))["plan"] == mine.plan  # compatible
+    with pytest.raises(WaveSQLError) as err:
+        cp.check(ckpt, binder.mark(WINDOWED.replace("10 SECONDS", "20 SECONDS")))
+    assert err.value.code == "CHECKPOINT_MISMATCH"
+    assert "[RANGE 20 SECONDS]" in err.value.message and "new checkpoint" in err.value.hint
+    with pytest.raises(WaveSQLError) as err:  # another runner's checkpoint: both named
+        cp.check(ckpt, binder.mark(WINDOWED, engine="signal"))
+    assert err.value.code == "CHECKPOINT_MISMATCH"
+    assert "re-evaluating runner" in err.value.message and "signal runner" in err.value.message
+    # a marker from a newer WaveSQL, a damaged one
+    (tmp_path / "ckpt" / "wavesql.json").write_text(json.dumps({**marker, "format": 99}))
+    with pytest.raises(WaveSQLError) as err:
+        cp.check(ckpt, mine)
+    assert err.value.code == "CHECKPOINT_MISMATCH" and "format 99" in err.value.message
+    (tmp_path / "ckpt" / "wavesql.json").write_text('{"engine": "re-eva')
+    with pytest.raises(WaveSQLError) as err:
+        cp.check(ckpt, mine)
+    assert err.value.code == "CHECKPOINT_CORRUPT"
+
+
+def test_a_checkpoint_without_a_marker_is_adopted_or_refused(binder, tmp_path):
+    mine = binder.mark(WINDOWED)
+    old = tmp_path / "old"
+    (old / "offsets").mkdir(parents=True)  # written before markers
+    assert cp.check(str(old), mine) is None  # adopted: marked from now on
+    assert json.loads((old / "wavesql.json").read_text())["plan"] == mine.plan
+    with pytest.raises(WaveSQLError) as err:  # ... and checked
+        cp.check(str(old), binder.mark(WINDOWED.replace("count", "sum(v) AS s, count")))
+    assert err.value.code == "CHECKPOINT_MISMATCH"
+    assert ("output columns changed from _time timestamp, k string, n bigint to _time "
+            "timestamp, k string, s double, n bigint") in err.value.message
+    other = tmp_path / "stateful"
+    (other / "state").mkdir(parents=True)
+    with pytest.raises(WaveSQLError) as err:  # the state store's rule: it always marked
+        cp.check(str(other), cp.Mark("stateful-window", "x", "y"), legacy="refuse")
+    assert err.value.code == "CHECKPOINT_MISMATCH" and "earlier" in err.value.message
+    assert not (other / "wavesql.json").exists()
+
+
+def test_changes_are_named_gone_new_changed_and_counted():
+    old = [["a", "1"], ["b", "2"], ["c", "3"]]
+    assert cp.describe_changes(old, (("a", "1"), ("b", "5"), ("d", "4"))) == [
+        "b changed from 2 to 5", "c (3) is gone", "d (4) is new"]
+    many = tuple((n, "x") for n, _ in old) + (("e", "x"),)
+    assert cp.describe_changes(old, many, most=2)[-1] == "and 2 more"
+    assert cp.describe_changes(None, many) == []  # a marker without facts
+
+
+def test_the_state_store_marker_keeps_its_keys():
+    """The state-store runner's marker: the keys it always wrote, in order, and an old
+    marker without ``format`` reads as format 1."""
+    mark = cp.Mark("stateful-window", "abc", "stateful window", extra=(("buckets", 4),
+                                                                      ("resume", 1)))
+    data = json.loads(mark.to_json())
+    assert list(data)[:5] == ["engine", "plan", "explain", "buckets", "resume"]
+    assert "facts" not in data
+    old = {"engine": "stateful-window", "plan": "abc", "explain": "e", "buckets": 4}
+    assert cp.mismatch(old, mark) is None
+    why = cp.mismatch({**old, "plan": "def", "explain": "stateful window of 10 s"}, mark)
+    assert "stateful window of 10 s" in why and "this one is: stateful window" in why
+
+
+# -- each runner, end to end ----------------------------------------------------------------
+def _parquet(folder, name, frame):
+    folder.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(folder / f"{name}.parquet")
+
+
+def _rows(seed, start_s, n=12):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"k": rng.choice(["a", "b"], n), "v": rng.normal(0, 1, n).round(3),
+                         "ts": pd.to_datetime(start_s + np.arange(n), unit="s")
+                         .astype("datetime64[us]")})
+
+
+def _mismatch(ws, sql, out, ckpt, *needles):
+    with pytest.raises(WaveSQLError) as err:
+        ws.stream(sql, out, ckpt).await_termination()
+    assert err.value.code == "CHECKPOINT_MISMATCH", err.value
+    for needle in needles:
+        assert needle in err.value.message, err.value.message
+
+
+def _run(ws, sql, out, ckpt, **kw):
+    cq = ws.stream(sql, out, ckpt, **kw)
+    cq.await_termination()
+    assert cq.error is None, cq.error
+    return cq
+
+
+def _reevaluating(ws, spark, tmp_path):
+    """Row by row over a stream of Parquet files (the re-evaluating runner)."""
+    root = tmp_path / "rows"
+    _parquet(root / "in", "p0", _rows(1, 0))
+    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{root / 'in'}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    sql = "SELECT k, v * 2 AS w, ts FROM ev WHERE v > 0"
+    out, ckpt = root / "out", root / "ckpt"
+    cq = _run(ws, sql, out, ckpt)
+    assert type(cq).__name__ == "ReEvaluatingQuery"
+    _mismatch(ws, sql.replace("v > 0", "v > 1"), out, ckpt, "v > 0", "v > 1")
+    _parquet(root / "in", "p1", _rows(2, 100))
+    # compatible: case, whitespace, a comment, the trigger's files per batch
+    _run(ws, "select k, v*2 as w, ts -- doubled\nFROM ev   where v > 0", out, ckpt,
+         max_files_per_trigger=1)
+    frame = pd.concat([_rows(1, 0), _rows(2, 100)])
+    want = sorted((r.k, round(2 * r.v, 6), r.ts) for r in frame.itertuples() if r.v > 0)
+    got = sorted((r.k, round(r.w, 6), pd.Timestamp(r.ts)) for r in
+                 spark.read.parquet(str(out)).collect())
+    assert got == want and len(got) > 4
+
+
+RATE = 1000
+
+
+def _wav(folder, name, x):
+    from wavesql.udfs.wav import write_wav
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_wav(folder / f"{name}.wav", x, RATE, "float32")
+
+
+def _signal_files(ws, spark, tmp_path):
+    """A query over a signal's WAV files (the signal runner)."""
+    root = tmp_path / "sig"
+    x = np.random.default_rng(3).standard_normal(4096).astype(np.float32)
+    _wav(root / "rec", "r0", x[:2048])
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{root / 'rec'}' FORMAT wav")
+    sql = "SELECT start_sample(ch1) AS s, seg_rms(ch1) AS rms FROM mic [SAMPLES 256]"
+    out, ckpt = root / "out", root / "ckpt"
+    cq = _run(ws, sql, out, ckpt)
+    assert type(cq).__name__ == "SignalContinuousQuery"
+    _mismatch(ws, sql.replace("256", "512"), out, ckpt, "(256, 256)", "(512, 512)")
+    _wav(root / "rec", "r1", x[2048:])
+    (root / "rec" / "done.eof").write_text("")
+    _run(ws, sql.replace("SELECT", "select  /* windows */").replace("FROM", "from"), out, ckpt)
+    got = spark.read.parquet(str(out)).toPandas().sort_values("s")
+    starts = np.arange(0, 4096, 256)
+    rms = [np.sqrt(np.mean(x[s:s + 256].astype(np.float64) ** 2)) for s in starts]
+    assert got["s"].tolist() == starts.tolist()
+    np.testing.assert_allclose(got["rms"], rms, rtol=1e-6)
+
+
+def _derived(ws, spark, tmp_path):
+    """A CTE over a signal, the rest over its rows: the signal part's checkpoint covers the
+    CTE's body (a changed CTE is refused, though the rest's text is the same)."""
+    root = tmp_path / "derived"
+    x = np.random.default_rng(4).standard_normal(4096).astype(np.float32)
+    _wav(root / "rec", "r0", x[:2048])
+    ws.sql(f"CREATE OR REPLACE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{root / 'rec'}' "
+           "FORMAT wav")
+    cte = ("WITH f AS (SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic "
+           "[SAMPLES 256]) ")
+    rest = "SELECT t, rms FROM f WHERE rms > 0.9"
+    out, ckpt = root / "out", root / "ckpt"
+    _run(ws, cte + rest, out, ckpt)
+    _mismatch(ws, cte.replace("seg_rms(ch1) AS", "seg_max(ch1) AS") + rest, out, ckpt,
+              "seg_rms", "seg_max", "derived")
+    _wav(root / "rec", "r1", x[2048:])
+    (root / "rec" / "done.eof").write_text("")
+    _run(ws, cte.replace("SELECT", "select") + "\n" + rest.replace("WHERE", "where"), out, ckpt)
+    got = spark.read.parquet(str(out)).toPandas()
+    starts = np.arange(0, 4096, 256)
+    rms = np.array([np.sqrt(np.mean(x[s:s + 256].astype(np.float64) ** 2)) for s in starts])
+    got = got.assign(s=[round((t - pd.Timestamp(0)).total_seconds() * RATE)
+                        for t in got["t"]]).sort_values("s")
+    assert got["s"].tolist() == starts[rms > 0.9].tolist() and len(got) > 3
+    np.testing.assert_allclose(got["rms"], rms[rms > 0.9], rtol=1e-6)
+
+
+def _sync(ws, spark, tmp_path):
+    """A continuous SYNC of a control stream with a signal (the re-evaluating runner)."""
+    root = tmp_path / "sync"
+    x = np.random.default_rng(5).standard_normal(4000).astype(np.float32)
+    (root / "ctl").mkdir(parents=True)
+    _wav(root / "sig", "m0", x[:2000])
+    ws.sql(f"CREATE OR REPLACE SIGNAL mic2 (ch1 FLOAT) RATE {RATE} HZ FROM '{root / 'sig'}' "
+           "FORMAT wav SEGMENT 256")
+    ws.sql(f"CREATE STREAM marks (id BIGINT, t0 TIMESTAMP) FROM '{root / 'ctl'}' FORMAT json "
+           "EVENT TIME t0 WATERMARK 1 SECOND")
+
+    def marks(name, rows):
+        (root / "ctl" / f"{name}.json").write_text("".join(
+            json.dumps({"id": i, "t0": f"1970-01-01T00:00:{ms // 1000:02d}.{ms % 1000:03d}Z"})
+            + "\n" for i, ms in rows))
+
+    sql = ("SELECT r.id, seg_rms(s.ch1) AS rms FROM marks r SYNC JOIN mic2 s "
+           "ON RANGE (r.t0, r.t0 + INTERVAL 500 MILLISECONDS)")
+    out, ckpt = root / "out", root / "ckpt"
+    marks("c0", [(1, 300), (2, 1200)])
+    _run(ws, sql, out, ckpt)
+    _mismatch(ws, sql.replace("500", "400"), out, ckpt, "500", "400")
+    _wav(root / "sig", "m1", x[2000:])
+    marks("c1", [(3, 2600), (4, 3100)])
+    _run(ws, sql.replace(" ON RANGE", "\n  on range"), out, ckpt)
+    got = {r.id: r.rms for r in spark.read.parquet(str(out)).collect()}
+    starts = {1: 300, 2: 1200, 3: 2600, 4: 3100}
+    assert sorted(got) == sorted(starts)  # each once
+    for i, a in starts.items():
+        want = np.sqrt(np.mean(x[a:a + 500].astype(np.float64) ** 2))
+        assert got[i] == pytest.approx(want, rel=1e-6)
+
+
+def test_each_runner_refuses_a_changed_query_and_runs_a_compatible_one(ws, spark, tmp_path):
+    """The cheap runners in one test (one Spark session): re-evaluating rows, signal
+    files, a derived query's signal part, a continuous SYNC."""
+    _reevaluating(ws, spark, tmp_path)
+    _signal_files(ws, spark, tmp_path)
+    _derived(ws, spark, tmp_path)
+    _sync(ws, spark, tmp_path)
+
+
+def test_an_unmarked_checkpoint_of_the_rows_runner_is_adopted(ws, spark, tmp_path):
+    """A checkpoint written before markers (the marker deleted): the query runs on it --
+    no row twice, none lost -- and it is marked from then on."""
+    root = tmp_path / "rows"
+    _parquet(root / "in", "p0", _rows(7, 0))
+    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{root / 'in'}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    sql = "SELECT k, v FROM ev"
+    out, ckpt = root / "out", root / "ckpt"
+    _run(ws, sql, out, ckpt)
+    (ckpt / "wavesql.json").unlink()
+    _parquet(root / "in", "p1", _rows(8, 50))
+    _run(ws, sql, out, ckpt)
+    assert json.loads((ckpt / "wavesql.json").read_text())["engine"] == "re-evaluating"
+    want = sorted(zip(*[pd.concat([_rows(7, 0), _rows(8, 50)])[c] for c in ("k", "v")]))
+    assert sorted((r.k, r.v) for r in spark.read.parquet(str(out)).collect()) == want
+    shutil.rmtree(ckpt)
+
+
+def test_a_signal_programs_parameters_count(binder, tmp_path):
+    """A signal function's parameter (lowpass's cutoff) is named in the refusal; the
+    signal's segment counts, its catalog version does not."""
+    from scipy.io import wavfile
+
+    (tmp_path / "rec").mkdir()
+    wavfile.write(tmp_path / "rec" / "r.wav", 8000, np.zeros(4096, np.float32))
+    signal = ("CREATE OR REPLACE SIGNAL mic (ch1 FLOAT) RATE 8000 HZ FROM 'rec' FORMAT wav "
+              "SEGMENT {}")
+    binder.ddl(signal.format(4096))
+    sql = "SELECT start_time(ch1) AS t, seg_rms(lowpass(ch1, {}, 4)) AS lp FROM mic [SAMPLES 512]"
+    base = binder.mark(sql.format("600.0"), engine="signal")
+    why = cp.mismatch(json.loads(base.to_json()), binder.mark(sql.format("700.0"), "signal"))
+    assert "lowpass(ch1, 600.0, 4)" in why and "lowpass(ch1, 700.0, 4)" in why, why
+    binder.ddl(signal.format(4096))
+    assert binder.mark(sql.format("600.0"), engine="signal").plan == base.plan
+    binder.ddl(signal.format(1024))
+    why = cp.mismatch(json.loads(base.to_json()), binder.mark(sql.format("600.0"), "signal"))
+    assert "SignalScan mic segment changed from 4096 to 1024" in why, why
