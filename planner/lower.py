@@ -554,7 +554,7 @@ def explain_text(stmt: ir.Explain, rt: Runtime, offset=None) -> str:
         if rt.explain_stream is None:
             raise WaveSQLError("NOT_IMPLEMENTED", "EXPLAIN STREAM is not available here",
                                hint="run it in a session (wavesql.connect(), the REPL)")
-        return rt.explain_stream(rt.spark, stmt.ast_text, stmt.target)
+        return rt.explain_stream(rt.spark, stmt.ast_text, stmt.target, catalog=rt.catalog)
     df = lower(stmt.target, rt, offset)
     mode = {"SPARK": "extended"}.get(stmt.mode, stmt.mode.lower())
     return df._sc._jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), mode)

@@ -48,6 +48,7 @@ from wavesql.catalog import objects as cat
 from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
+from wavesql.sqltext import quote
 
 from .report import FINAL, PROGRESS, timestamp_lit
 from .signals import SignalContinuousQuery
@@ -182,6 +183,77 @@ def derived_stream(name: str, schema: ir.Schema, rows: str, time_column: str) ->
     return cat.StreamDef(name, columns, rows, "parquet", event_time=time_column,
                          watermark_us=0, progress_column=PUNCT,
                          options=(("recursiveFileLookup", "true"),))
+
+
+def expand_stars(text: str, name: str, columns: list[str]) -> str:
+    """``text`` (the rest of the query) with each ``*`` and ``f.*`` over the derived stream
+    ``name`` spelled out as the CTE's own ``columns``: the punctuation column is the
+    stream's, not the user's. The text is rewritten, not only the AST (a plain query is
+    handed to Spark as its text); each spelled-out list takes the place of blanks before it
+    (the CTE's, usually: whitespace between tokens), so that what follows a star keeps its
+    offset and errors there still point at the right place."""
+    from wavesql.dialect.dialect import WaveSQL
+
+    while True:
+        (stmt,) = parse_statements(text)
+        found = _stars(stmt.node, name, columns)
+        if not found:
+            return text
+        tokens = WaveSQL().tokenizer().tokenize(text)
+        star, replacement = max(found, key=lambda f: f[0].meta["start"])
+        k = next(i for i, t in enumerate(tokens) if t.start == star.meta["start"])
+        if k >= 2 and tokens[k - 1].token_type == TokenType.DOT:  # x.*: from the x
+            k -= 2
+        a, b = tokens[k].start, star.meta["end"] + 1
+        cut = _spaces_before(text, tokens[:k], a, len(replacement) - (b - a))
+        text = text[:a] + replacement + text[b:]
+        if cut is not None:
+            text = text[:cut[0]] + text[cut[1]:]
+
+
+def _spaces_before(text: str, tokens, limit: int, n: int) -> tuple[int, int] | None:
+    """A span of ``n`` spaces before ``limit``, between ``tokens`` (those before it; the
+    last such span, keeping a space there): they can go without changing what the text
+    says (a comment's spaces may go too, a literal's never: it is a token). None if none."""
+    if n <= 0:
+        return None
+    ends = [-1] + [t.end for t in tokens]
+    starts = [t.start for t in tokens] + [limit]
+    for end, start in reversed(list(zip(ends, starts))):
+        at = text.rfind(" " * (n + 1), end + 1, start)
+        if at >= 0:
+            return at + 1, at + 1 + n
+    return None
+
+
+def _stars(node: exp.Expression, name: str, columns: list[str]) -> list:
+    """(star node, its spelled-out text) of each ``*`` / ``x.*`` over ``name`` in ``node``."""
+    found = []
+    for select in node.find_all(exp.Select):
+        sources = [select.args["from_"].this] if select.args.get("from_") else []
+        sources += [j.this for j in select.args.get("joins") or []]
+        ours = [t for t in sources if isinstance(t, exp.Table) and not t.args.get("db")
+                and t.name.lower() == name.lower()]
+        if not ours:
+            continue
+
+        def spelled(alias=None):
+            prefix = quote(alias) + "." if alias else ""
+            return ", ".join(prefix + quote(c) for c in columns)
+
+        aliases = {t.alias_or_name.lower() for t in ours}
+        for e in select.expressions:
+            if isinstance(e, exp.Star) and len(sources) == 1:
+                found.append((e, spelled()))
+            elif isinstance(e, exp.Star) and all(s.alias_or_name for s in sources):
+                # each input's columns, as a join's star gives them, ours spelled out
+                found.append((e, ", ".join(
+                    spelled(s.alias_or_name) if s in ours else quote(s.alias_or_name) + ".*"
+                    for s in sources)))
+            elif isinstance(e, exp.Column) and isinstance(e.this, exp.Star) \
+                    and e.table.lower() in aliases:
+                found.append((e.this, spelled(e.table)))
+    return found
 
 
 class WithDerived:
@@ -328,19 +400,15 @@ class DerivedPipeline:
             self.outer.stop(wait)
 
 
-def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigger: str,
-                   max_files: int | None, clock) -> DerivedPipeline:
-    """Start ``split``'s signal part under ``<checkpoint>/derived/<name>`` and, through
-    ``start_outer(session, text)`` (:func:`.launch.start` with the user's output and
-    checkpoint), the rest over its rows."""
+def _plan_signal_part(catalog, env, split: Split):
+    """(statement, bound, plan, kept columns) of ``split``'s signal part, or its error."""
     from wavesql import planner
 
     from .planning import plan_continuous
 
     try:
         (stmt,) = parse_statements(split.inner)
-        bound = planner.optimize(planner.bind(stmt, session.catalog,
-                                              session.env.for_text(split.inner)))
+        bound = planner.optimize(planner.bind(stmt, catalog, env.for_text(split.inner)))
         plan = plan_continuous(bound.relation, stmt)
     except WaveSQLError as err:  # (same positions: the other part is only blanked)
         raise err.with_query(split.text) from None
@@ -348,14 +416,29 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous query over the rows of a signal "
                            "query reads a signal of WAV or table files", Span.of(stmt.node),
                            hint="run the signal query continuously on its own (INSERT INTO "
-                                "a sink) and query the sink's stream")
+                                "a sink) and query the sink's stream").with_query(split.text)
+    kept = tuple(f for f in bound.relation.schema.fields if f.name not in (FINAL, PROGRESS))
+    return stmt, bound, plan, kept
+
+
+def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigger: str,
+                   max_files: int | None, clock) -> DerivedPipeline:
+    """Start ``split``'s signal part under ``<checkpoint>/derived/<name>`` and, through
+    ``start_outer(session, text)`` (:func:`.launch.start` with the user's output and
+    checkpoint; ``text``: the rest, its stars spelled out: :func:`expand_stars`), the rest
+    over its rows."""
+    from .planning import plan_continuous
+
+    _, bound, plan, kept = _plan_signal_part(session.catalog, session.env, split)
     home = storage.join(checkpoint, "derived", split.name.lower())
     rows = storage.join(home, "rows")
-    kept = tuple(f for f in bound.relation.schema.fields if f.name not in (FINAL, PROGRESS))
     stream = derived_stream(split.name, ir.Schema(kept), rows, split.time_column)
     overlay = _Session(session, WithDerived(session.catalog, {split.name: stream}))
+    outer = expand_stars(split.outer, split.name, [f.name for f in kept])
     try:  # the rest is checked before the signal part runs: refused before anything runs
-        _check_rest(overlay, split.outer)
+        stmt, rest = _bind_rest(overlay.catalog, session.env, outer)
+        if isinstance(rest, ir.QueryStatement):
+            plan_continuous(rest.relation, stmt)
     except WaveSQLError as err:
         raise err.with_query(split.text) from None
     if not storage.is_remote(rows):
@@ -367,7 +450,7 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
 
     def rest():
         try:
-            return start_outer(overlay, split.outer)
+            return start_outer(overlay, outer)
         except WaveSQLError as err:
             inner.stop()
             raise err.with_query(split.text) from None
@@ -378,21 +461,48 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
     return DerivedPipeline(inner, rest, trigger)
 
 
-def _check_rest(session, text: str) -> None:
-    """Bind and plan the rest of the query (``text``) as :func:`.launch.start` will,
-    raising its error now."""
+def _bind_rest(catalog, env, text: str) -> tuple[Statement, ir.Statement]:
+    """The rest of the query (``text``) parsed and bound as :func:`.launch.start` will
+    (raising its error now)."""
     from wavesql import planner
     from wavesql.dialect import nodes as wn
     from wavesql.planner.bind import without_emit
-
-    from .planning import plan_continuous
 
     (stmt,) = parse_statements(text)
     node = stmt.node.copy()
     for clause in list(node.find_all(wn.LateInto)):  # where late rows go: not the plan's
         clause.pop()
     stmt = Statement(node, stmt.text, stmt.start, stmt.end)
-    bound = planner.optimize(planner.bind(without_emit(stmt), session.catalog,
-                                          session.env.for_text(text)))
-    if isinstance(bound, ir.QueryStatement):
-        plan_continuous(bound.relation, stmt)
+    return stmt, planner.optimize(planner.bind(without_emit(stmt), catalog,
+                                               env.for_text(text)))
+
+
+def explain(spark, catalog, split: Split, explain_plan) -> str:
+    """``EXPLAIN STREAM`` of a query over a signal CTE: both parts, each as
+    ``explain_plan(spark, statement, bound)`` (:func:`.planning.explain_plan`) puts it."""
+    from wavesql.planner.spark_environment import SparkEnvironment
+
+    env = SparkEnvironment(spark)
+    stmt, bound, _, kept = _plan_signal_part(catalog, env, split)
+    rows = f"<checkpoint>/derived/{split.name.lower()}/rows"
+    stream = derived_stream(split.name, ir.Schema(kept), rows, split.time_column)
+    try:
+        rest_stmt, rest = _bind_rest(WithDerived(catalog, {split.name: stream}), env,
+                                     expand_stars(split.outer, split.name,
+                                                  [f.name for f in kept]))
+        rest_text = explain_plan(spark, rest_stmt, rest)
+        inner_text = explain_plan(spark, stmt, bound)
+    except WaveSQLError as err:
+        raise err.with_query(split.text) from None
+
+    def indented(text):
+        return "\n".join("  " + line for line in text.splitlines())
+
+    return "\n".join([
+        f"two parts under one handle (a query over the rows of signal CTE `{split.name}`)",
+        f"signal part `{split.name}`: rows and one punctuation row per batch to {rows}, "
+        f"event time {split.time_column}",
+        indented(inner_text),
+        f"rest: over `{split.name}`'s rows as a stream (columns "
+        f"{', '.join(f.name for f in kept)}; watermark 0, progress from the punctuation)",
+        indented(rest_text)])

@@ -238,10 +238,22 @@ def _stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = 
     return None, f"a {plan.mode} query"
 
 
-def explain_stream(spark, text: str, target: ir.QueryStatement) -> str:
+def explain_stream(spark, text: str, target: ir.QueryStatement, catalog=None) -> str:
     """``EXPLAIN STREAM``: how the query would run continuously -- which runner, what state
-    it keeps per input -- or the streaming-rule error it would stop with."""
+    it keeps per input -- or the streaming-rule error it would stop with. A query over a
+    signal CTE (``catalog`` given): both parts (:func:`.derived.explain`)."""
     stmt = parse_statements(text)[0]
+    if catalog is not None:
+        from . import derived
+
+        split = derived.find_split(stmt, text, catalog)
+        if split is not None:
+            return derived.explain(spark, catalog, split, explain_plan)
+    return explain_plan(spark, stmt, target)
+
+
+def explain_plan(spark, stmt, target: ir.QueryStatement) -> str:
+    """What :func:`explain_stream` says of one query run on one runner."""
     plan = plan_continuous(target.relation, stmt)
     lines = [f"continuous {plan.mode} query"]
     cannot = realtime.why_not(plan, None)

@@ -13,6 +13,7 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 import pytest
+from sqlglot import exp
 
 from wavesql.errors import WaveSQLError
 from wavesql.udfs.wav import write_wav
@@ -279,3 +280,64 @@ def test_split_refuses_a_signal_cte_with_a_column_list():
         find_split(stmt, text, catalog)
     assert e.value.code == "NOT_IMPLEMENTED" and "column list" in str(e.value)
     assert e.value.span.start == text.index("f(t, rms)")
+
+
+def test_select_star_over_signal_features_is_the_ctes_columns(ws, spark, tmp_path):
+    """``*`` over the CTE's rows is the CTE's columns (not the internal punctuation
+    column), in the rest's SELECT and as ``f.*``: a moving average beside them, equal to
+    pandas rolling(3) over numpy's RMS."""
+    x = _recording(4)
+    _setup(ws, tmp_path, x, len(x))
+    (tmp_path / "rec" / "done.eof").write_text("")
+    sql = FEATURES + ("SELECT *, avg(rms) OVER (ORDER BY t ROWS BETWEEN 2 PRECEDING "
+                      "AND CURRENT ROW) AS ma FROM f")
+    _run(ws, tmp_path, sql)
+    got = _out(spark, tmp_path)
+    # (batch: the output's batch=N folders; _time, _final, _progress: every output's own)
+    assert [c for c in got.columns if c not in ("batch", "_time", "_final", "_progress")] \
+        == ["t", "rms", "ma"]
+    got = got.assign(s=_seconds(got["t"])).sort_values("s").reset_index(drop=True)
+    want = _features(x)
+    want["ma"] = want["rms"].rolling(3, min_periods=1).mean()
+    assert got["s"].tolist() == want["t"].tolist()
+    np.testing.assert_allclose(got["rms"], want["rms"], rtol=1e-6)
+    np.testing.assert_allclose(got["ma"], want["ma"], rtol=1e-6)
+
+
+def test_explain_stream_shows_both_parts(ws, tmp_path):
+    """EXPLAIN STREAM of a query over a signal CTE: the signal part's plan and the rest's
+    (on the state store), not a refusal; nothing runs."""
+    _setup(ws, tmp_path, _recording(1), RATE)
+    for text in (ws.explain(WINDOWED, "STREAM"),
+                 ws.sql("EXPLAIN STREAM " + WINDOWED).collect()[0][0]):
+        lines = text.splitlines()
+        signal = next(i for i, line in enumerate(lines) if line.startswith("signal part `f`"))
+        rest = next(i for i, line in enumerate(lines) if line.startswith("rest:"))
+        assert signal < rest
+        assert "continuous signal query" in "\n".join(lines[signal:rest])
+        assert "state store" in "\n".join(lines[rest:])
+        assert "event time t" in lines[signal] and "columns t, rms" in lines[rest]
+    assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.parametrize("sql, want", [
+    ("SELECT * FROM f WHERE rms > 0", "SELECT `t`, `rms` FROM f WHERE rms > 0"),
+    ("SELECT x.*, 1 AS one FROM f AS x", "SELECT `x`.`t`, `x`.`rms`, 1 AS one FROM f AS x"),
+    ("SELECT * FROM ev AS e ASOF JOIN f ON e.ts >= f.t",
+     "SELECT `e`.*, `f`.`t`, `f`.`rms` FROM ev AS e ASOF JOIN f ON e.ts >= f.t"),
+    ("SELECT e.* FROM ev AS e ASOF JOIN f ON e.ts >= f.t",  # another input's star: kept
+     "SELECT e.* FROM ev AS e ASOF JOIN f ON e.ts >= f.t"),
+    ("SELECT *, '*  ' AS s FROM (SELECT * FROM f) AS q",  # (a literal's star, spaces: kept)
+     "SELECT *, '*  ' AS s FROM (SELECT `t`, `rms` FROM f) AS q"),
+])
+def test_stars_over_the_derived_stream_are_its_columns(sql, want):
+    """No Spark: the rest's ``*`` / ``f.*`` spelled out as the CTE's columns (the
+    punctuation column is not the user's); with blanks before it (as the blanked CTE
+    leaves), they make room, so that what follows the star keeps its offset."""
+    from wavesql.streaming.derived import expand_stars
+
+    assert expand_stars(sql, "f", ["t", "rms"]) == want  # no room: what follows moves
+    pad = " " * 40 + "/* a   comment */ "
+    got = expand_stars(pad + sql, "f", ["t", "rms"])
+    assert got.strip() == "/* a   comment */ " + want and len(got) == len(pad + sql)
+    assert got.endswith(sql[sql.rindex("FROM"):])  # the tail at its place
