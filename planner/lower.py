@@ -260,7 +260,7 @@ def _partition_samples(signal, width: int, rt: Runtime) -> int:
 def _lower_signal_stage(rel: ir.SignalStage, rt: Runtime):
     from .segment_stage import stage_frame
 
-    return stage_frame(rel, lower_relation(rel.input, rt))
+    return stage_frame(rel, lower_relation(rel.input, rt), rt)
 
 
 def _lower_window_scan(rel: ir.WindowScan, rt: Runtime):

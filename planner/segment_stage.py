@@ -83,7 +83,7 @@ def refuse_pending_per_key(select: exp.Select, keys: tuple[str, ...]) -> None:
                      "a range open at the row's end closed there")
 
 
-def stage_frame(rel: ir.SignalStage, df):
+def stage_frame(rel: ir.SignalStage, df, rt=None):
     """The program as a ``mapInArrow`` over the rows of ``df`` (``rel.input`` lowered)
     (segments not read straight from a WAV signal: a view's, a subquery's, a SYNC
     result's): one Python pass per Arrow batch.
@@ -95,34 +95,47 @@ def stage_frame(rel: ir.SignalStage, df):
     m < n, or two sources' segments in one column), so no order is made up. Over a SYNC
     result (``per_row``) each row is a signal of its own, from rest
     (:func:`refuse_row_order` says why): rows are independent, so they run in parallel, in
-    any order. With ``OVER (PARTITION
-    BY k)`` over a SYNC result (``per_key``) each key's ranges are its signal, in start
-    order; two ranges of a key that overlap are ``SEGMENT_ORDER`` naming both (whatever
-    the function: a row-to-row one such as ``cfar`` would not see it), and a NULL
-    segment's row gets NULL results (:func:`refuse_pending_per_key`)."""
+    any order. With ``OVER (PARTITION BY k)`` over a SYNC result (``per_key``) each key's
+    ranges are its signal, in start order; two ranges of a key that overlap are
+    ``SEGMENT_ORDER`` naming both (whatever the function: a row-to-row one such as
+    ``cfar`` would not see it), and a NULL segment's row gets NULL results
+    (:func:`refuse_pending_per_key`).
+
+    Continuously (``rt.streams[KEYED_STATE]``, put there by the continuous SYNC:
+    streaming/sync.py), each key starts from the state its last micro-batch ended with
+    and the states it ends with go back into the SYNC's state (:func:`_carry_keys`)."""
     program_json = rel.program.to_json()
     passthrough = tuple(rel.passthrough)
     per_row = rel.state == "per_row"
     per_key = rel.state == "per_key"
     keys = tuple(rel.keys) if rel.program.stateful else ()
+    holder = (rt.streams or {}).get(KEYED_STATE) if per_key and rt is not None else None
+    saved = dict(holder["in"]) if holder is not None else None  # key text -> state text
 
     def run(batches):
         from wavesql.udfs.program import Evaluator, Program
 
         program = Program.from_json(program_json)
         evaluator = Evaluator(program, per_row=per_row)
-        current, ends = None, {}
+        current, ends, schema = None, {}, None
         for batch in batches:
             # per key: the rows come sorted by key, then start; a new key, a new signal
             for key, piece in _key_runs(batch, keys):
                 if keys and key != current:
-                    evaluator = Evaluator(program, null_rows=per_key)
-                    current, ends = key, {}
+                    if saved is not None and schema is not None:
+                        yield _state_row(schema, current, evaluator, ends)
+                    evaluator, ends = _start(program, per_key, saved, key)
+                    current = key
                 if per_key:
                     _check_disjoint(piece, program.channels, ends, key, keys)
                 out = evaluator.run_batch(piece, passthrough)
+                if saved is not None:
+                    schema = out.schema
+                    out = out.append_column(_STATE, _nulls(out.num_rows))
                 if out.num_rows:
                     yield out
+        if saved is not None and schema is not None:
+            yield _state_row(schema, current, evaluator, ends)
 
     # a channel may pass too; keys travel to the task to cut its rows by
     columns = dict.fromkeys(rel.program.channels + passthrough + keys)
@@ -133,7 +146,73 @@ def stage_frame(rel: ir.SignalStage, df):
             *[quote(k) for k in keys], start)
     elif rel.program.stateful and not per_row:
         df = df.repartition(1).sortWithinPartitions(start)
-    return df.mapInArrow(run, rel.schema.ddl())
+    if saved is None:
+        return df.mapInArrow(run, rel.schema.ddl())
+    return _carry_keys(df.mapInArrow(run, f"{rel.schema.ddl()}, {_STATE} string"), holder)
+
+
+#: ``rt.streams`` entry of a continuous SYNC's per-key states (streaming/sync.py): a dict
+#: with ``"in"`` (key text -> state text, from the last micro-batch) and ``"state"`` (the
+#: SYNC's state dict for this batch, which gains ``"keyed"``: the states after it).
+KEYED_STATE = ("keyed_state", "")
+_STATE = "__wavesql_key_state"
+
+
+def _carry_keys(frame, holder: dict):
+    """The rows of ``frame`` without its state rows, whose states -- one per key run this
+    micro-batch, beside the saved ones of keys not in it -- become the SYNC state's
+    ``"keyed"`` entry, committed with the batch (streaming/runner.py), so a re-run of the
+    batch starts from the same states. Computed once (a local checkpoint: the rows are
+    delivered from it), as the states must be known before the state is written."""
+    from pyspark.sql import functions as F
+
+    frame = frame.localCheckpoint(eager=True)
+    after = dict(holder["in"])
+    for row in frame.where(F.col(_STATE).isNotNull()).select(_STATE).collect():
+        key, text = row[0].split("\n", 1)
+        after[key] = text
+    holder["state"]["keyed"] = after
+    return frame.where(F.col(_STATE).isNull()).drop(_STATE)
+
+
+def _key_text(key) -> str:
+    import json
+
+    return json.dumps(list(key), default=str)
+
+
+def _start(program, per_key: bool, saved: dict | None, key):
+    """A key's evaluator and ranges' ends: from rest, or from its saved state."""
+    import base64
+
+    from wavesql.udfs import states
+    from wavesql.udfs.program import Evaluator
+
+    text = saved.get(_key_text(key)) if saved else None
+    if text is None:
+        return Evaluator(program, null_rows=per_key), {}
+    got = states.loads(base64.b64decode(text))
+    return Evaluator(program, states=got["states"], null_rows=per_key), dict(got["ends"])
+
+
+def _state_row(schema, key, evaluator, ends: dict):
+    """One row of NULLs in ``schema`` and the key's state (JSON and numpy, no pickle:
+    wavesql.udfs.states) in the state column."""
+    import base64
+
+    import pyarrow as pa
+
+    from wavesql.udfs import states
+
+    text = base64.b64encode(states.dumps({"states": evaluator.states, "ends": ends})).decode()
+    arrays = [pa.nulls(1, f.type) for f in schema] + [pa.array([f"{_key_text(key)}\n{text}"])]
+    return pa.RecordBatch.from_arrays(arrays, names=[*schema.names, _STATE])
+
+
+def _nulls(k: int):
+    import pyarrow as pa
+
+    return pa.nulls(k, pa.string())
 
 
 def _key_runs(batch, keys: tuple[str, ...]):
@@ -176,10 +255,15 @@ def _check_disjoint(piece, channels, ends: dict, key, names) -> None:
         if len(bad):
             i = bad[0]
             shown = ", ".join(f"{k} = {v!r}" for k, v in zip(names, key))
+            # (a range before the last one: only across micro-batches, the rows of one
+            # batch come in start order)
+            how = (f"[{nxt[i]}, {nxt_hi[i]}) comes before [{lo[i]}, {hi[i]}), whose "
+                   "results were delivered" if nxt[i] < lo[i] else
+                   f"[{lo[i]}, {hi[i]}) and [{nxt[i]}, {nxt_hi[i]}) overlap")
             raise SignalError(
-                "SEGMENT_ORDER", f"two synced ranges of `{name}` for key ({shown}) overlap: "
-                f"[{lo[i]}, {hi[i]}) and [{nxt[i]}, {nxt_hi[i]}) (samples): a stateful "
-                "function OVER (PARTITION BY ...) runs along each key's ranges as one signal, "
-                "each sample once", hint="make each key's ranges disjoint, or drop the OVER "
-                "(each row's range then from rest)")
+                "SEGMENT_ORDER", f"two synced ranges of `{name}` for key ({shown}): {how} "
+                "(samples); a stateful function OVER (PARTITION BY ...) runs along each "
+                "key's ranges in start order as one signal, each sample once",
+                hint="make each key's ranges disjoint (continuously: each key's control rows "
+                     "in range order), or drop the OVER (each row's range then from rest)")
         ends[name] = (int(starts[-1]), int(stops[-1]))

@@ -31,6 +31,7 @@ from wavesql import storage
 from wavesql.catalog import objects as cat
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
+from wavesql.planner.segment_stage import KEYED_STATE
 
 from .plan import Input, Plan, carrying, check_row_by_row, parsed, row_by_row_stream
 
@@ -58,10 +59,12 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
                            "know which rows are late: CREATE OR REPLACE STREAM ... EVENT TIME "
                            "ts WATERMARK 5 SECONDS")
     for rel in _outside(root, sync.control):
-        if isinstance(rel, ir.SignalStage) and (rel.state == "per_row"
+        if isinstance(rel, ir.SignalStage) and (rel.state in ("per_row", "per_key")
                                                  or not rel.program.stateful):
             # signal functions over each synced row's own segments (a stateful one from
-            # rest at its first sample, planner/signals.py): row by row, final with the row
+            # rest at its first sample, planner/segment_stage.py): row by row, final with
+            # the row; or OVER (PARTITION BY k) along each key's ranges, each key's state
+            # kept in the SYNC's state between micro-batches (split_signals)
             continue
         if isinstance(rel, (*_WINDOWS, ir.SignalStage)):
             raise _windows_around(stmt)
@@ -276,6 +279,11 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
             inputs[("signal", key)] = query_sync.segments(
                 spark, catalog, signal, after[key], kafka_sync.asked(rows, asks[key]))
     got.state = sync_state.to_state(after)
+    # stateful functions OVER (PARTITION BY k) over the synced rows: each key's state from
+    # the last micro-batch in, its state after this one written into got.state when the
+    # batch plan is lowered (planner/segment_stage.py, KEYED_STATE), before it is committed
+    kept = state.get("signal") if isinstance(state.get("signal"), dict) else {}
+    inputs[KEYED_STATE] = {"in": dict(kept.get("keyed") or {}), "state": got.state}
     return got
 
 
