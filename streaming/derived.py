@@ -15,24 +15,30 @@ and each part runs on the runner it fits, both under one handle (:class:`Derived
   ``_progress`` (every other column NULL): so the rest learns that its input is final up to
   there even when the batch emitted no row (a WHERE dropped them all), and its windows close
   without waiting for a later row.
-- **the rest** -- the statement with the CTE's text blanked (positions of errors kept) --
+- **the rest** -- the statement with the CTE's text blanked (positions of errors kept; the
+  CTE found on the statement's tokens, so comments and literals cannot mislead it) --
   reads that folder as a catalog stream named like the CTE (:func:`derived_stream`):
   Parquet, ``EVENT TIME`` the CTE's ``start_time(...)`` column, ``WATERMARK 0`` (a signal
   query emits its windows in order, each once), ``PROGRESS COLUMN`` the punctuation column.
-  It is started by :func:`.launch.start` like any stream query, so it runs on the runner
-  that query would get (the state store for windows, OVER windows, ASOF joins), with its
-  own late rules and late sink; its checkpoint is the user's.
+  Its ``*`` and ``f.*`` over that stream are spelled out as the CTE's own columns
+  (:func:`expand_stars`): the punctuation column is not the user's. It is started by
+  :func:`.launch.start` like any stream query, so it runs on the runner that query would
+  get (the state store for windows, OVER windows, ASOF joins), with its own late rules and
+  late sink; its checkpoint is the user's. ``EXPLAIN STREAM`` shows both parts
+  (:func:`explain`).
 
 The rest is bound and planned before the signal part starts, so its errors come before
-anything runs. With ``availableNow`` the signal part runs to its end before the rest starts (the rest's
-trigger would otherwise see only the rows present when it started); with ``every ...`` both
-run at once. Both are restart-safe: each resumes from its own checkpoint, and a signal
-batch re-run after a crash that came after its folder was committed keeps that folder (the
-same rows: the batch reads the same samples), so the rest reads each row once. (In an
-object store the re-run replaces the folder, and rows the rest had read already reach it
-again as late rows: to the late sink, never counted twice.) Refused (``NOT_IMPLEMENTED``, before anything runs): several signal CTEs, a signal
-read outside its CTE beside one, a signal CTE reading another CTE, signals from Kafka or
-defined by a query, and a CTE without a ``start_time(...)`` column (the error names it).
+anything runs. With ``availableNow`` the signal part runs to its end before the rest starts
+(the rest's trigger would otherwise see only the rows present when it started); with
+``every ...`` both run at once. Both are restart-safe: each resumes from its own
+checkpoint, and a signal batch re-run after a crash that came after its folder was
+committed keeps that folder (the same rows: the batch reads the same samples), so the rest
+reads each row once -- locally the folder is there, on an object store the sink log's last
+record is the batch's (:func:`_committed`); the checkpoint and output may be in a bucket.
+Refused (``NOT_IMPLEMENTED``, before anything runs): several signal CTEs, a signal read
+outside its CTE beside one, a signal CTE reading another CTE or with a column list
+(``f(a, b) AS``), signals from Kafka or defined by a query, and a CTE without a
+``start_time(...)`` column (the error names it).
 """
 
 from __future__ import annotations
@@ -312,8 +318,7 @@ class DerivedSignalQuery(SignalContinuousQuery):
 
         from . import sinks
 
-        folder = sinks.batch_folder(self.output, batch_id)
-        if not storage.is_remote(folder) and os.path.isdir(folder):
+        if _committed(self.output, batch_id):
             # committed whole by an earlier attempt killed before Spark's commit: the same
             # rows (the batch reads the same samples), which new file names would make the
             # rest read twice (as late rows) -- keep the first
@@ -329,6 +334,36 @@ class DerivedSignalQuery(SignalContinuousQuery):
         # one file per batch: the rest's max_files_per_trigger then counts whole batches, so
         # a batch's punctuation never reaches the rest before its rows (which would be late)
         sinks.commit(rows.coalesce(1), self.output, batch_id, "parquet")
+
+
+def _committed(root: str, batch_id: int) -> bool:
+    """Whether batch ``batch_id``'s folder under ``root`` was committed (:func:`.sinks.commit`):
+    locally the folder is there (renamed into place whole); on an object store the sink
+    log's last record is the batch's (a batch commits in order, so a re-run is the last's;
+    an attempt killed before its record left files that no reader lists, and the re-run's
+    commit deletes them)."""
+    from . import sinks
+
+    folder = sinks.batch_folder(root, batch_id)
+    if not storage.is_remote(folder):
+        return os.path.isdir(folder)
+    log = sinks.SinkLog(root)
+    latest = log.latest()
+    mine = "/" + storage.basename(folder) + "/"
+    return latest >= 0 and any(mine in e["path"] for e in log.entries(latest))
+
+
+def _make_folder(location: str) -> None:
+    """Create the rows folder: Spark's file source needs it at start (on an object store,
+    a folder marker: an empty object named ``<folder>/``)."""
+    if not storage.is_remote(location):
+        os.makedirs(location, exist_ok=True)
+        return
+    fs, path = storage.resolve(location)
+    try:
+        fs.create_dir(path, recursive=True)
+    except Exception as e:  # noqa: BLE001 - storage.translate names what to configure
+        raise storage.translate(e, location, "creating it") from None
 
 
 class DerivedPipeline:
@@ -441,8 +476,7 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
             plan_continuous(rest.relation, stmt)
     except WaveSQLError as err:
         raise err.with_query(split.text) from None
-    if not storage.is_remote(rows):
-        os.makedirs(rows, exist_ok=True)  # Spark's file source needs the folder at start
+    _make_folder(rows)  # Spark's file source needs the folder at start
     inner = DerivedSignalQuery(session, split.inner, plan.signal.bound, plan, columns=kept,
                                emit_changes=False, output=rows, checkpoint=home,
                                late=storage.join(home, "late"), trigger=trigger,

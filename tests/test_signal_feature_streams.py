@@ -341,3 +341,54 @@ def test_stars_over_the_derived_stream_are_its_columns(sql, want):
     got = expand_stars(pad + sql, "f", ["t", "rms"])
     assert got.strip() == "/* a   comment */ " + want and len(got) == len(pad + sql)
     assert got.endswith(sql[sql.rindex("FROM"):])  # the tail at its place
+
+
+@pytest.mark.slow
+def test_signal_features_with_everything_in_a_bucket(s3, ws, spark, tmp_path):
+    """Recording, output and checkpoint (with the signal part's rows folder) in a bucket
+    (tests/object_store.py), two runs with a crash between them: the signal part's last
+    batch ran again (its entry in Spark's commit log removed) and its committed folder is
+    kept -- one data file per batch folder (boto3's listing), no late rows -- and every
+    window once, equal to pandas over numpy's RMS."""
+    from tests.store_cases import unique_prefix
+
+    p = unique_prefix(tmp_path)
+    x = _recording(8)
+    cut = 3 * RATE + 500
+
+    def put(name, a=None, b=None):
+        if a is None:
+            s3.put(f"{p}/rec/{name}", b"")
+            return
+        write_wav(tmp_path / name, x[a:b], RATE, "float32")
+        s3.put(f"{p}/rec/{name}", tmp_path / name)
+
+    put("r_000.wav", 0, cut)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{s3.uri(p)}/rec/' FORMAT wav")
+    out, ckpt = s3.uri(f"{p}/out"), s3.uri(f"{p}/ckpt")
+    ws.stream(WINDOWED, out, ckpt).await_termination()
+    commits = [k for k in s3.keys(f"{p}/ckpt/derived/f/offsets/commits/")
+               if k.rsplit("/", 1)[1].isdigit()]
+    last = max(commits, key=lambda k: int(k.rsplit("/", 1)[1]))
+    s3.client().delete_object(Bucket=s3.bucket, Key=last)  # killed before Spark's commit
+    put("r_001.wav", cut, len(x))
+    put("done.eof")
+    cq = ws.stream(WINDOWED, out, ckpt)
+    cq.await_termination()
+    assert cq.inner.reports[0].batch == int(last.rsplit("/", 1)[1])  # the batch ran again
+    assert cq.status()["late"] == 0
+    assert not [k for k in s3.keys(f"{p}/ckpt/late/") if k.endswith(".parquet")]
+    rows = {}
+    for k in s3.keys(f"{p}/ckpt/derived/f/rows/"):
+        if k.endswith(".parquet") and "/batch=" in k:
+            rows.setdefault(k.split("/batch=")[1].split("/")[0], []).append(k)
+    assert rows and all(len(files) == 1 for files in rows.values()), rows
+    feats = _features(x)
+    feats["instant"] = np.ceil(feats["t"] / 2.0) * 2.0
+    want = feats.groupby("instant").agg(peak=("rms", "max"), n=("rms", "size")).reset_index()
+    got = spark.read.parquet(out).toPandas()
+    got = got.assign(instant=_seconds(got["_time"])).sort_values("instant")
+    assert got["instant"].tolist() == want["instant"].tolist()  # each window once
+    assert got["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
+    assert not (tmp_path / "ckpt").exists() and not list(tmp_path.glob("**/_spark_metadata"))
