@@ -1,13 +1,14 @@
-"""Continuous queries over a signal query's rows: the signal part and the rest, run as two.
+"""Continuous queries over signal queries' rows: the signal parts and the rest, run together.
 
 ``WITH f AS (SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096])
 SELECT _time, max(rms) AS peak FROM f [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY _time``
 does not fit one runner: the CTE is a signal query (:mod:`.signals`: every window's row is
 final when the window is) and the rest is a stream query (windows, OVER windows, ASOF
-joins: :mod:`.stateful`). So the query is split where the CTE ends (:func:`find_split`),
-and each part runs on the runner it fits, both under one handle (:class:`DerivedPipeline`):
+joins: :mod:`.stateful`). So the query is cut into its signal CTEs and the rest
+(:mod:`.derived_split`: on the statement's tokens, every offset kept), and each part runs
+on the runner it fits, all under one handle (:class:`DerivedPipeline`):
 
-- **the signal part** -- the CTE's own text -- runs as a continuous signal query
+- **each signal part** -- a signal CTE's own text -- runs as a continuous signal query
   (:class:`DerivedSignalQuery`) into an internal sink, ``<checkpoint>/derived/<cte>/rows``,
   each micro-batch one folder committed whole as every WaveSQL sink is
   (:func:`.sinks.commit`); its own checkpoint is ``<checkpoint>/derived/<cte>``. Each
@@ -15,30 +16,29 @@ and each part runs on the runner it fits, both under one handle (:class:`Derived
   ``_progress`` (every other column NULL): so the rest learns that its input is final up to
   there even when the batch emitted no row (a WHERE dropped them all), and its windows close
   without waiting for a later row.
-- **the rest** -- the statement with the CTE's text blanked (positions of errors kept; the
-  CTE found on the statement's tokens, so comments and literals cannot mislead it) --
-  reads that folder as a catalog stream named like the CTE (:func:`derived_stream`):
-  Parquet, ``EVENT TIME`` the CTE's ``start_time(...)`` column, ``WATERMARK 0`` (a signal
-  query emits its windows in order, each once), ``PROGRESS COLUMN`` the punctuation column.
-  Its ``*`` and ``f.*`` over that stream are spelled out as the CTE's own columns
-  (:func:`expand_stars`): the punctuation column is not the user's. It is started by
-  :func:`.launch.start` like any stream query, so it runs on the runner that query would
-  get (the state store for windows, OVER windows, ASOF joins), with its own late rules and
-  late sink; its checkpoint is the user's. ``EXPLAIN STREAM`` shows both parts
-  (:func:`explain`).
+- **the rest** -- the statement with the signal CTEs blanked -- reads each folder as a
+  catalog stream named like its CTE (:func:`derived_stream`): Parquet, ``EVENT TIME`` the
+  CTE's ``start_time(...)`` column, ``WATERMARK 0`` (a signal query emits its windows in
+  order, each once), ``PROGRESS COLUMN`` the punctuation column. Its ``*`` and ``f.*``
+  over such a stream are spelled out as the CTE's own columns
+  (:func:`.derived_split.expand_stars`): the punctuation column is not the user's. It is
+  started by :func:`.launch.start` like any stream query, so it runs on the runner that
+  query would get (the state store for windows, OVER windows, ASOF joins -- of two signal
+  CTEs too), with its own late rules and late sink; its checkpoint is the user's.
+  ``EXPLAIN STREAM`` shows every part (:func:`explain`).
 
-The rest is bound and planned before the signal part starts, so its errors come before
-anything runs. With ``availableNow`` the signal part runs to its end before the rest starts
-(the rest's trigger would otherwise see only the rows present when it started); with
-``every ...`` both run at once. Both are restart-safe: each resumes from its own
-checkpoint, and a signal batch re-run after a crash that came after its folder was
-committed keeps that folder (the same rows: the batch reads the same samples), so the rest
-reads each row once -- locally the folder is there, on an object store the sink log's last
-record is the batch's (:func:`_committed`); the checkpoint and output may be in a bucket.
-Refused (``NOT_IMPLEMENTED``, before anything runs): several signal CTEs, a signal read
-outside its CTE beside one, a signal CTE reading another CTE or with a column list
-(``f(a, b) AS``), signals from Kafka or defined by a query, and a CTE without a
-``start_time(...)`` column (the error names it).
+The rest is bound and planned before any signal part starts, so its errors come before
+anything runs. With ``availableNow`` the signal parts run to their end before the rest
+starts (the rest's trigger would otherwise see only the rows present when it started);
+with ``every ...`` all run at once, and when one stops the others are stopped. All are
+restart-safe: each resumes from its own checkpoint, and a signal batch re-run after a
+crash that came after its folder was committed keeps that folder (the same rows: the batch
+reads the same samples), so the rest reads each row once -- locally the folder is there, on
+an object store the sink log's last record is the batch's (:func:`_committed`); the
+checkpoint and output may be in a bucket. Refused (``NOT_IMPLEMENTED``, before anything
+runs): a signal read outside the CTEs beside one, a signal CTE reading another CTE or with
+a column list (``f(a, b) AS``), signals from Kafka or defined by a query, and a CTE without
+a ``start_time(...)`` column (the error names it).
 """
 
 from __future__ import annotations
@@ -46,137 +46,18 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from sqlglot import exp
-from sqlglot.tokens import TokenType
-
 from wavesql import storage
 from wavesql.catalog import objects as cat
 from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
-from wavesql.sqltext import quote
 
+from .derived_split import Part, Split, expand_stars, find_split  # noqa: F401 (API)
 from .report import FINAL, PROGRESS, timestamp_lit
 from .signals import SignalContinuousQuery
 
 #: the punctuation column of a derived stream (a row with a value in it is progress)
 PUNCT = "__wavesql_progress"
-
-
-@dataclasses.dataclass(frozen=True)
-class Split:
-    """A statement cut into its signal CTE (``inner``: the full text with all but the
-    CTE's body blanked) and the rest (``outer``: the full text with the CTE blanked)."""
-
-    name: str
-    inner: str
-    outer: str
-    time_column: str
-    text: str  # the whole statement: errors in either part are shown in it
-
-
-def find_split(stmt: Statement, text: str, catalog) -> Split | None:
-    """The split of ``stmt`` (``text``: the full text its positions index) when one of its
-    CTEs reads a signal and the rest does not; None when no CTE reads a signal."""
-    node = stmt.node
-    with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
-    if with_ is None:
-        return None
-    names = {c.alias_or_name.lower() for c in with_.expressions}
-
-    def signals_in(tree) -> list[exp.Table]:
-        return [t for t in tree.find_all(exp.Table) if not t.args.get("db")
-                and t.name.lower() not in names
-                and isinstance(catalog.get(t.name), cat.SignalDef)]
-
-    found = [c for c in with_.expressions if signals_in(c.this)]
-    if not found:
-        return None
-
-    def refuse(what, where, hint):
-        return WaveSQLError("NOT_IMPLEMENTED", what, Span.of(where), hint=hint)
-
-    if len(found) > 1:
-        raise refuse("a continuous query over several signal CTEs", found[1],
-                     "run each signal query continuously on its own, then join their outputs")
-    cte = found[0]
-    rest = node.copy()
-    rest.set("with_", None)
-    others = [c for c in with_.expressions if c is not cte]
-    if any(signals_in(rest)) or any(t.name.lower() in names for t in cte.this.find_all(
-            exp.Table) if not t.args.get("db")):
-        raise refuse("a continuous query reading a signal both in and beside a CTE, or a "
-                     "signal CTE reading another CTE", cte,
-                     "read the signal in one CTE only, straight from the signal")
-    if cte.args["alias"].columns:
-        raise refuse("a signal CTE with a column list", cte.args["alias"],
-                     f"name the columns in the CTE's SELECT instead: SELECT start_time(ch1) "
-                     f"AS t, ... (no `{cte.alias_or_name}(...)` list)")
-    time_column = _time_column(cte)
-    extent = _cte_extent(text, cte)
-    # the body alone, at its place; newlines kept so that line/column positions stay right
-    inner = _blank(text[:extent.closed], 0, extent.opened + 1)
-    if extent.after is not None:  # blank "f AS (...)," -- the comma after it too
-        outer = _blank(text, extent.first, extent.after + 1)
-    elif others:  # the last of several: blank the comma before it
-        outer = _blank(text, extent.before, extent.closed + 1)
-    else:  # the only CTE: blank WITH [RECURSIVE] too
-        outer = _blank(text, extent.with_at, extent.closed + 1)
-    return Split(cte.alias_or_name, inner, outer, time_column, text)
-
-
-def _time_column(cte: exp.CTE) -> str:
-    """The CTE's column holding ``start_time(...)``, the event time of its rows."""
-    for projection in cte.this.selects if isinstance(cte.this, exp.Select) else []:
-        value = projection.this if isinstance(projection, exp.Alias) else projection
-        if isinstance(value, exp.Anonymous) and str(value.this).lower() == "start_time":
-            return projection.alias_or_name
-    raise WaveSQLError(
-        "STREAMING_RULE", f"a continuous query over the rows of `{cte.alias_or_name}` needs "
-        "their event time: the CTE has no start_time(...) column", Span.of(cte),
-        hint=f"name the window's start in `{cte.alias_or_name}`, e.g. SELECT start_time(ch1) "
-             "AS t, ...; its rows are then windowed and joined by t")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Extent:
-    """Where a CTE lies in the statement's text (offsets), from the tokens: so that a
-    comment or a string literal saying ``WITH``, ``(`` or ``,`` cannot mislead the split."""
-
-    with_at: int  # the WITH keyword
-    before: int  # the token before the CTE's name: WITH/RECURSIVE or the comma
-    first: int  # the CTE's name
-    opened: int  # its body's "("
-    closed: int  # the body's ")"
-    after: int | None  # the comma after it, or None (the last CTE)
-
-
-def _cte_extent(text: str, cte: exp.CTE) -> _Extent:
-    """The extent of ``cte`` in ``text`` (the full text its positions index)."""
-    from wavesql.dialect.dialect import WaveSQL
-
-    first = Span.of(cte.args["alias"]).start
-    tokens = WaveSQL().tokenizer().tokenize(text)  # (comments are not tokens)
-    i = next(k for k, t in enumerate(tokens) if t.start >= first)
-    with_at = next(t.start for t in reversed(tokens[:i]) if t.token_type == TokenType.WITH)
-    before = tokens[i - 1].start
-    while tokens[i].token_type != TokenType.ALIAS:  # (a column list's "(" is not the body's)
-        i += 1
-    while tokens[i].token_type != TokenType.L_PAREN:  # (AS [NOT] MATERIALIZED)
-        i += 1
-    opened, depth = tokens[i].start, 0
-    for k in range(i, len(tokens)):
-        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[k].token_type, 0)
-        if depth == 0:
-            nxt = tokens[k + 1] if k + 1 < len(tokens) else None
-            comma = nxt.start if nxt is not None and nxt.token_type == TokenType.COMMA \
-                else None
-            return _Extent(with_at, before, first, opened, tokens[k].start, comma)
-    raise WaveSQLError("PARSE_ERROR", "unbalanced parentheses", Span.of(cte))
-
-
-def _blank(text: str, a: int, b: int) -> str:
-    return text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]
 
 
 def derived_stream(name: str, schema: ir.Schema, rows: str, time_column: str) -> cat.StreamDef:
@@ -189,77 +70,6 @@ def derived_stream(name: str, schema: ir.Schema, rows: str, time_column: str) ->
     return cat.StreamDef(name, columns, rows, "parquet", event_time=time_column,
                          watermark_us=0, progress_column=PUNCT,
                          options=(("recursiveFileLookup", "true"),))
-
-
-def expand_stars(text: str, name: str, columns: list[str]) -> str:
-    """``text`` (the rest of the query) with each ``*`` and ``f.*`` over the derived stream
-    ``name`` spelled out as the CTE's own ``columns``: the punctuation column is the
-    stream's, not the user's. The text is rewritten, not only the AST (a plain query is
-    handed to Spark as its text); each spelled-out list takes the place of blanks before it
-    (the CTE's, usually: whitespace between tokens), so that what follows a star keeps its
-    offset and errors there still point at the right place."""
-    from wavesql.dialect.dialect import WaveSQL
-
-    while True:
-        (stmt,) = parse_statements(text)
-        found = _stars(stmt.node, name, columns)
-        if not found:
-            return text
-        tokens = WaveSQL().tokenizer().tokenize(text)
-        star, replacement = max(found, key=lambda f: f[0].meta["start"])
-        k = next(i for i, t in enumerate(tokens) if t.start == star.meta["start"])
-        if k >= 2 and tokens[k - 1].token_type == TokenType.DOT:  # x.*: from the x
-            k -= 2
-        a, b = tokens[k].start, star.meta["end"] + 1
-        cut = _spaces_before(text, tokens[:k], a, len(replacement) - (b - a))
-        text = text[:a] + replacement + text[b:]
-        if cut is not None:
-            text = text[:cut[0]] + text[cut[1]:]
-
-
-def _spaces_before(text: str, tokens, limit: int, n: int) -> tuple[int, int] | None:
-    """A span of ``n`` spaces before ``limit``, between ``tokens`` (those before it; the
-    last such span, keeping a space there): they can go without changing what the text
-    says (a comment's spaces may go too, a literal's never: it is a token). None if none."""
-    if n <= 0:
-        return None
-    ends = [-1] + [t.end for t in tokens]
-    starts = [t.start for t in tokens] + [limit]
-    for end, start in reversed(list(zip(ends, starts))):
-        at = text.rfind(" " * (n + 1), end + 1, start)
-        if at >= 0:
-            return at + 1, at + 1 + n
-    return None
-
-
-def _stars(node: exp.Expression, name: str, columns: list[str]) -> list:
-    """(star node, its spelled-out text) of each ``*`` / ``x.*`` over ``name`` in ``node``."""
-    found = []
-    for select in node.find_all(exp.Select):
-        sources = [select.args["from_"].this] if select.args.get("from_") else []
-        sources += [j.this for j in select.args.get("joins") or []]
-        ours = [t for t in sources if isinstance(t, exp.Table) and not t.args.get("db")
-                and t.name.lower() == name.lower()]
-        if not ours:
-            continue
-
-        def spelled(alias=None):
-            prefix = quote(alias) + "." if alias else ""
-            return ", ".join(prefix + quote(c) for c in columns)
-
-        aliases = {t.alias_or_name.lower() for t in ours}
-        for e in select.expressions:
-            if isinstance(e, exp.Star) and len(sources) == 1:
-                found.append((e, spelled()))
-            elif isinstance(e, exp.Star) and all(s.alias_or_name for s in sources):
-                # each input's columns, as a join's star gives them, ours spelled out
-                found.append((e, ", ".join(
-                    spelled(s.alias_or_name) if s in ours else quote(s.alias_or_name) + ".*"
-                    for s in sources)))
-            elif isinstance(e, exp.Column) and isinstance(e.this, exp.Star) \
-                    and e.table.lower() in aliases:
-                found.append((e.this, spelled(e.table)))
-    return found
 
 
 class WithDerived:
@@ -309,8 +119,9 @@ class DerivedSignalQuery(SignalContinuousQuery):
     """A signal query writing its rows, and one punctuation row per batch, to the internal
     sink the rest of the query reads (module docstring)."""
 
-    def __init__(self, *args, columns: tuple[ir.Field, ...], **kwargs):
+    def __init__(self, *args, columns: tuple[ir.Field, ...], name: str, **kwargs):
         self.columns = columns  # before the query starts (super().__init__ starts it)
+        self.derived_name = name
         super().__init__(*args, **kwargs)
 
     def _deliver_final(self, out, batch_id: int, progress: int | None) -> None:
@@ -367,17 +178,23 @@ def _make_folder(location: str) -> None:
 
 
 class DerivedPipeline:
-    """The signal part and the rest of a query, started and stopped together; the public
+    """The signal parts and the rest of a query, started and stopped together; the public
     API of a continuous query (``await_termination``, ``stop``, ``status``, ``metrics``,
     ``reports``, ``progress_us``) is the rest's, whose rows are the query's."""
 
-    def __init__(self, inner: DerivedSignalQuery, start_outer, trigger: str):
-        self.inner = inner
+    def __init__(self, inners: list[DerivedSignalQuery], start_outer, trigger: str):
+        self.inners = inners
         self.available_now = trigger == "availableNow"
         self.outer = None
         if self.available_now:
-            self.inner.await_termination()  # the rest reads what the signal part wrote
+            for inner in inners:  # the rest reads what the signal parts wrote
+                inner.await_termination()
         self.outer = start_outer()
+
+    @property
+    def inner(self) -> DerivedSignalQuery:
+        """The (first) signal part."""
+        return self.inners[0]
 
     @property
     def reports(self):
@@ -392,107 +209,154 @@ class DerivedPipeline:
         return self.outer.progress_us
 
     @property
+    def _inner_error(self) -> BaseException | None:
+        return next((q.error for q in self.inners if q.error is not None), None)
+
+    @property
     def error(self) -> BaseException | None:
-        """What stopped either part (the signal part's first), as a query's ``error``."""
-        return self.inner.error or (self.outer.error if self.outer is not None else None)
+        """What stopped a part (a signal part's first), as a query's ``error``."""
+        return self._inner_error or (self.outer.error if self.outer is not None else None)
 
     @property
     def is_active(self) -> bool:
-        return self.inner.is_active or self.outer.is_active
+        return any(q.is_active for q in self.inners) or self.outer.is_active
 
     @property
     def busy(self) -> bool:
-        return self.inner.busy or self.outer.busy
+        return any(q.busy for q in self.inners) or self.outer.busy
 
     def status(self) -> dict:
+        """The rest's figures; ``derived``: each signal part's progress and samples read
+        (by CTE name when there are several)."""
         figures = self.outer.status()
-        figures["derived"] = {"progress_us": self.inner.progress_us,
-                              "samples_in": self.inner.metrics.get("samples_in")}
+        own = {q.derived_name: {"progress_us": q.progress_us,
+                                "samples_in": q.metrics.get("samples_in")}
+               for q in self.inners}
+        figures["derived"] = next(iter(own.values())) if len(own) == 1 else own
         return figures
 
     def await_termination(self, timeout: float | None = None) -> bool:
-        """Wait for the rest (availableNow: the signal part has ended already); with both
-        running, until either stops; re-raises the error that stopped either."""
+        """Wait for the rest (availableNow: the signal parts have ended already); with all
+        running, until one stops; re-raises the error that stopped any."""
         try:
             if timeout is None and not self.available_now:
-                while self.inner.is_active and self.outer.is_active:
+                while all(q.is_active for q in self.inners) and self.outer.is_active:
                     self.outer.await_termination(1.0)
-                if not self.inner.is_active and self.outer.is_active:
-                    self.outer.stop()  # the signal part stopped or failed: nothing more comes
+                if self.outer.is_active:
+                    self.outer.stop()  # a signal part stopped or failed: its rows end
             done = self.outer.await_termination(timeout)
-        finally:  # one part stopped (or failed): the other does not run on alone
-            if not self.outer.is_active and self.inner.is_active:
-                self.inner.stop()
-            elif not self.inner.is_active and self.outer.is_active and self.inner.error:
+        finally:  # one part stopped (or failed): the others do not run on alone
+            if not self.outer.is_active:
+                for q in self.inners:
+                    if q.is_active:
+                        q.stop()
+            elif self._inner_error is not None:
                 self.outer.stop()
-        self.inner.await_termination(0.01)  # its error, if it failed
+                for q in self.inners:
+                    if q.is_active:
+                        q.stop()
+        for q in self.inners:
+            q.await_termination(0.01)  # its error, if it failed
         return done
 
     def stop(self, wait: float = 60.0) -> None:
-        """Stop the signal part, then the rest (each after its micro-batch in progress)."""
-        self.inner.stop(wait)
+        """Stop the signal parts, then the rest (each after its micro-batch in progress)."""
+        for q in self.inners:
+            q.stop(wait)
         if self.outer is not None:
             self.outer.stop(wait)
 
 
-def _plan_signal_part(catalog, env, split: Split):
-    """(statement, bound, plan, kept columns) of ``split``'s signal part, or its error."""
+@dataclasses.dataclass(frozen=True)
+class _Planned:
+    """A signal part planned: its statement, bound query, plan and the columns of its rows."""
+
+    part: Part
+    stmt: Statement
+    bound: ir.Statement
+    plan: object
+    kept: tuple[ir.Field, ...]
+
+    def stream(self, rows: str) -> cat.StreamDef:
+        return derived_stream(self.part.name, ir.Schema(self.kept), rows,
+                              self.part.time_column)
+
+
+def _plan_signal_part(catalog, env, part: Part, text: str, plan_continuous) -> _Planned:
+    """``part`` planned as a continuous signal query, or its error (shown in ``text``)."""
     from wavesql import planner
 
-    from .planning import plan_continuous
-
     try:
-        (stmt,) = parse_statements(split.inner)
-        bound = planner.optimize(planner.bind(stmt, catalog, env.for_text(split.inner)))
+        (stmt,) = parse_statements(part.inner)
+        bound = planner.optimize(planner.bind(stmt, catalog, env.for_text(part.inner)))
         plan = plan_continuous(bound.relation, stmt)
     except WaveSQLError as err:  # (same positions: the other part is only blanked)
-        raise err.with_query(split.text) from None
+        raise err.with_query(text) from None
     if plan.mode != "signal" or plan.signal.scan.signal.source in ("kafka", "query"):
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous query over the rows of a signal "
                            "query reads a signal of WAV or table files", Span.of(stmt.node),
                            hint="run the signal query continuously on its own (INSERT INTO "
-                                "a sink) and query the sink's stream").with_query(split.text)
+                                "a sink) and query the sink's stream").with_query(text)
     kept = tuple(f for f in bound.relation.schema.fields if f.name not in (FINAL, PROGRESS))
-    return stmt, bound, plan, kept
+    return _Planned(part, stmt, bound, plan, kept)
+
+
+def _the_rest(split: Split, planned: list[_Planned]) -> str:
+    """The rest's text, each signal CTE's stars spelled out (:func:`expand_stars`)."""
+    outer = split.outer
+    for p in planned:
+        outer = expand_stars(outer, p.part.name, [f.name for f in p.kept])
+    return outer
 
 
 def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigger: str,
-                   max_files: int | None, clock) -> DerivedPipeline:
-    """Start ``split``'s signal part under ``<checkpoint>/derived/<name>`` and, through
-    ``start_outer(session, text)`` (:func:`.launch.start` with the user's output and
-    checkpoint; ``text``: the rest, its stars spelled out: :func:`expand_stars`), the rest
-    over its rows."""
-    from .planning import plan_continuous
-
-    _, bound, plan, kept = _plan_signal_part(session.catalog, session.env, split)
-    home = storage.join(checkpoint, "derived", split.name.lower())
-    rows = storage.join(home, "rows")
-    stream = derived_stream(split.name, ir.Schema(kept), rows, split.time_column)
-    overlay = _Session(session, WithDerived(session.catalog, {split.name: stream}))
-    outer = expand_stars(split.outer, split.name, [f.name for f in kept])
-    try:  # the rest is checked before the signal part runs: refused before anything runs
+                   max_files: int | None, clock, plan_continuous) -> DerivedPipeline:
+    """Start each of ``split``'s signal parts under ``<checkpoint>/derived/<name>`` and,
+    through ``start_outer(session, text)`` (:func:`.launch.start` with the user's output and
+    checkpoint; ``text``: the rest, its stars spelled out), the rest over their rows.
+    ``plan_continuous``: :func:`.planning.plan_continuous`, handed in (planning imports
+    this module for ``EXPLAIN STREAM``)."""
+    planned = [_plan_signal_part(session.catalog, session.env, part, split.text,
+                                 plan_continuous)
+               for part in split.parts]
+    homes = [storage.join(checkpoint, "derived", p.part.name.lower()) for p in planned]
+    rows = [storage.join(home, "rows") for home in homes]
+    overlay = _Session(session, WithDerived(session.catalog, {
+        p.part.name: p.stream(r) for p, r in zip(planned, rows)}))
+    outer = _the_rest(split, planned)
+    try:  # the rest is checked before the signal parts run: refused before anything runs
         stmt, rest = _bind_rest(overlay.catalog, session.env, outer)
         if isinstance(rest, ir.QueryStatement):
             plan_continuous(rest.relation, stmt)
     except WaveSQLError as err:
         raise err.with_query(split.text) from None
-    _make_folder(rows)  # Spark's file source needs the folder at start
-    inner = DerivedSignalQuery(session, split.inner, plan.signal.bound, plan, columns=kept,
-                               emit_changes=False, output=rows, checkpoint=home,
-                               late=storage.join(home, "late"), trigger=trigger,
-                               max_files=max_files, clock=clock)
+    inners = []
+    try:
+        for p, home, folder in zip(planned, homes, rows):
+            _make_folder(folder)  # Spark's file source needs the folder at start
+            inners.append(DerivedSignalQuery(
+                session, p.part.inner, p.plan.signal.bound, p.plan, columns=p.kept,
+                name=p.part.name, emit_changes=False, output=folder, checkpoint=home,
+                late=storage.join(home, "late"), trigger=trigger, max_files=max_files,
+                clock=clock))
+    except BaseException:  # (one did not start: the others must not run on)
+        for inner in inners:
+            inner.stop()
+        raise
 
-    def rest():
+    def start_rest():
         try:
             return start_outer(overlay, outer)
         except WaveSQLError as err:
-            inner.stop()
+            for inner in inners:
+                inner.stop()
             raise err.with_query(split.text) from None
-        except BaseException:  # (Spark's own errors too: the signal part must not run on)
-            inner.stop()
+        except BaseException:  # (Spark's own errors too: the signal parts must not run on)
+            for inner in inners:
+                inner.stop()
             raise
 
-    return DerivedPipeline(inner, rest, trigger)
+    return DerivedPipeline(inners, start_rest, trigger)
 
 
 def _bind_rest(catalog, env, text: str) -> tuple[Statement, ir.Statement]:
@@ -511,32 +375,36 @@ def _bind_rest(catalog, env, text: str) -> tuple[Statement, ir.Statement]:
                                                env.for_text(text)))
 
 
-def explain(spark, catalog, split: Split, explain_plan) -> str:
-    """``EXPLAIN STREAM`` of a query over a signal CTE: both parts, each as
-    ``explain_plan(spark, statement, bound)`` (:func:`.planning.explain_plan`) puts it."""
+def explain(spark, catalog, split: Split, explain_plan, plan_continuous) -> str:
+    """``EXPLAIN STREAM`` of a query over signal CTEs: each part, each as
+    ``explain_plan(spark, statement, bound)`` (:func:`.planning.explain_plan`) puts it
+    (``plan_continuous``: :func:`.planning.plan_continuous`)."""
     from wavesql.planner.spark_environment import SparkEnvironment
 
     env = SparkEnvironment(spark)
-    stmt, bound, _, kept = _plan_signal_part(catalog, env, split)
-    rows = f"<checkpoint>/derived/{split.name.lower()}/rows"
-    stream = derived_stream(split.name, ir.Schema(kept), rows, split.time_column)
+    planned = [_plan_signal_part(catalog, env, part, split.text, plan_continuous)
+               for part in split.parts]
+    rows = {p.part.name: f"<checkpoint>/derived/{p.part.name.lower()}/rows" for p in planned}
     try:
-        rest_stmt, rest = _bind_rest(WithDerived(catalog, {split.name: stream}), env,
-                                     expand_stars(split.outer, split.name,
-                                                  [f.name for f in kept]))
+        rest_stmt, rest = _bind_rest(
+            WithDerived(catalog, {p.part.name: p.stream(rows[p.part.name]) for p in planned}),
+            env, _the_rest(split, planned))
         rest_text = explain_plan(spark, rest_stmt, rest)
-        inner_text = explain_plan(spark, stmt, bound)
+        inner_texts = [explain_plan(spark, p.stmt, p.bound) for p in planned]
     except WaveSQLError as err:
         raise err.with_query(split.text) from None
 
     def indented(text):
         return "\n".join("  " + line for line in text.splitlines())
 
-    return "\n".join([
-        f"two parts under one handle (a query over the rows of signal CTE `{split.name}`)",
-        f"signal part `{split.name}`: rows and one punctuation row per batch to {rows}, "
-        f"event time {split.time_column}",
-        indented(inner_text),
-        f"rest: over `{split.name}`'s rows as a stream (columns "
-        f"{', '.join(f.name for f in kept)}; watermark 0, progress from the punctuation)",
-        indented(rest_text)])
+    names = ", ".join(f"`{p.part.name}`" for p in planned)
+    lines = [f"{len(planned) + 1} parts under one handle (a query over the rows of signal "
+             f"CTE{'s' if len(planned) > 1 else ''} {names})"]
+    for p, inner_text in zip(planned, inner_texts):
+        lines += [f"signal part `{p.part.name}`: rows and one punctuation row per batch to "
+                  f"{rows[p.part.name]}, event time {p.part.time_column}", indented(inner_text)]
+    over = ", ".join(f"`{p.part.name}`'s rows (columns {', '.join(f.name for f in p.kept)})"
+                     for p in planned)
+    lines.append(f"rest: over {over} as {'streams' if len(planned) > 1 else 'a stream'} "
+                 "(watermark 0, progress from the punctuation)")
+    return "\n".join(lines + [indented(rest_text)])

@@ -81,7 +81,7 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                          late_format=late_format)
         return derived.start_pipeline(session, split, rest, checkpoint=absolute(checkpoint),
                                       trigger=trigger, max_files=max_files_per_trigger,
-                                      clock=clock)
+                                      clock=clock, plan_continuous=plan_continuous)
     emit = next(iter(stmt.node.find_all(wn.Emit)), None)
     late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
     if late_into is not None:

@@ -248,7 +248,7 @@ def explain_stream(spark, text: str, target: ir.QueryStatement, catalog=None) ->
 
         split = derived.find_split(stmt, text, catalog)
         if split is not None:
-            return derived.explain(spark, catalog, split, explain_plan)
+            return derived.explain(spark, catalog, split, explain_plan, plan_continuous)
     return explain_plan(spark, stmt, target)
 
 

@@ -118,9 +118,9 @@ def test_window_aggregate_over_signal_features_across_runs(ws, spark, tmp_path):
     ("WITH f AS (SELECT seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]) "
      "SELECT max(rms) AS peak FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]", "STREAMING_RULE",
      "start_time"),
-    (FEATURES + ", g AS (SELECT start_time(ch1) AS t FROM mic [SAMPLES 512]) "
+    ("WITH f(t, rms) AS (SELECT start_time(ch1), seg_rms(ch1) FROM mic [SAMPLES 4096]) "
      "SELECT count(*) AS n FROM f [RANGE 2 SECONDS SLIDE 2 SECONDS]", "NOT_IMPLEMENTED",
-     "several signal"),
+     "column list"),
     # the rest of the query is checked before the signal part runs
     (FEATURES + "SELECT count(*) AS n FROM f", "STREAMING_RULE", "window"),
     # the signal query's own SELECT stays row by row; the hint says how to compose
@@ -392,3 +392,62 @@ def test_signal_features_with_everything_in_a_bucket(s3, ws, spark, tmp_path):
     assert got["n"].tolist() == want["n"].tolist()
     np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
     assert not (tmp_path / "ckpt").exists() and not list(tmp_path.glob("**/_spark_metadata"))
+
+
+PEAKS = "g AS (SELECT start_time(ch1) AS t, seg_max(ch1) AS m FROM mic [SAMPLES 1000])"
+
+
+@pytest.mark.parametrize("ctes, kept", [
+    (["F", "PEAKS"], []),
+    (["F", "h AS (SELECT 1 AS a)", "PEAKS"], ["h"]),
+    (["h AS (SELECT 1 AS a)", "F", "PEAKS"], ["h"]),
+    (["F", "PEAKS", "h AS (SELECT 1 AS a)"], ["h"]),
+    (["h AS (SELECT 1 AS a)", "F", "k AS (SELECT 2 AS b)", "PEAKS"], ["h", "k"]),
+])
+def test_split_of_several_signal_ctes(ctes, kept):
+    """No Spark: two signal CTEs, each a part at its place; the rest keeps the other CTEs
+    with the commas between them (and no WITH when none is left)."""
+    from wavesql.catalog import SignalDef
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.derived import find_split
+
+    catalog = _Catalog(mic=SignalDef("mic", [("ch1", "FLOAT")], 8000.0, "/nowhere"))
+    body = {"F": FEATURES.strip()[len("WITH "):], "PEAKS": PEAKS}
+    text = ("WITH " + ",\n  ".join(body.get(c, c) for c in ctes)
+            + " SELECT f.t, f.rms, g.m FROM f ASOF JOIN g ON f.t >= g.t")
+    (stmt,) = parse_statements(text)
+    split = find_split(stmt, text, catalog)
+    assert [(p.name, p.time_column) for p in split.parts] == [("f", "t"), ("g", "t")]
+    for part, window in zip(split.parts, ("4096]", "1000]")):
+        assert len(part.inner.strip()) == part.inner.strip().index(window) + len(window)
+        assert text.index(part.inner.strip()) == len(part.inner) - len(part.inner.lstrip())
+    assert len(split.outer) == len(text) and "mic" not in split.outer
+    (rest,) = parse_statements(split.outer)
+    ctes_left = rest.node.args.get("with_")
+    assert [c.alias_or_name for c in (ctes_left.expressions if ctes_left else [])] == kept
+    assert split.outer.index("SELECT f.t") == text.index("SELECT f.t")
+
+
+def test_asof_join_of_two_signal_ctes(ws, spark, tmp_path):
+    """Two signal CTEs over one recording -- RMS per 4096 samples and the peak per 1000 --
+    each a signal part of its own, the rest an ASOF JOIN of their rows on the state store:
+    pandas merge_asof (backward) over numpy's RMS and max."""
+    x = _recording(5)
+    _setup(ws, tmp_path, x, len(x))
+    (tmp_path / "rec" / "done.eof").write_text("")
+    sql = FEATURES.rstrip() + ", " + PEAKS + (
+        " SELECT f.t, f.rms, g.t AS gt, g.m FROM f ASOF JOIN g ON f.t >= g.t")
+    cq = _run(ws, tmp_path, sql)
+    assert [q.derived_name for q in cq.inners] == ["f", "g"]
+    assert set(cq.status()["derived"]) == {"f", "g"}
+    got = _out(spark, tmp_path)
+    got = got.assign(s=_seconds(got["t"])).sort_values("s").reset_index(drop=True)
+    starts = np.arange(0, len(x), 1000)
+    peaks = pd.DataFrame({"gt": starts / RATE,
+                          "m": [x[s:s + 1000].max() for s in starts]})
+    want = pd.merge_asof(_features(x), peaks, left_on="t", right_on="gt",
+                         direction="backward")
+    assert got["s"].tolist() == want["t"].tolist()  # each row once
+    np.testing.assert_allclose(got["rms"], want["rms"], rtol=1e-6)
+    np.testing.assert_allclose(_seconds(got["gt"]), want["gt"], atol=1e-9)
+    np.testing.assert_allclose(got["m"], want["m"], rtol=1e-6)

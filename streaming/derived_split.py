@@ -1,0 +1,228 @@
+"""Cutting a statement over signal CTEs into its parts, on the statement's tokens.
+
+:func:`find_split` finds the CTEs of a query that read a signal (each a **part**: the
+CTE's body alone, at its place in the text, every other character blanked) and **the
+rest** (the text with those CTEs, their commas and, if no CTE is left, ``WITH`` blanked).
+Blanking keeps every offset, so an error in either part points into the user's
+statement. Positions come from the sqlglot AST and the WaveSQL tokenizer (comments are
+not tokens, a literal is one), so a comment or string literal saying ``WITH``, ``(`` or
+``,`` cannot mislead it. :func:`expand_stars` spells out the rest's ``*`` and ``f.*`` over
+a part's rows as the CTE's own columns (the stream the rest reads has an internal
+punctuation column besides them). Used by :mod:`.derived`, which runs the parts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+from wavesql.catalog import objects as cat
+from wavesql.dialect import Statement, parse_statements
+from wavesql.errors import Span, WaveSQLError
+from wavesql.sqltext import quote
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One signal CTE: its name, ``inner`` (the full text with all but the CTE's body
+    blanked) and the column of its rows' event time."""
+
+    name: str
+    inner: str
+    time_column: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """A statement cut into its signal CTEs (``parts``, in the statement's order) and the
+    rest (``outer``: the full text with those CTEs blanked)."""
+
+    parts: tuple[Part, ...]
+    outer: str
+    text: str  # the whole statement: errors in either part are shown in it
+
+    # (the first signal CTE's: a statement with one)
+    name = property(lambda self: self.parts[0].name)
+    inner = property(lambda self: self.parts[0].inner)
+    time_column = property(lambda self: self.parts[0].time_column)
+
+
+def find_split(stmt: Statement, text: str, catalog) -> Split | None:
+    """The split of ``stmt`` (``text``: the full text its positions index) when some of
+    its CTEs read a signal and the rest does not; None when no CTE reads a signal."""
+    node = stmt.node
+    with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
+    if with_ is None:
+        return None
+    names = {c.alias_or_name.lower() for c in with_.expressions}
+
+    def signals_in(tree) -> list[exp.Table]:
+        return [t for t in tree.find_all(exp.Table) if not t.args.get("db")
+                and t.name.lower() not in names
+                and isinstance(catalog.get(t.name), cat.SignalDef)]
+
+    found = [c for c in with_.expressions if signals_in(c.this)]
+    if not found:
+        return None
+
+    def refuse(what, where, hint):
+        return WaveSQLError("NOT_IMPLEMENTED", what, Span.of(where), hint=hint)
+
+    rest = node.copy()
+    rest.set("with_", None)
+    if any(signals_in(rest)):
+        raise refuse("a continuous query reading a signal both in and beside a CTE",
+                     found[0], "read the signal in a CTE only, straight from the signal")
+    for cte in found:
+        if any(t.name.lower() in names for t in cte.this.find_all(exp.Table)
+               if not t.args.get("db")):
+            raise refuse("a signal CTE reading another CTE", cte,
+                         "read the signal in one CTE only, straight from the signal")
+        if cte.args["alias"].columns:
+            raise refuse("a signal CTE with a column list", cte.args["alias"],
+                         f"name the columns in the CTE's SELECT instead: SELECT start_time("
+                         f"ch1) AS t, ... (no `{cte.alias_or_name}(...)` list)")
+    extents = [_cte_extent(text, cte) for cte in with_.expressions]
+    signal = [any(cte is f for f in found) for cte in with_.expressions]
+    parts = []
+    outer = text
+    for cte, extent, is_signal in zip(with_.expressions, extents, signal):
+        if not is_signal:
+            continue
+        # the body alone, at its place; newlines kept: line/column positions stay right
+        inner = _blank(text[:extent.closed], 0, extent.opened + 1)
+        parts.append(Part(cte.alias_or_name, inner, _time_column(cte)))
+        outer = _blank(outer, extent.first, extent.closed + 1)
+    if all(signal):  # blank WITH [RECURSIVE] and the commas too
+        outer = _blank(outer, extents[0].with_at, extents[-1].closed + 1)
+    else:  # the commas: one after each CTE kept but the last kept
+        last_kept = max(i for i, is_signal in enumerate(signal) if not is_signal)
+        for i, extent in enumerate(extents):
+            if extent.after is not None and (signal[i] or i >= last_kept):
+                outer = _blank(outer, extent.after, extent.after + 1)
+    return Split(tuple(parts), outer, text)
+
+
+def _time_column(cte: exp.CTE) -> str:
+    """The CTE's column holding ``start_time(...)``, the event time of its rows."""
+    for projection in cte.this.selects if isinstance(cte.this, exp.Select) else []:
+        value = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(value, exp.Anonymous) and str(value.this).lower() == "start_time":
+            return projection.alias_or_name
+    raise WaveSQLError(
+        "STREAMING_RULE", f"a continuous query over the rows of `{cte.alias_or_name}` needs "
+        "their event time: the CTE has no start_time(...) column", Span.of(cte),
+        hint=f"name the window's start in `{cte.alias_or_name}`, e.g. SELECT start_time(ch1) "
+             "AS t, ...; its rows are then windowed and joined by t")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Extent:
+    """Where a CTE lies in the statement's text (offsets), from the tokens: so that a
+    comment or a string literal saying ``WITH``, ``(`` or ``,`` cannot mislead the split."""
+
+    with_at: int  # the WITH keyword
+    first: int  # the CTE's name
+    opened: int  # its body's "("
+    closed: int  # the body's ")"
+    after: int | None  # the comma after it, or None (the last CTE)
+
+
+def _cte_extent(text: str, cte: exp.CTE) -> _Extent:
+    """The extent of ``cte`` in ``text`` (the full text its positions index)."""
+    from wavesql.dialect.dialect import WaveSQL
+
+    first = Span.of(cte.args["alias"]).start
+    tokens = WaveSQL().tokenizer().tokenize(text)  # (comments are not tokens)
+    i = next(k for k, t in enumerate(tokens) if t.start >= first)
+    with_at = next(t.start for t in reversed(tokens[:i]) if t.token_type == TokenType.WITH)
+    while tokens[i].token_type != TokenType.ALIAS:  # (a column list's "(" is not the body's)
+        i += 1
+    while tokens[i].token_type != TokenType.L_PAREN:  # (AS [NOT] MATERIALIZED)
+        i += 1
+    opened, depth = tokens[i].start, 0
+    for k in range(i, len(tokens)):
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[k].token_type, 0)
+        if depth == 0:
+            nxt = tokens[k + 1] if k + 1 < len(tokens) else None
+            comma = nxt.start if nxt is not None and nxt.token_type == TokenType.COMMA \
+                else None
+            return _Extent(with_at, first, opened, tokens[k].start, comma)
+    raise WaveSQLError("PARSE_ERROR", "unbalanced parentheses", Span.of(cte))
+
+
+def _blank(text: str, a: int, b: int) -> str:
+    return text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]
+
+
+def expand_stars(text: str, name: str, columns: list[str]) -> str:
+    """``text`` (the rest of the query) with each ``*`` and ``f.*`` over the derived stream
+    ``name`` spelled out as the CTE's own ``columns``: the punctuation column is the
+    stream's, not the user's. The text is rewritten, not only the AST (a plain query is
+    handed to Spark as its text); each spelled-out list takes the place of blanks before it
+    (the CTE's, usually: whitespace between tokens), so that what follows a star keeps its
+    offset and errors there still point at the right place."""
+    from wavesql.dialect.dialect import WaveSQL
+
+    while True:
+        (stmt,) = parse_statements(text)
+        found = _stars(stmt.node, name, columns)
+        if not found:
+            return text
+        tokens = WaveSQL().tokenizer().tokenize(text)
+        star, replacement = max(found, key=lambda f: f[0].meta["start"])
+        k = next(i for i, t in enumerate(tokens) if t.start == star.meta["start"])
+        if k >= 2 and tokens[k - 1].token_type == TokenType.DOT:  # x.*: from the x
+            k -= 2
+        a, b = tokens[k].start, star.meta["end"] + 1
+        cut = _spaces_before(text, tokens[:k], a, len(replacement) - (b - a))
+        text = text[:a] + replacement + text[b:]
+        if cut is not None:
+            text = text[:cut[0]] + text[cut[1]:]
+
+
+def _spaces_before(text: str, tokens, limit: int, n: int) -> tuple[int, int] | None:
+    """A span of ``n`` spaces before ``limit``, between ``tokens`` (those before it; the
+    last such span, keeping a space there): they can go without changing what the text
+    says (a comment's spaces may go too, a literal's never: it is a token). None if none."""
+    if n <= 0:
+        return None
+    ends = [-1] + [t.end for t in tokens]
+    starts = [t.start for t in tokens] + [limit]
+    for end, start in reversed(list(zip(ends, starts))):
+        at = text.rfind(" " * (n + 1), end + 1, start)
+        if at >= 0:
+            return at + 1, at + 1 + n
+    return None
+
+
+def _stars(node: exp.Expression, name: str, columns: list[str]) -> list:
+    """(star node, its spelled-out text) of each ``*`` / ``x.*`` over ``name`` in ``node``."""
+    found = []
+    for select in node.find_all(exp.Select):
+        sources = [select.args["from_"].this] if select.args.get("from_") else []
+        sources += [j.this for j in select.args.get("joins") or []]
+        ours = [t for t in sources if isinstance(t, exp.Table) and not t.args.get("db")
+                and t.name.lower() == name.lower()]
+        if not ours:
+            continue
+
+        def spelled(alias=None):
+            prefix = quote(alias) + "." if alias else ""
+            return ", ".join(prefix + quote(c) for c in columns)
+
+        aliases = {t.alias_or_name.lower() for t in ours}
+        for e in select.expressions:
+            if isinstance(e, exp.Star) and len(sources) == 1:
+                found.append((e, spelled()))
+            elif isinstance(e, exp.Star) and all(s.alias_or_name for s in sources):
+                # each input's columns, as a join's star gives them, ours spelled out
+                found.append((e, ", ".join(
+                    spelled(s.alias_or_name) if s in ours else quote(s.alias_or_name) + ".*"
+                    for s in sources)))
+            elif isinstance(e, exp.Column) and isinstance(e.this, exp.Star) \
+                    and e.table.lower() in aliases:
+                found.append((e.this, spelled(e.table)))
+    return found
