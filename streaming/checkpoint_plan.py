@@ -34,7 +34,12 @@ same thing after them:
 - the trigger (``availableNow``, ``every 10 seconds``) and ``max_files_per_trigger``:
   they decide how much each micro-batch reads, not what the state is;
 - a stream's ``HEARTBEAT``: it advances progress while an input is idle; progress never
-  goes back, so the state a later batch starts from is valid either way;
+  goes back, so the state a later batch starts from is valid either way. One exception:
+  a HEARTBEAT under a trigger ``every ...`` adds a ticker (Spark's rate source) to the
+  streaming query, and Spark's offset log cannot take a source on or off -- so whether
+  tickers run is a fact of the plan (the state-store runner's ``tickers`` key, checked
+  where its marker has it), and a HEARTBEAT or trigger change that adds or removes one
+  is refused by name;
 - a stream's ``WATERMARK``: likewise a rule for advancing progress -- rows behind the
   progress already promised stay late, whatever the new delay;
 - where the results, late rows and quarantine go (output / ``LATE INTO``): the state does
@@ -83,6 +88,9 @@ class Mark:
     facts: tuple[tuple[str, str], ...] = ()
     #: a runner's own keys, written after ``explain`` (the state-store runner's)
     extra: tuple[tuple[str, object], ...] = ()
+    #: those of ``extra`` compared too, where the checkpoint's marker has them (keys added
+    #: after its first markers were written: older ones are not checked for them)
+    checked: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         data = {"engine": self.engine, "plan": self.plan, "explain": self.explain}
@@ -148,7 +156,11 @@ def mismatch(theirs: dict, mine: Mark) -> str | None:
                 f"this query runs on the {runner_name(mine.engine)} (EXPLAIN STREAM says "
                 "why), which cannot read that state")
     if theirs.get("plan") == mine.plan:
-        return None
+        own = dict(mine.extra)
+        changed = [f"its {key} changed from {theirs[key]!r} to {own[key]!r}"
+                   for key in mine.checked if key in theirs and theirs[key] != own[key]]
+        return ("was written by this plan with another Spark query: " + "; ".join(changed)
+                if changed else None)
     changes = describe_changes(theirs.get("facts"), mine.facts)
     if changes:
         return (f"was written by another plan of this query on the "

@@ -162,6 +162,11 @@ def test_the_state_store_marker_keeps_its_keys():
     assert cp.mismatch(old, mark) is None
     why = cp.mismatch({**old, "plan": "def", "explain": "stateful window of 10 s"}, mark)
     assert "stateful window of 10 s" in why and "this one is: stateful window" in why
+    # a key added later: compared where the marker has it, not where it does not
+    ticking = cp.Mark("stateful-window", "abc", "e", extra=(("tickers", 1),),
+                      checked=("tickers",))
+    assert cp.mismatch(old, ticking) is None
+    assert "tickers changed from 0 to 1" in cp.mismatch({**old, "tickers": 0}, ticking)
 
 
 # -- each runner, end to end ----------------------------------------------------------------

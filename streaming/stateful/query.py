@@ -89,7 +89,11 @@ class StatefulQuery(ContinuousQuery):
 
     # -- setup -------------------------------------------------------------------------
     def _start(self, trigger: str, max_files: int | None):
-        resume_version = self._check_checkpoint()
+        # a HEARTBEAT under a trigger 'every ...' adds a ticker source per stream, and
+        # Spark's offsets cannot take a source on or off (streaming/checkpoint_plan.py)
+        tickers = sum(1 for s in self._streams() if s.heartbeat_us is not None) \
+            if trigger.startswith("every ") else 0
+        resume_version = self._check_checkpoint(tickers)
         # each watermarked input's progress carried across restarts (resume.py), on the
         # checkpoints that have it in their plan
         self._resume = Resume(self.spark, self.checkpoint,
@@ -179,7 +183,7 @@ class StatefulQuery(ContinuousQuery):
         return ticks.select(*[cols.get(f.name, tick_filler(f.dataType, raw)).cast(f.dataType)
                               .alias(f.name) for f in frame.schema.fields])
 
-    def _check_checkpoint(self) -> int | None:
+    def _check_checkpoint(self, tickers: int = 0) -> int | None:
         """A checkpoint belongs to one plan: restarting a changed query on it would read the
         state with another meaning (``CHECKPOINT_MISMATCH``, streaming/checkpoint_plan.py;
         a checkpoint with state but no marker came from another runner: refused). Returns
@@ -187,11 +191,13 @@ class StatefulQuery(ContinuousQuery):
         them, whose Spark plan has none -- Spark cannot add sources to a checkpoint -- so
         it keeps that plan)."""
         # the marker's keys as this runner always wrote them: engine, plan, explain,
-        # buckets, resume (stateful/plan.py reads ``buckets`` back)
+        # buckets, resume (stateful/plan.py reads ``buckets`` back); then the heartbeat
+        # tickers among Spark's sources, checked where the marker has them
         mine = checkpoint_plan.Mark(self.engine, self.windowed.fingerprint,
                                     self.windowed.explain,
                                     extra=(("buckets", self.windowed.buckets),
-                                           ("resume", RESUME_VERSION)))
+                                           ("resume", RESUME_VERSION), ("tickers", tickers)),
+                                    checked=("tickers",))
         theirs = checkpoint_plan.check(self.checkpoint, mine, legacy="refuse")
         if theirs is None:
             return RESUME_VERSION
