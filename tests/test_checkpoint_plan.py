@@ -357,3 +357,32 @@ def test_a_signal_programs_parameters_count(binder, tmp_path):
     binder.ddl(signal.format(1024))
     why = cp.mismatch(json.loads(base.to_json()), binder.mark(sql.format("600.0"), "signal"))
     assert "SignalScan mic segment changed from 4096 to 1024" in why, why
+
+
+@pytest.mark.slow
+def test_a_kafka_signal_query_refuses_a_changed_window(ws, spark, kafka, tmp_path):
+    """The Kafka-signal runner: sample blocks in two rounds on one checkpoint; a changed
+    window between them is refused, a change of keyword case runs on; every window's RMS
+    equals numpy's over the samples sent."""
+    import uuid
+
+    from tests.test_kafka import _block
+
+    topic = kafka.create_topic(f"t{uuid.uuid4().hex[:10]}", 1)
+    x = np.random.default_rng(9).standard_normal((1, 4000)).astype(np.float32)
+    ws.sql(f"CREATE SIGNAL kmic (a FLOAT) RATE 8000 HZ FROM KAFKA '{topic}' "
+           f"OPTIONS (bootstrap = '{kafka.bootstrap}') FORMAT samples")
+    sql = "SELECT start_sample(a) AS s, seg_rms(a) AS r FROM kmic [SAMPLES 1000]"
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    kafka.produce(topic, [(None, _block(i, x[:, i:i + 1000]), 0) for i in (0, 1000)])
+    cq = _run(ws, sql, out, ckpt)
+    assert type(cq).__name__ == "KafkaSignalQuery"
+    _mismatch(ws, sql.replace("1000", "500"), out, ckpt, "kafka-signal", "(500, 500)")
+    kafka.produce(topic, [(None, _block(i, x[:, i:i + 1000]), 0) for i in (2000, 3000)]
+                  + [(None, _block(4000, x[:, :0]), 0)])  # the end block
+    _run(ws, sql.replace("SELECT", "select").replace("FROM", "from"), out, ckpt)
+    got = sorted((r.s, r.r) for r in spark.read.parquet(str(out)).collect())
+    assert [s for s, _ in got] == [0, 1000, 2000, 3000]
+    for s, r in got:
+        assert r == pytest.approx(np.sqrt(np.mean(x[0, s:s + 1000].astype(np.float64) ** 2)),
+                                  rel=1e-6)
