@@ -44,7 +44,9 @@ same thing after them:
   progress already promised stay late, whatever the new delay;
 - where the results, late rows and quarantine go (output / ``LATE INTO``): the state does
   not depend on them (the output's batch numbering continues);
-- re-creating a stream or signal with the same definition (its catalog version).
+- re-creating a stream or signal with the same definition (its catalog version), or
+  with other credentials (options named like ``password``, ``secret``, ``jaas``,
+  ``token``, ``credential``, ``*.key``: never written to the marker).
 
 Checkpoints written before markers: the state-store runner always wrote one, so a
 checkpoint with Spark's ``offsets`` or WaveSQL's ``state`` but no marker came from another
@@ -58,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 
 from wavesql import storage
 from wavesql.errors import WaveSQLError
@@ -76,6 +79,12 @@ _HINT = ("give the changed query a new checkpoint (and output) folder, or delete
 #: Definition fields that do not count (module docstring: compatible changes).
 _SKIPPED_FIELDS = {"version", "created_at", "updated_at", "heartbeat_us", "watermark_us",
                    "schema", "bounded", "tree", "source_offset"}
+
+
+#: Reader options that hold credentials (as planner/lower.py redacts them in EXPLAIN):
+#: left out of the fingerprint -- the marker is plain text, and a rotated password is
+#: a compatible change.
+_SECRET = re.compile(r"password|secret|jaas|token|credential|\.key$", re.IGNORECASE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,7 +280,10 @@ def _relation_facts(rel, out: list) -> None:
         elif dataclasses.is_dataclass(value) and hasattr(value, "KIND"):  # a catalog object
             for g in dataclasses.fields(value):
                 if g.name not in _SKIPPED_FIELDS and g.name != "name":
-                    text = _text(getattr(value, g.name))
+                    item = getattr(value, g.name)
+                    if g.name == "options":  # credentials rotate; never in the marker
+                        item = tuple((k, v) for k, v in item if not _SECRET.search(k))
+                    text = _text(item)
                     if g.name in ("sql", "query"):
                         text = normalized_sql(None, text)
                     out.append((f"{node} {g.name}", text))

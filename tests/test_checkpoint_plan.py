@@ -88,6 +88,14 @@ def test_heartbeat_and_watermark_are_compatible_the_input_is_not(binder):
     base = binder.mark(WINDOWED)
     binder.ddl(STREAM.format(path="ev", wm="5 SECONDS", hb="HEARTBEAT 2 SECONDS"))
     assert binder.mark(WINDOWED).plan == base.plan  # (the stream's catalog version moved)
+    # credentials rotate: not in the fingerprint, never in the (plain-text) marker
+    binder.ddl(STREAM.format(path="ev", wm="1 SECOND", hb="").replace(
+        "FORMAT", "OPTIONS (mergeSchema = 'false', `fs.s3a.secret.key` = 'hunter2') FORMAT"))
+    keyed = binder.mark(WINDOWED)
+    binder.ddl(STREAM.format(path="ev", wm="1 SECOND", hb="").replace(
+        "FORMAT", "OPTIONS (mergeSchema = 'false', `fs.s3a.secret.key` = 'rotated') FORMAT"))
+    assert binder.mark(WINDOWED).plan == keyed.plan != base.plan  # (mergeSchema counts)
+    assert "hunter2" not in keyed.to_json() and "mergeSchema" in keyed.to_json()
     binder.ddl(STREAM.format(path="other", wm="1 SECOND", hb=""))
     moved = binder.mark(WINDOWED)
     why = cp.mismatch(json.loads(base.to_json()), moved)
