@@ -63,7 +63,11 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
                 and t.name.lower() not in names
                 and isinstance(catalog.get(t.name), cat.SignalDef)]
 
-    found = [c for c in with_.expressions if signals_in(c.this)]
+    # (a CTE with a SYNC JOIN is no part: a synced row waits for the recording to cover
+    # its range, so it may come after the control's progress -- no punctuation for the
+    # rest; the query is planned whole, and streaming/sync.py says what runs)
+    found = [c for c in with_.expressions if signals_in(c.this) and not any(
+        j.args.get("sync") for j in c.this.find_all(exp.Join))]
     if not found:
         return None
 

@@ -80,8 +80,13 @@ _WINDOWS = (ir.WindowScan, ir.StreamOf, ir.Rewindow)
 
 
 def _windows_around(stmt) -> WaveSQLError:
+    # (why: a synced row waits until the recording covers its range, so it can come after
+    # the control's progress -- which the runner's _progress is: no bound on later rows'
+    # event time for windows over them to close on)
     return WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows, or signal "
-                        "functions carrying state from one synced row to the next, around it",
+                        "functions carrying state from one synced row to the next, around it "
+                        "(a synced row waits for the recording, so it can come after the "
+                        "control's progress)",
                         Span.of(stmt.node), hint="SYNC in one continuous query; process its "
                                                  "results in a query over them")
 
