@@ -225,9 +225,9 @@ def test_two_kafka_signals_synced_together(ws, spark, kafka, tmp_path):
 
 
 def test_what_stays_refused_and_which_checkpoints_load(ws, tmp_path, monkeypatch):
-    """With a Kafka signal among several SYNCs: windows around them, SYNCs in different
-    SELECTs and a per-key order of a stateful function over them are refused, each saying
-    what; a checkpoint's SYNC state loads only for the signals and kinds it records (a lone
+    """With a Kafka signal among several SYNCs: windows around them and SYNCs in different
+    SELECTs are refused, each saying what (an ORDER BY in a stateful function's per-key
+    OVER too); a checkpoint's SYNC state loads only for the signals and kinds it records (a lone
     Kafka signal's index of the format before, as the state itself, for that query only)."""
     from scipy.io import wavfile
 
@@ -254,14 +254,18 @@ def test_what_stays_refused_and_which_checkpoints_load(ws, tmp_path, monkeypatch
             "with windows",
         f"SELECT x.id FROM (SELECT c.id, k.a {both}) x UNION ALL "
         "SELECT c.id FROM marks c SYNC JOIN kmic k ON RANGE (c.t0, c.t1)": "different SELECTs",
-        "SELECT c.id, iir(k.a, ARRAY(0.5D, 0.5D), ARRAY(1.0D)) OVER (PARTITION BY c.id "
-        f"ORDER BY c.t0) AS f {both}": "OVER (PARTITION BY ...)",
     }
     for text, why in cases.items():
         with pytest.raises(WaveSQLError) as err:
             ws.stream(text, tmp_path / "o", tmp_path / "c")
         assert err.value.code == "NOT_IMPLEMENTED", err.value
         assert why in err.value.message and err.value.hint, err.value
+    # a per-key order runs (tests/test_sync_keyed_state.py); an ORDER BY in it is refused:
+    # the order is the ranges' own
+    with pytest.raises(WaveSQLError) as err:
+        ws.stream("SELECT c.id, iir(k.a, ARRAY(0.5D, 0.5D), ARRAY(1.0D)) OVER (PARTITION BY "
+                  f"c.id ORDER BY c.t0) AS f {both}", tmp_path / "o", tmp_path / "c")
+    assert err.value.code == "INVALID_OPTION" and "PARTITION BY only" in err.value.message
 
     k, w = ws.catalog.get("kmic"), ws.catalog.get("acc")
     lone = {"version": 1, "kind": "kafka", "reached": {"0": 500}, "covered": 500}
