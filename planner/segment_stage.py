@@ -111,21 +111,29 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
     keys = tuple(rel.keys) if rel.program.stateful else ()
     holder = (rt.streams or {}).get(KEYED_STATE) if per_key and rt is not None else None
     saved = dict(holder["in"]) if holder is not None else None  # key text -> state text
+    # the task's input ends each signal in it -- each key's, or the one ordered pass's --
+    # so what a detector still holds open is flushed there, as at a WAV signal's end
+    # (sources/wav_scan.py). Not per row (each row flushes its own) nor continuously (a
+    # key's next micro-batch may continue its range).
+    ends_signal = rel.program.stateful and not per_row and saved is None
 
     def run(batches):
         from wavesql.udfs.program import Evaluator, Program
 
         program = Program.from_json(program_json)
         evaluator = Evaluator(program, per_row=per_row)
-        current, ends, schema = None, {}, None
+        current, ends, schema, last = None, {}, None, None
         for batch in batches:
             # per key: the rows come sorted by key, then start; a new key, a new signal
             for key, piece in _key_runs(batch, keys):
                 if keys and key != current:
                     if saved is not None and schema is not None:
                         yield _state_row(schema, current, evaluator, ends)
+                    if ends_signal and last is not None:  # the key before ended here
+                        yield from _tail(evaluator, last, passthrough, keys)
                     evaluator, ends = _start(program, per_key, saved, key)
                     current = key
+                last = piece
                 if per_key:
                     _check_disjoint(piece, program.channels, ends, key, keys)
                 out = evaluator.run_batch(piece, passthrough)
@@ -136,6 +144,8 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
                     yield out
         if saved is not None and schema is not None:
             yield _state_row(schema, current, evaluator, ends)
+        if ends_signal and last is not None:  # the last key's (or the one signal's) end
+            yield from _tail(evaluator, last, passthrough, keys)
 
     # a channel may pass too; keys travel to the task to cut its rows by
     columns = dict.fromkeys(rel.program.channels + passthrough + keys)
@@ -207,6 +217,26 @@ def _state_row(schema, key, evaluator, ends: dict):
     text = base64.b64encode(states.dumps({"states": evaluator.states, "ends": ends})).decode()
     arrays = [pa.nulls(1, f.type) for f in schema] + [pa.array([f"{_key_text(key)}\n{text}"])]
     return pa.RecordBatch.from_arrays(arrays, names=[*schema.names, _STATE])
+
+
+def _tail(evaluator, last, passthrough: tuple[str, ...], keys: tuple[str, ...]):
+    """The row of what ``evaluator`` still holds open at its signal's end
+    (``Evaluator.finish()``: a ``threshold_ranges`` range above the threshold up to the
+    last sample), if any: the flushing calls' outputs, NULL for the other outputs, as the
+    WAV scan's last row; its key columns are the key's (taken from ``last``, the key's last
+    rows), its other columns NULL -- it is no one segment's row."""
+    import pyarrow as pa
+
+    tail = evaluator.finish()
+    if tail is None or not tail.num_rows:
+        return
+    if passthrough:
+        end = last.num_rows - 1
+        arrays = list(tail.columns) + [
+            last.column(c).slice(end, 1) if c in keys else pa.nulls(1, last.column(c).type)
+            for c in passthrough]
+        tail = pa.RecordBatch.from_arrays(arrays, names=[*tail.schema.names, *passthrough])
+    yield tail
 
 
 def _nulls(k: int):

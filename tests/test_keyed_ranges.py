@@ -1,0 +1,128 @@
+"""A detector's range still open at the end of a view's segments: ``threshold_ranges(ch1, t)
+OVER (PARTITION BY sensor)`` (per key), and without a key (one ordered pass).
+
+The range above the threshold up to a key's last sample is reported once, at the key's
+end -- as a WAV signal's scan reports it at the signal's end: a row of its own, NULL in
+the other outputs and columns, the key columns the key's. (It used to be dropped without
+an error: the stage never flushed the detector.)
+
+Oracle: the rule of ``threshold_ranges``' docstring written out here over each recording's
+samples with numpy -- maximal runs of samples ``> t``, runs at most ``min_gap`` samples
+apart merged, each range ``[first, last above + 1)`` with its largest sample -- including
+the range open at the end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wavesql.udfs.wav import write_wav
+
+pytestmark = pytest.mark.spark
+
+RATE = 8000
+THR = 0.5
+#: key -> (samples, bursts above the threshold): 'a' ends above (its last two bursts 20
+#: samples apart: one range with min_gap 40), 'b' ends 10 samples below (closed with
+#: min_gap 0, still open with min_gap 40), 'c' is one segment ending above, None (a NULL
+#: key) ends above too
+SENSORS = {
+    "a": (5037, [(1200, 1350), (2990, 3020), (2000, 2100), (2130, 2200), (4800, 4990),
+                 (5010, 5037)]),
+    "b": (4000, [(500, 600), (2500, 2700), (3980, 3990)]),
+    "c": (700, [(650, 700)]),
+    None: (2000, [(10, 20), (1900, 2000)]),
+}
+
+
+def _samples(n: int, bursts, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = 0.3 * rng.random(n)
+    for lo, hi in bursts:
+        x[lo:hi] = 0.6 + 0.3 * rng.random(hi - lo)
+    return x.astype(np.float32)
+
+
+def _oracle(x: np.ndarray, thr: float, min_gap: int) -> list[tuple[int, int, float]]:
+    above = np.concatenate(([0], (x > thr).astype(np.int8), [0]))
+    edges = np.flatnonzero(np.diff(above))
+    out: list[list] = []
+    for lo, hi in zip(edges[0::2].tolist(), edges[1::2].tolist()):
+        if out and lo - out[-1][1] <= min_gap:
+            out[-1][1] = hi
+        else:
+            out.append([lo, hi])
+    return [(lo, hi, float(x[lo:hi].max())) for lo, hi in out]
+
+
+@pytest.fixture
+def sensors(ws, tmp_path):
+    data, parts = {}, []
+    for i, (key, (n, bursts)) in enumerate(SENSORS.items()):
+        name = f"s{i}"
+        x = _samples(n, bursts, seed=40 + i)
+        folder = tmp_path / name
+        folder.mkdir()
+        write_wav(str(folder / "rec.wav"), x.reshape(-1, 1), RATE, "float32")
+        ws.sql(f"CREATE SIGNAL {name} (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav")
+        data[key] = x.astype(np.float64)
+        label = "CAST(NULL AS STRING)" if key is None else f"'{key}'"
+        parts.append(f"SELECT {label} AS sensor, start_sample(ch1) AS s, ch1 "
+                     f"FROM {name} [SAMPLES 1000]")
+    ws.sql("CREATE VIEW all_sensors AS " + " UNION ALL ".join(parts))
+    return ws, data
+
+
+def _ranges(rows, column: str) -> list[tuple[int, int, float]]:
+    return sorted((t.start, t.end, t.value) for r in rows
+                  for t in (getattr(r, column) or []))
+
+
+def _check(got, want):
+    assert [g[:2] for g in got] == [w[:2] for w in want]
+    np.testing.assert_allclose([g[2] for g in got], [w[2] for w in want], rtol=1e-6)
+
+
+def test_a_range_open_at_a_keys_end_is_closed_there(sensors):
+    """Four keys (one of one segment, a NULL key) in parallel, min_gap 0 and 40 in one
+    program: every key's ranges are the oracle's, the one open at its end included, each
+    once; that one comes in the key's tail row (its key, NULL segment columns)."""
+    ws, data = sensors
+    rows = ws.sql("SELECT sensor, s, threshold_ranges(ch1, 0.5) OVER (PARTITION BY sensor) AS r0,"
+                  " threshold_ranges(ch1, 0.5, 40) OVER (PARTITION BY sensor) AS r40 "
+                  "FROM all_sensors").collect()
+    assert {r.sensor for r in rows} == set(SENSORS)
+    for key, x in data.items():
+        mine = [r for r in rows if r.sensor == key]
+        want0, want40 = _oracle(x, THR, 0), _oracle(x, THR, 40)
+        _check(_ranges(mine, "r0"), want0)
+        _check(_ranges(mine, "r40"), want40)
+        # the tail row: no segment's row, holding the ranges open at the key's end
+        tails = [r for r in mine if r.s is None]
+        assert len(tails) == 1, key
+        tail = tails[0]
+        assert [(t.start, t.end) for t in tail.r40] == [want40[-1][:2]]
+        assert want40[-1][1] >= len(x) - 40  # open at the end with min_gap 40
+        if want0[-1][1] == len(x):  # above to the last sample: open with min_gap 0 too
+            assert [(t.start, t.end) for t in tail.r0] == [want0[-1][:2]]
+        else:  # 'b': closed by its last segment's 10 samples below; nothing pending
+            assert key == "b" and tail.r0 is None
+
+
+@pytest.mark.slow
+def test_without_a_key_the_signals_end_closes_it_as_the_wav_scan_does(sensors):
+    """The ordered pass over a subquery's segments (no key) and the WAV scan itself: the
+    range above up to the signal's last sample is reported once, in a last row of its own
+    (NULL in the other columns), both equal to the oracle."""
+    ws, data = sensors
+    want = _oracle(data["a"], THR, 0)
+    assert want[-1][1] == len(data["a"])
+    over_rows = ws.sql("SELECT s, threshold_ranges(ch1, 0.5) AS r FROM "
+                       "(SELECT start_sample(ch1) AS s, ch1 FROM s0 [SAMPLES 1000]) v").collect()
+    scan_rows = ws.sql("SELECT start_sample(ch1) AS s, threshold_ranges(ch1, 0.5) AS r "
+                       "FROM s0 [SAMPLES 1000]").collect()
+    for rows in (over_rows, scan_rows):
+        _check(_ranges(rows, "r"), want)
+        tail = [r for r in rows if r.s is None]
+        assert len(tail) == 1 and [(t.start, t.end) for t in tail[0].r] == [want[-1][:2]]
