@@ -281,6 +281,12 @@ class ReEvaluatingQuery(ContinuousQuery):
                                 catalog=self.session.catalog, batch_id=batch_id,
                                 max_files=getattr(self, "_max_files", None))
             buffers[key], sync_state = got.waiting, got.state
+            # a waiting control row is delivered in a later batch with its own (earlier)
+            # time: _progress is no more than the earliest of them, so no row delivered
+            # later is below a _progress already emitted (a derived part's punctuation,
+            # streaming/derived.py, relies on it)
+            shown = _sync_progress(shown, got.waiting, self.inputs[0].stream)
+            report.progress_us = shown
             cached += got.cached
             # each SYNC reads what the split judged covered: the very files it placed (no
             # second listing), a Kafka signal's blocks through its index
@@ -478,6 +484,18 @@ class ReEvaluatingQuery(ContinuousQuery):
             keep = keep | (old & counted & (F.col(f"__rank{i}") <= F.lit(n)))
             ranks.append(f"__rank{i}")
         return buf.where(keep).drop(*ranks, *added)
+
+
+def _sync_progress(shown: int | None, waiting, stream: cat.StreamDef) -> int | None:
+    """A continuous SYNC's ``_progress``: the control's (``shown``), or the earliest event
+    time of a control stream row still ``waiting`` for the recording when that is earlier.
+    Rows delivered later are those waiting rows or new rows at or after the control's
+    progress (earlier ones are late), so none is below it; it never goes back (the waiting
+    rows' earliest time only rises but for new rows, which are at or after ``shown``)."""
+    from pyspark.sql import functions as F
+
+    earliest = waiting.agg(F.min(F.unix_micros(F.col(quote(stream.event_time))))).first()[0]
+    return shown if earliest is None or shown is None else min(shown, earliest)
 
 
 def malformed_records(rows, stream: cat.StreamDef):
