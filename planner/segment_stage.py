@@ -68,8 +68,11 @@ def refuse_pending_per_key(select: exp.Select, keys: tuple[str, ...]) -> None:
     (:func:`stage_frame`), rather than an order made up. A NULL segment (a range the
     recording does not cover) gives NULL results and leaves the key's state alone.
 
-    A detector's range still open at a key's last range (``threshold_ranges``) would need
-    that row held back until the key is known to end: not implemented, refused here."""
+    A detector's range still open at a key's last range (``threshold_ranges``) is closed
+    at the key's end in batch, in a row of its own (:func:`_tail`); over a relation that
+    is a stream at binding it is refused here, and over a continuous SYNC (whose
+    micro-batches are bound as batches) at the lowering (:func:`refuse_pending_continuously`):
+    a key's next control row may continue it, or never come."""
     from wavesql.udfs import registry
 
     for call in select.find_all(exp.Anonymous):
@@ -81,6 +84,25 @@ def refuse_pending_per_key(select: exp.Select, keys: tuple[str, ...]) -> None:
                 "row to close it in", Span.of(call),
                 hint=f"drop the OVER: {fn.name} then runs over each row's range from rest, "
                      "a range open at the row's end closed there")
+
+
+def refuse_pending_continuously(program) -> None:
+    """A detector per key over a continuous SYNC's rows: a key's next micro-batch may
+    continue the range open at its last range, or never come, and then the range would be
+    held in the key's state forever -- no row would close it. Refused (the binder cannot
+    tell a continuous SYNC's plan from a batch one: the continuous SYNC lowers each
+    micro-batch's rows as a batch, with its keys' states, so this runs at that lowering)."""
+    from wavesql.udfs import registry
+
+    for call in program.calls():
+        fn = registry.lookup(call["call"])
+        if fn is not None and fn.stateful and fn.flush is not None:
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED", f"`{fn.name}` OVER (PARTITION BY ...) over a continuous "
+                "SYNC: a range still open at a key's last synced range would wait for the "
+                "key's next control row, which may never come",
+                hint=f"drop the OVER: {fn.name} then runs over each row's range from rest, "
+                     "a range open at the row's end closed there; or run the query in batch")
 
 
 def stage_frame(rel: ir.SignalStage, df, rt=None):
@@ -101,6 +123,11 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
     ``cfar`` would not see it), and a NULL segment's row gets NULL results
     (:func:`refuse_pending_per_key`).
 
+    In batch, the end of a task's rows ends each signal in it -- each key's, or the one
+    ordered pass's -- so a detector's range still open there (``threshold_ranges`` above
+    the threshold up to the last sample) comes in one more row, as at a WAV signal's end
+    (:func:`_tail`), never dropped.
+
     Continuously (``rt.streams[KEYED_STATE]``, put there by the continuous SYNC:
     streaming/sync.py), each key starts from the state its last micro-batch ended with
     and the states it ends with go back into the SYNC's state (:func:`_carry_keys`)."""
@@ -111,6 +138,8 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
     keys = tuple(rel.keys) if rel.program.stateful else ()
     holder = (rt.streams or {}).get(KEYED_STATE) if per_key and rt is not None else None
     saved = dict(holder["in"]) if holder is not None else None  # key text -> state text
+    if saved is not None:
+        refuse_pending_continuously(rel.program)
     # the task's input ends each signal in it -- each key's, or the one ordered pass's --
     # so what a detector still holds open is flushed there, as at a WAV signal's end
     # (sources/wav_scan.py). Not per row (each row flushes its own) nor continuously (a
@@ -231,12 +260,28 @@ def _tail(evaluator, last, passthrough: tuple[str, ...], keys: tuple[str, ...]):
     if tail is None or not tail.num_rows:
         return
     if passthrough:
-        end = last.num_rows - 1
-        arrays = list(tail.columns) + [
-            last.column(c).slice(end, 1) if c in keys else pa.nulls(1, last.column(c).type)
-            for c in passthrough]
+        key_of = {k.lower(): last.column(k).slice(last.num_rows - 1, 1) for k in keys}
+        arrays = list(tail.columns) + [_key_only(last.column(c), c, key_of)
+                                       for c in passthrough]
         tail = pa.RecordBatch.from_arrays(arrays, names=[*tail.schema.names, *passthrough])
     yield tail
+
+
+def _key_only(column, name: str, key_of: dict):
+    """A one-row ``column`` holding only the key: the key's value if it is a key column;
+    a struct (a SYNC result's control row ``c``, whose fields are the control columns the
+    keys are) with its key fields set and the others NULL; else NULL."""
+    import pyarrow as pa
+
+    if name.lower() in key_of:
+        return key_of[name.lower()]
+    if not pa.types.is_struct(column.type) or not any(
+            f.name.lower() in key_of for f in column.type):
+        return pa.nulls(1, column.type)
+    fields = list(column.type)
+    return pa.StructArray.from_arrays(
+        [key_of[f.name.lower()].cast(f.type) if f.name.lower() in key_of
+         else pa.nulls(1, f.type) for f in fields], fields=fields)
 
 
 def _nulls(k: int):

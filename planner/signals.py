@@ -337,7 +337,7 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
     keys = _state_keys(select, source)
     if synced and not keys:
         refuse_row_order(select)
-    elif synced:
+    elif synced and not source.bounded:  # batch: a key's end flushes (segment_stage.py)
         refuse_pending_per_key(select, keys)
     program = _build_program(select, table, builder)
     outputs = {o.name.lower() for o in program.outputs}

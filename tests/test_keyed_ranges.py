@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from wavesql.errors import WaveSQLError
 from wavesql.udfs.wav import write_wav
 
 pytestmark = pytest.mark.spark
@@ -126,3 +127,95 @@ def test_without_a_key_the_signals_end_closes_it_as_the_wav_scan_does(sensors):
         _check(_ranges(rows, "r"), want)
         tail = [r for r in rows if r.s is None]
         assert len(tail) == 1 and [(t.start, t.end) for t in tail[0].r] == [want[-1][:2]]
+
+
+# -- over a SYNC result: each key's synced ranges, in start order, are one signal ----------
+N_SYNC = 20000
+#: (key, start, end), out of start order: x's ranges meet (one signal; a burst crosses 3000,
+#: one ends at 4500 exactly and is closed by the next range's first sample), x and the NULL
+#: key end above; y's burst open at 5000 is closed by the gap to 7000 (at its last above
+#: sample) and y ends above; z is one range ending above; w's second range lies beyond the
+#: recording (a NULL segment: NULL results, the key's state left alone), so w's open range
+#: is flushed after it.
+SYNC_RANGES = [("x", 3000, 4500), ("y", 7000, 8000), ("x", 1000, 3000), (None, 1200, 1700),
+               ("y", 0, 2500), ("z", 5000, 6000), ("x", 4500, 9000), ("y", 2500, 5000),
+               (None, 200, 1200), ("w", 19000, 25000), ("w", 100, 600)]
+SYNC_BURSTS = [(550, 600), (900, 1100), (1650, 1700), (2950, 3100), (4400, 4500),
+               (4950, 5000), (5990, 6000), (7900, 8000), (8800, 9000)]
+
+
+def _sync_oracle(x, ranges, min_gap):
+    """{key: ranges}: each key's ranges cut into runs that meet; a gap (or a range beyond
+    the recording) ends a run, and each run is one signal for the oracle."""
+    out = {}
+    for key in {r[0] for r in ranges}:
+        mine = sorted((lo, hi) for k, lo, hi in ranges if k == key and hi <= len(x))
+        runs: list[list[int]] = []
+        for lo, hi in mine:
+            if runs and runs[-1][1] == lo:
+                runs[-1][1] = hi
+            else:
+                runs.append([lo, hi])
+        out[key] = sorted((lo + a, lo + b, v) for lo, hi in runs
+                          for a, b, v in _oracle(x[lo:hi], THR, min_gap))
+    return out
+
+
+@pytest.fixture
+def synced(ws, tmp_path):
+    import pandas as pd
+
+    x = _samples(N_SYNC, SYNC_BURSTS, seed=7)
+    for d in ("mic", "ctl"):
+        (tmp_path / d).mkdir()
+    write_wav(str(tmp_path / "mic" / "rec.wav"), x.reshape(-1, 1), RATE, "float32")
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{tmp_path / 'mic'}' "
+           "FORMAT wav SEGMENT 512")
+    pd.DataFrame({"id": np.arange(len(SYNC_RANGES), dtype=np.int64),
+                  "sensor": [r[0] for r in SYNC_RANGES],
+                  "a": np.array([r[1] for r in SYNC_RANGES], dtype=np.int64),
+                  "b": np.array([r[2] for r in SYNC_RANGES], dtype=np.int64),
+                  "ts": pd.to_datetime([r[1] * 1_000_000 // RATE for r in SYNC_RANGES],
+                                       unit="us").astype("datetime64[us]")}).to_parquet(
+        tmp_path / "ctl" / "c.parquet")
+    ws.sql(f"CREATE STREAM ctl (id BIGINT, sensor STRING, a BIGINT, b BIGINT, ts TIMESTAMP) "
+           f"FROM '{tmp_path / 'ctl'}' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    return ws, x.astype(np.float64)
+
+
+SYNC_SQL = ("SELECT c.id, c.sensor, threshold_ranges(s.ch1, 0.5) OVER (PARTITION BY c.sensor) "
+            "AS r0, threshold_ranges(s.ch1, 0.5, 40) OVER (PARTITION BY c.sensor) AS r40 "
+            "FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b)")
+
+
+@pytest.mark.slow
+def test_over_a_sync_result_a_keys_last_range_closes_its_open_range(synced):
+    ws, x = synced
+    rows = ws.sql(SYNC_SQL).collect()
+    assert sorted(r.id for r in rows if r.id is not None) == list(range(len(SYNC_RANGES)))
+    for column, gap in (("r0", 0), ("r40", 40)):
+        want = _sync_oracle(x, SYNC_RANGES, gap)
+        for key, ranges in want.items():
+            _check(_ranges([r for r in rows if r.sensor == key], column), ranges)
+    # the tail rows: a control row holding the key only (c.id NULL)
+    tails = {r.sensor: r for r in rows if r.id is None}
+    assert sum(r.id is None for r in rows) == 5 and set(tails) == {"x", "y", "z", "w", None}
+    assert [(t.start, t.end) for t in tails["x"].r0] == [(8800, 9000)]
+    assert [(t.start, t.end) for t in tails["w"].r0] == [(550, 600)]
+    # y's burst open at 5000 is closed by the gap, in the row of y's next range
+    assert (4950, 5000) in [(t.start, t.end) for r in rows if r.id == 1 for t in r.r0]
+    assert next(r for r in rows if r.id == 9).r0 is None  # beyond the recording: NULL
+
+
+def test_continuously_per_key_over_a_sync_it_stays_refused(synced, tmp_path):
+    """Continuously a key's next micro-batch may continue its open range, and a key that
+    never comes again would hold it forever: NOT_IMPLEMENTED. The binder cannot tell the
+    continuous SYNC's per-batch plan from a batch one, so the query stops at its first
+    micro-batch's lowering, before any row is written."""
+    ws, _ = synced
+    q = ws.stream(SYNC_SQL, tmp_path / "out", tmp_path / "ckpt")
+    with pytest.raises(WaveSQLError) as err:
+        q.await_termination()
+    assert err.value.code == "NOT_IMPLEMENTED"
+    assert "threshold_ranges" in err.value.message and "drop the OVER" in err.value.hint
+    assert not [p for p in (tmp_path / "out").rglob("*.parquet")]
