@@ -253,7 +253,8 @@ def _tail(evaluator, last, passthrough: tuple[str, ...], keys: tuple[str, ...]):
     (``Evaluator.finish()``: a ``threshold_ranges`` range above the threshold up to the
     last sample), if any: the flushing calls' outputs, NULL for the other outputs, as the
     WAV scan's last row; its key columns are the key's (taken from ``last``, the key's last
-    rows), its other columns NULL -- it is no one segment's row."""
+    rows), its other columns NULL -- it is no one segment's row (so a WHERE on them, which
+    Spark applies to the stage's rows, treats it as any row with NULLs there)."""
     import pyarrow as pa
 
     tail = evaluator.finish()

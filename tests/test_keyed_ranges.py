@@ -127,6 +127,11 @@ def test_without_a_key_the_signals_end_closes_it_as_the_wav_scan_does(sensors):
         _check(_ranges(rows, "r"), want)
         tail = [r for r in rows if r.s is None]
         assert len(tail) == 1 and [(t.start, t.end) for t in tail[0].r] == [want[-1][:2]]
+    # a condition on the other columns applies to the tail row as to any row (NULL there)
+    sql = ("SELECT s, threshold_ranges(ch1, 0.5) AS r FROM (SELECT start_sample(ch1) AS s, "
+           "ch1 FROM s0 [SAMPLES 1000]) v WHERE s >= 0")
+    assert _ranges(ws.sql(sql).collect(), "r")[-1][:2] == want[-2][:2]
+    _check(_ranges(ws.sql(sql + " OR s IS NULL").collect(), "r"), want)
 
 
 # -- over a SYNC result: each key's synced ranges, in start order, are one signal ----------
