@@ -16,6 +16,16 @@ on the runner it fits, all under one handle (:class:`DerivedPipeline`):
   ``_progress`` (every other column NULL): so the rest learns that its input is final up to
   there even when the batch emitted no row (a WHERE dropped them all), and its windows close
   without waiting for a later row.
+- **a SYNC part** -- a CTE with a SYNC JOIN over a catalog stream whose EVENT TIME
+  column it passes through (``WITH s AS (SELECT c.t0 AS t, seg_rms(m.ch1) AS r FROM ctl c
+  SYNC JOIN mic m ON RANGE (c.t0, c.t1))``) -- runs as a continuous SYNC on the
+  re-evaluating runner (:class:`DerivedSyncQuery`) into its rows folder the same way. Its
+  rows come in no time order (a row waits for the recording while later ones are
+  synced), so its punctuation is the SYNC's ``_progress``, held back to the earliest
+  control row still waiting (runner.py), and the rest's stream of it takes its progress
+  from the punctuation alone (:data:`SYNC_WATERMARK_US`). A SYNC CTE that does not pass
+  the event time through, or beside a signal read in the rest, is planned whole
+  (streaming/sync.py refuses windows around it, naming the column).
 - **the rest** -- the statement with the signal CTEs blanked -- reads each folder as a
   catalog stream named like its CTE (:func:`derived_stream`): Parquet, ``EVENT TIME`` the
   CTE's ``start_time(...)`` column, ``WATERMARK 0`` (a signal query emits its windows in
@@ -54,21 +64,30 @@ from wavesql.planner import ir
 
 from .derived_split import Part, Split, expand_stars, find_split  # noqa: F401 (API)
 from .report import FINAL, PROGRESS, timestamp_lit
+from .runner import ReEvaluatingQuery
 from .signals import SignalContinuousQuery
 
 #: the punctuation column of a derived stream (a row with a value in it is progress)
 PUNCT = "__wavesql_progress"
 
+#: A SYNC part's rows come in no time order (a row waits for the recording while later
+#: ones are synced), so its stream's progress is its punctuation alone: a watermark no row
+#: can be late by (100 years) makes the rows promise nothing themselves.
+SYNC_WATERMARK_US = 100 * 365 * 86_400 * 1_000_000
 
-def derived_stream(name: str, schema: ir.Schema, rows: str, time_column: str) -> cat.StreamDef:
-    """The catalog stream the rest of the query reads the signal part's rows as."""
+
+def derived_stream(name: str, schema: ir.Schema, rows: str, time_column: str,
+                   sync: bool = False) -> cat.StreamDef:
+    """The catalog stream the rest of the query reads the signal part's rows as (``sync``:
+    a SYNC part's, progress from its punctuation only)."""
     fields = [f for f in schema.fields if f.name not in (FINAL, PROGRESS)]
     columns = [cat.Column(f.name, f.type) for f in fields] + [cat.Column(PUNCT, "timestamp")]
     # recursiveFileLookup: the batch=N folders are read as folders, not as a partition
     # column -- which Spark would discover only once the first one exists, changing the
     # schema of a query started before it (an "every ..." trigger)
     return cat.StreamDef(name, columns, rows, "parquet", event_time=time_column,
-                         watermark_us=0, progress_column=PUNCT,
+                         watermark_us=SYNC_WATERMARK_US if sync else 0,
+                         progress_column=PUNCT,
                          options=(("recursiveFileLookup", "true"),))
 
 
@@ -125,26 +144,50 @@ class DerivedSignalQuery(SignalContinuousQuery):
         super().__init__(*args, **kwargs)
 
     def _deliver_final(self, out, batch_id: int, progress: int | None) -> None:
-        from pyspark.sql import functions as F
+        _write_part(self, out, batch_id, progress)
 
-        from . import sinks
 
-        if _committed(self.output, batch_id):
-            # committed whole by an earlier attempt killed before Spark's commit: the same
-            # rows (the batch reads the same samples), which new file names would make the
-            # rest read twice (as late rows) -- keep the first
-            return
-        names = [f.name for f in self.columns]
-        rows = out.select(*[F.col(f"`{n}`") for n in names]) \
-            .withColumn(PUNCT, F.lit(None).cast("timestamp"))
-        if progress is not None:
-            punct = self.spark.range(1).select(
-                *[F.lit(None).cast(f.type).alias(f.name) for f in self.columns],
-                timestamp_lit(progress).alias(PUNCT))
-            rows = rows.unionByName(punct)
-        # one file per batch: the rest's max_files_per_trigger then counts whole batches, so
-        # a batch's punctuation never reaches the rest before its rows (which would be late)
-        sinks.commit(rows.coalesce(1), self.output, batch_id, "parquet")
+class DerivedSyncQuery(ReEvaluatingQuery):
+    """A continuous SYNC (a CTE with a SYNC JOIN) on the re-evaluating runner, writing its
+    rows and one punctuation row per batch -- the batch's ``_progress``, held back to the
+    control rows still waiting (runner.py ``_sync_progress``), so no later row is below
+    it -- to the internal sink the rest of the query reads (module docstring)."""
+
+    def __init__(self, *args, columns: tuple[ir.Field, ...], name: str, **kwargs):
+        self.columns = columns
+        self.derived_name = name
+        super().__init__(*args, **kwargs)
+
+    def _deliver_counted(self, out, batch_id: int, report, by_final: bool) -> None:
+        out = out.persist()
+        report.rows_out = report.final_out = out.count()
+        _write_part(self, out, batch_id, report.progress_us)
+        out.unpersist()
+
+
+def _write_part(query, out, batch_id: int, progress: int | None) -> None:
+    """A part's batch ``out`` and its punctuation row (``progress``) committed to its rows
+    folder, unless an earlier attempt of the batch committed it."""
+    from pyspark.sql import functions as F
+
+    from . import sinks
+
+    if _committed(query.output, batch_id):
+        # committed whole by an earlier attempt killed before Spark's commit: the same
+        # rows (the batch reads the same samples), which new file names would make the
+        # rest read twice (as late rows) -- keep the first
+        return
+    names = [f.name for f in query.columns]
+    rows = out.select(*[F.col(f"`{n}`") for n in names]) \
+        .withColumn(PUNCT, F.lit(None).cast("timestamp"))
+    if progress is not None:
+        punct = query.spark.range(1).select(
+            *[F.lit(None).cast(f.type).alias(f.name) for f in query.columns],
+            timestamp_lit(progress).alias(PUNCT))
+        rows = rows.unionByName(punct)
+    # one file per batch: the rest's max_files_per_trigger then counts whole batches, so
+    # a batch's punctuation never reaches the rest before its rows (which would be late)
+    sinks.commit(rows.coalesce(1), query.output, batch_id, "parquet")
 
 
 def _committed(root: str, batch_id: int) -> bool:
@@ -279,7 +322,7 @@ class _Planned:
 
     def stream(self, rows: str) -> cat.StreamDef:
         return derived_stream(self.part.name, ir.Schema(self.kept), rows,
-                              self.part.time_column)
+                              self.part.time_column, sync=self.part.sync)
 
 
 def _plan_signal_part(catalog, env, part: Part, text: str, plan_continuous) -> _Planned:
@@ -292,7 +335,9 @@ def _plan_signal_part(catalog, env, part: Part, text: str, plan_continuous) -> _
         plan = plan_continuous(bound.relation, stmt)
     except WaveSQLError as err:  # (same positions: the other part is only blanked)
         raise err.with_query(text) from None
-    if plan.mode != "signal" or plan.signal.scan.signal.source in ("kafka", "query"):
+    if part.sync and plan.mode == "sync":  # (streaming/sync.py refuses what cannot run)
+        pass
+    elif plan.mode != "signal" or plan.signal.scan.signal.source in ("kafka", "query"):
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous query over the rows of a signal "
                            "query reads a signal of WAV or table files", Span.of(stmt.node),
                            hint="run the signal query continuously on its own (INSERT INTO "
@@ -334,8 +379,10 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
     try:
         for p, home, folder in zip(planned, homes, rows):
             _make_folder(folder)  # Spark's file source needs the folder at start
-            inners.append(DerivedSignalQuery(
-                session, p.part.inner, p.plan.signal.bound, p.plan, columns=p.kept,
+            cls, bound = (DerivedSyncQuery, p.bound) if p.part.sync \
+                else (DerivedSignalQuery, p.plan.signal.bound)
+            inners.append(cls(
+                session, p.part.inner, bound, p.plan, columns=p.kept,
                 name=p.part.name, emit_changes=False, output=folder, checkpoint=home,
                 late=storage.join(home, "late"), trigger=trigger, max_files=max_files,
                 clock=clock))
@@ -401,10 +448,12 @@ def explain(spark, catalog, split: Split, explain_plan, plan_continuous) -> str:
     lines = [f"{len(planned) + 1} parts under one handle (a query over the rows of signal "
              f"CTE{'s' if len(planned) > 1 else ''} {names})"]
     for p, inner_text in zip(planned, inner_texts):
-        lines += [f"signal part `{p.part.name}`: rows and one punctuation row per batch to "
+        kind = "SYNC part" if p.part.sync else "signal part"
+        lines += [f"{kind} `{p.part.name}`: rows and one punctuation row per batch to "
                   f"{rows[p.part.name]}, event time {p.part.time_column}", indented(inner_text)]
     over = ", ".join(f"`{p.part.name}`'s rows (columns {', '.join(f.name for f in p.kept)})"
                      for p in planned)
     lines.append(f"rest: over {over} as {'streams' if len(planned) > 1 else 'a stream'} "
-                 "(watermark 0, progress from the punctuation)")
+                 f"({'progress' if any(p.part.sync for p in planned) else 'watermark 0, progress'}"
+                 " from the punctuation)")
     return "\n".join(lines + [indented(rest_text)])

@@ -27,11 +27,13 @@ from wavesql.sqltext import quote
 @dataclasses.dataclass(frozen=True)
 class Part:
     """One signal CTE: its name, ``inner`` (the full text with all but the CTE's body
-    blanked) and the column of its rows' event time."""
+    blanked) and the column of its rows' event time; ``sync``: a CTE with a SYNC JOIN (a
+    continuous SYNC, its rows' time the control stream's event time)."""
 
     name: str
     inner: str
     time_column: str
+    sync: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,19 +65,25 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
                 and t.name.lower() not in names
                 and isinstance(catalog.get(t.name), cat.SignalDef)]
 
-    # (a CTE with a SYNC JOIN is no part: a synced row waits for the recording to cover
-    # its range, so it may come after the control's progress -- no punctuation for the
-    # rest; the query is planned whole, and streaming/sync.py says what runs)
-    found = [c for c in with_.expressions if signals_in(c.this) and not any(
-        j.args.get("sync") for j in c.this.find_all(exp.Join))]
+    rest = node.copy()
+    rest.set("with_", None)
+
+    def is_part(cte) -> bool:
+        if not signals_in(cte.this):
+            return False
+        # a SYNC CTE is a part when it passes its control's event time through and the
+        # rest reads no signal; else the query is planned whole (streaming/sync.py refuses
+        # windows around a SYNC there, naming the column to pass through)
+        return not _is_sync(cte) or (not signals_in(rest)
+                                     and _sync_time_column(cte, catalog) is not None)
+
+    found = [c for c in with_.expressions if is_part(c)]
     if not found:
         return None
 
     def refuse(what, where, hint):
         return WaveSQLError("NOT_IMPLEMENTED", what, Span.of(where), hint=hint)
 
-    rest = node.copy()
-    rest.set("with_", None)
     if any(signals_in(rest)):
         raise refuse("a continuous query reading a signal both in and beside a CTE",
                      found[0], "read the signal in a CTE only, straight from the signal")
@@ -97,7 +105,11 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
             continue
         # the body alone, at its place; newlines kept: line/column positions stay right
         inner = _blank(text[:extent.closed], 0, extent.opened + 1)
-        parts.append(Part(cte.alias_or_name, inner, _time_column(cte)))
+        if _is_sync(cte):  # (its progress holds back to its rows still waiting: runner.py)
+            parts.append(Part(cte.alias_or_name, inner, _sync_time_column(cte, catalog),
+                              sync=True))
+        else:
+            parts.append(Part(cte.alias_or_name, inner, _time_column(cte)))
         outer = _blank(outer, extent.first, extent.closed + 1)
     if all(signal):  # blank WITH [RECURSIVE] and the commas too
         outer = _blank(outer, extents[0].with_at, extents[-1].closed + 1)
@@ -107,6 +119,30 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
             if extent.after is not None and (signal[i] or i >= last_kept):
                 outer = _blank(outer, extent.after, extent.after + 1)
     return Split(tuple(parts), outer, text)
+
+
+def _is_sync(cte: exp.CTE) -> bool:
+    return any(j.args.get("sync") for j in cte.this.find_all(exp.Join))
+
+
+def _sync_time_column(cte: exp.CTE, catalog) -> str | None:
+    """A SYNC CTE's column that is its control's event-time column passed through as it
+    is -- the event time of its rows (the SYNC's ``_progress`` is in that time) --, or None
+    (the control is not a catalog stream with an EVENT TIME, or no column passes it)."""
+    select = cte.this if isinstance(cte.this, exp.Select) else None
+    source = select.args.get("from_") if select is not None else None
+    table = source.this if source is not None else None
+    stream = catalog.get(table.name) if isinstance(table, exp.Table) \
+        and not table.args.get("db") else None
+    if not isinstance(stream, cat.StreamDef) or stream.event_time is None:
+        return None
+    alias = table.alias_or_name.lower()
+    for projection in select.selects:
+        value = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(value, exp.Column) and value.name.lower() == \
+                stream.event_time.lower() and value.table.lower() in ("", alias):
+            return projection.alias_or_name
+    return None
 
 
 def _time_column(cte: exp.CTE) -> str:

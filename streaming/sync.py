@@ -47,7 +47,7 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
     signal of its own); windows around it are not."""
     for rel in ir.walk(root):  # (checked first: a window copies the SYNC it is over)
         if isinstance(rel, _WINDOWS) and any(isinstance(r, ir.SyncJoin) for r in ir.walk(rel)):
-            raise _windows_around(stmt)
+            raise _windows_around(stmt, syncs)
     chain = _chain(syncs, stmt)
     sync = chain[0]
     stream = _control_stream(sync.control, stmt)
@@ -67,7 +67,7 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
             # kept in the SYNC's state between micro-batches (split_signals)
             continue
         if isinstance(rel, (*_WINDOWS, ir.SignalStage)):
-            raise _windows_around(stmt)
+            raise _windows_around(stmt, syncs)
         if isinstance(rel, ir.SqlQuery):
             tree = parsed(rel)
             if tree is not None:
@@ -79,16 +79,26 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
 _WINDOWS = (ir.WindowScan, ir.StreamOf, ir.Rewindow)
 
 
-def _windows_around(stmt) -> WaveSQLError:
-    # (why: a synced row waits until the recording covers its range, so it can come after
-    # the control's progress -- which the runner's _progress is: no bound on later rows'
-    # event time for windows over them to close on)
+def _windows_around(stmt, syncs=()) -> WaveSQLError:
+    # (why here: a synced row waits until the recording covers its range, so it comes
+    # after rows synced before it; windows over a SYNC CTE close on that part's own
+    # progress, held back to its waiting rows: streaming/derived.py)
+    stream, column = "ctl", "t0"  # (the control stream's names, when it is one)
+    try:
+        control = _control_stream(_chain(list(syncs), stmt)[0].control, stmt)
+        if control.event_time is not None:
+            stream, column = control.name, control.event_time
+    except (WaveSQLError, StopIteration, IndexError):
+        pass
     return WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows, or signal "
-                        "functions carrying state from one synced row to the next, around it "
-                        "(a synced row waits for the recording, so it can come after the "
-                        "control's progress)",
-                        Span.of(stmt.node), hint="SYNC in one continuous query; process its "
-                                                 "results in a query over them")
+                        "functions carrying state from one synced row to the next, around it, "
+                        "but over a SYNC CTE that passes its control stream's EVENT TIME "
+                        "through (a synced row waits for the recording, so it can come after "
+                        "the control's progress)",
+                        Span.of(stmt.node), hint=f"SYNC in a CTE over the control stream "
+                        f"passing its EVENT TIME through (WITH s AS (SELECT c.{column} AS t, "
+                        f"... FROM {stream} c SYNC JOIN ...)) and window s's rows in the rest "
+                        "of the query")
 
 
 def _chain(syncs: list, stmt) -> list:

@@ -453,20 +453,20 @@ def test_asof_join_of_two_signal_ctes(ws, spark, tmp_path):
     np.testing.assert_allclose(got["m"], want["m"], rtol=1e-6)
 
 
-def test_a_sync_cte_under_windows_is_refused_saying_why(ws, tmp_path):
-    """A CTE with a SYNC JOIN is not run as a signal part (its rows can come after the
-    control's progress: no punctuation): the query is planned whole and refused as SYNC
-    with windows around it -- not with a misleading start_time(...) or file-signal error;
-    nothing runs."""
+def test_a_sync_cte_without_the_controls_event_time_is_refused_naming_it(ws, tmp_path):
+    """A SYNC CTE under windows runs as a part (tests/test_sync_feature_streams.py) when it
+    passes its control's event time through; without that column the query is planned
+    whole and the error names the column to keep (not a misleading start_time(...) or
+    file-signal error), and nothing runs."""
     _setup(ws, tmp_path, _recording(1), RATE)
     (tmp_path / "ctl").mkdir()
     ws.sql(f"CREATE STREAM marks (id BIGINT, t0 TIMESTAMP, t1 TIMESTAMP) FROM "
            f"'{tmp_path / 'ctl'}' FORMAT json EVENT TIME t0 WATERMARK 1 SECOND")
-    sql = ("WITH s AS (SELECT c.id, c.t0, seg_rms(m.ch1) AS rms FROM marks c "
+    sql = ("WITH s AS (SELECT c.id, c.t1, seg_rms(m.ch1) AS rms FROM marks c "
            "SYNC JOIN mic m ON RANGE (c.t0, c.t1)) "
            "SELECT max(rms) AS peak FROM s [RANGE 2 SECONDS SLIDE 2 SECONDS]")
     with pytest.raises(WaveSQLError) as e:
         ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
-    assert e.value.code == "NOT_IMPLEMENTED", e.value
-    assert "SYNC JOIN with windows" in e.value.message and "progress" in e.value.message
+    assert e.value.code == "STREAMING_RULE", e.value  # (the binder's: windows need it)
+    assert "EVENT TIME" in e.value.message and "'t0'" in e.value.hint
     assert not (tmp_path / "out").exists() and not (tmp_path / "ckpt" / "derived").exists()

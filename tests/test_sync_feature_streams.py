@@ -96,3 +96,84 @@ def test_sync_progress_is_never_above_a_row_delivered_later(ws, spark, tmp_path)
     emitted = [r.progress_us for r in first + second if r.progress_us is not None]
     assert emitted == sorted(emitted)  # never goes back
 
+
+#: the brief's shape: a SYNC CTE, windows over its rows
+WINDOWED = ("WITH s AS (SELECT c.id, c.t0 AS t, seg_rms(m.ch1) AS r FROM ctl c "
+            "SYNC JOIN mic m ON RANGE (c.t0, c.t1)) "
+            "SELECT count(*) AS n, avg(r) AS r FROM s [RANGE 2 SECONDS SLIDE 2 SECONDS]")
+
+#: (id, start ms, end ms) per run; row 99's range is never recorded (6 s of audio)
+FIRST = [(1, 300, 800), (2, 900, 1400), (3, 1500, 1700), (4, 2200, 2600), (5, 3100, 3500),
+         (6, 3800, 4300), (7, 5200, 5500)]
+SECOND_RUN = [(8, 5600, 5900), (99, 7500, 7900)]
+
+
+def _want(data, rows, below_ms):
+    """pandas' tumbling 2-second windows (instant i holds t in (i - 2 s, i]) over numpy's
+    RMS of each row's range, the windows whose instant is below ``below_ms``."""
+    frame = pd.DataFrame([{"t": a, "r": float(np.sqrt(np.mean(
+        data[a:b].astype(np.float64) ** 2)))} for _, a, b in rows])
+    frame["instant"] = np.ceil(frame["t"] / 2000.0).astype(int) * 2000
+    want = frame.groupby("instant").agg(n=("r", "size"), r=("r", "mean")).reset_index()
+    return want[want["instant"] < below_ms].reset_index(drop=True)
+
+
+def _got(spark, tmp_path):
+    got = spark.read.parquet(str(tmp_path / "out")).toPandas()
+    got["instant"] = [_ms(v) for v in got["_time"]]
+    return got.sort_values("instant").reset_index(drop=True)
+
+
+def test_windows_over_a_sync_cte_across_runs(ws, spark, tmp_path):
+    """The SYNC CTE runs as a derived part (its rows and punctuation under
+    <checkpoint>/derived/s), the windows over them on the state store: each window once,
+    final, equal to pandas over numpy's RMS per range -- across two runs (a restart), a
+    window closing only once no waiting row can still fall in it (row 6, 3800 ms, waits
+    for the third file: the first run's progress is 3800 ms, not the control's 4200 ms,
+    which would close the 4 s window without it)."""
+    data = _mic(tmp_path, 3)
+    _arrive(tmp_path, "mic_000.wav", "mic_001.wav")  # 0 .. 4000 ms
+    _define(ws, tmp_path)
+    _control(tmp_path, "c1", FIRST)
+
+    def run():
+        q = ws.stream(WINDOWED, tmp_path / "out", tmp_path / "ckpt")
+        q.await_termination()
+        assert q.error is None, q.error
+        return q
+
+    q = run()
+    first = _got(spark, tmp_path)
+    want = _want(data, FIRST, 3800)  # progress min(5200 - 1000, rows 6 and 7 waiting)
+    assert first["instant"].tolist() == want["instant"].tolist() == [2000]
+    assert first["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(first["r"], want["r"], rtol=1e-6)
+    assert q.status()["derived"]["progress_us"] == 3800 * 1000
+    assert (tmp_path / "ckpt" / "derived" / "s" / "rows").is_dir()
+
+    _arrive(tmp_path, "mic_002.wav")  # .. 6000 ms; row 99 stays waiting: progress 6500 ms
+    _control(tmp_path, "c2", SECOND_RUN)
+    run()  # a restart on the same checkpoint
+    got = _got(spark, tmp_path)
+    want = _want(data, FIRST + SECOND_RUN[:1], 6500)
+    assert got["instant"].tolist() == want["instant"].tolist() == [2000, 4000, 6000]
+    assert got["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(got["r"], want["r"], rtol=1e-6)
+    assert got["_final"].all()
+
+
+def test_explain_stream_shows_the_sync_part_and_the_rest(ws, tmp_path):
+    """EXPLAIN STREAM of windows over a SYNC CTE: the SYNC part (its rows folder, event
+    time t0) and the rest over its rows (progress from the punctuation); nothing runs.
+    (EXPLAIN binds the whole statement first, whose windows need the stream's event-time
+    column under its own name: ``c.t0``, not ``c.t0 AS t``.)"""
+    _mic(tmp_path, 1)
+    _arrive(tmp_path, "mic_000.wav")
+    _define(ws, tmp_path)
+    sql = WINDOWED.replace("c.t0 AS t,", "c.t0,")
+    text = ws.explain(sql, "STREAM")
+    assert "2 parts under one handle" in text, text
+    assert "SYNC part `s`" in text and "derived/s/rows, event time t0" in text, text
+    assert "rest: over `s`'s rows (columns id, t0, r)" in text, text
+    assert "progress from the punctuation" in text and "watermark 0" not in text
+    assert not (tmp_path / "ckpt").exists()
