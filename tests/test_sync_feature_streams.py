@@ -12,8 +12,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytestmark = pytest.mark.spark
-
 RATE = 1000  # 1 sample per millisecond: a time in ms is its sample number
 SECOND = 1000
 
@@ -60,6 +58,7 @@ def _ms(value) -> int:
     return int(round(pd.Timestamp(value).value / 1e6))
 
 
+@pytest.mark.spark
 def test_sync_progress_is_never_above_a_row_delivered_later(ws, spark, tmp_path):
     """A control row waiting for the recording holds ``_progress`` back to its time: the
     control's progress (max event time 3500 ms - 1 s = 2500 ms) would be above row 3's
@@ -124,6 +123,7 @@ def _got(spark, tmp_path):
     return got.sort_values("instant").reset_index(drop=True)
 
 
+@pytest.mark.spark
 def test_windows_over_a_sync_cte_across_runs(ws, spark, tmp_path):
     """The SYNC CTE runs as a derived part (its rows and punctuation under
     <checkpoint>/derived/s), the windows over them on the state store: each window once,
@@ -162,6 +162,7 @@ def test_windows_over_a_sync_cte_across_runs(ws, spark, tmp_path):
     assert got["_final"].all()
 
 
+@pytest.mark.spark
 def test_explain_stream_shows_the_sync_part_and_the_rest(ws, tmp_path):
     """EXPLAIN STREAM of windows over a SYNC CTE: the SYNC part (its rows folder, event
     time t0) and the rest over its rows (progress from the punctuation); nothing runs.
@@ -177,3 +178,46 @@ def test_explain_stream_shows_the_sync_part_and_the_rest(ws, tmp_path):
     assert "rest: over `s`'s rows (columns id, t0, r)" in text, text
     assert "progress from the punctuation" in text and "watermark 0" not in text
     assert not (tmp_path / "ckpt").exists()
+
+
+class _Catalog(dict):
+    def get(self, name):
+        return super().get(name.lower())
+
+
+@pytest.mark.parametrize("cte, rest, part", [
+    ("SELECT c.t0 AS t, seg_rms(m.ch1) AS r FROM ctl c SYNC JOIN mic m ON RANGE "
+     "(c.t0, c.t1)", "SELECT count(*) AS n FROM s [RANGE 2 SECONDS SLIDE 2 SECONDS]", "t"),
+    ("SELECT id, t0, seg_rms(m.ch1) AS r FROM ctl SYNC JOIN mic m ON RANGE (t0, t1) "
+     "WHERE id > 0", "SELECT count(*) AS n FROM s [RANGE 2 SECONDS SLIDE 2 SECONDS]", "t0"),
+    # no column passing the control's event time: planned whole (the binder names it)
+    ("SELECT c.id, c.t1, seg_rms(m.ch1) AS r FROM ctl c SYNC JOIN mic m ON RANGE "
+     "(c.t0, c.t1)", "SELECT count(*) AS n FROM s [RANGE 2 SECONDS SLIDE 2 SECONDS]", None),
+    # a computed column is not the event time passed through
+    ("SELECT c.t0 + INTERVAL 1 SECOND AS t0, seg_rms(m.ch1) AS r FROM ctl c SYNC JOIN mic m "
+     "ON RANGE (c.t0, c.t1)", "SELECT count(*) AS n FROM s [RANGE 2 SECONDS SLIDE 2 SECONDS]",
+     None),
+    # a SYNC of its rows with another signal in the rest: planned whole (test_sync_of_sync)
+    ("SELECT c.id, c.t0, c.t1 FROM ctl c SYNC JOIN mic m ON RANGE (c.t0, c.t1)",
+     "SELECT s.id, seg_rms(a.ch1) AS ra FROM s SYNC JOIN mic a ON RANGE (s.t0, s.t1)", None),
+])
+def test_which_sync_ctes_are_parts(cte, rest, part):
+    """No Spark: a SYNC CTE is a part, its event time the column that is the control
+    stream's EVENT TIME as it is (any name), only when it has one and the rest reads no
+    signal; else find_split leaves it in the query."""
+    from wavesql.catalog import SignalDef, StreamDef
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.derived import find_split
+
+    catalog = _Catalog(
+        mic=SignalDef("mic", [("ch1", "FLOAT")], 1000.0, "/nowhere"),
+        ctl=StreamDef("ctl", [("id", "BIGINT"), ("t0", "TIMESTAMP"), ("t1", "TIMESTAMP")],
+                      "/nowhere", "json", event_time="t0"))
+    text = f"WITH s AS ({cte}) {rest}"
+    (stmt,) = parse_statements(text)
+    split = find_split(stmt, text, catalog)
+    if part is None:
+        assert split is None
+        return
+    assert [(p.name, p.time_column, p.sync) for p in split.parts] == [("s", part, True)]
+    assert split.outer.index(rest) == text.index(rest) and "mic" not in split.outer
