@@ -25,7 +25,10 @@ on the runner it fits, all under one handle (:class:`DerivedPipeline`):
   control row still waiting (runner.py), and the rest's stream of it takes its progress
   from the punctuation alone (:data:`SYNC_WATERMARK_US`). A SYNC CTE that does not pass
   the event time through, or beside a signal read in the rest, is planned whole
-  (streaming/sync.py refuses windows around it, naming the column).
+  (streaming/sync.py refuses windows around it, naming the column). Its batch re-run
+  after a crash keeps the folder committed, as below; the re-run's split judges the
+  signal's files anew, so a file completed in between would release rows that folder
+  lacks (not covered by a kill test yet).
 - **the rest** -- the statement with the signal CTEs blanked -- reads each folder as a
   catalog stream named like its CTE (:func:`derived_stream`): Parquet, ``EVENT TIME`` the
   CTE's ``start_time(...)`` column, ``WATERMARK 0`` (a signal query emits its windows in
