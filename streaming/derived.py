@@ -26,9 +26,9 @@ on the runner it fits, all under one handle (:class:`DerivedPipeline`):
   from the punctuation alone (:data:`SYNC_WATERMARK_US`). A SYNC CTE that does not pass
   the event time through, or beside a signal read in the rest, is planned whole
   (streaming/sync.py refuses windows around it, naming the column). Its batch re-run
-  after a crash keeps the folder committed, as below; the re-run's split judges the
-  signal's files anew, so a file completed in between would release rows that folder
-  lacks (not covered by a kill test yet).
+  after a crash keeps the folder committed, as below, and adds to it the rows the re-run
+  released beyond it (its split judges the signal's files anew: a file completed in
+  between releases rows the first attempt kept waiting; :func:`_add_released`).
 - **the rest** -- the statement with the signal CTEs blanked -- reads each folder as a
   catalog stream named like its CTE (:func:`derived_stream`): Parquet, ``EVENT TIME`` the
   CTE's ``start_time(...)`` column, ``WATERMARK 0`` (a signal query emits its windows in
@@ -175,22 +175,56 @@ def _write_part(query, out, batch_id: int, progress: int | None) -> None:
 
     from . import sinks
 
-    if _committed(query.output, batch_id):
-        # committed whole by an earlier attempt killed before Spark's commit: the same
-        # rows (the batch reads the same samples), which new file names would make the
-        # rest read twice (as late rows) -- keep the first
-        return
     names = [f.name for f in query.columns]
     rows = out.select(*[F.col(f"`{n}`") for n in names]) \
         .withColumn(PUNCT, F.lit(None).cast("timestamp"))
+    if _committed(query.output, batch_id):
+        # committed whole by an earlier attempt killed before Spark's commit. A signal
+        # part's re-run has the same rows (the batch reads the same samples), which new
+        # file names would make the rest read twice (as late rows): keep the first. A
+        # SYNC part's re-run judges the recording's files anew: a file completed since
+        # releases control rows the first attempt kept waiting -- the same rows and more,
+        # never fewer (a file once there stays). Those more are added beside the first
+        # attempt's files with this attempt's punctuation; they are not late for the rest:
+        # each waited, so its time is at or above the first attempt's punctuation.
+        if isinstance(query, DerivedSyncQuery):
+            _add_released(query, rows, batch_id, progress)
+        return
     if progress is not None:
-        punct = query.spark.range(1).select(
-            *[F.lit(None).cast(f.type).alias(f.name) for f in query.columns],
-            timestamp_lit(progress).alias(PUNCT))
-        rows = rows.unionByName(punct)
+        rows = rows.unionByName(_punctuation(query, progress))
     # one file per batch: the rest's max_files_per_trigger then counts whole batches, so
     # a batch's punctuation never reaches the rest before its rows (which would be late)
     sinks.commit(rows.coalesce(1), query.output, batch_id, "parquet")
+
+
+def _punctuation(query, progress: int):
+    """The punctuation row of a part's batch: ``progress``, every other column NULL."""
+    from pyspark.sql import functions as F
+
+    return query.spark.range(1).select(
+        *[F.lit(None).cast(f.type).alias(f.name) for f in query.columns],
+        timestamp_lit(progress).alias(PUNCT))
+
+
+def _add_released(query, rows, batch_id: int, progress: int | None) -> None:
+    """A SYNC part's re-run of a committed batch: its rows the committed folder lacks
+    (a multiset difference) and its punctuation, added to the folder in one file."""
+    from pyspark.sql import functions as F
+
+    from . import sinks
+
+    folder = sinks.batch_folder(query.output, batch_id)
+    done = query.spark.read.schema(rows.schema).parquet(folder) \
+        .where(F.col(PUNCT).isNull())
+    extra = rows.exceptAll(done).persist()
+    try:
+        if extra.isEmpty():
+            return
+        if progress is not None:
+            extra = extra.unionByName(_punctuation(query, progress))
+        sinks.add_to_committed(extra.coalesce(1), query.output, batch_id, "rerun")
+    finally:
+        extra.unpersist()
 
 
 def _committed(root: str, batch_id: int) -> bool:

@@ -111,6 +111,39 @@ def commit(df, root: str, batch_id: int, fmt: str = "parquet", *,
     return [e.location for e in written]
 
 
+def add_to_committed(df, root: str, batch_id: int, tag: str, fmt: str = "parquet") -> None:
+    """Add ``df``'s rows to batch ``batch_id``'s folder, which an earlier attempt committed
+    (:func:`commit`), as new files, visible whole or not at all, its committed files kept
+    (a reader may have read them). Locally each file is renamed into the folder under a
+    name with ``tag``; on an object store the files are written into the folder and the
+    sink log's record of the batch (its last) rewritten to list them beside the committed
+    ones. For a re-run that finds more rows than the attempt that committed the batch."""
+    root = str(root)
+    target = batch_folder(root, batch_id)
+    if not storage.is_remote(root):
+        staging = os.path.join(root, "_staging", f"{os.path.basename(target)}-{tag}")
+        write(df, staging, fmt)
+        for e in data_files(staging):
+            name = storage.basename(e.location)
+            os.replace(e.location, os.path.join(target, f"{tag}-{name}"))
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        faults.point("renamed")
+        return
+    log = SinkLog(root)
+    latest = log.latest()
+    mine = _uri(target.rstrip("/") + "/")
+    committed = {e["path"] for e in (log.entries(latest) if latest >= 0 else [])
+                 if e["path"].startswith(mine)}
+    before = {e.location for e in storage.list_files(target)}
+    df.write.mode("append").options(**_OPTIONS[fmt]).format(fmt).save(target)
+    files = [e for e in data_files(target)
+             if e.location not in before or _uri(e.location) in committed]
+    log.commit(target, files)
+    faults.point("renamed")
+
+
 def commit_all(parts: list, root: str, batch_id: int, fmt: str = "parquet") -> None:
     """The rows of every DataFrame of ``parts`` (same columns) as one batch folder, as
     :func:`commit`; nothing when ``parts`` is empty."""
