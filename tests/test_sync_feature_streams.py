@@ -123,6 +123,13 @@ def _got(spark, tmp_path):
     return got.sort_values("instant").reset_index(drop=True)
 
 
+def _run_windowed(ws, tmp_path):
+    q = ws.stream(WINDOWED, tmp_path / "out", tmp_path / "ckpt")
+    q.await_termination()
+    assert q.error is None, q.error
+    return q
+
+
 @pytest.mark.spark
 def test_windows_over_a_sync_cte_across_runs(ws, spark, tmp_path):
     """The SYNC CTE runs as a derived part (its rows and punctuation under
@@ -137,10 +144,7 @@ def test_windows_over_a_sync_cte_across_runs(ws, spark, tmp_path):
     _control(tmp_path, "c1", FIRST)
 
     def run():
-        q = ws.stream(WINDOWED, tmp_path / "out", tmp_path / "ckpt")
-        q.await_termination()
-        assert q.error is None, q.error
-        return q
+        return _run_windowed(ws, tmp_path)
 
     q = run()
     first = _got(spark, tmp_path)
@@ -238,10 +242,7 @@ def test_a_sync_batch_rerun_adds_the_rows_a_file_completed_since_released(ws, sp
     _control(tmp_path, "c1", FIRST)
 
     def run():
-        q = ws.stream(WINDOWED, tmp_path / "out", tmp_path / "ckpt")
-        q.await_termination()
-        assert q.error is None, q.error
-        return q
+        return _run_windowed(ws, tmp_path)
 
     run()
     assert _got(spark, tmp_path)["instant"].tolist() == [2000]
