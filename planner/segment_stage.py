@@ -86,12 +86,14 @@ def refuse_pending_per_key(select: exp.Select, keys: tuple[str, ...]) -> None:
                      "a range open at the row's end closed there")
 
 
-def refuse_pending_continuously(program) -> None:
+def refuse_pending_continuously(program, where=None) -> None:
     """A detector per key over a continuous SYNC's rows: a key's next micro-batch may
     continue the range open at its last range, or never come, and then the range would be
     held in the key's state forever -- no row would close it. Refused (the binder cannot
     tell a continuous SYNC's plan from a batch one: the continuous SYNC lowers each
-    micro-batch's rows as a batch, with its keys' states, so this runs at that lowering)."""
+    micro-batch's rows as a batch, with its keys' states, so this runs at that lowering;
+    streaming/sync.py also calls it when it plans the query, before anything runs, with
+    the statement's position ``where``)."""
     from wavesql.udfs import registry
 
     for call in program.calls():
@@ -100,7 +102,7 @@ def refuse_pending_continuously(program) -> None:
             raise WaveSQLError(
                 "NOT_IMPLEMENTED", f"`{fn.name}` OVER (PARTITION BY ...) over a continuous "
                 "SYNC: a range still open at a key's last synced range would wait for the "
-                "key's next control row, which may never come",
+                "key's next control row, which may never come", where,
                 hint=f"drop the OVER: {fn.name} then runs over each row's range from rest, "
                      "a range open at the row's end closed there; or run the query in batch")
 

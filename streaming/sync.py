@@ -31,7 +31,7 @@ from wavesql import storage
 from wavesql.catalog import objects as cat
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
-from wavesql.planner.segment_stage import KEYED_STATE
+from wavesql.planner.segment_stage import KEYED_STATE, refuse_pending_continuously
 
 from .plan import Input, Plan, carrying, check_row_by_row, parsed, row_by_row_stream
 
@@ -64,7 +64,10 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
             # signal functions over each synced row's own segments (a stateful one from
             # rest at its first sample, planner/segment_stage.py): row by row, final with
             # the row; or OVER (PARTITION BY k) along each key's ranges, each key's state
-            # kept in the SYNC's state between micro-batches (split_signals)
+            # kept in the SYNC's state between micro-batches (split_signals) -- but not a
+            # detector's range open at a key's last range (refused before anything runs)
+            if rel.state == "per_key":
+                refuse_pending_continuously(rel.program, Span.of(stmt.node))
             continue
         if isinstance(rel, (*_WINDOWS, ir.SignalStage)):
             raise _windows_around(stmt, syncs)

@@ -214,13 +214,11 @@ def test_over_a_sync_result_a_keys_last_range_closes_its_open_range(synced):
 
 def test_continuously_per_key_over_a_sync_it_stays_refused(synced, tmp_path):
     """Continuously a key's next micro-batch may continue its open range, and a key that
-    never comes again would hold it forever: NOT_IMPLEMENTED. The binder cannot tell the
-    continuous SYNC's per-batch plan from a batch one, so the query stops at its first
-    micro-batch's lowering, before any row is written."""
+    never comes again would hold it forever: NOT_IMPLEMENTED, with the statement's
+    position, when the query is planned -- before anything runs."""
     ws, _ = synced
-    q = ws.stream(SYNC_SQL, tmp_path / "out", tmp_path / "ckpt")
     with pytest.raises(WaveSQLError) as err:
-        q.await_termination()
-    assert err.value.code == "NOT_IMPLEMENTED"
+        ws.stream(SYNC_SQL, tmp_path / "out", tmp_path / "ckpt")
+    assert err.value.code == "NOT_IMPLEMENTED" and err.value.span is not None
     assert "threshold_ranges" in err.value.message and "drop the OVER" in err.value.hint
-    assert not [p for p in (tmp_path / "out").rglob("*.parquet")]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ckpt").exists()
