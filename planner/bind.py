@@ -125,8 +125,13 @@ def _bind_statement(node: exp.Expression, stmt: ParsedStatement, ctx: BindContex
         if mode == "AST":
             return ir.Explain(mode, repr(target), None)
         inner = _explained_statement(stmt, target)
-        bound = without_emit(inner) if mode == "STREAM" else inner  # (text kept: it is read)
-        return ir.Explain(mode, inner.text, _bind_statement(bound.node, bound, ctx))
+        if mode != "STREAM":
+            return ir.Explain(mode, inner.text, _bind_statement(inner.node, inner, ctx))
+        bound = without_emit(inner)  # (text kept: it is read)
+        try:
+            return ir.Explain(mode, inner.text, _bind_statement(bound.node, bound, ctx))
+        except WaveSQLError as err:  # it may run in parts (ir.Explain.unbound)
+            return ir.Explain(mode, inner.text, None, unbound=err)
     if isinstance(node, wn.CreateStream):
         return ddl.bind_create_stream(node, ctx)
     if isinstance(node, wn.DropObject):

@@ -520,6 +520,10 @@ class Explain(Statement):
     target: Statement | None = None
     #: ``target`` as the binder left it, before the rewrite rules (EXPLAIN STAGES shows both)
     analyzed: Statement | None = None
+    #: EXPLAIN STREAM of a query that does not bind whole: the binder's error (``target``
+    #: None). A continuous query over a signal or SYNC CTE runs in parts, each bound on its
+    #: own (streaming/derived.py): EXPLAIN STREAM tries those parts before raising it.
+    unbound: Exception | None = None
     kind: ClassVar[str] = "explain"
 
 

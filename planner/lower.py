@@ -546,6 +546,11 @@ def explain_text(stmt: ir.Explain, rt: Runtime, offset=None) -> str:
                 f"Split {s.stream}: " + split_costs(lower_relation(s.input, rt), s.n, s.by_sql,
                                                    s.replicate_sql) for s in splits)
         return text
+    if stmt.mode == "STREAM" and stmt.unbound is not None:  # (it may run in parts)
+        if rt.explain_stream is None:
+            raise stmt.unbound
+        return rt.explain_stream(rt.spark, stmt.ast_text, None, catalog=rt.catalog,
+                                 unbound=stmt.unbound)
     if not isinstance(stmt.target, ir.QueryStatement):
         raise WaveSQLError("UNSUPPORTED_STATEMENT",
                            f"EXPLAIN {stmt.mode} needs a query, not a {stmt.target.kind} statement",

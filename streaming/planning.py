@@ -238,10 +238,14 @@ def _stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = 
     return None, f"a {plan.mode} query"
 
 
-def explain_stream(spark, text: str, target: ir.QueryStatement, catalog=None) -> str:
+def explain_stream(spark, text: str, target: ir.QueryStatement | None, catalog=None,
+                   unbound: Exception | None = None) -> str:
     """``EXPLAIN STREAM``: how the query would run continuously -- which runner, what state
     it keeps per input -- or the streaming-rule error it would stop with. A query over a
-    signal CTE (``catalog`` given): both parts (:func:`.derived.explain`)."""
+    signal or SYNC CTE (``catalog`` given): every part (:func:`.derived.explain`), even when
+    the whole statement does not bind (``target`` None, ``unbound`` the binder's error,
+    raised when the query does not split: e.g. windows over a SYNC CTE's event time under
+    another name, which the binder cannot follow and the parts do not need)."""
     stmt = parse_statements(text)[0]
     if catalog is not None:
         from . import derived
@@ -249,6 +253,8 @@ def explain_stream(spark, text: str, target: ir.QueryStatement, catalog=None) ->
         split = derived.find_split(stmt, text, catalog)
         if split is not None:
             return derived.explain(spark, catalog, split, explain_plan, plan_continuous)
+    if target is None:
+        raise unbound
     return explain_plan(spark, stmt, target)
 
 

@@ -170,8 +170,11 @@ def test_windows_over_a_sync_cte_across_runs(ws, spark, tmp_path):
 def test_explain_stream_shows_the_sync_part_and_the_rest(ws, tmp_path):
     """EXPLAIN STREAM of windows over a SYNC CTE: the SYNC part (its rows folder, event
     time t0) and the rest over its rows (progress from the punctuation); nothing runs.
-    (EXPLAIN binds the whole statement first, whose windows need the stream's event-time
-    column under its own name: ``c.t0``, not ``c.t0 AS t``.)"""
+    The event time under another name (``c.t0 AS t``: the whole statement does not bind,
+    its parts do) too, by the API and by the statement; an unknown stream is still its
+    binder's error."""
+    from wavesql.errors import WaveSQLError
+
     _mic(tmp_path, 1)
     _arrive(tmp_path, "mic_000.wav")
     _define(ws, tmp_path)
@@ -181,6 +184,13 @@ def test_explain_stream_shows_the_sync_part_and_the_rest(ws, tmp_path):
     assert "SYNC part `s`" in text and "derived/s/rows, event time t0" in text, text
     assert "rest: over `s`'s rows (columns id, t0, r)" in text, text
     assert "progress from the punctuation" in text and "watermark 0" not in text
+    for renamed in (ws.explain(WINDOWED, "STREAM"),
+                    ws.sql("EXPLAIN STREAM " + WINDOWED).collect()[0][0]):
+        assert "SYNC part `s`" in renamed and "event time t" in renamed, renamed
+        assert "rest: over `s`'s rows (columns id, t, r)" in renamed, renamed
+    with pytest.raises(WaveSQLError) as err:
+        ws.explain(WINDOWED.replace("FROM ctl c", "FROM ctlx c"), "STREAM")
+    assert err.value.code == "UNKNOWN_STREAM"
     assert not (tmp_path / "ckpt").exists()
 
 

@@ -189,8 +189,15 @@ class Session:
             return repr(stmt.node)
         from wavesql.planner.bind import without_emit  # (EXPLAIN STREAM reads EMIT itself)
 
-        bound = without_emit(stmt) if mode.upper() == "STREAM" else stmt
-        analyzed = planner.bind(bound, self.catalog, self.env.for_text(text))
+        if mode.upper() == "STREAM":
+            try:
+                analyzed = planner.bind(without_emit(stmt), self.catalog,
+                                        self.env.for_text(text))
+            except WaveSQLError as err:  # it may run in parts (ir.Explain.unbound)
+                explain = ir.Explain("STREAM", stmt.text, None, unbound=err)
+                return explain_text(explain, self._runtime(text), stmt.start)
+        else:
+            analyzed = planner.bind(stmt, self.catalog, self.env.for_text(text))
         explain = ir.Explain(mode.upper(), stmt.text, planner.optimize(analyzed), analyzed)
         return explain_text(explain, self._runtime(text), stmt.start)
 
