@@ -6,12 +6,10 @@ it is *bounded* (finite: a batch DataFrame) or not (a stream: a streaming query)
 run a query). Nothing here imports Spark: types are Spark SQL type strings (``bigint``,
 ``array<float>``), the lingua franca between the catalog, the binder and Spark.
 
-``explain_ir(node)`` prints the tree, one node per line, with schemas; golden tests and
-``EXPLAIN IR`` use it.
-
-Adding an operator (a window, a sync join) means: a node class here with its schema rule, a
-``bind`` case that builds it, and a ``lower`` rule; ``lower`` raises ``NOT_IMPLEMENTED`` for a
-node without a rule instead of skipping it.
+``explain_ir(node)`` prints the tree, one node per line, with schemas (golden tests, ``EXPLAIN
+IR``). Adding an operator (a window, a sync join) means: a node class here with its schema
+rule, a ``bind`` case that builds it, and a ``lower`` rule; ``lower`` raises
+``NOT_IMPLEMENTED`` for a node without a rule instead of skipping it.
 """
 
 from __future__ import annotations
@@ -513,16 +511,14 @@ class SparkCommand(Statement):
 
 @dataclass(frozen=True)
 class Explain(Statement):
-    """``EXPLAIN [AST|IR|SPARK|...] statement``; ``target`` is None for EXPLAIN AST."""
+    """``EXPLAIN [AST|IR|...] statement``; ``target`` None for AST, and for STREAM of a query bound
+    only in parts (over a signal/SYNC CTE: streaming/derived.py), ``unbound`` its bind error."""
 
     mode: str  # AST / IR / STAGES / SPARK / EXTENDED / FORMATTED / CODEGEN / COST / STREAM
     ast_text: str
     target: Statement | None = None
     #: ``target`` as the binder left it, before the rewrite rules (EXPLAIN STAGES shows both)
     analyzed: Statement | None = None
-    #: EXPLAIN STREAM of a query that does not bind whole: the binder's error (``target``
-    #: None). A continuous query over a signal or SYNC CTE runs in parts, each bound on its
-    #: own (streaming/derived.py): EXPLAIN STREAM tries those parts before raising it.
     unbound: Exception | None = None
     kind: ClassVar[str] = "explain"
 
