@@ -27,7 +27,7 @@ from wavesql.planner import ir
 from . import derived, realtime, sinks
 from .kafka_signals import KafkaSignalQuery
 from .outputs import absolute, kafka_sink, late_path
-from .planning import plan_continuous, stateful_plan
+from .planning import plan_continuous, runs_whole, stateful_plan
 from .query import ContinuousQuery
 from .query_signals import QuerySignalQuery
 from .runner import ReEvaluatingQuery
@@ -73,6 +73,9 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                                hint="ZIP the output of a query over a recorded stretch (a "
                                     "batch query), or join on a key instead")
     split = derived.find_split(stmt, text, session.catalog)
+    if split is not None and all(p.sync for p in split.parts) and \
+            runs_whole(split, stmt, _bound_whole(session, stmt, text)):
+        split = None  # SYNC CTEs under a rest row by row: one continuous SYNC
     if split is not None:  # a CTE over a signal, the rest over its rows: streaming/derived.py
         def rest(overlay, outer_text):
             return start(overlay, outer_text, output, checkpoint, trigger=trigger, late=late,
@@ -145,3 +148,20 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                trigger=trigger, max_files=max_files_per_trigger, clock=clock,
                output_format=output_format, late_format=late_format,
                keep_replaced=keep_replaced)
+
+
+def _bound_whole(session, stmt, text: str):
+    """The statement bound whole as a continuous query is (no EMIT, no LATE INTO), or None
+    when it does not bind whole (a query over a signal CTE's rows binds in parts)."""
+    from wavesql import planner
+    from wavesql.planner.bind import without_emit
+
+    late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
+    if late_into is not None:
+        stmt = _without_late_into(stmt, late_into)
+    try:
+        bound = planner.optimize(planner.bind(without_emit(stmt), session.catalog,
+                                              session.env.for_text(text)))
+    except WaveSQLError:
+        return None
+    return bound if isinstance(bound, ir.QueryStatement) else None

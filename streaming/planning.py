@@ -251,11 +251,27 @@ def explain_stream(spark, text: str, target: ir.QueryStatement | None, catalog=N
         from . import derived
 
         split = derived.find_split(stmt, text, catalog)
-        if split is not None:
+        if split is not None and not runs_whole(split, stmt, target):
             return derived.explain(spark, catalog, split, explain_plan, plan_continuous)
     if target is None:
         raise unbound
     return explain_plan(spark, stmt, target)
+
+
+def runs_whole(split, stmt, target: ir.QueryStatement | None) -> bool:
+    """Whether a query cut into SYNC CTEs only (``split``) runs whole: as one continuous
+    SYNC, when its rest is row by row over the SYNC's rows. It is cut only where it must be
+    -- windows, aggregates, OVER windows or joins over a SYNC CTE's rows, which the SYNC
+    runner refuses around it (streaming/sync.py) --: whole it is one query, cheaper, its
+    checkpoint laid out as before SYNC CTEs could be parts. ``target``: the statement
+    bound whole (None: it does not bind whole, so it is cut)."""
+    if target is None or not all(p.sync for p in split.parts):
+        return False
+    try:
+        plan_continuous(target.relation, stmt)
+    except WaveSQLError:
+        return False
+    return True
 
 
 def explain_plan(spark, stmt, target: ir.QueryStatement) -> str:

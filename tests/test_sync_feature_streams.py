@@ -271,3 +271,26 @@ def test_a_sync_batch_rerun_adds_the_rows_a_file_completed_since_released(ws, sp
     assert q.status()["late"] == 0
     assert not (tmp_path / "ckpt" / "late").exists() or \
         spark.read.parquet(str(tmp_path / "ckpt" / "late")).count() == 0
+
+
+@pytest.mark.spark
+def test_a_sync_cte_under_a_row_by_row_rest_runs_whole(ws, spark, tmp_path):
+    """A SYNC CTE whose rest is row by row over its rows is not cut into parts: it runs as
+    one continuous SYNC (no derived/ folder in its checkpoint; EXPLAIN STREAM names one
+    query), its rows equal to numpy's RMS of each range the recording covers."""
+    data = _mic(tmp_path, 2)
+    _arrive(tmp_path, "mic_000.wav", "mic_001.wav")  # 0 .. 4000 ms
+    _define(ws, tmp_path)
+    _control(tmp_path, "c1", FIRST)
+    sql = ("WITH s AS (SELECT c.id, c.t0 AS t, seg_rms(m.ch1) AS r FROM ctl c "
+           "SYNC JOIN mic m ON RANGE (c.t0, c.t1)) SELECT id, r * 2 AS r2 FROM s WHERE id < 7")
+    assert "parts under one handle" not in ws.explain(sql, "STREAM")
+    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    q.await_termination()
+    assert q.error is None, q.error
+    assert not (tmp_path / "ckpt" / "derived").exists()
+    got = spark.read.parquet(str(tmp_path / "out")).toPandas().sort_values("id")
+    covered = [(i, a, b) for i, a, b in FIRST if b <= 4000 and i < 7]
+    assert got["id"].tolist() == [i for i, _, _ in covered]
+    want = [2 * np.sqrt(np.mean(data[a:b].astype(np.float64) ** 2)) for _, a, b in covered]
+    np.testing.assert_allclose(got["r2"], want, rtol=1e-6)
