@@ -312,7 +312,8 @@ def _check_disjoint(piece, channels, ends: dict, key, names) -> None:
     """Each channel's non-NULL ranges in ``piece`` (one key's rows, in start order) start
     at or after the end of the one before (``ends``: channel -> (start, end) of the last
     range seen of this key, across batches); else ``SEGMENT_ORDER`` naming the key and both
-    ranges."""
+    ranges. An empty range (a point event, or shorter than a sample) holds no sample: it
+    overlaps nothing, wherever it sorts among ranges of the same start."""
     import numpy as np
 
     from wavesql.udfs.sigseg import SignalError
@@ -323,6 +324,7 @@ def _check_disjoint(piece, channels, ends: dict, key, names) -> None:
         starts = column.field("start").to_numpy(zero_copy_only=False)[valid].astype(np.int64)
         offsets = column.field("samples").offsets.to_numpy()
         stops = starts + np.diff(offsets)[valid]
+        starts, stops = starts[stops > starts], stops[stops > starts]
         if not len(starts):
             continue
         last = ends.get(name)

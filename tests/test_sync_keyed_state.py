@@ -339,3 +339,28 @@ def test_a_keyed_sync_job_killed_at_a_stage_is_exactly_once(ws, tmp_path, stage)
                                    err_msg=str(i))
         np.testing.assert_allclose(got[i]["g"]["samples"], want[i][1], atol=2e-6,
                                    err_msg=str(i))
+
+
+@pytest.mark.parametrize("order", [[(100, 0), (100, 50), (150, 10)],
+                                   [(100, 50), (100, 0), (150, 0), (150, 10)]])
+def test_an_empty_range_overlaps_nothing_wherever_it_sorts(order):
+    """No Spark: a key's ranges as the stage checks them, (start sample, samples): an empty
+    range (a point event) beside one of the same start is no overlap, in either order;
+    a range starting inside another still is (SEGMENT_ORDER)."""
+    import pyarrow as pa
+
+    from wavesql.planner.segment_stage import _check_disjoint
+    from wavesql.udfs.sigseg import SignalError
+
+    seg = pa.struct([("start", pa.int64()), ("rate", pa.float64()),
+                     ("samples", pa.list_(pa.float32()))])
+
+    def piece(rows):
+        return pa.RecordBatch.from_arrays([pa.array(
+            [{"start": s, "rate": 1000.0, "samples": [0.0] * n} for s, n in rows], seg)],
+            names=["ch1"])
+
+    _check_disjoint(piece(order), ["ch1"], {}, ("x",), ("sensor",))
+    with pytest.raises(SignalError) as err:
+        _check_disjoint(piece(order + [(155, 5)]), ["ch1"], {}, ("x",), ("sensor",))
+    assert err.value.code == "SEGMENT_ORDER" and "overlap" in str(err.value)
