@@ -58,6 +58,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+from urllib.parse import quote
 
 from wavesql import storage
 from wavesql.catalog import objects as cat
@@ -267,8 +269,13 @@ class DerivedPipeline:
         self.available_now = trigger == "availableNow"
         self.outer = None
         if self.available_now:
-            for inner in inners:  # the rest reads what the signal parts wrote
-                inner.await_termination()
+            try:
+                for inner in inners:  # the rest reads what the signal parts wrote
+                    inner.await_termination()
+            except BaseException:  # one failed: the others must not run on, unowned
+                for inner in inners:
+                    inner.stop()
+                raise
         self.outer = start_outer()
 
     @property
@@ -401,7 +408,7 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
     planned = [_plan_signal_part(session.catalog, session.env, part, split.text,
                                  plan_continuous)
                for part in split.parts]
-    homes = [storage.join(checkpoint, "derived", p.part.name.lower()) for p in planned]
+    homes = [storage.join(checkpoint, "derived", home_name(p.part.name)) for p in planned]
     rows = [storage.join(home, "rows") for home in homes]
     overlay = _Session(session, WithDerived(session.catalog, {
         p.part.name: p.stream(r) for p, r in zip(planned, rows)}))
@@ -443,6 +450,17 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
     return DerivedPipeline(inners, start_rest, trigger)
 
 
+def home_name(cte: str) -> str:
+    """The folder of a part under ``<checkpoint>/derived/``: the CTE's name in lower case
+    when it is a plain word (``f``, ``rms_1``), else ``q-`` and the name percent-encoded --
+    a quoted name (``WITH `../x` AS``) never names a folder outside the checkpoint. The two
+    never meet: an encoded name keeps a character a plain word has not (``%``, ``.``)."""
+    name = cte.lower()
+    if re.fullmatch(r"\w[\w-]*", name):
+        return name
+    return "q-" + quote(name, safe="")
+
+
 def _bind_rest(catalog, env, text: str) -> tuple[Statement, ir.Statement]:
     """The rest of the query (``text``) parsed and bound as :func:`.launch.start` will
     (raising its error now)."""
@@ -468,7 +486,8 @@ def explain(spark, catalog, split: Split, explain_plan, plan_continuous) -> str:
     env = SparkEnvironment(spark)
     planned = [_plan_signal_part(catalog, env, part, split.text, plan_continuous)
                for part in split.parts]
-    rows = {p.part.name: f"<checkpoint>/derived/{p.part.name.lower()}/rows" for p in planned}
+    rows = {p.part.name: f"<checkpoint>/derived/{home_name(p.part.name)}/rows"
+            for p in planned}
     try:
         rest_stmt, rest = _bind_rest(
             WithDerived(catalog, {p.part.name: p.stream(rows[p.part.name]) for p in planned}),

@@ -470,3 +470,18 @@ def test_a_sync_cte_without_the_controls_event_time_is_refused_naming_it(ws, tmp
     assert e.value.code == "STREAMING_RULE", e.value  # (the binder's: windows need it)
     assert "EVENT TIME" in e.value.message and "'t0'" in e.value.hint
     assert not (tmp_path / "out").exists() and not (tmp_path / "ckpt" / "derived").exists()
+
+
+def test_a_parts_folder_stays_inside_the_checkpoint_whatever_the_ctes_name():
+    """No Spark: a plain CTE name is its folder under <checkpoint>/derived/ (as before); a
+    quoted name with slashes or dots is encoded -- one path component, never `.` or `..`,
+    never equal to a plain name's folder."""
+    from wavesql.streaming.derived import home_name
+
+    assert home_name("F") == "f" and home_name("rms_1") == "rms_1"
+    odd = ["../../x", "..", ".", "a/b", "a b", "x.y", "%2e"]
+    for name in odd:
+        folder = home_name(name)
+        assert "/" not in folder and folder not in (".", "..") and folder.startswith("q-")
+    plain = [home_name(n) for n in ("f", "q-", "q-x", "x_y")]
+    assert len(set(plain + [home_name(n) for n in odd])) == len(plain) + len(odd)
