@@ -13,6 +13,8 @@ marker is ``<checkpoint>/wavesql.json``, one JSON object:
              names what changed ("WindowScan trades.window changed from [RANGE 10 SECONDS]
              to [RANGE 20 SECONDS]");
 ``format``   the marker's format (:data:`FORMAT`; a marker without it is format 1);
+``scheme``   (the markers with ``facts``) how the fingerprint was computed (:data:`SCHEME`;
+             a marker without it is scheme 1);
 
 and a runner's own keys (the state-store runner's ``buckets`` and ``resume``, whose
 meaning is its own: ``streaming/stateful/query.py``). Restarting on a checkpoint whose
@@ -46,7 +48,27 @@ same thing after them:
   not depend on them (the output's batch numbering continues);
 - re-creating a stream or signal with the same definition (its catalog version), or
   with other credentials (options named like ``password``, ``secret``, ``jaas``,
-  ``token``, ``credential``, ``*.key``: never written to the marker).
+  ``token``, ``credential``, ``*.key``: never written to the marker) -- also where the
+  stream is named in another node's field (a windowed join's ``joint``): relations and
+  catalog objects there are named, never written field by field;
+- operational reader options (:data:`_OPERATIONAL`: Kafka's ``maxOffsetsPerTrigger``,
+  ``startingOffsets``, ``failOnDataLoss``, ``minPartitions``, ...; the file source's
+  ``maxFilesPerTrigger``, ``latestFirst``, ``maxFileAge``, ``cleanSource``): how much a
+  batch reads, or where a NEW query starts (a restart reads its position from Spark's
+  offset log).
+
+A checkpoint that holds nothing -- no batch in Spark's commit log, no file of WaveSQL's
+own (:func:`holds_nothing`): the first batch failed -- takes any query: a refused marker
+is rewritten, and the uncommitted offset log, which names the old plan's sources,
+deleted.
+
+Upgrades: a WaveSQL release may fingerprint the same query otherwise (a new IR field, a
+binder rewrite, a sqlglot upgrade). A marker of another :data:`SCHEME` is re-marked --
+adopted as a marker-less checkpoint is, not checked -- so an upgrade never refuses a
+running query for that; a release that changes fingerprints raises :data:`SCHEME`. And
+a field at its default is listed in ``facts`` but not hashed, so that a defaulted field
+a release adds leaves older fingerprints as they were. (A changed *runner* is still
+refused: the state is another runner's.)
 
 Checkpoints written before markers: the state-store runner always wrote one, so a
 checkpoint with Spark's ``offsets`` or WaveSQL's ``state`` but no marker came from another
@@ -65,13 +87,17 @@ import re
 from wavesql import storage
 from wavesql.errors import WaveSQLError
 
-__all__ = ["FORMAT", "MARKER", "Mark", "check", "check_query", "facts", "mark_of"]
+__all__ = ["FORMAT", "MARKER", "SCHEME", "Mark", "check", "check_query", "facts", "mark_of"]
 
 #: The marker file's name inside the checkpoint.
 MARKER = "wavesql.json"
 #: The marker's format; a marker without ``format`` is format 1 (the state-store runner's
 #: original keys, unchanged).
 FORMAT = 1
+#: How :func:`facts` fingerprints a query (the markers with ``facts``; a marker without
+#: ``scheme`` is scheme 1). A release that fingerprints otherwise raises it, and a checkpoint
+#: of another scheme is re-marked, not refused (module docstring).
+SCHEME = 2
 
 _HINT = ("give the changed query a new checkpoint (and output) folder, or delete the old "
          "checkpoint to start from the beginning of the input; or run the query as it was")
@@ -85,6 +111,20 @@ _SKIPPED_FIELDS = {"version", "created_at", "updated_at", "heartbeat_us", "water
 #: left out of the fingerprint -- the marker is plain text, and a rotated password is
 #: a compatible change.
 _SECRET = re.compile(r"password|secret|jaas|token|credential|\.key$", re.IGNORECASE)
+
+#: Reader options that decide how much a micro-batch reads, or where a NEW query starts
+#: (Spark reads a restarted query's position from its offset log), not what the state
+#: means: left out of the fingerprint (module docstring). Kafka's (sources/kafka.py
+#: ``_SOURCE_OPTIONS`` less ``includeHeaders`` and ``ending*``, which change the rows) and
+#: Spark's file source's rate and clean-up options (``fileNameOnly`` changes which files
+#: count as seen: it counts).
+_OPERATIONAL = frozenset({
+    "startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy", "starting", "failondataloss",
+    "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
+    "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "minpartitions",
+    "groupidprefix", "maxfilespertrigger", "maxbytespertrigger", "latestfirst", "maxfileage",
+    "cleansource", "sourcearchivedir"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,11 +140,16 @@ class Mark:
     #: those of ``extra`` compared too, where the checkpoint's marker has them (keys added
     #: after its first markers were written: older ones are not checked for them)
     checked: tuple[str, ...] = ()
+    #: the fingerprint scheme (:data:`SCHEME`; None: the state-store runner's marker, whose
+    #: ``plan`` is its own and whose keys stay as they were)
+    scheme: int | None = None
 
     def to_json(self) -> str:
         data = {"engine": self.engine, "plan": self.plan, "explain": self.explain}
         data.update(dict(self.extra))
         data["format"] = FORMAT
+        if self.scheme is not None:
+            data["scheme"] = self.scheme
         if self.facts:
             data["facts"] = [list(f) for f in self.facts]
         return json.dumps(data)
@@ -128,11 +173,27 @@ def check(checkpoint: str, mine: Mark, *, legacy: str = "adopt") -> dict | None:
                                "wrote (not a JSON object: truncated or edited)",
                                hint="restore the checkpoint folder from a backup, or start "
                                     "the query with a new checkpoint (and output) folder")
+        fmt = theirs.get("format", 1)
+        if (mine.scheme is not None and theirs.get("engine") == mine.engine
+                and isinstance(fmt, int) and fmt <= FORMAT
+                and theirs.get("scheme", 1) != mine.scheme):
+            # fingerprinted by another WaveSQL release: its plan cannot be compared with
+            # this one's, so the checkpoint is re-marked as a marker-less one is adopted
+            storage.write_text(path, mine.to_json())
+            return theirs
         refusal = mismatch(theirs, mine)
-        if refusal is not None:
-            raise WaveSQLError("CHECKPOINT_MISMATCH",
-                               f"the checkpoint {checkpoint} {refusal}", hint=_HINT)
-        return theirs
+        if refusal is None:
+            return theirs
+        if holds_nothing(checkpoint):
+            # no batch committed (the first one failed): nothing to misread -- the query
+            # now starting owns it, from the beginning as on a new checkpoint
+            # (Spark's offset log of that batch names the old plan's sources; a derived
+            # part's own checkpoint is checked, and cleared, by the part)
+            storage.delete(storage.join(checkpoint, "offsets"), recursive=True)
+            storage.write_text(path, mine.to_json())
+            return None
+        raise WaveSQLError("CHECKPOINT_MISMATCH",
+                           f"the checkpoint {checkpoint} {refusal}", hint=_HINT)
     if legacy == "refuse" and any(storage.is_dir(storage.join(checkpoint, d))
                                   for d in ("state", "offsets")):
         raise WaveSQLError(
@@ -142,6 +203,24 @@ def check(checkpoint: str, mine: Mark, *, legacy: str = "adopt") -> dict | None:
             hint="start the query with a new checkpoint folder (and output folder)")
     storage.write_text(path, mine.to_json())
     return None
+
+
+def holds_nothing(checkpoint: str) -> bool:
+    """Whether ``checkpoint`` holds no committed batch: nothing in Spark's commit logs
+    (``offsets/commits``, a derived part's ``derived/<cte>/offsets/commits`` too) and
+    nothing of WaveSQL's own (state, signal state, late rows, ...) -- only markers and the
+    offset logs of batches that never committed."""
+    for entry in storage.list_files(checkpoint, recursive=True):
+        where = entry.location
+        where = where[len(checkpoint):] if where.startswith(checkpoint) else where
+        parts = where.replace("\\", "/").split("/")
+        if parts[-1] == MARKER:
+            continue
+        if "offsets" not in parts[:-1]:
+            return False  # WaveSQL's own files: state of some batch
+        if parts[-2] == "commits" and parts[-1].isdigit():
+            return False
+    return True
 
 
 def check_query(query, engine: str, *more: tuple[str, str]) -> dict | None:
@@ -221,18 +300,27 @@ def mark_of(engine: str, bound, plan=None, *, emit_changes: bool = False,
     """The marker of a runner other than the state store's: ``bound`` the bound query (an
     ``ir.QueryStatement`` or relation), ``plan`` its :class:`~.plan.Plan` (each input's
     look-back), ``more`` facts of the runner's own."""
-    listed = facts(bound, plan, emit_changes=emit_changes) + tuple(more)
-    digest = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:16]
+    every = _listed(bound, plan, emit_changes) + [(n, v, True) for n, v in more]
+    listed = tuple((n, v) for n, v, _ in every)
+    # a field at its default is listed (the refusal names "4096 to 1024") but not hashed
+    counted = [[n, v] for n, v, counts in every if counts]
+    digest = hashlib.sha256(json.dumps(counted).encode()).hexdigest()[:16]
     relation = getattr(bound, "relation", bound)
     explain = f"{engine} runner: " + " <- ".join(_label(r) for r in _chain(relation))
-    return Mark(engine, digest, _short(explain, 400), listed)
+    return Mark(engine, digest, _short(explain, 400), listed, scheme=SCHEME)
 
 
 def facts(bound, plan=None, *, emit_changes: bool = False) -> tuple[tuple[str, str], ...]:
     """The fingerprinted facts of a bound query, ``(name, value)`` in plan order (module
-    docstring: what counts and what does not)."""
+    docstring: what counts and what does not; a field at its default is listed but not
+    hashed, so that a defaulted field a release adds keeps old fingerprints)."""
+    return tuple((n, v) for n, v, _ in _listed(bound, plan, emit_changes))
+
+
+def _listed(bound, plan, emit_changes: bool) -> list[tuple[str, str, bool]]:
+    """:func:`facts`, each with whether it counts in the hash."""
     relation = getattr(bound, "relation", bound)
-    out: list[tuple[str, str]] = []
+    out: list[tuple] = []
     _relation_facts(relation, out)
     out.append(("output columns", ", ".join(f"{f.name} {f.type}"
                                             for f in relation.schema.fields)))
@@ -244,10 +332,11 @@ def facts(bound, plan=None, *, emit_changes: bool = False) -> tuple[tuple[str, s
                         "; ".join(str(rule) for rule in inp.lookback) or "nothing"))
     seen: dict[str, int] = {}
     unique = []
-    for name, value in out:  # (a stream read twice: the same facts under a numbered name)
+    for name, value, *default in out:  # (a stream read twice: its facts numbered)
         seen[name] = seen.get(name, 0) + 1
-        unique.append((name if seen[name] == 1 else f"{name} #{seen[name]}", value))
-    return tuple(unique)
+        unique.append((name if seen[name] == 1 else f"{name} #{seen[name]}", value,
+                       not default))
+    return unique
 
 
 def _relation_facts(rel, out: list) -> None:
@@ -260,6 +349,10 @@ def _relation_facts(rel, out: list) -> None:
         if f.name in _SKIPPED_FIELDS or not f.compare:
             continue
         value = getattr(rel, f.name)
+        if _is_default(f, value):  # listed, not hashed (facts)
+            if value not in (None, (), ""):
+                out.append((f"{node}.{f.name}", _text(value), "default"))
+            continue
         if isinstance(value, ir.Relation):
             _relation_facts(value, out)
         elif f.name == "inputs" and isinstance(rel, ir.SqlQuery):
@@ -279,19 +372,56 @@ def _relation_facts(rel, out: list) -> None:
             continue  # its stored text: the bound body (a child) is what counts
         elif dataclasses.is_dataclass(value) and hasattr(value, "KIND"):  # a catalog object
             for g in dataclasses.fields(value):
+                item = getattr(value, g.name)
                 if g.name not in _SKIPPED_FIELDS and g.name != "name":
-                    item = getattr(value, g.name)
                     if g.name == "options":  # credentials rotate; never in the marker
-                        item = tuple((k, v) for k, v in item if not _SECRET.search(k))
+                        item = _kept_options(item)
                     text = _text(item)
                     if g.name in ("sql", "query"):
                         text = normalized_sql(None, text)
-                    out.append((f"{node} {g.name}", text))
+                    if not _is_default(g, item):
+                        out.append((f"{node} {g.name}", text))
+                    elif item not in (None, (), ""):  # listed, not hashed (facts)
+                        out.append((f"{node} {g.name}", text, "default"))
         else:
             text = _text(value)
             if f.name.endswith("_sql") and text != "None":
                 text = normalized_sql(None, text)
             out.append((f"{node}.{f.name}", text))
+
+
+def _is_default(f, value) -> bool:
+    """Whether dataclass field ``f`` holds its default."""
+    if f.default is not dataclasses.MISSING:
+        default = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        default = f.default_factory()
+    else:
+        return False
+    try:
+        return bool(value == default) and type(value) is type(default)
+    except Exception:  # noqa: BLE001 - a value that cannot be compared: written
+        return False
+
+
+def _kept_options(options) -> tuple:
+    """A definition's reader options less credentials (rotate; never in the plain-text
+    marker) and operational ones (:data:`_OPERATIONAL`)."""
+    return tuple((k, v) for k, v in options
+                 if not _SECRET.search(k) and k.lower() not in _OPERATIONAL)
+
+
+def _reference(value) -> str:
+    """A relation or catalog object held in a field of another (``WindowScan.joint``), by
+    name: its own facts are the node's where it is in the plan, and field by field it would
+    write a definition's version, times and credentials."""
+    from wavesql.planner import ir
+
+    if isinstance(value, ir.WindowScan):
+        return f"{value.stream} {value.window} on {value.time_column}"
+    if isinstance(value, ir.Relation):
+        return _node_name(value)
+    return f"{type(value).__name__} {value.name}"
 
 
 def _expr_text(tree) -> str:
@@ -338,6 +468,11 @@ def _text(value) -> str:
         return "(" + ", ".join(_text(v) for v in value) + ")"
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True, default=_text)
+    from wavesql.planner import ir
+
+    if isinstance(value, ir.Relation) or (dataclasses.is_dataclass(value)
+                                          and hasattr(value, "KIND")):
+        return _reference(value)
     if type(value).__str__ is not object.__str__ and not dataclasses.is_dataclass(value):
         return str(value)
     if dataclasses.is_dataclass(value):
@@ -345,7 +480,7 @@ def _text(value) -> str:
             return str(value)
         return type(value).__name__ + "(" + ", ".join(
             f"{g.name}={_text(getattr(value, g.name))}" for g in dataclasses.fields(value)
-            if g.compare) + ")"
+            if g.compare and not _is_default(g, getattr(value, g.name))) + ")"
     return type(value).__name__
 
 

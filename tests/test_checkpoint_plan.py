@@ -110,6 +110,7 @@ def test_check_writes_compares_and_refuses(binder, tmp_path):
     marker = json.loads((tmp_path / "ckpt" / "wavesql.json").read_text())
     assert marker["engine"] == "re-evaluating" and marker["plan"] == mine.plan
     assert marker["format"] == cp.FORMAT and marker["facts"]
+    _commit(tmp_path / "ckpt", 0)  # a batch ran: the checkpoint holds its state
     assert cp.check(ckpt, binder.mark(WINDOWED.lower()))["plan"] == mine.plan  # compatible
     with pytest.raises(WaveSQLError) as err:
         cp.check(ckpt, binder.mark(WINDOWED.replace("10 SECONDS", "20 SECONDS")))
@@ -133,7 +134,7 @@ def test_check_writes_compares_and_refuses(binder, tmp_path):
 def test_a_checkpoint_without_a_marker_is_adopted_or_refused(binder, tmp_path):
     mine = binder.mark(WINDOWED)
     old = tmp_path / "old"
-    (old / "offsets").mkdir(parents=True)  # written before markers
+    _commit(old, 3)  # written before markers
     assert cp.check(str(old), mine) is None  # adopted: marked from now on
     assert json.loads((old / "wavesql.json").read_text())["plan"] == mine.plan
     with pytest.raises(WaveSQLError) as err:  # ... and checked
@@ -147,6 +148,13 @@ def test_a_checkpoint_without_a_marker_is_adopted_or_refused(binder, tmp_path):
         cp.check(str(other), cp.Mark("stateful-window", "x", "y"), legacy="refuse")
     assert err.value.code == "CHECKPOINT_MISMATCH" and "earlier" in err.value.message
     assert not (other / "wavesql.json").exists()
+
+
+def _commit(ckpt, batch):
+    """Spark's commit log entry of ``batch`` in checkpoint folder ``ckpt`` (as Spark
+    writes it: ``<checkpoint>/offsets/commits/<batch>``, streaming/query.py's location)."""
+    (ckpt / "offsets" / "commits").mkdir(parents=True, exist_ok=True)
+    (ckpt / "offsets" / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
 
 
 def test_changes_are_named_gone_new_changed_and_counted():
@@ -396,3 +404,143 @@ def test_a_kafka_signal_query_refuses_a_changed_window(ws, spark, kafka, tmp_pat
     for s, r in got:
         assert r == pytest.approx(np.sqrt(np.mean(x[0, s:s + 1000].astype(np.float64) ** 2)),
                                   rel=1e-6)
+
+
+# -- review of issue 26 item 3 --------------------------------------------------------------
+JAAS = ("kafka.sasl.jaas.config", 'PlainLoginModule required username="u" password="hunter2";')
+
+
+def _with_options(binder, *options):
+    """Stream ``ev`` re-created with these reader options (as a Kafka stream holds them;
+    the catalog directly: a Kafka stream's DDL asks the broker for its topic)."""
+    import dataclasses
+
+    ev = binder.catalog.get("ev")
+    binder.catalog.create(dataclasses.replace(ev, options=tuple(options), version=0,
+                                              created_at="", updated_at=""), replace=True)
+
+Q2 = ("CREATE OR REPLACE STREAM q2 (k STRING, v DOUBLE, ts TIMESTAMP) FROM 'other' "
+      "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+JOINED = ("RSTREAM (SELECT t.k, t.v AS id, q.v AS qid FROM ev [RANGE 3 SECONDS] t JOIN q2 "
+          "[RANGE 2 SECONDS] q ON t.k = q.k)")
+
+
+def test_no_fact_writes_a_definition_field_by_field(binder, tmp_path):
+    """Relations and catalog objects held in another node's fields (a windowed join's
+    ``joint``, ``StreamOf.window``, a SYNC JOIN's signal, a view) are named, never written
+    field by field: no catalog version or times, no credential, in any fact."""
+    from scipy.io import wavfile
+
+    (tmp_path / "rec").mkdir()
+    wavfile.write(tmp_path / "rec" / "r.wav", 1000, np.zeros(4096, np.float32))
+    _with_options(binder, JAAS, ("maxOffsetsPerTrigger", "10"))
+    binder.ddl(Q2)
+    binder.ddl("CREATE OR REPLACE SIGNAL mic (ch1 FLOAT) RATE 1000 HZ FROM 'rec' FORMAT wav "
+               "SEGMENT 512")
+    binder.ddl("CREATE OR REPLACE STREAM ctl (id BIGINT, a TIMESTAMP, b TIMESTAMP) FROM "
+               "'other' FORMAT parquet EVENT TIME a WATERMARK 1 SECOND")
+    binder.ddl("CREATE OR REPLACE VIEW hot AS SELECT k, v, ts FROM ev WHERE v > 1")
+    queries = [JOINED, JOINED.replace("RSTREAM", "ISTREAM"), WINDOWED,
+               "SELECT c.id, seg_rms(s.ch1) AS r FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b)",
+               "SELECT k, count(*) AS n FROM hot [RANGE 5 SECONDS] GROUP BY k"]
+    kinds = set()
+    for sql in queries:
+        mark = binder.mark(sql)
+        text = mark.to_json()
+        for needle in ("version=", "created_at", "updated_at", "hunter2", "jaas",
+                       "maxOffsetsPerTrigger"):
+            assert needle not in text, (sql, needle, text)
+        kinds |= {name.split(".")[0].split(" ")[0] for name, _ in mark.facts}
+    assert {"WindowScan", "StreamOf", "SyncJoin", "SignalScan"} <= kinds, kinds
+    joint = dict(binder.mark(JOINED).facts)["WindowScan ev.joint"]
+    assert joint == "(ev [RANGE 3 SECONDS] on ts, q2 [RANGE 2 SECONDS] on ts)", joint
+
+
+def test_recreating_a_joined_stream_or_its_watermark_keeps_the_fingerprint(binder):
+    binder.ddl(Q2)
+    base = binder.mark(JOINED)
+    binder.ddl(STREAM.format(path="ev", wm="1 SECOND", hb=""))  # the same definition again
+    assert binder.mark(JOINED).plan == base.plan
+    binder.ddl(STREAM.format(path="ev", wm="5 SECONDS", hb="HEARTBEAT 2 SECONDS"))
+    assert binder.mark(JOINED).plan == base.plan
+    binder.ddl(STREAM.format(path="other", wm="1 SECOND", hb=""))  # another input: counts
+    assert binder.mark(JOINED).plan != base.plan
+
+
+def test_operational_reader_options_do_not_count(binder):
+    """How much a batch reads and where a new query starts are not what the state means."""
+    _with_options(binder, JAAS, ("maxOffsetsPerTrigger", "10"),
+                  ("startingOffsets", "earliest"))
+    base = binder.mark(WINDOWED)
+    _with_options(binder, JAAS, ("maxOffsetsPerTrigger", "5000"), ("failOnDataLoss", "false"),
+                  ("minPartitions", "4"), ("startingOffsets", "latest"))
+    assert binder.mark(WINDOWED).plan == base.plan
+    _with_options(binder, JAAS, ("includeHeaders", "true"))
+    assert binder.mark(WINDOWED).plan != base.plan  # (it changes the rows' columns)
+    files = STREAM.format(path="ev", wm="1 SECOND", hb="").replace("FORMAT", "OPTIONS ({}) FORMAT")
+    binder.ddl(files.format("maxFilesPerTrigger = '1', latestFirst = 'true'"))
+    plain = binder.mark(WINDOWED)
+    binder.ddl(files.format("maxFilesPerTrigger = '50'"))
+    assert binder.mark(WINDOWED).plan == plain.plan
+    binder.ddl(files.format("fileNameOnly = 'true'"))
+    assert binder.mark(WINDOWED).plan != plain.plan
+
+
+def test_a_checkpoint_without_a_committed_batch_takes_the_changed_query(binder, tmp_path):
+    """The first start marks the checkpoint before any batch commits; a query that failed
+    in batch 0 and was fixed runs on it. One with a committed batch or WaveSQL state is
+    still refused."""
+    old, new = binder.mark(WINDOWED), binder.mark(WINDOWED.replace("10 SECONDS", "20 SECONDS"))
+    ckpt = tmp_path / "ckpt"
+    cp.check(str(ckpt), old)
+    (ckpt / "offsets" / "offsets").mkdir(parents=True)  # batch 0 planned, never committed
+    (ckpt / "offsets" / "offsets" / "0").write_text("v1")
+    (ckpt / "offsets" / "commits").mkdir()
+    assert cp.check(str(ckpt), new) is None
+    assert json.loads((ckpt / "wavesql.json").read_text())["plan"] == new.plan
+    assert not (ckpt / "offsets").exists()  # its offset log named the old plan's sources
+    _commit(ckpt, 0)
+    with pytest.raises(WaveSQLError) as err:
+        cp.check(str(ckpt), old)
+    assert err.value.code == "CHECKPOINT_MISMATCH"
+    state = tmp_path / "state"
+    cp.check(str(state), old)
+    (state / "state" / "000000000").mkdir(parents=True)  # WaveSQL state, Spark commit lost
+    (state / "state" / "000000000" / "state.json").write_text("{}")
+    with pytest.raises(WaveSQLError) as err:
+        cp.check(str(state), new)
+    assert err.value.code == "CHECKPOINT_MISMATCH"
+
+
+def test_a_marker_of_another_fingerprint_scheme_is_re_marked(binder, tmp_path):
+    """After an upgrade that fingerprints otherwise, a running query is not refused: its
+    checkpoint is re-marked (as a marker-less one is adopted), then checked again."""
+    mine = binder.mark(WINDOWED)
+    assert json.loads(mine.to_json())["scheme"] == cp.SCHEME
+    ckpt = tmp_path / "ckpt"
+    _commit(ckpt, 4)
+    older = {**json.loads(mine.to_json()), "plan": "0123456789abcdef"}
+    del older["scheme"]  # written before schemes: scheme 1
+    (ckpt / "wavesql.json").write_text(json.dumps(older))
+    assert cp.check(str(ckpt), mine)["plan"] == "0123456789abcdef"
+    assert json.loads((ckpt / "wavesql.json").read_text())["plan"] == mine.plan
+    with pytest.raises(WaveSQLError):  # checked from now on
+        cp.check(str(ckpt), binder.mark(WINDOWED.replace("10 SECONDS", "20 SECONDS")))
+    (ckpt / "wavesql.json").write_text(json.dumps({**older, "engine": "signal"}))
+    with pytest.raises(WaveSQLError):  # another runner's state is still another runner's
+        cp.check(str(ckpt), mine)
+    stateful = cp.Mark("stateful-window", "abc", "stateful window")
+    assert "scheme" not in json.loads(stateful.to_json())
+
+
+def test_a_field_at_its_default_is_not_hashed():
+    """A defaulted field a release adds to an IR node keeps old fingerprints; set, it
+    counts."""
+    import dataclasses
+
+    schema = ir.Schema((ir.Field("x", "int"),))
+    later = dataclasses.make_dataclass("SparkTable", [("added", int, 0)],
+                                       bases=(ir.SparkTable,), frozen=True)
+    base = cp.mark_of("re-evaluating", ir.SparkTable("t", schema, True))
+    assert cp.mark_of("re-evaluating", later("t", schema, True)).plan == base.plan
+    assert cp.mark_of("re-evaluating", later("t", schema, True, 3)).plan != base.plan
