@@ -238,6 +238,20 @@ def _spaces_before(text: str, tokens, limit: int, n: int) -> tuple[int, int] | N
     return None
 
 
+def _unspellable(select: exp.Select, sources: list) -> str | None:
+    """Why a bare ``*`` of ``select`` over a derived stream cannot be spelled out (its
+    columns are not just each input's, in order), or None."""
+    if select.args.get("laterals"):
+        return "beside a LATERAL VIEW"
+    joins = select.args.get("joins") or []
+    if any(j.args.get("using") or (j.args.get("method") or "").upper() == "NATURAL"
+           for j in joins):
+        return "over a USING or NATURAL join"
+    if len(sources) > 1 and not all(s.alias_or_name for s in sources):
+        return "beside an input without a name"
+    return None
+
+
 def _stars(node: exp.Expression, name: str, columns: list[str]) -> list:
     """(star node, its spelled-out text) of each ``*`` / ``x.*`` over ``name`` in ``node``."""
     found = []
@@ -255,6 +269,12 @@ def _stars(node: exp.Expression, name: str, columns: list[str]) -> list:
 
         aliases = {t.alias_or_name.lower() for t in ours}
         for e in select.expressions:
+            why = _unspellable(select, sources) if isinstance(e, exp.Star) else None
+            if why is not None:
+                raise WaveSQLError(
+                    "NOT_IMPLEMENTED", f"`*` over `{name}`'s rows {why}: it would show the "
+                    "internal punctuation column or lose columns", Span.of(e),
+                    hint=f"name the columns: {spelled(ours[0].alias_or_name)}, ...")
             if isinstance(e, exp.Star) and len(sources) == 1:
                 found.append((e, spelled()))
             elif isinstance(e, exp.Star) and all(s.alias_or_name for s in sources):

@@ -485,3 +485,23 @@ def test_a_parts_folder_stays_inside_the_checkpoint_whatever_the_ctes_name():
         assert "/" not in folder and folder not in (".", "..") and folder.startswith("q-")
     plain = [home_name(n) for n in ("f", "q-", "q-x", "x_y")]
     assert len(set(plain + [home_name(n) for n in odd])) == len(plain) + len(odd)
+
+
+@pytest.mark.parametrize("sql, why", [
+    ("SELECT * FROM f LATERAL VIEW explode(array(1, 2)) e AS n", "LATERAL VIEW"),
+    ("SELECT * FROM f JOIN g USING (t)", "USING or NATURAL"),
+    ("SELECT * FROM f NATURAL JOIN g", "USING or NATURAL"),
+    ("SELECT * FROM f, (SELECT 1 AS one)", "without a name"),
+])
+def test_a_star_that_cannot_be_spelled_out_is_refused_at_the_star(sql, why):
+    """No Spark: a `*` over the CTE's rows whose columns are not each input's in order
+    (a LATERAL VIEW's, a USING join's merged key) or beside an unnamed input is refused
+    (NOT_IMPLEMENTED at the star, the columns to name in the hint) -- not spelled out
+    dropping columns or doubling them, nor left showing the punctuation column."""
+    from wavesql.errors import WaveSQLError
+    from wavesql.streaming.derived import expand_stars
+
+    with pytest.raises(WaveSQLError) as err:
+        expand_stars(sql, "f", ["t", "rms"])
+    assert err.value.code == "NOT_IMPLEMENTED" and why in err.value.message
+    assert err.value.span.start == sql.index("*") and "`f`.`t`, `f`.`rms`" in err.value.hint
