@@ -68,6 +68,7 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
 from .derived_split import Part, Split, expand_stars, find_split  # noqa: F401 (API)
+from .plan import _volatile
 from .report import FINAL, PROGRESS, timestamp_lit
 from .runner import ReEvaluatingQuery
 from .signals import SignalContinuousQuery
@@ -211,6 +212,7 @@ def _punctuation(query, progress: int):
 def _add_released(query, rows, batch_id: int, progress: int | None) -> None:
     """A SYNC part's re-run of a committed batch: its rows the committed folder lacks
     (a multiset difference) and its punctuation, added to the folder in one file."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from . import sinks
@@ -218,7 +220,14 @@ def _add_released(query, rows, batch_id: int, progress: int | None) -> None:
     folder = sinks.batch_folder(query.output, batch_id)
     done = query.spark.read.schema(rows.schema).parquet(folder) \
         .where(F.col(PUNCT).isNull())
-    extra = rows.exceptAll(done).persist()
+    # a multiset difference by each row's JSON (exceptAll refuses MAP columns): the n-th
+    # copy of a row is new when the first attempt had fewer than n
+    names = [f"`{f.name}`" for f in query.columns]
+    numbered = Window.partitionBy("__row").orderBy("__row")
+    rows, done = [frame.withColumn("__row", F.to_json(F.struct(*names)))
+                  .withColumn("__copy", F.row_number().over(numbered)) for frame in (rows, done)]
+    extra = rows.join(done.select("__row", "__copy"), ["__row", "__copy"], "left_anti") \
+        .drop("__row", "__copy").persist()
     try:
         if extra.isEmpty():
             return
@@ -380,7 +389,13 @@ def _plan_signal_part(catalog, env, part: Part, text: str, plan_continuous) -> _
     except WaveSQLError as err:  # (same positions: the other part is only blanked)
         raise err.with_query(text) from None
     if part.sync and plan.mode == "sync":  # (streaming/sync.py refuses what cannot run)
-        pass
+        volatile = _volatile(stmt.node)
+        if volatile is not None:  # (its re-run adds the rows the first lacks: _add_released)
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED", f"a SYNC CTE under windows calls `{volatile}`, which gives "
+                "another value each time: a batch re-run after a crash must give the first "
+                "attempt's rows again", Span.of(stmt.node),
+                hint="compute it in the rest of the query, over the CTE's rows").with_query(text)
     elif plan.mode != "signal" or plan.signal.scan.signal.source in ("kafka", "query"):
         raise WaveSQLError("NOT_IMPLEMENTED", "a continuous query over the rows of a signal "
                            "query reads a signal of WAV or table files", Span.of(stmt.node),

@@ -191,6 +191,11 @@ def test_explain_stream_shows_the_sync_part_and_the_rest(ws, tmp_path):
     with pytest.raises(WaveSQLError) as err:
         ws.explain(WINDOWED.replace("FROM ctl c", "FROM ctlx c"), "STREAM")
     assert err.value.code == "UNKNOWN_STREAM"
+    # a value that changes each evaluation: a re-run could not tell its rows from new ones
+    with pytest.raises(WaveSQLError) as err:
+        ws.explain(WINDOWED.replace("seg_rms(m.ch1) AS r", "seg_rms(m.ch1) * rand() AS r"),
+                   "STREAM")
+    assert err.value.code == "NOT_IMPLEMENTED" and "rand" in err.value.message.lower()
     assert not (tmp_path / "ckpt").exists()
 
 
