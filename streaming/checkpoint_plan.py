@@ -301,13 +301,45 @@ def mark_of(engine: str, bound, plan=None, *, emit_changes: bool = False,
     ``ir.QueryStatement`` or relation), ``plan`` its :class:`~.plan.Plan` (each input's
     look-back), ``more`` facts of the runner's own."""
     every = _listed(bound, plan, emit_changes) + [(n, v, True) for n, v in more]
-    listed = tuple((n, v) for n, v, _ in every)
+    listed = _readable(getattr(bound, "relation", bound), [(n, v) for n, v, _ in every])
     # a field at its default is listed (the refusal names "4096 to 1024") but not hashed
     counted = [[n, v] for n, v, counts in every if counts]
     digest = hashlib.sha256(json.dumps(counted).encode()).hexdigest()[:16]
     relation = getattr(bound, "relation", bound)
     explain = f"{engine} runner: " + " <- ".join(_label(r) for r in _chain(relation))
     return Mark(engine, digest, _short(explain, 400), listed, scheme=SCHEME)
+
+
+def _readable(relation, pairs) -> tuple[tuple[str, str], ...]:
+    """The facts as the marker lists them (for the refusal; the hash is of the facts as
+    they are): a signal program's output named with the query's column it becomes
+    (``_sig0 (column f)``), a generated window view in SQL as the user's window
+    (``FROM ev [RANGE 10 SECONDS] AS ev``, not ``__wavesql_window_0``)."""
+    from sqlglot import exp
+
+    from wavesql.planner import ir
+
+    columns: dict[str, str] = {}
+    views: dict[str, str] = {}
+    for rel in ir.walk(relation):
+        if not isinstance(rel, ir.SqlQuery):
+            continue
+        for name, child in rel.inputs:
+            if name.startswith("__wavesql") and isinstance(child, ir.WindowScan):
+                views[name] = f"{child.stream} {child.window}"
+        for alias in (rel.tree.find_all(exp.Alias) if rel.tree is not None else ()):
+            if isinstance(alias.this, exp.Column) and alias.alias:
+                columns.setdefault(alias.this.name, alias.alias)
+    out = []
+    for name, value in pairs:
+        output = re.search(r" program output (\w+)$", name)
+        if output and output.group(1) in columns:
+            name += f" (column {columns[output.group(1)]})"
+        if name.endswith(" SQL"):
+            for view, shown in views.items():
+                value = re.sub(rf"\b{re.escape(view)}\b", shown, value)
+        out.append((name, value))
+    return tuple(out)
 
 
 def facts(bound, plan=None, *, emit_changes: bool = False) -> tuple[tuple[str, str], ...]:

@@ -370,6 +370,7 @@ def test_a_signal_programs_parameters_count(binder, tmp_path):
     base = binder.mark(sql.format("600.0"), engine="signal")
     why = cp.mismatch(json.loads(base.to_json()), binder.mark(sql.format("700.0"), "signal"))
     assert "lowpass(ch1, 600.0, 4)" in why and "lowpass(ch1, 700.0, 4)" in why, why
+    assert "(column lp) changed" in why, why  # the user's column, not only the program's
     binder.ddl(signal.format(4096))
     assert binder.mark(sql.format("600.0"), engine="signal").plan == base.plan
     binder.ddl(signal.format(1024))
@@ -544,3 +545,11 @@ def test_a_field_at_its_default_is_not_hashed():
     base = cp.mark_of("re-evaluating", ir.SparkTable("t", schema, True))
     assert cp.mark_of("re-evaluating", later("t", schema, True)).plan == base.plan
     assert cp.mark_of("re-evaluating", later("t", schema, True, 3)).plan != base.plan
+
+
+def test_a_changed_sql_is_shown_with_the_users_window(binder):
+    """The refusal shows a generated window view as the user wrote the window."""
+    why = cp.mismatch(json.loads(binder.mark(WINDOWED).to_json()),
+                      binder.mark(WINDOWED.replace("count(*)", "count(v)")))
+    assert "COUNT(v) AS n FROM ev [RANGE 10 SECONDS] AS ev" in why, why
+    assert "__wavesql" not in why, why
