@@ -158,7 +158,9 @@ class Mark:
 def check(checkpoint: str, mine: Mark, *, legacy: str = "adopt") -> dict | None:
     """Compare ``mine`` with ``checkpoint``'s marker and raise ``CHECKPOINT_MISMATCH`` if the
     checkpoint was written by another runner or plan; write the marker if there is none.
-    Returns the checkpoint's marker as it was (None: there was none).
+    Returns the checkpoint's marker as it was (None: there was none, or the checkpoint
+    held nothing -- :func:`holds_nothing` -- and is now this query's). A marker of
+    another fingerprint :data:`SCHEME` (same runner) is re-marked, not compared.
 
     ``legacy``: what a checkpoint with state but no marker gets -- ``"adopt"`` (the marker
     is written, nothing checked) or ``"refuse"``."""
@@ -187,9 +189,11 @@ def check(checkpoint: str, mine: Mark, *, legacy: str = "adopt") -> dict | None:
         if holds_nothing(checkpoint):
             # no batch committed (the first one failed): nothing to misread -- the query
             # now starting owns it, from the beginning as on a new checkpoint
-            # (Spark's offset log of that batch names the old plan's sources; a derived
-            # part's own checkpoint is checked, and cleared, by the part)
-            storage.delete(storage.join(checkpoint, "offsets"), recursive=True)
+            # (Spark's offset log of that batch names the old plan's sources, the file
+            # list fixed for it the old query's view of the input; a derived part's own
+            # checkpoint is checked, and cleared, by the part)
+            for log in _UNCOMMITTED:
+                storage.delete(storage.join(checkpoint, log), recursive=True)
             storage.write_text(path, mine.to_json())
             return None
         raise WaveSQLError("CHECKPOINT_MISMATCH",
@@ -205,18 +209,24 @@ def check(checkpoint: str, mine: Mark, *, legacy: str = "adopt") -> dict | None:
     return None
 
 
+#: The checkpoint's logs of batches before they commit: Spark's (``offsets``: offsets,
+#: sources, and the commit log) and the file lists fixed for each batch before it runs
+#: (``files``, streaming/files.py).
+_UNCOMMITTED = ("offsets", "files")
+
+
 def holds_nothing(checkpoint: str) -> bool:
     """Whether ``checkpoint`` holds no committed batch: nothing in Spark's commit logs
     (``offsets/commits``, a derived part's ``derived/<cte>/offsets/commits`` too) and
     nothing of WaveSQL's own (state, signal state, late rows, ...) -- only markers and the
-    offset logs of batches that never committed."""
+    logs of batches that never committed (:data:`_UNCOMMITTED`)."""
     for entry in storage.list_files(checkpoint, recursive=True):
         where = entry.location
         where = where[len(checkpoint):] if where.startswith(checkpoint) else where
         parts = where.replace("\\", "/").split("/")
         if parts[-1] == MARKER:
             continue
-        if "offsets" not in parts[:-1]:
+        if not set(_UNCOMMITTED) & set(parts[:-1]):
             return False  # WaveSQL's own files: state of some batch
         if parts[-2] == "commits" and parts[-1].isdigit():
             return False

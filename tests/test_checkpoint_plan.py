@@ -497,9 +497,12 @@ def test_a_checkpoint_without_a_committed_batch_takes_the_changed_query(binder, 
     (ckpt / "offsets" / "offsets").mkdir(parents=True)  # batch 0 planned, never committed
     (ckpt / "offsets" / "offsets" / "0").write_text("v1")
     (ckpt / "offsets" / "commits").mkdir()
+    (ckpt / "files").mkdir()  # the file list fixed for it (streaming/files.py)
+    (ckpt / "files" / "000000000.json").write_text("[]")
     assert cp.check(str(ckpt), new) is None
     assert json.loads((ckpt / "wavesql.json").read_text())["plan"] == new.plan
     assert not (ckpt / "offsets").exists()  # its offset log named the old plan's sources
+    assert not (ckpt / "files").exists()
     _commit(ckpt, 0)
     with pytest.raises(WaveSQLError) as err:
         cp.check(str(ckpt), old)
@@ -553,3 +556,24 @@ def test_a_changed_sql_is_shown_with_the_users_window(binder):
                       binder.mark(WINDOWED.replace("count(*)", "count(v)")))
     assert "COUNT(v) AS n FROM ev [RANGE 10 SECONDS] AS ev" in why, why
     assert "__wavesql" not in why, why
+
+
+def test_a_query_that_failed_in_its_first_batch_runs_fixed_on_its_checkpoint(ws, spark,
+                                                                            tmp_path):
+    """Marked at its start, failed before any batch committed: the fixed query takes the
+    checkpoint (nothing in it to misread) and reads the input from the beginning."""
+    root = tmp_path / "fix"
+    _parquet(root / "in", "p0", _rows(3, 0))
+    ws.sql(f"CREATE STREAM fx (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{root / 'in'}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    out, ckpt = root / "out", root / "ckpt"
+    try:
+        cq = ws.stream("SELECT k, assert_true(v < -100) AS bad FROM fx", out, ckpt)
+        cq.await_termination()
+        failed = cq.error
+    except Exception as e:  # noqa: BLE001 - how the failure surfaces does not matter here
+        failed = e
+    assert failed is not None and (ckpt / "wavesql.json").exists()
+    _run(ws, "SELECT k, v FROM fx", out, ckpt)
+    want = sorted(zip(_rows(3, 0)["k"], _rows(3, 0)["v"]))
+    assert sorted((r.k, r.v) for r in spark.read.parquet(str(out)).collect()) == want
