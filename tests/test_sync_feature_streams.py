@@ -123,6 +123,16 @@ def _got(spark, tmp_path):
     return got.sort_values("instant").reset_index(drop=True)
 
 
+def _first_files_and_rows(ws, tmp_path):
+    """The recording's first two files (0 .. 4000 ms of three) and the FIRST control rows;
+    the samples of all three."""
+    data = _mic(tmp_path, 3)
+    _arrive(tmp_path, "mic_000.wav", "mic_001.wav")
+    _define(ws, tmp_path)
+    _control(tmp_path, "c1", FIRST)
+    return data
+
+
 def _run_windowed(ws, tmp_path):
     q = ws.stream(WINDOWED, tmp_path / "out", tmp_path / "ckpt")
     q.await_termination()
@@ -138,10 +148,7 @@ def test_windows_over_a_sync_cte_across_runs(ws, spark, tmp_path):
     window closing only once no waiting row can still fall in it (row 6, 3800 ms, waits
     for the third file: the first run's progress is 3800 ms, not the control's 4200 ms,
     which would close the 4 s window without it)."""
-    data = _mic(tmp_path, 3)
-    _arrive(tmp_path, "mic_000.wav", "mic_001.wav")  # 0 .. 4000 ms
-    _define(ws, tmp_path)
-    _control(tmp_path, "c1", FIRST)
+    data = _first_files_and_rows(ws, tmp_path)
 
     def run():
         return _run_windowed(ws, tmp_path)
@@ -251,10 +258,7 @@ def test_a_sync_batch_rerun_adds_the_rows_a_file_completed_since_released(ws, sp
     which the first attempt kept waiting. The folder keeps the first attempt's rows and
     gains row 6 -- not lost, not read twice: the 4 s window holds rows 4, 5 and 6, equal to
     pandas over numpy's RMS per range, and no row is late."""
-    data = _mic(tmp_path, 3)
-    _arrive(tmp_path, "mic_000.wav", "mic_001.wav")  # 0 .. 4000 ms
-    _define(ws, tmp_path)
-    _control(tmp_path, "c1", FIRST)
+    data = _first_files_and_rows(ws, tmp_path)
 
     def run():
         return _run_windowed(ws, tmp_path)
