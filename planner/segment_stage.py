@@ -217,9 +217,18 @@ def _carry_keys(frame, holder: dict):
 
 
 def _key_text(key) -> str:
+    """A key's name in the saved states: the same for the same key whatever the session's
+    time zone (a TIMESTAMP key comes in the session's zone: it is named in UTC, as the
+    UTC sessions that saved states before wrote it)."""
+    import datetime
     import json
 
-    return json.dumps(list(key), default=str)
+    def plain(value):
+        if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc)
+        return str(value)
+
+    return json.dumps(list(key), default=plain)
 
 
 def _start(program, per_key: bool, saved: dict | None, key):

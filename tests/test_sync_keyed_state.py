@@ -364,3 +364,19 @@ def test_an_empty_range_overlaps_nothing_wherever_it_sorts(order):
     with pytest.raises(SignalError) as err:
         _check_disjoint(piece(order + [(155, 5)]), ["ch1"], {}, ("x",), ("sensor",))
     assert err.value.code == "SEGMENT_ORDER" and "overlap" in str(err.value)
+
+
+def test_a_timestamp_keys_saved_state_is_found_in_any_session_time_zone():
+    """No Spark: a TIMESTAMP key comes in the session's time zone; the name its state is
+    saved under is the same instant's in any zone, and the one UTC sessions wrote."""
+    import datetime
+    import json
+    from zoneinfo import ZoneInfo
+
+    from wavesql.planner.segment_stage import _key_text
+
+    utc = datetime.datetime(2026, 3, 1, 12, 30, tzinfo=datetime.timezone.utc)
+    paris = utc.astimezone(ZoneInfo("Europe/Paris"))
+    assert _key_text(("a", paris)) == _key_text(("a", utc))
+    assert _key_text(("a", utc)) == json.dumps(["a", "2026-03-01 12:30:00+00:00"])
+    assert _key_text((None, 3)) == json.dumps([None, 3])
