@@ -165,7 +165,15 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
                     evaluator, ends = _start(program, per_key, saved, key)
                     current = key
                 last = piece
-                if per_key:
+                if per_key and saved is not None:
+                    # continuously a key's row whose range its state went past is a late
+                    # row (with its reason), never the query's end (_split_late says why)
+                    piece, late = _split_late(piece, program.channels, ends, key, keys)
+                    if late is not None:
+                        yield _late_batch(program, late, passthrough)
+                    if not piece.num_rows:
+                        continue
+                elif per_key:
                     _check_disjoint(piece, program.channels, ends, key, keys)
                 out = evaluator.run_batch(piece, passthrough)
                 if saved is not None:
@@ -189,30 +197,48 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
         df = df.repartition(1).sortWithinPartitions(start)
     if saved is None:
         return df.mapInArrow(run, rel.schema.ddl())
-    return _carry_keys(df.mapInArrow(run, f"{rel.schema.ddl()}, {_STATE} string"), holder)
+    return _carry_keys(df.mapInArrow(run, f"{rel.schema.ddl()}, {_STATE} string"), holder,
+                       [c for c in passthrough if c not in rel.program.channels])
 
 
 #: ``rt.streams`` entry of a continuous SYNC's per-key states (streaming/sync.py): a dict
 #: with ``"in"`` (key text -> state text, from the last micro-batch) and ``"state"`` (the
-#: SYNC's state dict for this batch, which gains ``"keyed"``: the states after it).
+#: SYNC's state dict for this batch, which gains ``"keyed"``: the states after it); the
+#: stage adds ``"late"``: the rows too late for their key's state, a DataFrame of
+#: ``_reason`` and ``_row`` (the row's columns as JSON), or None, and ``"late_rows"``.
 KEYED_STATE = ("keyed_state", "")
 _STATE = "__wavesql_key_state"
+#: The state column's text of a late row (:func:`_late_batch`): this, then the reason. (A
+#: state row's text starts with its key's JSON list, ``[``.)
+_LATE = "late\n"
 
 
-def _carry_keys(frame, holder: dict):
+def _carry_keys(frame, holder: dict, shown: list[str] = ()):
     """The rows of ``frame`` without its state rows, whose states -- one per key run this
     micro-batch, beside the saved ones of keys not in it -- become the SYNC state's
     ``"keyed"`` entry, committed with the batch (streaming/runner.py), so a re-run of the
-    batch starts from the same states. Computed once (a local checkpoint: the rows are
-    delivered from it), as the states must be known before the state is written."""
+    batch starts from the same states; and without its late rows, which become
+    ``holder["late"]`` (their reason, and their ``shown`` columns as JSON) for the query's
+    late sink. Computed once (a local checkpoint: the rows are delivered from it), as the
+    states must be known before the state is written."""
     from pyspark.sql import functions as F
 
+    from wavesql.sqltext import JSON_OPTIONS
+
     frame = frame.localCheckpoint(eager=True)
-    after = dict(holder["in"])
+    after, late = dict(holder["in"]), 0
     for row in frame.where(F.col(_STATE).isNotNull()).select(_STATE).collect():
+        if row[0].startswith(_LATE):
+            late += 1
+            continue
         key, text = row[0].split("\n", 1)
         after[key] = text
     holder["state"]["keyed"] = after
+    holder["late_rows"] = late
+    holder["late"] = frame.where(F.col(_STATE).startswith(_LATE)).select(
+        F.expr(f"substring({_STATE}, {len(_LATE) + 1})").alias("_reason"),
+        (F.to_json(F.struct(*[F.col(quote(c)) for c in shown]), JSON_OPTIONS) if shown
+         else F.lit("{}")).alias("_row")) if late else None
     return frame.where(F.col(_STATE).isNull()).drop(_STATE)
 
 
@@ -356,3 +382,74 @@ def _check_disjoint(piece, channels, ends: dict, key, names) -> None:
                 hint="make each key's ranges disjoint (continuously: each key's control rows "
                      "in range order), or drop the OVER (each row's range then from rest)")
         ends[name] = (int(starts[-1]), int(stops[-1]))
+
+
+def _split_late(piece, channels, ends: dict, key, names):
+    """``(kept, late)``: a continuous SYNC's rows of one key in ``piece`` (in start order)
+    split into those its state can run through and those it cannot (None: none), each
+    late row with its reason; ``ends`` (channel -> (start, end) of the key's last range,
+    across micro-batches) advanced over the kept ones.
+
+    A key's rows are synced only once the control's progress passed their event time,
+    then in range order (streaming/sync.py ``split_signals``), so rows that came out of
+    order within the watermark are put in order before the state sees them. Event time
+    and range start are different columns, though: a row on time may still ask for a
+    range that starts before the end of the key's last range -- one delivered already, or
+    one before it in this batch (an overlap). Its samples are behind the key's state, and
+    there is no other state to run it through: in batch the stage refuses such a key
+    (:func:`_check_disjoint`), but continuously that error would come back at every
+    restart (the batch is re-run as it was) and the query could never go on -- so the row
+    is the query's late row instead, its reason naming the key and both ranges, and the
+    key's state goes on as if it had not come. A NULL or empty range holds no sample: it
+    is never late."""
+    import numpy as np
+    import pyarrow as pa
+
+    spans = []
+    for name in channels:
+        column = piece.column(name)
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        starts = column.field("start").fill_null(0).to_numpy(zero_copy_only=False)
+        lengths = np.diff(column.field("samples").offsets.to_numpy())
+        spans.append((name, valid, starts.astype(np.int64), starts.astype(np.int64) + lengths))
+    late, reasons = [], []
+    for i in range(piece.num_rows):
+        why = None
+        for name, valid, starts, stops in spans:
+            last = ends.get(name)
+            if valid[i] and stops[i] > starts[i] and last and starts[i] < last[1]:
+                shown = ", ".join(f"{k} = {v!r}" for k, v in zip(names, key))
+                how = ("comes before" if starts[i] < last[0] else "overlaps")
+                why = (f"too late for its key's state: SYNC range [{starts[i]}, {stops[i]}) "
+                       f"of `{name}` (samples) for key ({shown}) {how} [{last[0]}, "
+                       f"{last[1]}), a range of the key its state already ran through "
+                       "(OVER (PARTITION BY ...) runs along each key's ranges in start "
+                       "order, each sample once; a key's rows are synced once the "
+                       "control's progress passed their event time)")
+                break
+        if why is not None:
+            late.append(i)
+            reasons.append(why)
+            continue
+        for name, valid, starts, stops in spans:
+            if valid[i] and stops[i] > starts[i]:
+                ends[name] = (int(starts[i]), int(stops[i]))
+    if not late:
+        return piece, None
+    keep = np.setdiff1d(np.arange(piece.num_rows), late)
+    return (piece.take(pa.array(keep, pa.int64())),
+            (piece.take(pa.array(late, pa.int64())), reasons))
+
+
+def _late_batch(program, late, passthrough: tuple[str, ...]):
+    """The late rows ``late`` (rows, reasons: :func:`_split_late`) as the stage's rows:
+    NULL outputs, their passthrough columns, the reason in the state column after
+    :data:`_LATE` (:func:`_carry_keys` sends them to the late sink, never delivered)."""
+    import pyarrow as pa
+
+    rows, reasons = late
+    arrays = [pa.nulls(rows.num_rows, f.type) for f in program.arrow_schema()]
+    arrays += [rows.column(c) for c in passthrough]
+    arrays.append(pa.array([_LATE + r for r in reasons], pa.string()))
+    names = [*program.arrow_schema().names, *passthrough, _STATE]
+    return pa.RecordBatch.from_arrays(arrays, names=names)

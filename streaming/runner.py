@@ -59,6 +59,7 @@ from wavesql.catalog import objects as cat
 from wavesql.errors import WaveSQLError
 from wavesql.planner import bad_rows, ir
 from wavesql.planner.lower import Runtime, lower
+from wavesql.planner.segment_stage import KEYED_STATE
 from wavesql.sqltext import JSON_OPTIONS, quote
 
 from . import checkpoint_plan, kafka_sync, query_sync, sinks
@@ -68,7 +69,7 @@ from .query import ContinuousQuery
 from .report import FINAL, PROGRESS, REASON, BatchReport, format_us, timestamp_lit
 from .resample import ResampleProgress
 from .source import reader_settings, stream_source
-from .sync import split_signals, watch_glob, watch_path
+from .sync import keeps_key_state, split_signals, watch_glob, watch_path
 from .sync_state import signals_of
 
 __all__ = ["ReEvaluatingQuery"]
@@ -277,9 +278,13 @@ class ReEvaluatingQuery(ContinuousQuery):
             key = self.inputs[0].stream.key
             blocks = {k: batch_df.where(F.col("__src") == tag).select(f"{kafka_sync.BLOCK}.*")
                       for k, tag in self._kafka_tags().items()}
+            # per key, a row reaches its key's state only once the control's progress
+            # passed it, so the key's rows come in range order (sync.hold_for_keys)
+            hold = ((self.inputs[0].stream.event_time, progress[key]["progress"])
+                    if keeps_key_state(self.bound) else None)
             got = split_signals(spark, self.plan, buffers[key], state, self.clock(), blocks,
                                 catalog=self.session.catalog, batch_id=batch_id,
-                                max_files=getattr(self, "_max_files", None))
+                                max_files=getattr(self, "_max_files", None), hold=hold)
             buffers[key], sync_state = got.waiting, got.state
             # a waiting control row is delivered in a later batch with its own (earlier)
             # time: _progress is no more than the earliest of them, so no row delivered
@@ -311,6 +316,12 @@ class ReEvaluatingQuery(ContinuousQuery):
         else:
             out = self._results(spark, buffers if stateful else fresh, previous, overall, olds,
                                 shown)
+        keyed = fresh.get(KEYED_STATE) if self.plan.mode == "sync" else None
+        if keyed and keyed.get("late") is not None:  # too late for its key's state
+            late_parts.append(keyed["late"].select(
+                F.lit(self.inputs[0].stream.name).alias("_stream"),
+                F.col("_reason").alias(REASON), "_row"))
+            report.late += keyed["late_rows"]
         self._deliver_counted(out, batch_id, report, by_final=stateful)
         sinks.commit_all(late_parts, self.late_path, batch_id, self.late_format)
         sinks.commit_all(quarantine_parts, self.quarantine_path, batch_id)

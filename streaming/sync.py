@@ -204,7 +204,7 @@ def sync_split(plan: Plan, candidates, state: dict, at: float, catalog=None,
 
 def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
                   blocks: dict | None = None, catalog=None, batch_id: int = 0,
-                  max_files: int | None = None) -> Split:
+                  max_files: int | None = None, hold: tuple | None = None) -> Split:
     """The micro-batch ``batch_id``'s control stream rows ``candidates`` split for a
     continuous SYNC JOIN, its file signals' files judged complete at wall-clock time ``at``,
     each Kafka signal's new sample blocks ``blocks[signal key]`` (watch rows:
@@ -228,6 +228,12 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
     The rows synced now read, of each Kafka signal, only the offsets their ranges need
     (through its index); of each signal defined by a query, the stream's files their
     ranges touch (through its index); of each file signal, the complete files placed here.
+
+    ``hold`` -- ``(event-time column, progress)`` of a query with per-key state
+    (:func:`keeps_key_state`) -- also keeps waiting every control stream row whose event
+    time the control's progress (µs, None: none yet) has not passed: a key's rows must
+    reach its state in range order, and that order is known only once no row can still
+    come before them (:func:`hold_for_keys`).
     """
     from pyspark.sql import functions as F
 
@@ -258,6 +264,9 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
         else:
             after[s.key], inputs[("placements", s.key)] = sync_state.advance(
                 s, before[s.key], at)
+    held = None
+    if hold is not None:
+        candidates, held = hold_for_keys(candidates, *hold)
     keyed, ranged = control_ranges(plan.sync, candidates, chain)
     types = {f.name: f.dataType for f in ranged.schema.fields}
     ready, helpers, asks = F.lit(True), [], {}
@@ -284,6 +293,8 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
         marked = marked.persist()
         got.cached.append(marked)
     got.ready, got.waiting, synced = release(keyed, marked, helpers)
+    if held is not None:
+        got.waiting = got.waiting.unionByName(held)
     if asks:
         columns = [c for pairs in asks.values() for pair in pairs for c in pair]
         rows = synced.select(*columns).distinct().collect()
@@ -303,6 +314,40 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
     kept = state.get("signal") if isinstance(state.get("signal"), dict) else {}
     inputs[KEYED_STATE] = {"in": dict(kept.get("keyed") or {}), "state": got.state}
     return got
+
+
+def keeps_key_state(statement) -> bool:
+    """Whether a continuous SYNC query (its bound ``statement``) runs stateful signal
+    functions ``OVER (PARTITION BY k)`` along each key's synced ranges: then its control
+    rows wait for the control's progress too (:func:`hold_for_keys`). A row-by-row SYNC
+    query releases each row as soon as the recording covers it."""
+    roots = (statement.relations() if isinstance(statement, ir.Statement)
+             else (statement,))
+    return any(isinstance(r, ir.SignalStage) and r.state == "per_key" and r.program.stateful
+               for rel in roots for r in ir.walk(rel))
+
+
+def hold_for_keys(candidates, event_time: str, progress: int | None):
+    """``(passed, held)``: the control stream rows whose event time is below ``progress``
+    (µs; None: no row has passed) and the others.
+
+    Per key, the state runs along the key's ranges in start order, each sample once, and
+    a range the state went past cannot be run any more. The rows of a stream come in any
+    order within its watermark: the order of a key's rows is known only once the stream's
+    progress passed them (the out-of-order-processing rule: no row with an earlier event
+    time can still come). So a per-key query syncs a row only then, and the stage takes
+    the key's rows of a micro-batch in range order (planner/segment_stage.py): rows that
+    came out of order within the watermark reach the state in order. The rows held are
+    at or above progress, so the query's ``_progress`` (held back to the earliest waiting
+    row: runner.py ``_sync_progress``) stays the control's."""
+    from pyspark.sql import functions as F
+
+    from wavesql.sqltext import quote
+
+    if progress is None:
+        return candidates.limit(0), candidates
+    passed = F.unix_micros(F.col(quote(event_time))) < F.lit(progress)
+    return candidates.where(passed), candidates.where(~passed)
 
 
 #: A control stream row's identity while its micro-batch is split, when the control is a

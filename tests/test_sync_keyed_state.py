@@ -214,11 +214,18 @@ def test_cfar_runs_along_each_keys_rows_in_range_order(ws, tmp_path):
 
 def test_continuously_each_keys_state_crosses_micro_batches(ws, spark, tmp_path):
     """The same query run continuously: control rows and WAV files arrive in three steps,
-    each run a restart on the checkpoint; a key's state goes from one micro-batch to the
-    next in the SYNC's state (x's [4500, 9000) waits for the second file and starts from
-    the state x's [3000, 4500) left), so the union of the results is the oracle's. A row
-    of a key whose range lies before that key's ranges already delivered stops the query
-    with SEGMENT_ORDER (its state went past it)."""
+    each run a restart on the checkpoint. A key's rows reach its state only once the
+    control's progress (its largest event time minus the 1 s watermark) passed their event
+    time, then in range order -- so x's [3000, 4500), on time but arriving a micro-batch
+    after x's [4500, 9000), is run before it (immediate release would have run [4500, 9000)
+    first and stopped the query with SEGMENT_ORDER) -- and a key's state goes from one
+    micro-batch to the next in the SYNC's state (x's [9000, 12000) starts from the state
+    [4500, 9000) left, a run later). A row on time whose range starts before ranges of its
+    key already delivered (y's [4000, 4200)) goes to the late sink with its reason; the
+    query runs on. Oracle: scipy with zi carried per key over the delivered rows' ranges in
+    start order."""
+    import json
+
     rng = np.random.default_rng(21)
     x = (0.4 * np.sin(2 * np.pi * 40.0 * np.arange(N) / RATE)
          + 0.3 * rng.standard_normal(N)).astype(np.float32)
@@ -235,42 +242,58 @@ def test_continuously_each_keys_state_crosses_micro_batches(ws, spark, tmp_path)
            f"FROM '{tmp_path / 'ctl'}' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
     written = []
 
-    def arrive(name, ranges, files=(), at=None):  # at: the rows' event time, samples
+    def arrive(name, rows, files=()):  # rows: (sensor, start, end, event time in s)
         for f in files:
             (tmp_path / "sig" / f).write_bytes((tmp_path / "all" / f).read_bytes())
         first = len(written)
-        written.extend(ranges)
+        written.extend(rows)
         pd.DataFrame({"id": np.arange(first, len(written), dtype=np.int64),
-                      "sensor": [r[0] for r in ranges],
-                      "a": np.array([r[1] for r in ranges], dtype=np.int64),
-                      "b": np.array([r[2] for r in ranges], dtype=np.int64),
-                      "ts": pd.to_datetime([(r[1] if at is None else at) * 1_000_000
-                                            // RATE for r in ranges],
-                                           unit="us").astype("datetime64[us]")}
-                     ).to_parquet(tmp_path / "ctl" / f"{name}.parquet")
+                      "sensor": [r[0] for r in rows],
+                      "a": np.array([r[1] for r in rows], dtype=np.int64),
+                      "b": np.array([r[2] for r in rows], dtype=np.int64),
+                      "ts": pd.to_datetime([int(r[3] * 1_000_000) for r in rows], unit="us")
+                      .astype("datetime64[us]")}).to_parquet(tmp_path / "ctl" / f"{name}.parquet")
         q = ws.stream(SQL, tmp_path / "out", tmp_path / "ckpt")
         q.await_termination()
+        assert q.error is None, q.error
         return q
 
-    q = arrive("c1", [("x", 1000, 3000), ("y", 0, 2500), ("x", 4500, 9000),
-                      ("x", 3000, 4500)])
-    assert q.error is None, q.error
-    assert q.reports[-1].buffered == 1  # x's [4500, 9000) waits for the second file
-    q = arrive("c2", [("y", 2500, 5000), ("y", 7000, 8000), ("x", 9000, 12000),
-                      (None, 200, 1200), ("z", 15000, 16000)], ["rec_001.wav"])
-    assert q.error is None, q.error
-    rows = {r.id: r for r in spark.read.parquet(str(tmp_path / "out")).collect()}
-    want = _oracle(x.astype(np.float64), written)
-    assert sorted(rows) == list(range(len(written)))  # each once
-    for i, (sensor, lo, hi) in enumerate(written):
+    def delivered():
+        return spark.read.parquet(str(tmp_path / "out")).collect()
+
+    # progress 1 s: x's [1000, 3000) and y's [0, 2500) pass; the rows at 2 s wait
+    q = arrive("c1", [("x", 4500, 9000, 2.0), ("y", 2500, 5000, 2.0), ("x", 1000, 3000, 0.5),
+                      ("y", 0, 2500, 0.2)])
+    assert sorted(r.id for r in delivered()) == [2, 3]
+    assert q.reports[-1].buffered == 2
+    # progress 3 s: x's [3000, 4500) (1.5 s, on time) comes a run after x's [4500, 9000)
+    q = arrive("c2", [("x", 3000, 4500, 1.5), ("y", 7000, 8000, 2.5), ("x", 9000, 12000, 3.0),
+                      (None, 200, 1200, 2.2), ("z", 15000, 16000, 4.0)], ["rec_001.wav"])
+    assert sorted(r.id for r in delivered()) == [0, 1, 2, 3, 4, 5, 7]
+    assert q.reports[-1].buffered == 2  # x's [9000, 12000) at 3 s, z's at 4 s
+    # progress 5 s: y's [4000, 4200) is on time (3.5 s) but y's state is past 8000 -> late;
+    # w's row (6 s) holds the progress and waits
+    q = arrive("c3", [("y", 4000, 4200, 3.5), ("w", 100, 600, 6.0)], ["rec_002.wav"])
+    assert q.reports[-1].late == 1 and q.reports[-1].buffered == 1
+    late = spark.read.parquet(str(tmp_path / "ckpt" / "late")).collect()
+    assert len(late) == 1 and late[0]._stream == "ctl"
+    assert "too late for its key's state" in late[0]._reason
+    assert "[4000, 4200)" in late[0]._reason and "comes before [7000, 8000)" in late[0]._reason
+    assert "sensor = 'y'" in late[0]._reason
+    assert json.loads(late[0]._row)["c"]["id"] == 9
+    kept = {i: r for i, r in enumerate(written) if i not in (9, 10)}
+    rows = {r.id: r for r in delivered()}
+    assert sorted(rows) == sorted(kept)  # each once
+    ids = sorted(kept)
+    by_place = _oracle(x.astype(np.float64), [kept[i][:3] for i in ids])
+    want = {i: by_place[j] for j, i in enumerate(ids)}
+    for i, (sensor, lo, hi, _) in kept.items():
         assert rows[i].sensor == sensor and rows[i].f.start == lo
         np.testing.assert_allclose(rows[i].f.samples, want[i][0], atol=2e-6, err_msg=str(i))
         np.testing.assert_allclose(rows[i].g.samples, want[i][1], atol=2e-6, err_msg=str(i))
-    with pytest.raises(WaveSQLError) as err:  # (its event time on time, not late)
-        arrive("c3", [("y", 4000, 4200)], ["rec_002.wav"], at=16000)
-    assert err.value.code == "SEGMENT_ORDER" and "'y'" in err.value.message
-    assert "[4000, 4200) comes before [7000, 8000)" in err.value.message
-    assert len(spark.read.parquet(str(tmp_path / "out")).collect()) == len(rows)
+    # _progress: the control's (1 s, 3 s, 5 s): no row delivered later is below it
+    assert sorted({r._progress for r in rows.values()}) == [
+        pd.Timestamp(s, unit="s").to_pydatetime() for s in (1, 3, 5)]
 
 
 KEYED_JOB = """\
