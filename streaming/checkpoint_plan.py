@@ -21,11 +21,13 @@ meaning is its own: ``streaming/stateful/query.py``). Restarting on a checkpoint
 marker names another runner or another fingerprint is ``CHECKPOINT_MISMATCH``, naming
 both runners or what changed, with how to start fresh.
 
-What the fingerprint of the other runners covers (:func:`facts`): the bound query --
-every relation of its IR, each SQL part normalised by sqlglot so that whitespace,
-comments and keyword case do not count -- its inputs (each stream's or signal's source,
-location, format, reader options, columns, event time and punctuation column; a signal's
-rate, segment and epoch), its CQL windows, signal programs and their parameters, SYNC
+What the fingerprint of the other runners covers (:func:`facts`,
+:mod:`.checkpoint_facts`): the bound query -- every relation of its IR, each SQL part
+normalised by sqlglot so that whitespace, comments and keyword case do not count -- its
+inputs (each stream's or signal's source, location, format, reader options, columns,
+event time and punctuation column; a signal's rate, segment and epoch; for a signal
+defined by a query, its query and the definition of the stream it reads, through views
+too, under the same rules), its CQL windows, signal programs and their parameters, SYNC
 ranges, the output schema, ``EMIT`` and the runner's look-back of each input.
 
 Compatible changes -- not fingerprinted, a restart runs on -- because the checkpointed
@@ -51,7 +53,7 @@ same thing after them:
   ``token``, ``credential``, ``*.key``: never written to the marker) -- also where the
   stream is named in another node's field (a windowed join's ``joint``): relations and
   catalog objects there are named, never written field by field;
-- operational reader options (:data:`_OPERATIONAL`: Kafka's ``maxOffsetsPerTrigger``,
+- operational reader options (:data:`.checkpoint_facts._OPERATIONAL`: Kafka's ``maxOffsetsPerTrigger``,
   ``startingOffsets``, ``failOnDataLoss``, ``minPartitions``, ...; the file source's
   ``maxFilesPerTrigger``, ``latestFirst``, ``maxFileAge``, ``cleanSource``): how much a
   batch reads, or where a NEW query starts (a restart reads its position from Spark's
@@ -62,10 +64,16 @@ own (:func:`holds_nothing`): the first batch failed -- takes any query: a refuse
 is rewritten, and the uncommitted offset log, which names the old plan's sources,
 deleted.
 
+A query of several parts (streaming/derived.py: signal or SYNC parts, each with its own
+checkpoint under ``<checkpoint>/derived/``, and the rest) checks every part's marker and
+the rest's before any part runs (:func:`probing`): a part must not advance under a query
+another part then refuses.
+
 Upgrades: a WaveSQL release may fingerprint the same query otherwise (a new IR field, a
 binder rewrite, a sqlglot upgrade). A marker of another :data:`SCHEME` is re-marked --
 adopted as a marker-less checkpoint is, not checked -- so an upgrade never refuses a
-running query for that; a release that changes fingerprints raises :data:`SCHEME`. And
+running query for that; a release that changes fingerprints raises :data:`SCHEME` (3:
+a signal defined by a query adds its stream's definition). And
 a field at its default is listed in ``facts`` but not hashed, so that a defaulted field
 a release adds leaves older fingerprints as they were. (A changed *runner* is still
 refused: the state is another runner's.)
@@ -79,15 +87,19 @@ recorded what it was written by). From then on it is checked.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import hashlib
 import json
-import re
 
 from wavesql import storage
 from wavesql.errors import WaveSQLError
 
-__all__ = ["FORMAT", "MARKER", "SCHEME", "Mark", "check", "check_query", "facts", "mark_of"]
+from .checkpoint_facts import chain, facts, label, listed, normalized_sql, readable, short
+
+__all__ = ["FORMAT", "MARKER", "SCHEME", "Accepted", "Mark", "check", "check_query", "facts",
+           "mark_of", "normalized_sql", "probing"]
 
 #: The marker file's name inside the checkpoint.
 MARKER = "wavesql.json"
@@ -97,35 +109,10 @@ FORMAT = 1
 #: How :func:`facts` fingerprints a query (the markers with ``facts``; a marker without
 #: ``scheme`` is scheme 1). A release that fingerprints otherwise raises it, and a checkpoint
 #: of another scheme is re-marked, not refused (module docstring).
-SCHEME = 2
+SCHEME = 3
 
 _HINT = ("give the changed query a new checkpoint (and output) folder, or delete the old "
          "checkpoint to start from the beginning of the input; or run the query as it was")
-
-#: Definition fields that do not count (module docstring: compatible changes).
-_SKIPPED_FIELDS = {"version", "created_at", "updated_at", "heartbeat_us", "watermark_us",
-                   "schema", "bounded", "tree", "source_offset"}
-
-
-#: Reader options that hold credentials (as planner/lower.py redacts them in EXPLAIN):
-#: left out of the fingerprint -- the marker is plain text, and a rotated password is
-#: a compatible change.
-_SECRET = re.compile(r"password|secret|jaas|token|credential|\.key$", re.IGNORECASE)
-
-#: Reader options that decide how much a micro-batch reads, or where a NEW query starts
-#: (Spark reads a restarted query's position from its offset log), not what the state
-#: means: left out of the fingerprint (module docstring). Kafka's (sources/kafka.py
-#: ``_SOURCE_OPTIONS`` less ``includeHeaders`` and ``ending*``, which change the rows) and
-#: Spark's file source's rate and clean-up options (``fileNameOnly`` changes which files
-#: count as seen: it counts).
-_OPERATIONAL = frozenset({
-    "startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp",
-    "startingoffsetsbytimestampstrategy", "starting", "failondataloss",
-    "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-    "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "minpartitions",
-    "groupidprefix", "maxfilespertrigger", "maxbytespertrigger", "latestfirst", "maxfileage",
-    "cleansource", "sourcearchivedir"})
-
 
 @dataclasses.dataclass(frozen=True)
 class Mark:
@@ -163,8 +150,55 @@ def check(checkpoint: str, mine: Mark, *, legacy: str = "adopt") -> dict | None:
     another fingerprint :data:`SCHEME` (same runner) is re-marked, not compared.
 
     ``legacy``: what a checkpoint with state but no marker gets -- ``"adopt"`` (the marker
-    is written, nothing checked) or ``"refuse"``."""
+    is written, nothing checked) or ``"refuse"``.
+
+    Under :func:`probing`, nothing is written: what would be is kept for later, and
+    :class:`Accepted` is raised (the runner's start ends there)."""
+    theirs, writes = _judge(checkpoint, mine, legacy)
+    pending = _PROBING.get()
+    if pending is not None:
+        pending.extend(writes)
+        raise Accepted(checkpoint)
+    for write in writes:
+        write()
+    return theirs
+
+
+class Accepted(Exception):
+    """Raised by :func:`check` under :func:`probing`: the checkpoint takes the marker."""
+
+
+_PROBING: contextvars.ContextVar[list | None] = contextvars.ContextVar("probing",
+                                                                     default=None)
+
+
+@contextlib.contextmanager
+def probing():
+    """Check checkpoints without starting anything: a runner started in this block stops
+    at its :func:`check` -- which raises the refusal, or :class:`Accepted` -- before Spark
+    runs anything (every runner checks first). Yields the list of the accepted checks'
+    writes (new markers, an empty checkpoint's logs deleted), each a callable, to be run
+    once every part of a query is accepted (streaming/derived.py: a derived query's parts
+    and rest are all checked before any part runs a batch)."""
+    pending: list = []
+    token = _PROBING.set(pending)
+    try:
+        yield pending
+    finally:
+        _PROBING.reset(token)
+
+
+def _judge(checkpoint: str, mine: Mark, legacy: str) -> tuple[dict | None, list]:
+    """:func:`check`'s answer and the writes it makes (callables), or its refusal."""
     path = storage.join(checkpoint, MARKER)
+
+    def mark():
+        storage.write_text(path, mine.to_json())
+
+    def clear():
+        for log in _UNCOMMITTED:
+            storage.delete(storage.join(checkpoint, log), recursive=True)
+
     if storage.is_file(path):
         try:
             theirs = json.loads(storage.read_text(path))
@@ -181,21 +215,17 @@ def check(checkpoint: str, mine: Mark, *, legacy: str = "adopt") -> dict | None:
                 and theirs.get("scheme", 1) != mine.scheme):
             # fingerprinted by another WaveSQL release: its plan cannot be compared with
             # this one's, so the checkpoint is re-marked as a marker-less one is adopted
-            storage.write_text(path, mine.to_json())
-            return theirs
+            return theirs, [mark]
         refusal = mismatch(theirs, mine)
         if refusal is None:
-            return theirs
+            return theirs, []
         if holds_nothing(checkpoint):
             # no batch committed (the first one failed): nothing to misread -- the query
             # now starting owns it, from the beginning as on a new checkpoint
             # (Spark's offset log of that batch names the old plan's sources, the file
             # list fixed for it the old query's view of the input; a derived part's own
             # checkpoint is checked, and cleared, by the part)
-            for log in _UNCOMMITTED:
-                storage.delete(storage.join(checkpoint, log), recursive=True)
-            storage.write_text(path, mine.to_json())
-            return None
+            return None, [clear, mark]
         raise WaveSQLError("CHECKPOINT_MISMATCH",
                            f"the checkpoint {checkpoint} {refusal}", hint=_HINT)
     if legacy == "refuse" and any(storage.is_dir(storage.join(checkpoint, d))
@@ -205,8 +235,7 @@ def check(checkpoint: str, mine: Mark, *, legacy: str = "adopt") -> dict | None:
             f"WaveSQL runner for this query, whose state the {runner_name(mine.engine)} "
             "cannot read",
             hint="start the query with a new checkpoint folder (and output folder)")
-    storage.write_text(path, mine.to_json())
-    return None
+    return None, [mark]
 
 
 #: The checkpoint's logs of batches before they commit: Spark's (``offsets``: offsets,
@@ -238,7 +267,8 @@ def check_query(query, engine: str, *more: tuple[str, str]) -> dict | None:
     :class:`~.query.ContinuousQuery`: its bound query, plan and EMIT; ``more``: facts of
     the runner's own, such as the re-evaluating runner's heartbeat ticker)."""
     return check(query.checkpoint, mark_of(engine, query.bound, query.plan,
-                                           emit_changes=query.emit_changes, more=more))
+                                           emit_changes=query.emit_changes, more=more,
+                                           catalog=query.session.catalog))
 
 
 def mismatch(theirs: dict, mine: Mark) -> str | None:
@@ -287,11 +317,11 @@ def describe_changes(old, new, most: int = 3) -> list[str]:
     out = []
     for name in list(before) + [n for n in after if n not in before]:
         if name not in after:
-            out.append(f"{name} ({_short(before[name])}) is gone")
+            out.append(f"{name} ({short(before[name])}) is gone")
         elif name not in before:
-            out.append(f"{name} ({_short(after[name])}) is new")
+            out.append(f"{name} ({short(after[name])}) is new")
         elif before[name] != after[name]:
-            out.append(f"{name} changed from {_short(before[name])} to {_short(after[name])}")
+            out.append(f"{name} changed from {short(before[name])} to {short(after[name])}")
     more = len(out) - most
     return out[:most] + ([f"and {more} more"] if more > 0 else [])
 
@@ -300,258 +330,18 @@ def _by_name(pairs) -> dict:
     return {str(n): str(v) for n, v in pairs}
 
 
-def _short(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 # -- what the fingerprint covers -----------------------------------------------------------
 def mark_of(engine: str, bound, plan=None, *, emit_changes: bool = False,
-            more: tuple = ()) -> Mark:
+            more: tuple = (), catalog=None) -> Mark:
     """The marker of a runner other than the state store's: ``bound`` the bound query (an
     ``ir.QueryStatement`` or relation), ``plan`` its :class:`~.plan.Plan` (each input's
-    look-back), ``more`` facts of the runner's own."""
-    every = _listed(bound, plan, emit_changes) + [(n, v, True) for n, v in more]
-    listed = _readable(getattr(bound, "relation", bound), [(n, v) for n, v, _ in every])
+    look-back), ``more`` facts of the runner's own, ``catalog`` where the streams a signal
+    defined by a query reads are defined (:func:`.checkpoint_facts.query_streams`)."""
+    every = listed(bound, plan, emit_changes, catalog) + [(n, v, True) for n, v in more]
+    shown = readable(getattr(bound, "relation", bound), [(n, v) for n, v, _ in every])
     # a field at its default is listed (the refusal names "4096 to 1024") but not hashed
     counted = [[n, v] for n, v, counts in every if counts]
     digest = hashlib.sha256(json.dumps(counted).encode()).hexdigest()[:16]
     relation = getattr(bound, "relation", bound)
-    explain = f"{engine} runner: " + " <- ".join(_label(r) for r in _chain(relation))
-    return Mark(engine, digest, _short(explain, 400), listed, scheme=SCHEME)
-
-
-def _readable(relation, pairs) -> tuple[tuple[str, str], ...]:
-    """The facts as the marker lists them (for the refusal; the hash is of the facts as
-    they are): a signal program's output named with the query's column it becomes
-    (``_sig0 (column f)``), a generated window view in SQL as the user's window
-    (``FROM ev [RANGE 10 SECONDS] AS ev``, not ``__wavesql_window_0``)."""
-    from sqlglot import exp
-
-    from wavesql.planner import ir
-
-    columns: dict[str, str] = {}
-    views: dict[str, str] = {}
-    for rel in ir.walk(relation):
-        if not isinstance(rel, ir.SqlQuery):
-            continue
-        for name, child in rel.inputs:
-            if name.startswith("__wavesql") and isinstance(child, ir.WindowScan):
-                views[name] = f"{child.stream} {child.window}"
-        for alias in (rel.tree.find_all(exp.Alias) if rel.tree is not None else ()):
-            if isinstance(alias.this, exp.Column) and alias.alias:
-                columns.setdefault(alias.this.name, alias.alias)
-    out = []
-    for name, value in pairs:
-        output = re.search(r" program output (\w+)$", name)
-        if output and output.group(1) in columns:
-            name += f" (column {columns[output.group(1)]})"
-        if name.endswith(" SQL"):
-            for view, shown in views.items():
-                value = re.sub(rf"\b{re.escape(view)}\b", shown, value)
-        out.append((name, value))
-    return tuple(out)
-
-
-def facts(bound, plan=None, *, emit_changes: bool = False) -> tuple[tuple[str, str], ...]:
-    """The fingerprinted facts of a bound query, ``(name, value)`` in plan order (module
-    docstring: what counts and what does not; a field at its default is listed but not
-    hashed, so that a defaulted field a release adds keeps old fingerprints)."""
-    return tuple((n, v) for n, v, _ in _listed(bound, plan, emit_changes))
-
-
-def _listed(bound, plan, emit_changes: bool) -> list[tuple[str, str, bool]]:
-    """:func:`facts`, each with whether it counts in the hash."""
-    relation = getattr(bound, "relation", bound)
-    out: list[tuple] = []
-    _relation_facts(relation, out)
-    out.append(("output columns", ", ".join(f"{f.name} {f.type}"
-                                            for f in relation.schema.fields)))
-    out.append(("EMIT", "CHANGES" if emit_changes else "FINAL"))
-    if plan is not None:
-        out.append(("mode", str(plan.mode)))
-        for inp in plan.inputs:
-            out.append((f"look-back of input {inp.index} ({inp.stream.name})",
-                        "; ".join(str(rule) for rule in inp.lookback) or "nothing"))
-    seen: dict[str, int] = {}
-    unique = []
-    for name, value, *default in out:  # (a stream read twice: its facts numbered)
-        seen[name] = seen.get(name, 0) + 1
-        unique.append((name if seen[name] == 1 else f"{name} #{seen[name]}", value,
-                       not default))
-    return unique
-
-
-def _relation_facts(rel, out: list) -> None:
-    from wavesql.planner import ir
-
-    # named by the node alone (a nested query's facts are numbered): readable
-    # in the refusal, and the path's generated view names would be noise
-    node = _node_name(rel)
-    for f in dataclasses.fields(rel):
-        if f.name in _SKIPPED_FIELDS or not f.compare:
-            continue
-        value = getattr(rel, f.name)
-        if _is_default(f, value):  # listed, not hashed (facts)
-            if value not in (None, (), ""):
-                out.append((f"{node}.{f.name}", _text(value), "default"))
-            continue
-        if isinstance(value, ir.Relation):
-            _relation_facts(value, out)
-        elif f.name == "inputs" and isinstance(rel, ir.SqlQuery):
-            for _, child in value:
-                _relation_facts(child, out)
-        elif isinstance(rel, ir.SqlQuery) and f.name == "sql":
-            out.append((f"{node} SQL", normalized_sql(rel.tree, rel.sql)))
-        elif f.name == "program" and value is not None:  # each output, named readably
-            out.append((f"{node} program channels", ", ".join(value.channels)))
-            for o in value.outputs:
-                out.append((f"{node} program output {o.name}",
-                            f"{_expr_text(o.expr)} {o.type}" +
-                            (f" epoch {o.epoch_us}" if o.epoch_us else "")))
-            out.append((f"{node} program filter",
-                        " AND ".join(_expr_text(t) for t in value.filters) or "none"))
-        elif isinstance(rel, ir.ViewRef) and f.name == "view":
-            continue  # its stored text: the bound body (a child) is what counts
-        elif dataclasses.is_dataclass(value) and hasattr(value, "KIND"):  # a catalog object
-            for g in dataclasses.fields(value):
-                item = getattr(value, g.name)
-                if g.name not in _SKIPPED_FIELDS and g.name != "name":
-                    if g.name == "options":  # credentials rotate; never in the marker
-                        item = _kept_options(item)
-                    text = _text(item)
-                    if g.name in ("sql", "query"):
-                        text = normalized_sql(None, text)
-                    if not _is_default(g, item):
-                        out.append((f"{node} {g.name}", text))
-                    elif item not in (None, (), ""):  # listed, not hashed (facts)
-                        out.append((f"{node} {g.name}", text, "default"))
-        else:
-            text = _text(value)
-            if f.name.endswith("_sql") and text != "None":
-                text = normalized_sql(None, text)
-            out.append((f"{node}.{f.name}", text))
-
-
-def _is_default(f, value) -> bool:
-    """Whether dataclass field ``f`` holds its default."""
-    if f.default is not dataclasses.MISSING:
-        default = f.default
-    elif f.default_factory is not dataclasses.MISSING:
-        default = f.default_factory()
-    else:
-        return False
-    try:
-        return bool(value == default) and type(value) is type(default)
-    except Exception:  # noqa: BLE001 - a value that cannot be compared: written
-        return False
-
-
-def _kept_options(options) -> tuple:
-    """A definition's reader options less credentials (rotate; never in the plain-text
-    marker) and operational ones (:data:`_OPERATIONAL`)."""
-    return tuple((k, v) for k, v in options
-                 if not _SECRET.search(k) and k.lower() not in _OPERATIONAL)
-
-
-def _reference(value) -> str:
-    """A relation or catalog object held in a field of another (``WindowScan.joint``), by
-    name: its own facts are the node's where it is in the plan, and field by field it would
-    write a definition's version, times and credentials."""
-    from wavesql.planner import ir
-
-    if isinstance(value, ir.WindowScan):
-        return f"{value.stream} {value.window} on {value.time_column}"
-    if isinstance(value, ir.Relation):
-        return _node_name(value)
-    return f"{type(value).__name__} {value.name}"
-
-
-def _expr_text(tree) -> str:
-    """A signal program's expression tree as text: every key of it, so that a parameter
-    anywhere in it counts (``lowpass(x, 100.0)``)."""
-    if isinstance(tree, list):
-        return "[" + ", ".join(_expr_text(t) for t in tree) + "]"
-    if not isinstance(tree, dict):
-        return repr(tree)
-    if set(tree) == {"col"}:
-        return str(tree["col"])
-    if set(tree) == {"lit"}:
-        return repr(tree["lit"])
-    rest = dict(tree)
-    args = [_expr_text(a) for a in rest.pop("args", [])]
-    head = ""
-    if "call" in rest:
-        head = f"{rest.pop('call')}({', '.join(args)})"
-    elif "op" in rest:
-        op = rest.pop("op")
-        head = f"{op} {args[0]}" if len(args) == 1 else "(" + f" {op} ".join(args) + ")"
-    elif args:
-        head = "(" + ", ".join(args) + ")"
-    extra = ", ".join(f"{k}={_expr_text(v)}" for k, v in sorted(rest.items()))
-    return head + (f" [{extra}]" if extra else "")
-
-
-def _node_name(rel) -> str:
-    kind = type(rel).__name__
-    for attr in ("stream", "signal", "view"):
-        target = getattr(rel, attr, None)
-        name = target if isinstance(target, str) else getattr(target, "name", None)
-        if isinstance(name, str):
-            return f"{kind} {name}"
-    return kind
-
-
-def _text(value) -> str:
-    """A value as stable text: its own ``__str__`` where it has one (a window's
-    ``[RANGE 10 SECONDS]``), containers and dataclasses field by field, never an address."""
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return str(value)
-    if isinstance(value, (tuple, list)):
-        return "(" + ", ".join(_text(v) for v in value) + ")"
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True, default=_text)
-    from wavesql.planner import ir
-
-    if isinstance(value, ir.Relation) or (dataclasses.is_dataclass(value)
-                                          and hasattr(value, "KIND")):
-        return _reference(value)
-    if type(value).__str__ is not object.__str__ and not dataclasses.is_dataclass(value):
-        return str(value)
-    if dataclasses.is_dataclass(value):
-        if "__str__" in type(value).__dict__:
-            return str(value)
-        return type(value).__name__ + "(" + ", ".join(
-            f"{g.name}={_text(getattr(value, g.name))}" for g in dataclasses.fields(value)
-            if g.compare and not _is_default(g, getattr(value, g.name))) + ")"
-    return type(value).__name__
-
-
-def normalized_sql(tree, text: str) -> str:
-    """SQL without its whitespace, comments and keyword case: sqlglot's rendering of the
-    tree (or of ``text`` parsed), else ``text`` with its whitespace collapsed."""
-    try:
-        if tree is None:
-            from wavesql.dialect import parse_one
-
-            tree = parse_one(text)
-        return tree.sql(dialect="spark", comments=False)
-    except Exception:  # noqa: BLE001 - text sqlglot cannot read or render: compared as is
-        return " ".join(str(text).split())
-
-
-def _chain(rel) -> list:
-    """The relations of a plan, outermost first (for the explain line)."""
-    out, todo = [], [rel]
-    while todo:
-        node = todo.pop(0)
-        out.append(node)
-        todo.extend(node.children())
-    return out
-
-
-def _label(rel) -> str:
-    from wavesql.planner import ir
-
-    if isinstance(rel, ir.SqlQuery):
-        return f"SqlQuery {_short(normalized_sql(rel.tree, rel.sql), 120)}"
-    return rel.label()
+    explain = f"{engine} runner: " + " <- ".join(label(r) for r in chain(relation))
+    return Mark(engine, digest, short(explain, 400), shown, scheme=SCHEME)

@@ -434,17 +434,24 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
             plan_continuous(rest.relation, stmt)
     except WaveSQLError as err:
         raise err.with_query(split.text) from None
+
+    def start_part(p, home, folder):
+        cls, bound = (DerivedSyncQuery, p.bound) if p.part.sync \
+            else (DerivedSignalQuery, p.plan.signal.bound)
+        return cls(session, p.part.inner, bound, p.plan, columns=p.kept, name=p.part.name,
+                   emit_changes=False, output=folder, checkpoint=home,
+                   late=storage.join(home, "late"), trigger=trigger, max_files=max_files,
+                   clock=clock)
+
+    for folder in rows:
+        _make_folder(folder)  # Spark's file source needs the folder at start
+    _check_markers(checkpoint, split.text, lambda: start_outer(overlay, outer),
+                   [(home, lambda p=p, h=home, f=folder: start_part(p, h, f))
+                    for p, home, folder in zip(planned, homes, rows)])
     inners = []
     try:
         for p, home, folder in zip(planned, homes, rows):
-            _make_folder(folder)  # Spark's file source needs the folder at start
-            cls, bound = (DerivedSyncQuery, p.bound) if p.part.sync \
-                else (DerivedSignalQuery, p.plan.signal.bound)
-            inners.append(cls(
-                session, p.part.inner, bound, p.plan, columns=p.kept,
-                name=p.part.name, emit_changes=False, output=folder, checkpoint=home,
-                late=storage.join(home, "late"), trigger=trigger, max_files=max_files,
-                clock=clock))
+            inners.append(start_part(p, home, folder))
     except BaseException:  # (one did not start: the others must not run on)
         for inner in inners:
             inner.stop()
@@ -463,6 +470,34 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
             raise
 
     return DerivedPipeline(inners, start_rest, trigger)
+
+
+def _check_markers(checkpoint: str, text: str, start_rest, parts) -> None:
+    """Every part's checkpoint marker and the rest's checked before any part runs a batch
+    (a part run, then the rest refused, would have advanced under a query the user must
+    change back): each is started under :func:`.checkpoint_plan.probing`, which stops it
+    at its check; the markers are written once all accept. ``parts``: (checkpoint, start)."""
+    from . import checkpoint_plan
+
+    with checkpoint_plan.probing() as writes:
+        for home, start in [(checkpoint, start_rest)] + list(parts):
+            try:
+                started = start()
+            except checkpoint_plan.Accepted:
+                continue
+            except WaveSQLError as err:
+                if err.code == "CHECKPOINT_MISMATCH" and home != checkpoint:
+                    # a part's own folder deleted alone would replay its rows into the rest
+                    raise WaveSQLError(err.code, err.message, hint=(
+                        f"give the changed query a new checkpoint (and output) folder, or "
+                        f"delete the query's whole checkpoint {checkpoint} to start from the "
+                        f"beginning of the input (not {home} alone: the rest would read the "
+                        f"part's rows again); or run the query as it was")) from None
+                raise err.with_query(text) from None
+            started.stop()  # (every runner checks its marker before it runs anything)
+            raise RuntimeError(f"{type(started).__name__} started without its marker check")
+    for write in writes:
+        write()
 
 
 def home_name(cte: str) -> str:

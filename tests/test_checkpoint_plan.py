@@ -51,7 +51,7 @@ class _Binder:
         bound = planner.optimize(planner.bind(stmt, self.catalog, self.env, str(self.root)))
         assert isinstance(bound, ir.QueryStatement)
         return cp.mark_of(engine, bound, plan_continuous(bound.relation, stmt),
-                          emit_changes=emit_changes)
+                          emit_changes=emit_changes, catalog=self.catalog)
 
 
 @pytest.fixture
@@ -198,12 +198,21 @@ def _rows(seed, start_s, n=12):
                          .astype("datetime64[us]")})
 
 
+def _rows_stream(ws, root, seed, name="ev"):
+    """Stream ``name`` over ``root/in``, holding ``_rows(seed, 0)`` in one Parquet file."""
+    _parquet(root / "in", "p0", _rows(seed, 0))
+    ws.sql(f"CREATE STREAM {name} (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{root / 'in'}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    return root
+
+
 def _mismatch(ws, sql, out, ckpt, *needles):
     with pytest.raises(WaveSQLError) as err:
         ws.stream(sql, out, ckpt).await_termination()
     assert err.value.code == "CHECKPOINT_MISMATCH", err.value
     for needle in needles:
         assert needle in err.value.message, err.value.message
+    return err.value
 
 
 def _run(ws, sql, out, ckpt, **kw):
@@ -215,10 +224,7 @@ def _run(ws, sql, out, ckpt, **kw):
 
 def _reevaluating(ws, spark, tmp_path):
     """Row by row over a stream of Parquet files (the re-evaluating runner)."""
-    root = tmp_path / "rows"
-    _parquet(root / "in", "p0", _rows(1, 0))
-    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{root / 'in'}' "
-           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    root = _rows_stream(ws, tmp_path / "rows", 1)
     sql = "SELECT k, v * 2 AS w, ts FROM ev WHERE v > 0"
     out, ckpt = root / "out", root / "ckpt"
     cq = _run(ws, sql, out, ckpt)
@@ -279,12 +285,17 @@ def _derived(ws, spark, tmp_path):
     rest = "SELECT t, rms FROM f WHERE rms > 0.9"
     out, ckpt = root / "out", root / "ckpt"
     _run(ws, cte + rest, out, ckpt)
-    _mismatch(ws, cte.replace("seg_rms(ch1) AS", "seg_max(ch1) AS") + rest, out, ckpt,
-              "seg_rms", "seg_max", "derived")
-    # the rest changed, the CTE not: the rest's own checkpoint refuses it
-    _mismatch(ws, cte + rest.replace("0.9", "0.8"), out, ckpt, "rms > 0.9", "rms > 0.8")
     _wav(root / "rec", "r1", x[2048:])
     (root / "rec" / "done.eof").write_text("")
+    part = sorted(str(p) for p in (ckpt / "derived" / "f").rglob("*"))
+    err = _mismatch(ws, cte.replace("seg_rms(ch1) AS", "seg_max(ch1) AS") + rest, out, ckpt,
+                    "seg_rms", "seg_max", "derived")
+    # the folder to delete is the query's whole checkpoint, not the part's alone
+    assert f"delete the query's whole checkpoint {ckpt} " in err.hint, err.hint
+    # the rest changed, the CTE not: the rest's own checkpoint refuses it -- before the
+    # signal part runs a batch over the new file (it would advance under the refused query)
+    _mismatch(ws, cte + rest.replace("0.9", "0.8"), out, ckpt, "rms > 0.9", "rms > 0.8")
+    assert sorted(str(p) for p in (ckpt / "derived" / "f").rglob("*")) == part
     _run(ws, cte.replace("SELECT", "select") + "\n" + rest.replace("WHERE", "where"), out, ckpt)
     got = spark.read.parquet(str(out)).toPandas()
     starts = np.arange(0, 4096, 256)
@@ -340,10 +351,7 @@ def test_each_runner_refuses_a_changed_query_and_runs_a_compatible_one(ws, spark
 def test_an_unmarked_checkpoint_of_the_rows_runner_is_adopted(ws, spark, tmp_path):
     """A checkpoint written before markers (the marker deleted): the query runs on it --
     no row twice, none lost -- and it is marked from then on."""
-    root = tmp_path / "rows"
-    _parquet(root / "in", "p0", _rows(7, 0))
-    ws.sql(f"CREATE STREAM ev (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{root / 'in'}' "
-           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    root = _rows_stream(ws, tmp_path / "rows", 7)
     sql = "SELECT k, v FROM ev"
     out, ckpt = root / "out", root / "ckpt"
     _run(ws, sql, out, ckpt)
@@ -562,10 +570,7 @@ def test_a_query_that_failed_in_its_first_batch_runs_fixed_on_its_checkpoint(ws,
                                                                             tmp_path):
     """Marked at its start, failed before any batch committed: the fixed query takes the
     checkpoint (nothing in it to misread) and reads the input from the beginning."""
-    root = tmp_path / "fix"
-    _parquet(root / "in", "p0", _rows(3, 0))
-    ws.sql(f"CREATE STREAM fx (k STRING, v DOUBLE, ts TIMESTAMP) FROM '{root / 'in'}' "
-           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    root = _rows_stream(ws, tmp_path / "fix", 3, "fx")
     out, ckpt = root / "out", root / "ckpt"
     try:
         cq = ws.stream("SELECT k, assert_true(v < -100) AS bad FROM fx", out, ckpt)
@@ -577,3 +582,71 @@ def test_a_query_that_failed_in_its_first_batch_runs_fixed_on_its_checkpoint(ws,
     _run(ws, "SELECT k, v FROM fx", out, ckpt)
     want = sorted(zip(_rows(3, 0)["k"], _rows(3, 0)["v"]))
     assert sorted((r.k, r.v) for r in spark.read.parquet(str(out)).collect()) == want
+
+
+# -- review leftovers (issue 21/26 follow-up) -------------------------------------------------
+READINGS = ("CREATE OR REPLACE STREAM readings (n BIGINT, ax DOUBLE, ts TIMESTAMP) FROM '{path}' "
+            "FORMAT {fmt} EVENT TIME {time} WATERMARK {wm}")
+ACC = ("CREATE OR REPLACE SIGNAL acc (x FLOAT) RATE 64 HZ OPTIONS (sample_column = 'n') "
+       "AS SELECT n, ax AS x FROM {source}")
+ACC_QUERY = "SELECT start_sample(x) AS s, seg_rms(x) AS r FROM acc [SAMPLES 64]"
+
+
+@pytest.mark.parametrize("through_view", [False, True])
+def test_a_query_signals_stream_definition_counts(binder, through_view):
+    """A signal defined by a query: the stream its query reads (also through a view) is in
+    the fingerprint, under the rules of any input -- re-created alike, with another
+    WATERMARK or HEARTBEAT: compatible; another path, format, event time or columns:
+    refused, named."""
+    binder.ddl(READINGS.format(path="ev", fmt="json", time="ts", wm="1 SECOND"))
+    if through_view:
+        binder.ddl("CREATE OR REPLACE VIEW near AS SELECT n, ax, ts FROM readings WHERE n >= 0")
+    binder.ddl(ACC.format(source="near" if through_view else "readings"))
+    base = binder.mark(ACC_QUERY, engine="query-signal")
+    binder.ddl(READINGS.format(path="ev", fmt="json", time="ts", wm="1 SECOND"))
+    assert binder.mark(ACC_QUERY, engine="query-signal").plan == base.plan
+    binder.ddl(READINGS.format(path="ev", fmt="json", time="ts", wm="9 SECONDS HEARTBEAT 1 "
+                               "SECOND"))
+    assert binder.mark(ACC_QUERY, engine="query-signal").plan == base.plan
+    changes = {"path changed": READINGS.format(path="other", fmt="json", time="ts",
+                                               wm="1 SECOND"),
+               "format changed from json to csv": READINGS.format(
+                   path="ev", fmt="csv", time="ts", wm="1 SECOND"),
+               "columns changed": READINGS.format(path="ev", fmt="json", time="ts",
+                                                  wm="1 SECOND").replace("ax DOUBLE",
+                                                                         "ax FLOAT"),
+               "event_time": READINGS.format(path="ev", fmt="json", time="ts", wm="1 SECOND")
+               .replace("ts TIMESTAMP)", "ts TIMESTAMP, t2 TIMESTAMP)")
+               .replace("EVENT TIME ts", "EVENT TIME t2")}
+    for needle, ddl in changes.items():
+        binder.ddl(ddl)
+        other = binder.mark(ACC_QUERY, engine="query-signal")
+        why = cp.mismatch(json.loads(base.to_json()), other)
+        assert other.plan != base.plan and "SignalScan acc query's stream readings" in why, why
+        assert needle in why, why
+
+
+def test_probing_checks_without_writing(binder, tmp_path):
+    """Under probing, check raises the refusal or Accepted and writes nothing; the writes
+    it would make run when the caller runs them (a derived query: once all parts accept)."""
+    old, new = binder.mark(WINDOWED), binder.mark(WINDOWED.replace("10 SECONDS", "20 SECONDS"))
+    fresh, empty, used = (tmp_path / name for name in ("fresh", "empty", "used"))
+    cp.check(str(empty), old)
+    (empty / "offsets" / "offsets").mkdir(parents=True)  # a batch 0 never committed
+    cp.check(str(used), old)
+    _commit(used, 0)
+    with cp.probing() as writes:
+        for ckpt in (fresh, empty):
+            with pytest.raises(cp.Accepted):
+                cp.check(str(ckpt), new)
+        with pytest.raises(WaveSQLError) as err:
+            cp.check(str(used), new)
+        assert err.value.code == "CHECKPOINT_MISMATCH"
+    assert not fresh.exists() and (empty / "offsets").exists()  # nothing written yet
+    assert json.loads((empty / "wavesql.json").read_text())["plan"] == old.plan
+    for write in writes:
+        write()
+    for ckpt in (fresh, empty):
+        assert json.loads((ckpt / "wavesql.json").read_text())["plan"] == new.plan
+    assert not (empty / "offsets").exists()
+    assert cp.check(str(empty), new)["plan"] == new.plan  # not probing: checks as before
