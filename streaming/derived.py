@@ -29,6 +29,11 @@ on the runner it fits, all under one handle (:class:`DerivedPipeline`):
   after a crash keeps the folder committed, as below, and adds to it the rows the re-run
   released beyond it (its split judges the signal's files anew: a file completed in
   between releases rows the first attempt kept waiting; :func:`_add_released`).
+- **a stream part** -- a CTE computing across a catalog stream's rows (CQL windows,
+  aggregates, OVER windows, RESAMPLE) that the rest joins (ASOF, interval) or RESAMPLEs,
+  which it could not follow whole -- runs as its own continuous stream query into its
+  rows folder the same way, its punctuation the batch's ``_progress``; the rest's stream
+  of it has ``WATERMARK 0`` (:mod:`.stream_parts` says why, and what is refused).
 - **the rest** -- the statement with the signal CTEs blanked -- reads each folder as a
   catalog stream named like its CTE (:func:`derived_stream`): Parquet, ``EVENT TIME`` the
   CTE's ``start_time(...)`` column, ``WATERMARK 0`` (a signal query emits its windows in
@@ -67,6 +72,7 @@ from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
+from . import stream_parts
 from .derived_split import Part, Split, expand_stars, find_split  # noqa: F401 (API)
 from .plan import _volatile
 from .report import FINAL, PROGRESS, timestamp_lit
@@ -386,6 +392,10 @@ def _plan_signal_part(catalog, env, part: Part, text: str, plan_continuous) -> _
         (stmt,) = parse_statements(part.inner)
         bound = planner.optimize(planner.bind(stmt, catalog, env.for_text(part.inner)))
         plan = plan_continuous(bound.relation, stmt)
+        if part.stream:  # a CTE across a stream's rows (streaming/stream_parts.py)
+            stream_parts.check_mode(plan, stmt, part.name)
+            kept = stream_parts.columns(bound, stmt.node.named_selects, part.name, stmt)
+            return _Planned(part, stmt, bound, plan, kept)
     except WaveSQLError as err:  # (same positions: the other part is only blanked)
         raise err.with_query(text) from None
     if part.sync and plan.mode == "sync":  # (streaming/sync.py refuses what cannot run)
@@ -414,12 +424,14 @@ def _the_rest(split: Split, planned: list[_Planned]) -> str:
 
 
 def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigger: str,
-                   max_files: int | None, clock, plan_continuous) -> DerivedPipeline:
+                   max_files: int | None, clock, plan_continuous,
+                   start_query=None) -> DerivedPipeline:
     """Start each of ``split``'s signal parts under ``<checkpoint>/derived/<name>`` and,
     through ``start_outer(session, text)`` (:func:`.launch.start` with the user's output and
     checkpoint; ``text``: the rest, its stars spelled out), the rest over their rows.
     ``plan_continuous``: :func:`.planning.plan_continuous`, handed in (planning imports
-    this module for ``EXPLAIN STREAM``)."""
+    this module for ``EXPLAIN STREAM``); ``start_query``: :func:`.launch.start`, which
+    starts a stream part (launch imports this module)."""
     planned = [_plan_signal_part(session.catalog, session.env, part, split.text,
                                  plan_continuous)
                for part in split.parts]
@@ -436,6 +448,10 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
         raise err.with_query(split.text) from None
 
     def start_part(p, home, folder):
+        if p.part.stream:  # on the runner its query gets alone (streaming/stream_parts.py)
+            return stream_parts.start_part(start_query, _write_part, session, p, home=home,
+                                           folder=folder, trigger=trigger,
+                                           max_files=max_files, clock=clock)
         cls, bound = (DerivedSyncQuery, p.bound) if p.part.sync \
             else (DerivedSignalQuery, p.plan.signal.bound)
         return cls(session, p.part.inner, bound, p.plan, columns=p.kept, name=p.part.name,
@@ -554,7 +570,8 @@ def explain(spark, catalog, split: Split, explain_plan, plan_continuous) -> str:
     lines = [f"{len(planned) + 1} parts under one handle (a query over the rows of signal "
              f"CTE{'s' if len(planned) > 1 else ''} {names})"]
     for p, inner_text in zip(planned, inner_texts):
-        kind = "SYNC part" if p.part.sync else "signal part"
+        kind = "SYNC part" if p.part.sync else "stream part" if p.part.stream \
+            else "signal part"
         lines += [f"{kind} `{p.part.name}`: rows and one punctuation row per batch to "
                   f"{rows[p.part.name]}, event time {p.part.time_column}", indented(inner_text)]
     over = ", ".join(f"`{p.part.name}`'s rows (columns {', '.join(f.name for f in p.kept)})"

@@ -23,6 +23,8 @@ from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.sqltext import quote
 
+from . import stream_parts
+
 
 @dataclasses.dataclass(frozen=True)
 class Part:
@@ -34,6 +36,9 @@ class Part:
     inner: str
     time_column: str
     sync: bool = False
+    #: a CTE computing across a stream's rows, joined or resampled by the rest
+    #: (streaming/stream_parts.py)
+    stream: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +74,9 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
     rest.set("with_", None)
 
     def is_part(cte) -> bool:
-        if not signals_in(cte.this):
-            return False
+        if not signals_in(cte.this):  # a stream part, or none (streaming/stream_parts.py)
+            return not signals_in(rest) and \
+                stream_parts.is_stream_part(cte, names, rest, catalog)
         # a SYNC CTE is a part when it passes its control's event time through and the
         # rest reads no signal; else the query is planned whole (streaming/sync.py refuses
         # windows around a SYNC there, naming the column to pass through)
@@ -88,6 +94,8 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
         raise refuse("a continuous query reading a signal both in and beside a CTE",
                      found[0], "read the signal in a CTE only, straight from the signal")
     for cte in found:
+        if not signals_in(cte.this):  # a stream part (reads catalog streams only)
+            continue
         if any(t.name.lower() in names for t in cte.this.find_all(exp.Table)
                if not t.args.get("db")):
             raise refuse("a signal CTE reading another CTE", cte,
@@ -105,7 +113,11 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
             continue
         # the body alone, at its place; newlines kept: line/column positions stay right
         inner = _blank(text[:extent.closed], 0, extent.opened + 1)
-        if _is_sync(cte):  # (its progress holds back to its rows still waiting: runner.py)
+        if not signals_in(cte.this):  # (refused with EMIT CHANGES: final rows only)
+            stream_parts.check_part(cte)
+            parts.append(Part(cte.alias_or_name, inner, stream_parts.time_column(cte, catalog),
+                              stream=True))
+        elif _is_sync(cte):  # (its progress holds back to its rows still waiting: runner.py)
             parts.append(Part(cte.alias_or_name, inner, _sync_time_column(cte, catalog),
                               sync=True))
         else:

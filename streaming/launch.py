@@ -53,12 +53,14 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
           max_files_per_trigger: int | None = None,
           clock: Callable[[], float] = time.time,
           output_format: str = "parquet", keep_replaced: bool = False,
-          late_format: str = "parquet") -> ContinuousQuery:
+          late_format: str = "parquet", wrap_runner=None) -> ContinuousQuery:
     """Start ``text`` (one query) as a continuous query. See :meth:`Session.stream`.
     ``late_format``: the format of a ``late`` folder (an ``INSERT INTO`` job's LATE INTO a
     file sink).
     ``keep_replaced``: an ``INSERT INTO`` job's output in an object store, whose replaced
-    attempts the sink's index may still list (streaming/sinks.py ``publish``)."""
+    attempts the sink's index may still list (streaming/sinks.py ``publish``).
+    ``wrap_runner``: the runner class picked -> the class started (a stream part's, whose
+    rows go to its rows folder: streaming/stream_parts.py)."""
     stmts = parse_statements(text)
     if len(stmts) != 1:
         raise WaveSQLError("UNSUPPORTED_STATEMENT", f"a continuous query is one statement, got "
@@ -73,9 +75,9 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                                hint="ZIP the output of a query over a recorded stretch (a "
                                     "batch query), or join on a key instead")
     split = derived.find_split(stmt, text, session.catalog)
-    if split is not None and all(p.sync for p in split.parts) and \
+    if split is not None and all(p.sync or p.stream for p in split.parts) and \
             runs_whole(split, stmt, _bound_whole(session, stmt, text)):
-        split = None  # SYNC CTEs under a rest row by row: one continuous SYNC
+        split = None  # SYNC CTEs under a rest row by row (...): one continuous query
     if split is not None:  # a CTE over a signal, the rest over its rows: streaming/derived.py
         def rest(overlay, outer_text):
             return start(overlay, outer_text, output, checkpoint, trigger=trigger, late=late,
@@ -84,7 +86,8 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                          late_format=late_format)
         return derived.start_pipeline(session, split, rest, checkpoint=absolute(checkpoint),
                                       trigger=trigger, max_files=max_files_per_trigger,
-                                      clock=clock, plan_continuous=plan_continuous)
+                                      clock=clock, plan_continuous=plan_continuous,
+                                      start_query=start)
     emit = next(iter(stmt.node.find_all(wn.Emit)), None)
     late_into = next(iter(stmt.node.find_all(wn.LateInto)), None)
     if late_into is not None:
@@ -140,6 +143,8 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     # Spark would resolve them against the JVM's, which os.chdir does not move.
     output = output if callable(output) else absolute(output)
     checkpoint = absolute(checkpoint)
+    if wrap_runner is not None:
+        cls = wrap_runner(cls)
     return cls(session, text, bound, plan, **extra,
                emit_changes=emit is not None and emit.kind == "CHANGES",
                output=output, checkpoint=checkpoint,

@@ -263,9 +263,10 @@ def runs_whole(split, stmt, target: ir.QueryStatement | None) -> bool:
     SYNC, when its rest is row by row over the SYNC's rows. It is cut only where it must be
     -- windows, aggregates, OVER windows or joins over a SYNC CTE's rows, which the SYNC
     runner refuses around it (streaming/sync.py) --: whole it is one query, cheaper, its
-    checkpoint laid out as before SYNC CTEs could be parts. ``target``: the statement
-    bound whole (None: it does not bind whole, so it is cut)."""
-    if target is None or not all(p.sync for p in split.parts):
+    checkpoint laid out as before SYNC CTEs could be parts. Stream parts
+    (streaming/stream_parts.py) likewise: cut only when the whole is refused. ``target``:
+    the statement bound whole (None: it does not bind whole, so it is cut)."""
+    if target is None or not all(p.sync or p.stream for p in split.parts):
         return False
     try:
         plan_continuous(target.relation, stmt)

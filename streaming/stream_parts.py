@@ -1,0 +1,216 @@
+"""Stream parts: a CTE computing across a stream's rows, run on its own under a join or RESAMPLE.
+
+``WITH m AS (SELECT _time AS t, k, avg(v) AS a FROM s [RANGE 10 SECONDS SLIDE 10 SECONDS]
+GROUP BY _time, k) SELECT e.id, m.a FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.t``:
+a continuous ASOF or interval join follows a side, and RESAMPLE its input, only when it is
+a catalog stream or a view row by row over one (streaming/joins.py, resample.py). A CTE
+that windows, aggregates or computes OVER windows across a stream's rows is not -- but its
+final rows are a stream of their own. So such a CTE, used as a join's side or RESAMPLE's
+input, is a **stream part** of the derived pipeline (:mod:`.derived`): it runs as its own
+continuous stream query (:func:`start_part`, through :func:`.launch.start`: on the runner
+that query gets alone, the state store where it can) into ``<checkpoint>/derived/<cte>/
+rows``, each batch's final rows and one punctuation row carrying its ``_progress``
+committed whole, and the rest reads that folder as a catalog stream.
+
+Guarantees:
+
+- **event time**: the CTE's column that is the window's ``_time`` (``_time AS t``), else
+  the column passing its stream's EVENT TIME through (an OVER window's rows, a RESAMPLE's
+  grid); a CTE without either is refused, naming what to select (:func:`time_column`).
+- **WATERMARK 0, progress from the punctuation**: a windowed (OVER, RESAMPLE) stream query
+  delivers a row once its time is below the batch's ``_progress``, and only then; so a
+  later batch's rows are at or above every ``_progress`` delivered before, and the
+  largest row time of a batch is at most its punctuation -- the rest's progress over the
+  part's rows never passes a row still to come. A part on another runner (an ASOF or
+  interval join, row by row) gives no such order: refused (:func:`check_mode`).
+- **final rows only**: a part with ``EMIT CHANGES`` is refused -- the rest reads each row
+  of the folder once, as a fact; an early window row refined later would be two facts.
+- **restart-safe**: each part resumes from ``<checkpoint>/derived/<cte>``; a batch re-run
+  after a crash that followed its folder's commit keeps that folder (a stream query's
+  batch re-run from its checkpoint gives the same rows), so the rest reads each row once.
+
+Which CTEs are stream parts is decided on the AST here (:func:`is_stream_part`,
+called by :func:`.derived_split.find_split`); the statement is cut only when it does not
+plan whole (:func:`.planning.runs_whole`).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from wavesql.catalog import objects as cat
+from wavesql.dialect import nodes as wn
+from wavesql.errors import Span, WaveSQLError
+from wavesql.sqltext import quote
+
+#: the plan modes whose rows come out at or above every ``_progress`` delivered before
+ORDERED_MODES = ("windowed", "over", "resample")
+
+
+def _streams_read(body: exp.Expression, names: set[str], catalog) -> list | None:
+    """The catalog streams ``body`` reads, or None when it reads anything else (another
+    CTE, a table, a signal, a qualified name)."""
+    streams = []
+    for t in body.find_all(exp.Table):
+        if t.args.get("db") or t.name.lower() in names:
+            return None
+        found = catalog.get(t.name)
+        if not isinstance(found, cat.StreamDef):
+            return None
+        streams.append(found)
+    return streams or None
+
+
+def _across_rows(body: exp.Expression) -> bool:
+    """Whether ``body`` computes across rows: CQL windows, aggregates, OVER windows,
+    GROUP BY, DISTINCT, a join, a RESAMPLE (not row by row over its stream)."""
+    return any(isinstance(n, (wn.StreamWindow, wn.Resample, exp.AggFunc, exp.Window,
+                              exp.Group, exp.Distinct, exp.Join)) for n in body.walk())
+
+
+def _joined_or_resampled(rest: exp.Expression, name: str) -> bool:
+    """Whether the rest reads CTE ``name`` as a join's side or a RESAMPLE's input."""
+    for t in rest.find_all(exp.Table):
+        if t.args.get("db") or t.name.lower() != name:
+            continue
+        if isinstance(t.parent, wn.Resample):
+            return True
+        select = t.find_ancestor(exp.Select)
+        if select is not None and select.args.get("joins"):
+            return True
+    return False
+
+
+def is_stream_part(cte: exp.CTE, names: set[str], rest: exp.Expression, catalog) -> bool:
+    """Whether ``cte`` (of a WITH whose CTE names are ``names``; ``rest``: the statement
+    without its WITH) is a stream part: it reads catalog streams only, computes across
+    their rows, and the rest joins it or RESAMPLEs it."""
+    return (_streams_read(cte.this, names, catalog) is not None
+            and _across_rows(cte.this)
+            and _joined_or_resampled(rest, cte.alias_or_name.lower()))
+
+
+def time_column(cte: exp.CTE, catalog) -> str:
+    """A stream part's event-time column: its column that is the window's ``_time``, else
+    the one passing its stream's EVENT TIME through (an OVER window's rows, a RESAMPLE's
+    grid time); refused (``STREAMING_RULE``, naming what to select) when there is none."""
+    select = cte.this if isinstance(cte.this, exp.Select) else None
+    projections = select.selects if select is not None else []
+    events = {s.event_time.lower() for s in _streams_read(cte.this, set(), catalog) or []
+              if s.event_time}
+
+    def passed(name: str):
+        for projection in projections:
+            value = projection.this if isinstance(projection, exp.Alias) else projection
+            if isinstance(value, exp.Column) and value.name.lower() == name:
+                return projection.alias_or_name
+        return None
+
+    found = passed("_time")
+    for event in sorted(events):
+        found = found or passed(event)
+    if found is not None:
+        return found
+    name = cte.alias_or_name
+    raise WaveSQLError(
+        "STREAMING_RULE", f"a continuous join or RESAMPLE of `{name}`'s rows needs their event "
+        f"time: the CTE selects neither the window's _time nor its stream's event time "
+        f"({', '.join(sorted(events)) or 'none declared'})", Span.of(cte),
+        hint=f"select the window's time in `{name}`, e.g. SELECT _time AS t, ...; its rows "
+             "are then joined (or resampled) by t")
+
+
+def check_part(cte: exp.CTE) -> None:
+    """A stream part emits final rows only (``EMIT CHANGES`` in it is refused) and names
+    its columns in its SELECT (a column list is refused, as a signal CTE's)."""
+    name = cte.alias_or_name
+    for emit in cte.this.find_all(wn.Emit):
+        if emit.kind == "CHANGES":
+            raise WaveSQLError(
+                "STREAMING_RULE", f"`{name}` runs as a stream of its own under a continuous "
+                "join or RESAMPLE, and only final rows may flow into it: the rest reads each "
+                "of its rows once, as a fact, so an early window row refined later would be "
+                "two different rows for one window", Span.of(emit),
+                hint=f"drop EMIT CHANGES from `{name}` (its windows come once, final); "
+                     "EMIT CHANGES may end the whole query")
+    if cte.args["alias"].columns:
+        raise WaveSQLError("NOT_IMPLEMENTED", f"a CTE with a column list run as a stream of "
+                           "its own under a continuous join or RESAMPLE", Span.of(cte.args["alias"]),
+                           hint=f"name the columns in the CTE's SELECT instead: SELECT _time "
+                                f"AS t, ... (no `{name}(...)` list)")
+
+
+def check_mode(plan, stmt, name: str) -> None:
+    """A stream part's rows must come at or above every punctuation delivered before:
+    windows, OVER windows and RESAMPLE do (module docstring); other modes are refused."""
+    if plan.mode not in ORDERED_MODES:
+        raise WaveSQLError(
+            "NOT_IMPLEMENTED", f"`{name}` is a continuous {plan.mode} query, whose rows do "
+            "not come in the order of its progress; a join or RESAMPLE over a CTE's rows "
+            "follows a CTE of CQL windows, aggregates over them, OVER windows or RESAMPLE",
+            Span.of(stmt.node),
+            hint=f"run `{name}` continuously on its own (INSERT INTO a sink) and query the "
+                 "sink's stream")
+
+
+def columns(bound, select_names: list[str], name: str, stmt) -> tuple:
+    """The part's columns -- the CTE's own select names, in order, typed as bound (a
+    windowed query adds ``_time``, ``_final``, ``_progress``, kept only when selected)."""
+    fields = []
+    for n in select_names:
+        field = bound.relation.schema.find(n)
+        if field is None:  # (every select name is in the bound schema: a guard)
+            raise WaveSQLError("NOT_IMPLEMENTED", f"`{name}`'s column {quote(n)} is not in "
+                               "its continuous query's result", Span.of(stmt.node))
+        fields.append(field)
+    return tuple(fields)
+
+
+class StreamPartRows:
+    """Mixed into the runner :func:`.launch.start` picks for a stream part: each batch's
+    rows (final ones: EMIT CHANGES is refused) and its punctuation to the part's rows folder
+    (``write_part``: :func:`.derived._write_part`), not to a user's sink."""
+
+    columns: tuple = ()
+    derived_name: str = ""
+    write_part = None
+
+    def _deliver_counted(self, out, batch_id: int, report, by_final: bool) -> None:
+        from pyspark.sql import functions as F
+
+        from .report import FINAL
+
+        if FINAL in out.columns:
+            out = out.where(F.col(FINAL))
+        out = out.persist()
+        try:
+            report.rows_out = report.final_out = out.count()
+            self.write_part(self, out, batch_id, report.progress_us)
+        finally:
+            out.unpersist()
+
+
+def start_part(start, write_part, session, planned, *, home: str, folder: str, trigger: str,
+               max_files: int | None, clock):
+    """Start the stream part ``planned`` (a :class:`.derived._Planned`) as a continuous
+    stream query over its own checkpoint ``home``, its rows to ``folder`` by ``write_part``
+    (:func:`.derived._write_part`), through ``start`` (:func:`.launch.start`; both handed
+    in: launch imports the derived pipeline, which imports this module)."""
+    from wavesql import storage
+
+    from . import realtime
+
+    if realtime.parse_trigger(trigger) is not None:
+        raise WaveSQLError("NOT_IMPLEMENTED", f"`{planned.part.name}` runs as a stream part "
+                           "with micro-batches only: real-time mode writes no punctuation",
+                           Span.of(planned.stmt.node),
+                           hint="use an availableNow or 'every ...' trigger")
+
+    def wrap(cls):
+        return type(f"StreamPart{cls.__name__}", (StreamPartRows, cls),
+                    {"columns": planned.kept, "derived_name": planned.part.name,
+                     "write_part": staticmethod(write_part)})
+
+    return start(session, planned.part.inner, folder, home, trigger=trigger,
+                 late=storage.join(home, "late"), max_files_per_trigger=max_files,
+                 clock=clock, wrap_runner=wrap)
