@@ -132,7 +132,11 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
 
     Continuously (``rt.streams[KEYED_STATE]``, put there by the continuous SYNC:
     streaming/sync.py), each key starts from the state its last micro-batch ended with
-    and the states it ends with go back into the SYNC's state (:func:`_carry_keys`)."""
+    and the states it ends with go back into the SYNC's state (:func:`_carry_keys`). The
+    continuous SYNC hands a key's rows over only once the control's progress passed them
+    (streaming/sync.py ``hold_for_keys``), so they come in range order; one still behind
+    its key's state is a late row with its reason, not ``SEGMENT_ORDER`` -- which a re-run
+    batch would raise again at every restart (:func:`_split_late`)."""
     program_json = rel.program.to_json()
     passthrough = tuple(rel.passthrough)
     per_row = rel.state == "per_row"

@@ -315,7 +315,9 @@ def test_a_keyed_sync_job_killed_at_a_stage_is_exactly_once(ws, tmp_path, stage)
     """``wavesql run`` of a job with per-key state over a SYNC, one control file per
     micro-batch, SIGKILLed the second time a batch reaches ``stage``, then run to its end:
     every row once, equal to the oracle -- the rerun batch started from the keys' states
-    the batch before it committed, not from those the killed one computed."""
+    the batch before it committed, not from those the killed one computed. (A key's rows
+    are synced once the control's progress passed them: each file's rows in the batch of
+    the next file.)"""
     import os
 
     import pyarrow as pa
@@ -341,12 +343,22 @@ def test_a_keyed_sync_job_killed_at_a_stage_is_exactly_once(ws, tmp_path, stage)
         ranges += rows
         ids = np.arange(first, len(ranges))
         path = tmp_path / "events" / f"e{f}.parquet"
+        # each file's rows 10 s after the last's: the next file's rows move the progress
+        # (1 s watermark) past them, and they are synced then (a key's rows wait for it)
         pq.write_table(pa.table({
             "id": pa.array(ids, pa.int64()), "sensor": [r[0] for r in rows],
             "a": pa.array([r[1] for r in rows], pa.int64()),
             "b": pa.array([r[2] for r in rows], pa.int64()),
-            "ts": pa.array((ids * 100_000).tolist(), pa.timestamp("us"))}), path)
+            "ts": pa.array((f * 10_000_000 + ids * 100_000).tolist(), pa.timestamp("us"))}),
+            path)
         os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))  # oldest first
+    # a last row at 40 s moves the progress past the third file's rows (it waits itself)
+    path = tmp_path / "events" / "e3.parquet"
+    pq.write_table(pa.table({
+        "id": pa.array([len(ranges)], pa.int64()), "sensor": ["end"],
+        "a": pa.array([0], pa.int64()), "b": pa.array([0], pa.int64()),
+        "ts": pa.array([40_000_000], pa.timestamp("us"))}), path)
+    os.utime(path, (1_700_000_003, 1_700_000_003))
     (tmp_path / "job.wsql").write_text(KEYED_JOB)
     run_killed_at(tmp_path, stage)
     run_in_process(ws, tmp_path)
