@@ -121,3 +121,177 @@ def test_asof_join_of_a_stream_with_a_windowed_average_across_runs(ws, spark, tm
     assert list(got["t"]) == list(want["t"]) and list(got["n"]) == list(want["n"])
     np.testing.assert_allclose(got["a"], want["a"], rtol=1e-12)
     assert got["ts"].max() < progress < 49_000
+
+
+def _two_runs(ws, spark, tmp_path, query, crash: bool = False):
+    """Run ``query`` over the first 24 s of readings (and events), then -- after a crash
+    of the stream part after its batch folder was committed, before Spark committed the
+    batch (simulated: its last commit entry removed), when ``crash`` -- over 23 s more.
+    Returns (readings, events, the result after each run, the final progress)."""
+    rng = np.random.default_rng(11)
+    _define(ws, tmp_path)
+    first = _samples(rng, 0, 24_001) + [{"ts": 24_000, "k": "x", "v": 1.5}]
+    events = [{"ts": t, "k": "xy"[i % 2], "id": i} for i, t in
+              enumerate(range(350, 47_000, 1_300))]
+    _write(tmp_path / "s", "s1", first)
+    _write(tmp_path / "ev", "e1", [e for e in events if e["ts"] < 24_000])
+
+    def run():
+        q = ws.stream(query, tmp_path / "out", tmp_path / "ckpt")
+        q.await_termination()
+        assert q.error is None, q.error
+        return q
+
+    run()
+    before = spark.read.parquet(str(tmp_path / "out")).toPandas()
+    if crash:
+        (commits,) = [p for p in (tmp_path / "ckpt" / "derived" / "m").rglob("commits")
+                      if p.is_dir()]
+        last = max((p for p in commits.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+        last.unlink()
+        (commits / f".{last.name}.crc").unlink(missing_ok=True)
+    second = _samples(rng, 24_001, 47_001)
+    _write(tmp_path / "s", "s2", second)
+    _write(tmp_path / "ev", "e2", [e for e in events if e["ts"] >= 24_000])
+    q = run()
+    if crash:  # the batch ran again, its committed folder kept
+        assert q.inners[0].reports[0].batch == int(last.name)
+    after = spark.read.parquet(str(tmp_path / "out")).toPandas()
+    assert q.status()["late"] == 0
+    return first + second, events, before, after, max(r["ts"] for r in first + second)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_interval_join_with_a_windowed_average_restarted_after_a_crash(ws, spark, tmp_path):
+    """Each event paired with the final 10-second windows of its key whose span holds it
+    (an interval join, ``e.ts`` in ``[m.t - 10 s, m.t]``), the windows a stream part; a
+    crash of the part between its folder's commit and Spark's, then a restart with more
+    rows: every pair once (the re-run batch keeps its folder), equal to pandas (a merge on
+    the key, filtered by the band) over the final windows."""
+    readings, events, _, after, progress = _two_runs(
+        ws, spark, tmp_path,
+        f"WITH m AS ({WINDOWED}) SELECT e.id, e.k, e.ts, m.t, m.a, m.n FROM ev e JOIN m "
+        "ON e.k = m.k AND e.ts BETWEEN m.t - INTERVAL 10 SECONDS AND m.t", crash=True)
+    windows = _windows(readings, progress)
+    pairs = pd.DataFrame(events).merge(windows, on="k")
+    pairs = pairs[(pairs["ts"] >= pairs["t"] - 10 * SECOND) & (pairs["ts"] <= pairs["t"])]
+    want = pairs.sort_values(["id", "t"]).reset_index(drop=True)
+    for c in ("ts", "t"):
+        after[c] = [_ms(v) for v in after[c]]
+    got = after.sort_values(["id", "t"]).reset_index(drop=True)
+    assert len(want) > 20
+    assert list(zip(got["id"], got["t"])) == list(zip(want["id"], want["t"]))
+    assert list(got["n"]) == list(want["n"])
+    np.testing.assert_allclose(got["a"], want["a"], rtol=1e-12)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_resample_of_a_windowed_average_across_a_restart(ws, spark, tmp_path):
+    """RESAMPLE of the final 10-second averages per key onto a 5-second grid ('linear'),
+    the windows a stream part, over two runs: each key's grid points from its first window
+    to its last final one, equal to numpy's linear interpolation; the points of the first
+    run are not delivered again."""
+    readings, _, before, after, progress = _two_runs(
+        ws, spark, tmp_path,
+        f"WITH m AS ({WINDOWED}) SELECT t, k, a FROM RESAMPLE(m, t, INTERVAL 5 SECONDS, "
+        "'linear' PARTITION BY k)")
+    windows = _windows(readings, progress)
+    want = []
+    for k, w in windows.groupby("k"):
+        grid = np.arange(w["t"].min(), w["t"].max() + 1, 5 * SECOND)
+        want += [(k, int(g), a) for g, a in zip(grid, np.interp(grid, w["t"], w["a"]))]
+    after["t"] = [_ms(v) for v in after["t"]]
+    got = sorted(zip(after["k"], after["t"], after["a"]))
+    assert len(before) < len(got)
+    assert [g[:2] for g in got] == [w[:2] for w in sorted(want)]
+    np.testing.assert_allclose([g[2] for g in got], [w[2] for w in sorted(want)], rtol=1e-12)
+
+
+class _Catalog(dict):
+    def get(self, name):
+        return super().get(name.lower())
+
+
+def _split(text):
+    from wavesql.catalog import StreamDef
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.derived import find_split
+
+    catalog = _Catalog(**{n: StreamDef(n, [("ts", "TIMESTAMP"), ("k", "STRING"), (c, t)],
+                                       "/nowhere", "json", event_time="ts")
+                          for n, c, t in (("s", "v", "DOUBLE"), ("ev", "id", "BIGINT"))})
+    (stmt,) = parse_statements(text)
+    return find_split(stmt, text, catalog)
+
+
+_JOIN = "SELECT e.id, m.a FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.{t}"
+
+
+@pytest.mark.parametrize("cte, rest, time", [
+    (WINDOWED, _JOIN.format(t="t"), "t"),
+    ("SELECT _time, k, max(v) AS a FROM s [RANGE 10 SECONDS] GROUP BY _time, k",
+     _JOIN.format(t="_time"), "_time"),
+    # an OVER window's rows: the stream's event time passed through
+    ("SELECT ts AS at, k, avg(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 5 "
+     "SECONDS PRECEDING AND CURRENT ROW) AS a FROM s", _JOIN.format(t="at"), "at"),
+    ("SELECT _time AS t, k, avg(v) AS a FROM s [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY "
+     "_time, k", "SELECT t, k, a FROM RESAMPLE(m, t, INTERVAL 5 SECONDS, 'prev')", "t"),
+    # row by row (a view the join follows), or windowed but not joined: not a part
+    ("SELECT ts AS t, k, v * 2 AS a FROM s WHERE v > 0", _JOIN.format(t="t"), None),
+    (WINDOWED, "SELECT t, a FROM m WHERE a > 0", None),
+])
+def test_which_ctes_are_stream_parts(cte, rest, time):
+    """No Spark: a CTE computing across a stream's rows is a stream part when the rest
+    joins or RESAMPLEs it, its event time the window's _time (under any name) or the
+    stream's event time passed through; the rest keeps its offsets."""
+    text = f"WITH m AS ({cte}) {rest}"
+    split = _split(text)
+    if time is None:
+        assert split is None
+        return
+    assert [(p.name, p.time_column, p.stream) for p in split.parts] == [("m", time, True)]
+    assert split.outer.index(rest) == text.index(rest) and " s " not in split.outer
+    assert split.parts[0].inner.strip() == cte
+
+
+@pytest.mark.parametrize("cte, code, words", [
+    # no event time: the error names what to select
+    ("SELECT k, avg(v) AS a FROM s [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY k",
+     "STREAMING_RULE", "SELECT _time AS t"),
+    (WINDOWED + " EMIT CHANGES", "STREAMING_RULE", "only final rows"),
+])
+def test_stream_part_refusals(cte, code, words):
+    """No Spark: a stream part without an event time, or with EMIT CHANGES, is refused
+    with the CTE's position."""
+    from wavesql.errors import WaveSQLError
+
+    text = f"WITH m AS ({cte}) {_JOIN.format(t='t')}"
+    with pytest.raises(WaveSQLError) as err:
+        _split(text)
+    assert err.value.code == code and words in str(err.value), str(err.value)
+    assert err.value.span is not None and err.value.span.start >= text.index("m AS")
+
+
+@pytest.mark.spark
+def test_explain_stream_shows_the_stream_part_and_the_rest(ws, tmp_path):
+    """EXPLAIN STREAM names the stream part, its rows folder and event time, and the rest
+    over its rows; a CTE whose rows come in no order of its progress (an ASOF JOIN of its
+    own) is refused naming it, before anything runs."""
+    from wavesql.errors import WaveSQLError
+
+    _define(ws, tmp_path)
+    text = ws.explain(ASOF, "STREAM")
+    assert "2 parts under one handle" in text, text
+    assert "stream part `m`: rows and one punctuation row per batch to " \
+           "<checkpoint>/derived/m/rows, event time t" in text, text
+    assert "rest: over `m`'s rows (columns t, k, a, n)" in text, text
+    joined = ("WITH m AS (SELECT e.ts AS t, e.k, s.v AS a FROM ev e ASOF JOIN s ON "
+              "e.k = s.k AND e.ts >= s.ts) SELECT x.id, m.a FROM ev x ASOF JOIN m ON "
+              "x.k = m.k AND x.ts >= m.t")
+    with pytest.raises(WaveSQLError) as err:
+        ws.stream(joined, tmp_path / "out", tmp_path / "ckpt")
+    assert err.value.code == "NOT_IMPLEMENTED" and "`m` is a continuous asof query" \
+        in err.value.message, str(err.value)
+    assert not (tmp_path / "ckpt").exists() and not (tmp_path / "out").exists()
