@@ -86,6 +86,47 @@ def refuse_pending_per_key(select: exp.Select, keys: tuple[str, ...]) -> None:
                      "a range open at the row's end closed there")
 
 
+def kept_before_keys(select: exp.Select, source: ir.Relation, view_name: str) -> ir.Relation:
+    """What a per-key stage (``f(...) OVER (PARTITION BY k)`` over the SYNC result
+    ``source``) runs over: ``source`` kept to the rows the WHERE's conditions on the
+    control's columns keep.
+
+    SQL applies WHERE before windows: ``WHERE c.kind = 'x'`` decides which rows a key's
+    ranges are, so the state must run along the kept rows' ranges only (a range the WHERE
+    drops is a gap between the kept ones, not samples the state went through). The stage
+    is bound before the SELECT's WHERE, which Spark applies to the stage's rows: each
+    conjunct that reads only control columns (``c.<column>``, the control's alias) and
+    calls no signal function, no subquery, aggregate or window, is applied again here,
+    under the stage -- a filter, row by row, so a continuous SYNC runs it too. (Kept in the
+    SELECT as well: the same condition, true again.) Conditions on the signal functions'
+    results stay after the stage, as the window's results they are."""
+    from wavesql.dialect import parse_one, to_spark_sql
+    from wavesql.udfs import registry
+
+    where = select.args.get("where")
+    alias = getattr(source, "control_alias", None)
+    if where is None or not alias:
+        return source
+    conjuncts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+
+    def on_control(cond) -> bool:
+        if any(isinstance(n, (exp.Subquery, exp.Select, exp.AggFunc, exp.Window, exp.Rand))
+               or (isinstance(n, exp.Anonymous) and registry.lookup(n.name) is not None)
+               for n in cond.walk()):
+            return False
+        columns = list(cond.find_all(exp.Column))
+        return bool(columns) and all(c.table and c.table.lower() == alias.lower()
+                                     for c in columns)
+
+    kept = [c.copy() for c in conjuncts if on_control(c)]
+    if not kept:
+        return source
+    name = f"{view_name}_kept"
+    sql = f"SELECT * FROM {quote(name)} WHERE {to_spark_sql(exp.and_(*kept))}"
+    return ir.SqlQuery(sql, ((name, source),), source.schema, source.bounded,
+                       tree=parse_one(sql))
+
+
 def refuse_pending_continuously(program, where=None) -> None:
     """A detector per key over a continuous SYNC's rows: a key's next micro-batch may
     continue the range open at its last range, or never come, and then the range would be

@@ -32,7 +32,7 @@ from wavesql.udfs.program import SPARK_TYPES, Output, Program
 from wavesql.udfs.sigseg import SignalError
 
 from . import ir
-from .segment_stage import refuse_pending_per_key, refuse_row_order
+from .segment_stage import kept_before_keys, refuse_pending_per_key, refuse_row_order
 from .types import interval_us
 
 _COMPARE = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.EQ: "=", exp.NEQ: "!="}
@@ -356,6 +356,8 @@ def bind_segment_select(select: exp.Select, table: exp.Table, source: ir.Relatio
     # over a SYNC result: each row from rest, or with OVER (PARTITION BY k) each key's
     # ranges in start order (segment_stage.py says why both)
     state = ("per_key" if keys else "per_row") if synced else "carried"
+    if state == "per_key":  # the WHERE on the control first, as SQL has it before windows
+        source = kept_before_keys(select, source, view_name)
     return ir.SignalStage(source, program, ir.Schema(tuple(fields)), source.bounded, passthrough,
                           state=state, keys=keys)
 

@@ -111,6 +111,32 @@ def test_each_keys_ranges_are_one_signal_in_start_order(synced):
     assert np.abs(np.asarray(rows[0].f.samples) - rest).max() > 1e-2
 
 
+def test_a_where_on_the_control_applies_before_each_keys_state(ws, tmp_path):
+    """SQL applies WHERE before windows: ``WHERE c.kind = 'a'`` keeps x's [1000, 3000) and
+    [4500, 9000), which then do not meet (a gap: the filter restarts from rest) -- the
+    state does not run through the [3000, 4500) the WHERE drops. Oracle: scipy over the
+    kept rows' ranges only."""
+    folder, x = _recording(tmp_path)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512")
+    ranges = [("x", 1000, 3000, "a"), ("x", 3000, 4500, "b"), ("x", 4500, 9000, "a"),
+              ("y", 0, 2500, "a"), ("y", 2500, 4000, "b")]
+    (tmp_path / "ctl").mkdir()
+    pd.DataFrame({"id": np.arange(len(ranges), dtype=np.int64),
+                  "sensor": [r[0] for r in ranges], "a": [r[1] for r in ranges],
+                  "b": [r[2] for r in ranges], "kind": [r[3] for r in ranges]}).to_parquet(
+        tmp_path / "ctl" / "c.parquet")
+    ws.sql(f"CREATE STREAM ctl (id BIGINT, sensor STRING, a BIGINT, b BIGINT, kind STRING) "
+           f"FROM '{tmp_path / 'ctl'}' FORMAT parquet")
+    rows = {r.id: r for r in ws.sql(
+        "SELECT c.id, lowpass(s.ch1, 100.0) OVER (PARTITION BY c.sensor) AS f "
+        "FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b) WHERE c.kind = 'a'").collect()}
+    ids = [i for i, r in enumerate(ranges) if r[3] == "a"]
+    want = _oracle(x, [ranges[i][:3] for i in ids])
+    assert sorted(rows) == ids
+    for j, i in enumerate(ids):
+        np.testing.assert_allclose(rows[i].f.samples, want[j][0], atol=2e-6, err_msg=str(i))
+
 def test_what_per_key_state_over_sync_refuses(synced):
     ws, _ = synced
     # (threshold_ranges per key runs in batch, each key's open range flushed at its end;
@@ -294,6 +320,46 @@ def test_continuously_each_keys_state_crosses_micro_batches(ws, spark, tmp_path)
     # _progress: the control's (1 s, 3 s, 5 s): no row delivered later is below it
     assert sorted({r._progress for r in rows.values()}) == [
         pd.Timestamp(s, unit="s").to_pydatetime() for s in (1, 3, 5)]
+
+
+@pytest.mark.slow
+def test_continuously_a_where_on_the_control_applies_before_each_keys_state(ws, spark,
+                                                                           tmp_path):
+    """Continuously too, the WHERE on the control's columns keeps rows before the per-key
+    state: x's kept [1000, 3000) and [4500, 9000) do not meet (the dropped [3000, 4500)
+    is a gap), in one run and across two; oracle: scipy over the kept rows' ranges."""
+    folder, x = _recording(tmp_path)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512")
+    (tmp_path / "ctl").mkdir()
+    ws.sql(f"CREATE STREAM ctl (id BIGINT, sensor STRING, a BIGINT, b BIGINT, kind STRING, "
+           f"ts TIMESTAMP) FROM '{tmp_path / 'ctl'}' FORMAT parquet EVENT TIME ts "
+           "WATERMARK 1 SECOND")
+    runs = [[("x", 1000, 3000, "a", 0.1), ("x", 3000, 4500, "b", 0.2),
+             ("y", 0, 2500, "a", 0.3), ("x", 9000, 12000, "a", 3.0)],
+            [("x", 4500, 9000, "a", 2.5), ("y", 2500, 4000, "b", 2.6),
+             ("y", 4000, 6000, "a", 2.7), ("x", 3000, 3500, "a", 9.0)]]
+    written = []
+    for n, rows in enumerate(runs):
+        first = len(written)
+        written += rows
+        pd.DataFrame({"id": np.arange(first, len(written), dtype=np.int64),
+                      "sensor": [r[0] for r in rows], "a": [r[1] for r in rows],
+                      "b": [r[2] for r in rows], "kind": [r[3] for r in rows],
+                      "ts": pd.to_datetime([int(r[4] * 1e6) for r in rows], unit="us")
+                      .astype("datetime64[us]")}).to_parquet(tmp_path / "ctl" / f"c{n}.parquet")
+        q = ws.stream("SELECT c.id, lowpass(s.ch1, 100.0) OVER (PARTITION BY c.sensor) AS f "
+                      "FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b) WHERE c.kind = 'a'",
+                      tmp_path / "out", tmp_path / "ckpt")
+        q.await_termination()
+        assert q.error is None, q.error
+    got = {r.id: r for r in spark.read.parquet(str(tmp_path / "out")).collect()}
+    # synced: the rows below the progress (8 s); x's [3000, 3500) at 9 s waits
+    ids = [i for i, r in enumerate(written) if r[3] == "a" and r[4] < 8.0]
+    want = _oracle(x, [written[i][:3] for i in ids])
+    assert sorted(got) == ids
+    for j, i in enumerate(ids):
+        np.testing.assert_allclose(got[i].f.samples, want[j][0], atol=2e-6, err_msg=str(i))
 
 
 KEYED_JOB = """\
