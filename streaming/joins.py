@@ -13,7 +13,9 @@ Either side may be a view, CTE or subquery row by row over one catalog stream
 (:func:`.plan.row_by_row_stream`), its time column the stream's EVENT TIME passed through:
 the plan names it per stream (``views``), and such a join runs on the state store only
 (:mod:`.stateful.view_rows`). An interval join's side written inline is hoisted into an
-input of its own (``query``: the query before and after).
+input of its own (``query``: the query before and after). A CTE computing across a
+stream's rows (windows, aggregates) runs as a stream of its own before the join is planned
+(:mod:`.stream_parts`), so the join sees it as a catalog stream.
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ def _side(rel: ir.Relation | None, column: str, what: str, use: str, stmt) -> tu
                            "planner can follow", Span.of(stmt.node))
     stream = row_by_row_stream(
         rel, stmt, what, "join a view (or CTE, subquery) that filters, projects and computes "
-        "columns of one catalog stream's rows; compute anything across rows in a continuous "
-        "query of its own into a stream, and join that stream")
+        "columns of one catalog stream's rows, or a CTE of this query that computes across "
+        "the rows of catalog streams only (WITH m AS (SELECT _time AS t, k, avg(v) AS a FROM "
+        "s [RANGE ...] GROUP BY _time, k)): it runs as a stream of its own")
     if isinstance(rel, ir.StreamScan):
         return stream, None
     require_time_carried(rel, stream, column, what, use, stmt, code="NOT_IMPLEMENTED")

@@ -8,7 +8,9 @@ the stream's last row, nor ('linear') past the last value of an interpolated col
 per key each key's own bound -- which rows are final, and from where each key's rows must
 be kept. A RESAMPLE alone (with EMIT CHANGES too) runs on Spark's state store instead
 (:mod:`.stateful.resample`), whose kernel computes these same bounds per series; the
-re-evaluating runner keeps it under windows and with ``WAVESQL_STATEFUL=0``.
+re-evaluating runner keeps it under windows and with ``WAVESQL_STATEFUL=0``. Its input
+may be a view row by row over one stream, or a CTE computing across a stream's rows, which
+runs as a stream of its own first (:mod:`.stream_parts`).
 """
 
 from __future__ import annotations
@@ -101,8 +103,9 @@ def plan_resample(root: ir.Relation, queries: list, trees: list, scans: dict, st
     stream = row_by_row_stream(
         rel, stmt, "a continuous RESAMPLE's input",
         "RESAMPLE a view (or CTE, subquery) that filters, projects and computes columns of "
-        "one catalog stream's rows; compute anything across rows in a continuous query of "
-        "its own into a stream, and RESAMPLE that stream")
+        "one catalog stream's rows, or a CTE of this query that computes across the rows of "
+        "catalog streams only (WITH m AS (SELECT _time AS t, avg(v) AS a FROM s [RANGE ...] "
+        "GROUP BY _time)): it runs as a stream of its own")
     view = None if isinstance(rel, ir.StreamScan) else rel
     if view is not None:
         _check_time_carried(view, stream, time_col, stmt)
