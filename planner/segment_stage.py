@@ -242,8 +242,14 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
         df = df.repartition(1).sortWithinPartitions(start)
     if saved is None:
         return df.mapInArrow(run, rel.schema.ddl())
+    # a late row's columns for the late sink: not its segments (samples, not the row)
+    from wavesql.udfs.program import SPARK_TYPES
+
+    sigseg = SPARK_TYPES["sigseg"].replace(" ", "").lower()
+    shown = [c for c in passthrough if c not in rel.program.channels
+             and sigseg not in rel.schema.find(c).type.replace(" ", "").lower()]
     return _carry_keys(df.mapInArrow(run, f"{rel.schema.ddl()}, {_STATE} string"), holder,
-                       [c for c in passthrough if c not in rel.program.channels])
+                       shown)
 
 
 #: ``rt.streams`` entry of a continuous SYNC's per-key states (streaming/sync.py): a dict

@@ -321,6 +321,9 @@ class ReEvaluatingQuery(ContinuousQuery):
             late_parts.append(keyed["late"].select(
                 F.lit(self.inputs[0].stream.name).alias("_stream"),
                 F.col("_reason").alias(REASON), "_row"))
+            # (counted on time when it came, maybe in a batch before: a row in again here,
+            # late, so that rows_in = on_time + late + ... holds per batch)
+            report.rows_in += keyed["late_rows"]
             report.late += keyed["late_rows"]
         self._deliver_counted(out, batch_id, report, by_final=stateful)
         sinks.commit_all(late_parts, self.late_path, batch_id, self.late_format)

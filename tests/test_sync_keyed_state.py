@@ -306,7 +306,8 @@ def test_continuously_each_keys_state_crosses_micro_batches(ws, spark, tmp_path)
     assert "too late for its key's state" in late[0]._reason
     assert "[4000, 4200)" in late[0]._reason and "comes before [7000, 8000)" in late[0]._reason
     assert "sensor = 'y'" in late[0]._reason
-    assert json.loads(late[0]._row)["c"]["id"] == 9
+    assert json.loads(late[0]._row)["c"]["id"] == 9  # the control row, not its samples
+    assert "samples" not in late[0]._row
     kept = {i: r for i, r in enumerate(written) if i not in (9, 10)}
     rows = {r.id: r for r in delivered()}
     assert sorted(rows) == sorted(kept)  # each once
