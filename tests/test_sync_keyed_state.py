@@ -482,3 +482,35 @@ def test_a_timestamp_keys_saved_state_is_found_in_any_session_time_zone():
     assert _key_text(("a", paris)) == _key_text(("a", utc))
     assert _key_text(("a", utc)) == json.dumps(["a", "2026-03-01 12:30:00+00:00"])
     assert _key_text((None, 3)) == json.dumps([None, 3])
+
+
+def test_a_row_behind_its_keys_state_is_split_off_with_its_reason():
+    """No Spark: continuously a key's rows (start order) whose range starts before the end
+    of the key's last range -- one delivered before (``ends``) or one before it in the
+    batch -- are split off as late rows with their reason; NULL and empty ranges never
+    are; ``ends`` advances over the kept rows only."""
+    import pyarrow as pa
+
+    from wavesql.planner.segment_stage import _split_late
+
+    seg = pa.struct([("start", pa.int64()), ("rate", pa.float64()),
+                     ("samples", pa.list_(pa.float32()))])
+    rows = [(100, 50), None, (150, 0), (150, 20), (160, 10), (170, 30)]
+    piece = pa.RecordBatch.from_arrays(
+        [pa.array([None if r is None else {"start": r[0], "rate": 1.0,
+                                            "samples": [0.0] * r[1]} for r in rows], seg),
+         pa.array(range(len(rows)), pa.int64())], names=["ch1", "id"])
+    ends = {"ch1": (120, 160)}  # delivered: [120, 160)
+    kept, late = _split_late(piece, ["ch1"], ends, ("y",), ("sensor",))
+    assert kept.column("id").to_pylist() == [1, 2, 4, 5]  # [160, 170) meets [120, 160)
+    rows_late, reasons = late
+    assert rows_late.column("id").to_pylist() == [0, 3]
+    assert "[100, 150) of `ch1` (samples) for key (sensor = 'y') comes before [120, 160)" \
+        in reasons[0]
+    assert "[150, 170) of `ch1` (samples) for key (sensor = 'y') overlaps [120, 160)" \
+        in reasons[1]
+    assert all(r.startswith("too late for its key's state") for r in reasons)
+    assert ends == {"ch1": (170, 200)}
+    # nothing behind: all kept, None for the late rows
+    kept, late = _split_late(piece.slice(5), ["ch1"], {"ch1": (0, 170)}, ("y",), ("sensor",))
+    assert late is None and kept.num_rows == 1
