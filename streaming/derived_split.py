@@ -23,7 +23,7 @@ from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.sqltext import quote
 
-from . import stream_parts
+from . import derived_hoist, derived_over, stream_parts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +49,9 @@ class Split:
     parts: tuple[Part, ...]
     outer: str
     text: str  # the whole statement: errors in either part are shown in it
+    # parts that are views' queries (derived_hoist.ViewPart): their errors are in the
+    # view's text, raised at the view's name by derived_hoist.check_views
+    views: tuple = ()
 
     # (the first signal CTE's: a statement with one)
     name = property(lambda self: self.parts[0].name)
@@ -58,7 +61,30 @@ class Split:
 
 def find_split(stmt: Statement, text: str, catalog) -> Split | None:
     """The split of ``stmt`` (``text``: the full text its positions index) when some of
-    its CTEs read a signal and the rest does not; None when no CTE reads a signal."""
+    its CTEs read a signal and the rest does not -- or, with no such CTE, some of its
+    subqueries or views are signal queries (:mod:`.derived_hoist`); None when none is."""
+    split = _cte_split(stmt, text, catalog)
+    if split is not None:
+        return split
+    hoisted = derived_hoist.hoist(stmt, text, catalog, Split, Part, _part_time)
+    if hoisted is None:  # one SELECT over a signal's windows with OVER windows
+        return derived_over.over_split(stmt, text, catalog, Split, Part)
+    split, views = hoisted
+    return dataclasses.replace(split, views=views)
+
+
+def _part_time(select: exp.Select, name: str, catalog, where=None) -> tuple[str, bool] | None:
+    """``(time column, sync)`` of a SELECT that is a part (a signal query: its
+    ``start_time(...)`` column, raising when it has none; a SYNC: its control's event
+    time passed through), or None: a SYNC not passing it through is planned whole."""
+    if any(j.args.get("sync") for j in select.find_all(exp.Join)):
+        column = _select_sync_time(select, catalog)
+        return None if column is None else (column, True)
+    return _select_time(select, name, where if where is not None else select), False
+
+
+def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
+    """:func:`find_split` over the statement's CTEs."""
     node = stmt.node
     with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
     if with_ is None:
@@ -141,7 +167,12 @@ def _sync_time_column(cte: exp.CTE, catalog) -> str | None:
     """A SYNC CTE's column that is its control's event-time column passed through as it
     is -- the event time of its rows (the SYNC's ``_progress`` is in that time) --, or None
     (the control is not a catalog stream with an EVENT TIME, or no column passes it)."""
-    select = cte.this if isinstance(cte.this, exp.Select) else None
+    return _select_sync_time(cte.this, catalog)
+
+
+def _select_sync_time(select, catalog) -> str | None:
+    """:func:`_sync_time_column` of a SYNC's SELECT (a CTE's, a subquery's, a view's)."""
+    select = select if isinstance(select, exp.Select) else None
     source = select.args.get("from_") if select is not None else None
     table = source.this if source is not None else None
     stream = catalog.get(table.name) if isinstance(table, exp.Table) \
@@ -159,14 +190,20 @@ def _sync_time_column(cte: exp.CTE, catalog) -> str | None:
 
 def _time_column(cte: exp.CTE) -> str:
     """The CTE's column holding ``start_time(...)``, the event time of its rows."""
-    for projection in cte.this.selects if isinstance(cte.this, exp.Select) else []:
+    return _select_time(cte.this, cte.alias_or_name, cte, "the CTE")
+
+
+def _select_time(select, name: str, where, what: str = "it") -> str:
+    """The column of ``select`` (a signal query: a CTE's, a subquery's, a view's, named
+    ``name``) holding ``start_time(...)``; the error, at ``where``, when none does."""
+    for projection in select.selects if isinstance(select, exp.Select) else []:
         value = projection.this if isinstance(projection, exp.Alias) else projection
         if isinstance(value, exp.Anonymous) and str(value.this).lower() == "start_time":
             return projection.alias_or_name
     raise WaveSQLError(
-        "STREAMING_RULE", f"a continuous query over the rows of `{cte.alias_or_name}` needs "
-        "their event time: the CTE has no start_time(...) column", Span.of(cte),
-        hint=f"name the window's start in `{cte.alias_or_name}`, e.g. SELECT start_time(ch1) "
+        "STREAMING_RULE", f"a continuous query over the rows of `{name}` needs "
+        f"their event time: {what} has no start_time(...) column", Span.of(where),
+        hint=f"name the window's start in `{name}`, e.g. SELECT start_time(ch1) "
              "AS t, ...; its rows are then windowed and joined by t")
 
 

@@ -24,7 +24,7 @@ from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
-from . import derived, realtime, sinks
+from . import derived, derived_hoist, realtime, sinks
 from .kafka_signals import KafkaSignalQuery
 from .outputs import absolute, kafka_sink, late_path
 from .planning import plan_continuous, runs_whole, stateful_plan
@@ -78,6 +78,9 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
     if split is not None and all(p.sync or p.stream for p in split.parts) and \
             runs_whole(split, stmt, _bound_whole(session, stmt, text)):
         split = None  # SYNC CTEs under a rest row by row (...): one continuous query
+    if split is not None and split.views:  # (a view's query: its errors at the view's name)
+        derived_hoist.check_views(split, session.catalog, session.env,
+                                  lambda *a: derived._plan_signal_part(*a, plan_continuous))
     if split is not None:  # a CTE over a signal, the rest over its rows: streaming/derived.py
         def rest(overlay, outer_text):
             return start(overlay, outer_text, output, checkpoint, trigger=trigger, late=late,

@@ -1,0 +1,189 @@
+"""The other ways to write a query over a signal query's rows, cut as a signal CTE is.
+
+A query over the rows of a signal query (or of a SYNC) runs continuously in parts
+(:mod:`.derived`): the signal query as one part, the rest over its rows. The part is a CTE
+there (:mod:`.derived_split`); a SQL user writes the same query in two more ways, and
+:func:`hoist` cuts those into the same :class:`~.derived_split.Split`:
+
+- **a subquery in FROM or a JOIN** -- ``SELECT max(rms) FROM (SELECT start_time(ch1) AS
+  t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]) f [RANGE 10 SECONDS]``: the subquery's
+  body is the part, at its place in the text (every other character blanked), and in the
+  rest the parenthesized body is replaced by the part's name padded with blanks to the
+  body's length, the user's alias kept after it. So every offset is kept: an error in
+  either part points into the user's statement. The part is named like the alias (its
+  checkpoint folder ``derived/<alias>``) unless that name is already taken -- a CTE, a
+  catalog object, a table the statement reads, another part -- then ``<alias>_2``, ...
+- **a catalog view or a temporary view** whose query is a signal query or a SYNC --
+  ``CREATE VIEW f AS SELECT start_time(ch1) AS t, ...; SELECT max(rms) FROM f [RANGE ...]``:
+  the view's query is the part, named like the view, and the rest is the statement as
+  written (the view's name reads the part's rows). The part's errors are in the view's own
+  text: :func:`check_views` plans such parts first and raises their errors at the view's
+  name in the statement, naming the view.
+
+Only a SELECT reading a catalog signal in its FROM (in sample windows), or one with a SYNC
+JOIN over a catalog stream passing its EVENT TIME through, is a part, as for CTEs; one
+that reads a CTE is left to the whole query's planning (which refuses it as before). The
+rest may read no signal itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+from wavesql.catalog import objects as cat
+from wavesql.dialect import parse_statements
+from wavesql.errors import Span, WaveSQLError
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewPart:
+    """A part that is a view's query: where the statement names the view (errors of the
+    view's query are raised there)."""
+
+    name: str
+    where: Span
+
+
+def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple | None:
+    """``(split, view_parts)``: ``stmt`` (``text``: the full text its positions index) cut
+    at its signal subqueries and signal views, or None when it has none.
+    ``split_cls``/``part_cls``: :class:`~.derived_split.Split` and ``Part``;
+    ``time_columns(select, name, catalog)``: a part's ``(time column, sync)`` (raising when
+    a signal part has none), None when the SELECT is not a part."""
+    node = stmt.node
+    if not isinstance(node, exp.Query):
+        return None
+    with_ = node.args.get("with_")
+    ctes = {c.alias_or_name.lower() for c in with_.expressions} if with_ is not None else set()
+    subqueries, views = [], {}
+    for sq in node.find_all(exp.Subquery):
+        if isinstance(sq.parent, (exp.From, exp.Join)) and isinstance(sq.this, exp.Select) \
+                and _reads_signal(sq.this, catalog, ctes) \
+                and not _reads_ctes(sq.this, ctes):
+            found = time_columns(sq.this, sq.alias_or_name or "subquery", catalog)
+            if found is not None:
+                subqueries.append((sq, found))
+    for table in node.find_all(exp.Table):
+        name = table.name.lower()
+        if table.args.get("db") or name in ctes or name in views:
+            continue
+        view = catalog.get(table.name)
+        if not isinstance(view, cat.ViewDef):
+            continue
+        try:
+            (body,) = parse_statements(view.sql)
+        except WaveSQLError:
+            continue
+        if isinstance(body.node, exp.Select) and _reads_signal(body.node, catalog, set()):
+            found = time_columns(body.node, view.name, catalog, where=table)
+            if found is not None:
+                views[name] = (view, table, found)
+    # nested: only the innermost subqueries read the signal directly; an outer one is rest
+    subqueries = [(sq, f) for sq, f in subqueries
+                  if not any(o is not sq and o in sq.find_all(exp.Subquery)
+                             for o, _ in subqueries)]
+    if not subqueries and not views:
+        return None
+    hoisted = {id(t) for sq, _ in subqueries for t in sq.find_all(exp.Table)}
+    if any(id(t) not in hoisted and not t.args.get("db") and t.name.lower() not in ctes
+           and isinstance(catalog.get(t.name), cat.SignalDef) for t in node.find_all(exp.Table)):
+        return None  # a signal read beside them: planned whole (refused as before)
+    taken = ctes | {t.name.lower() for t in node.find_all(exp.Table)} | set(views)
+    parts, view_parts, outer = [], [], text
+    for sq, (time_column, sync) in sorted(subqueries, key=lambda s: _body_start(s[0])):
+        opened, closed = _parens(text, sq)
+        name = _fresh(sq.alias_or_name or "subquery", taken, catalog)
+        taken.add(name.lower())
+        if len(name) > closed + 1 - opened:
+            return None  # (cannot be: a body is longer than a name; then planned whole)
+        inner = _blank(_blank(text, 0, opened + 1), closed, len(text))
+        parts.append(part_cls(name, inner, time_column, sync=sync))
+        outer = outer[:opened] + name + " " * (closed + 1 - opened - len(name)) \
+            + outer[closed + 1:]
+    for name, (view, table, (time_column, sync)) in views.items():
+        parts.append(part_cls(view.name, view.sql, time_column, sync=sync))
+        view_parts.append(ViewPart(view.name, Span.of(table)))
+    return split_cls(tuple(parts), outer, text), tuple(view_parts)
+
+
+def check_views(split, catalog, env, plan_part) -> None:
+    """Plan each view part of ``split`` (``plan_part(catalog, env, part, text)``:
+    derived.py's ``_plan_signal_part``) and raise its error at the view's name in the
+    statement: the view's query is not in the statement's text, so its positions would
+    point elsewhere."""
+    for view in split.views:
+        part = next(p for p in split.parts if p.name == view.name)
+        try:
+            plan_part(catalog, env, part, part.inner)
+        except WaveSQLError as err:
+            raise WaveSQLError(err.code, f"in view `{view.name}` (its query runs as a part "
+                               f"of the continuous query): {err.message}", view.where,
+                               hint=err.hint, query=split.text) from None
+
+
+def _reads_signal(select: exp.Select, catalog, ctes: set) -> bool:
+    """Whether ``select`` itself (not a subquery of it) reads a catalog signal in its FROM
+    or its JOINs, naming its columns (a ``*`` of a signal's windows is its segments, which
+    signal functions outside it would read: not a part)."""
+    if any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+           for e in select.expressions):
+        return False
+    sources = [select.args["from_"].this] if select.args.get("from_") else []
+    sources += [j.this for j in select.args.get("joins") or []]
+    return any(isinstance(t, exp.Table) and not t.args.get("db")
+               and t.name.lower() not in ctes
+               and isinstance(catalog.get(t.name), cat.SignalDef) for t in sources)
+
+
+def _reads_ctes(select: exp.Select, ctes: set) -> bool:
+    return any(t.name.lower() in ctes for t in select.find_all(exp.Table)
+               if not t.args.get("db"))
+
+
+def _fresh(base: str, taken: set, catalog) -> str:
+    """``base`` or ``base_2``, ``base_3``, ...: the first no CTE, table of the statement,
+    catalog object or other part is named (the rest reads the part's rows by that name)."""
+    name, k = base, 1
+    while name.lower() in taken or catalog.get(name) is not None:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def _body_start(sq: exp.Subquery) -> int:
+    """The offset of the first positioned token of ``sq``'s body."""
+    starts = [s.start for s in (Span.of(n) for n in sq.this.walk()) if s is not None]
+    return min(starts)
+
+
+def _parens(text: str, sq: exp.Subquery) -> tuple[int, int]:
+    """The offsets of the "(" and ")" around ``sq``'s body, from the tokens (a comment or a
+    string literal saying "(" cannot mislead it)."""
+    from wavesql.dialect.dialect import WaveSQL
+
+    tokens = WaveSQL().tokenizer().tokenize(text)
+    first = _body_start(sq)
+    i = next(k for k, t in enumerate(tokens) if t.start >= first)
+    depth = 0
+    for k in range(i - 1, -1, -1):  # back to the unmatched "(" before the body
+        kind = tokens[k].token_type
+        if kind == TokenType.R_PAREN:
+            depth += 1
+        elif kind == TokenType.L_PAREN:
+            if depth == 0:
+                i = k
+                break
+            depth -= 1
+    depth = 0
+    for k in range(i, len(tokens)):
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[k].token_type, 0)
+        if depth == 0:
+            return tokens[i].start, tokens[k].start
+    raise WaveSQLError("PARSE_ERROR", "unbalanced parentheses", Span.of(sq))
+
+
+def _blank(text: str, a: int, b: int) -> str:
+    return text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]

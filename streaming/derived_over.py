@@ -1,0 +1,200 @@
+"""A signal query's own OVER windows, cut into the signal part and the rest over its rows.
+
+``SELECT start_time(ch1) AS t, avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) ROWS
+BETWEEN 4 PRECEDING AND CURRENT ROW) AS a FROM mic [SAMPLES 4096]`` is one SELECT over a
+signal's windows with an OVER window over them: the batch planner runs it (the window
+functions over the windows' rows), the continuous signal runner cannot (each window's row
+is final when the window is; nothing is carried across windows outside the signal
+functions). :func:`over_split` cuts it as a user would write it with a CTE:
+
+- **the part**: ``SELECT start_time(ch1) AS t, seg_rms(ch1) AS _w1 FROM mic [SAMPLES
+  4096]`` -- every *per-window expression* (a maximal expression reading the signal's
+  channels with no aggregate or window function in it) once, named by the user's alias
+  when it is a column of the SELECT as it is, else ``_w1``, ``_w2``, ...; a
+  ``start_time(<first channel>)`` column is added when none is there (the event time of
+  its rows). Its FROM clause stays at its place in the text (the list is laid out in the
+  room the user's list had, when it fits).
+- **the rest**: the user's text with each per-window expression replaced by its column's
+  name and the signal's FROM item by the part's name, each padded with blanks to the
+  length it replaces: every other offset is kept, so the rest's errors point into the
+  user's statement.
+
+Only the shape the batch planner runs the same way is cut: one SELECT reading one catalog
+signal in its FROM (no join, subquery, CTE, set operation or SYNC), with OVER windows and
+no aggregate outside them, no GROUP BY or HAVING. Any other shape -- and an expression
+whose text cannot be replaced safely (its text is checked to parse back to it) -- is not
+cut, and the signal runner's refusal stays, with its hint spelling the CTE form.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+from wavesql.catalog import objects as cat
+from wavesql.errors import Span
+
+#: nodes that are clauses or containers, never a per-window value themselves
+_CONTAINERS = (exp.Alias, exp.Ordered, exp.Order, exp.Window, exp.WindowSpec, exp.Select,
+               exp.From, exp.Where, exp.Table, exp.Star, exp.Identifier, exp.Join)
+
+
+def over_split(stmt, text: str, catalog, split_cls, part_cls):
+    """The split of ``stmt`` (``text``: the full text its positions index) when it is one
+    SELECT over a signal's windows with OVER windows (module docstring), else None."""
+    node = stmt.node
+    if not isinstance(node, exp.Select) or node.args.get("with_") or node.args.get("joins") \
+            or node.args.get("group") or node.args.get("having") \
+            or not any(True for _ in node.find_all(exp.Window)):
+        return None
+    if any(isinstance(n, (exp.Subquery, exp.Union)) for n in node.walk()) \
+            or any(isinstance(a, exp.AggFunc) and not isinstance(a.parent, exp.Window)
+                   for a in node.find_all(exp.AggFunc)):
+        return None
+    source = node.args.get("from_")
+    table = source.this if source is not None else None
+    signal = catalog.get(table.name) if isinstance(table, exp.Table) \
+        and not table.args.get("db") else None
+    if not isinstance(signal, cat.SignalDef):
+        return None
+    alias = table.alias_or_name.lower()
+    channels = {c.name.lower() for c in signal.channels}
+
+    def reads_channel(n) -> bool:
+        return any(c.name.lower() in channels and c.table.lower() in ("", alias)
+                   for c in n.find_all(exp.Column))
+
+    def per_window(n) -> bool:
+        return isinstance(n, exp.Expression) and not isinstance(n, _CONTAINERS) \
+            and reads_channel(n) and not any(
+                isinstance(d, (exp.AggFunc, exp.Window)) for d in n.walk())
+
+    found = []  # every maximal per-window expression, in the statement's order
+
+    def collect(n):
+        if per_window(n):
+            found.append(n)
+            return
+        for child in n.iter_expressions():
+            if not isinstance(child, exp.Table):
+                collect(child)
+
+    collect(node)
+    if not found:
+        return None
+    tokens = _tokens(text)
+    extents = [_extent(text, tokens, n) for n in found]
+    if any(e is None for e in extents):
+        return None
+    # the columns: each distinct expression once, named as the user did when it is a
+    # column of the SELECT as it is
+    taken = {i.name.lower() for i in node.find_all(exp.Identifier)} | channels
+    names, columns = {}, []  # expression's SQL -> column name; (text, name) of the part
+    for n in found:
+        if isinstance(n.parent, exp.Alias) and n.parent.parent is node:
+            names.setdefault(n.sql(), n.parent.alias)
+    for n, (a, b) in zip(found, extents):
+        key = n.sql()
+        if key not in names:
+            names[key] = _fresh("_w", taken)
+        taken.add(names[key].lower())
+        if all(c[1] != names[key] for c in columns):
+            columns.append((text[a:b], names[key]))
+    time_column = next((names[n.sql()] for n in found if isinstance(n, exp.Anonymous)
+                        and str(n.this).lower() == "start_time"), None)
+    if time_column is None:
+        time_column = _fresh("_wt", taken)
+        columns.append((f"start_time({signal.channels[0].name})", time_column))
+    # the signal's FROM item (table, alias, window) and the clause keyword before it
+    item = _span(table)
+    if item is None:
+        return None
+    item_a, item_b = item
+    name = _fresh(f"{table.alias_or_name}_windows", taken | {
+        t.name.lower() for t in node.find_all(exp.Table)}, catalog)
+    if len(name) > item_b - item_a:
+        return None
+    if any(c.table.lower() == alias for c in node.find_all(exp.Column)
+           if not any(_inside(_span(c), e) for e in extents)):
+        return None  # the signal's alias read outside the per-window expressions
+    # the rest: each expression by its column, the FROM item by the part's name
+    outer = text
+    for n, (a, b) in zip(found, extents):
+        column = names[n.sql()]
+        if len(column) > b - a:
+            return None
+        outer = outer[:a] + column + " " * (b - a - len(column)) + outer[b:]
+    outer = outer[:item_a] + name + " " * (item_b - item_a - len(name)) + outer[item_b:]
+    # the part: its list where the user's was when it fits, the FROM item at its place
+    select_at = next(t.start for t in tokens if t.token_type == TokenType.SELECT)
+    from_at = max(t.start for t in tokens if t.token_type == TokenType.FROM
+                  and t.start < item_a)
+    listed = "SELECT " + ", ".join(f"{e} AS {c}" for e, c in columns)
+    if select_at + len(listed) < from_at:
+        inner = _keep_lines(text, " " * select_at + listed + " " * (from_at - select_at
+                                                                    - len(listed)))
+        inner += text[from_at:item_b]
+        inner = inner + _keep_lines(text[item_b:], " " * (len(text) - item_b))
+    else:  # (a longer list: the FROM clause moves, only in the part)
+        inner = listed + " " + text[from_at:item_b]
+    return split_cls((part_cls(name, inner, time_column),), outer, text)
+
+
+def _fresh(base: str, taken: set, catalog=None) -> str:
+    name, k = (base + "1", 1) if base.startswith("_w") and base != "_wt" else (base, 1)
+    while name.lower() in taken or (catalog is not None and catalog.get(name) is not None):
+        k += 1
+        name = f"{base}{k}" if base.startswith("_w") else f"{base}_{k}"
+    return name
+
+
+def _keep_lines(text: str, inner: str) -> str:
+    """``inner`` with the newlines of ``text`` where it has blanks (line numbers kept)."""
+    return "".join("\n" if c == " " and i < len(text) and text[i] == "\n" else c
+                   for i, c in enumerate(inner))
+
+
+def _tokens(text: str):
+    from wavesql.dialect.dialect import WaveSQL
+
+    return WaveSQL().tokenizer().tokenize(text)
+
+
+def _span(n) -> tuple[int, int] | None:
+    """The offsets of the first and past the last positioned token of ``n``."""
+    spans = [Span.of(d) for d in n.walk() if (getattr(d, "meta", None) or {}).get("end")
+             is not None]
+    spans = [s for s in spans if s is not None]
+    if not spans:
+        return None
+    return min(s.start for s in spans), max(s.end for s in spans)
+
+
+def _extent(text: str, tokens, n) -> tuple[int, int] | None:
+    """Where expression ``n`` is written in ``text``: from its first token to the ")" that
+    closes the last open call -- checked: the text parses back to ``n`` (else None)."""
+    from wavesql.dialect.dialect import WaveSQL
+
+    span = _span(n)
+    if span is None:
+        return None
+    a, b = span
+    depth = 0
+    for t in tokens:
+        if t.start < a:
+            continue
+        if t.start >= b and depth <= 0:
+            break
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(t.token_type, 0)
+        if depth < 0:
+            return None
+        b = max(b, t.end + 1)
+    try:
+        back = exp.maybe_parse(text[a:b], dialect=WaveSQL)
+    except Exception:  # noqa: BLE001 (any parse failure: not replaceable safely)
+        return None
+    return (a, b) if back.sql() == n.sql() else None
+
+
+def _inside(span, extent) -> bool:
+    return span is not None and extent[0] <= span[0] and span[1] <= extent[1]

@@ -1,0 +1,259 @@
+"""A query over a signal query's rows written as a SQL user writes it, run continuously:
+the signal query as a subquery in FROM, as a catalog or temporary view, and a signal
+query's own OVER windows in one SELECT (streaming/derived_hoist.py, derived_over.py) --
+each cut into the parts a signal CTE is (streaming/derived.py).
+
+Oracles: numpy's RMS over each 4096-sample window of the samples written, then pandas
+(groupby per tumbling window, rolling) -- nothing from WaveSQL. The rewrites' texts are
+checked without Spark: every offset kept, the names the rest reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wavesql.errors import WaveSQLError
+from wavesql.udfs.wav import write_wav
+
+RATE = 8000
+N = 4096  # samples per window: 0.512 s
+EPOCH = dt.datetime(1970, 1, 1)
+BODY = "SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]"
+
+
+class _Catalog(dict):
+    def get(self, name):
+        return super().get(name.lower())
+
+
+def _catalog(**more):
+    from wavesql.catalog import SignalDef, StreamDef
+
+    return _Catalog(mic=SignalDef("mic", [("ch1", "FLOAT")], 8000.0, "/nowhere"),
+                    ctl=StreamDef("ctl", [("id", "BIGINT"), ("t0", "TIMESTAMP"),
+                                          ("t1", "TIMESTAMP")], "/nowhere", "json",
+                                  event_time="t0"), **more)
+
+
+def _split(text, catalog=None):
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.derived import find_split
+
+    (stmt,) = parse_statements(text)
+    return find_split(stmt, text, catalog if catalog is not None else _catalog())
+
+
+# -- the rewrites' texts (no Spark) ------------------------------------------------------
+
+@pytest.mark.parametrize("text, name", [
+    (f"SELECT max(rms) AS peak FROM ({BODY}) f [RANGE 2 SECONDS SLIDE 2 SECONDS]", "f"),
+    (f"SELECT max(f.rms) AS peak FROM ( -- a (\n{BODY}) [RANGE 2 SECONDS] AS f", "f"),
+    (f"SELECT e.id, f.rms FROM ctl e ASOF JOIN ({BODY}) f ON e.t0 >= f.t", "f"),
+    # the alias is a catalog stream's name: the part gets a fresh one, the alias is kept
+    (f"SELECT max(rms) AS peak FROM ({BODY}) ctl [RANGE 2 SECONDS]", "ctl_2"),
+    # nested: the subquery reading the signal is the part, the outer one is rest
+    (f"SELECT max(rms) FROM (SELECT t, rms FROM ({BODY}) g WHERE rms > 0.1) h "
+     "[RANGE 2 SECONDS]", "g"),
+])
+def test_a_signal_subquery_is_cut_where_it_is(text, name):
+    """The subquery's body is the part at its place; in the rest it is the part's name
+    padded to the body's length, the user's alias after it: every other offset kept."""
+    from wavesql.dialect import parse_statements
+
+    split = _split(text)
+    (part,) = split.parts
+    assert (part.name, part.time_column, part.sync) == (name, "t", False)
+    assert part.inner.index(BODY) == text.index(BODY) and part.inner.strip() == BODY \
+        or part.inner.strip().endswith(BODY)  # (the comment inside the parentheses)
+    assert len(split.outer) == len(text) and "mic" not in split.outer
+    tail = text[text.index(BODY) + len(BODY) + 1:]  # what follows the ")" is where it was
+    assert split.outer.endswith(tail)
+    (rest,) = parse_statements(split.outer)
+    assert name in {t.name for t in rest.node.find_all(__import__("sqlglot").exp.Table)}
+
+
+def test_a_sync_subquery_is_a_sync_part_and_a_view_is_a_part_named_like_it():
+    from wavesql.catalog import ViewDef
+
+    sync = ("SELECT c.t0 AS t, seg_rms(m.ch1) AS r FROM ctl c SYNC JOIN mic m "
+            "ON RANGE (c.t0, c.t1)")
+    text = f"SELECT count(*) AS n FROM ({sync}) s [RANGE 2 SECONDS]"
+    (part,) = _split(text).parts
+    assert (part.name, part.time_column, part.sync) == ("s", "t", True)
+    assert part.inner.index(sync) == text.index(sync)
+    # a SYNC not passing its control's event time through: planned whole, as before
+    assert _split(text.replace("c.t0 AS t", "c.id AS t")) is None
+
+    catalog = _catalog(fv=ViewDef("fv", BODY))
+    text = "SELECT max(rms) AS peak FROM fv [RANGE 2 SECONDS]"
+    split = _split(text, catalog)
+    assert [(p.name, p.inner, p.time_column) for p in split.parts] == [("fv", BODY, "t")]
+    assert split.outer == text and [v.where.start for v in split.views] == [29]
+
+
+def test_errors_point_into_the_users_statement():
+    """A signal subquery without start_time(...): refused at the subquery; a view's
+    query's error (check_views) at the view's name, naming the view."""
+    from wavesql.catalog import ViewDef
+    from wavesql.streaming.derived_hoist import check_views
+
+    text = ("SELECT max(rms) FROM (SELECT seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]) f "
+            "[RANGE 2 SECONDS]")
+    with pytest.raises(WaveSQLError) as e:
+        _split(text)
+    assert e.value.code == "STREAMING_RULE" and "`f`" in e.value.message
+    assert text.index("seg_rms") <= e.value.span.start < text.index(") f")
+
+    catalog = _catalog(fv=ViewDef("fv", BODY))
+    text = "SELECT rms,\n  max(rms) OVER (ORDER BY t ROWS 2 PRECEDING) AS m FROM fv"
+    split = _split(text, catalog)
+
+    def plan_part(catalog, env, part, part_text):
+        raise WaveSQLError("NOT_IMPLEMENTED", "no", __import__(
+            "wavesql.errors").errors.Span(7, 17))
+
+    with pytest.raises(WaveSQLError) as e:
+        check_views(split, catalog, None, plan_part)
+    assert e.value.span.start == text.index("fv") and "view `fv`" in e.value.message
+    assert "line 2" in e.value.render()
+
+
+def test_a_signal_querys_own_over_window_is_cut_into_the_cte_form():
+    """The per-window expressions in the part (under the user's alias when it has one),
+    the OVER windows over its columns in the rest, each replaced text padded: every
+    other offset kept."""
+    text = ("SELECT start_time(ch1) AS t, avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) "
+            "ROWS BETWEEN 4 PRECEDING AND CURRENT ROW) AS a FROM mic [SAMPLES 4096]")
+    split = _split(text)
+    (part,) = split.parts
+    assert (part.name, part.time_column) == ("mic_windows", "t")
+    assert " ".join(part.inner.split()) == \
+        "SELECT start_time(ch1) AS t, seg_rms(ch1) AS _w1 FROM mic [SAMPLES 4096]"
+    assert part.inner.index("FROM mic") == text.index("FROM mic")
+    assert " ".join(split.outer.split()) == ("SELECT t AS t, avg(_w1 ) OVER (ORDER BY t "
+                                              "ROWS BETWEEN 4 PRECEDING AND CURRENT ROW) AS a "
+                                              "FROM mic_windows")
+    assert split.outer.index("ROWS") == text.index("ROWS") and len(split.outer) == len(text)
+    # no start_time(...) written: one is added as the part's event time
+    split = _split("SELECT avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) ROWS 2 PRECEDING) "
+                   "AS a FROM mic m [SAMPLES 4096] WHERE seg_rms(m.ch1) > 0.1")
+    assert split.parts[0].time_column == "_w2" and "WHERE _w3" in split.outer
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT max(seg_rms(ch1)) FROM mic [SAMPLES 4096]",  # an aggregate: needs a window
+    "SELECT start_time(ch1) AS t, seg_rms(ch1) AS r FROM mic [SAMPLES 4096]",  # row by row
+    "SELECT count(*) OVER (ORDER BY start_time(ch1)) AS n, max(seg_rms(ch1)) AS m "
+    "FROM mic [SAMPLES 4096]",
+])
+def test_other_shapes_are_not_cut(text):
+    assert _split(text) is None
+
+
+# -- end to end (Spark) --------------------------------------------------------------------
+
+def _recording(seconds: int) -> np.ndarray:
+    n = seconds * RATE
+    rng = np.random.default_rng(11)
+    amplitude = np.repeat(rng.uniform(0.1, 0.9, seconds // 2 + 1), 2 * RATE)[:n]
+    x = amplitude * np.sin(np.arange(n) * 2 * np.pi * 440 / RATE) + rng.normal(0, 0.02, n)
+    return x.astype(np.float32)
+
+
+def _features(x: np.ndarray) -> pd.DataFrame:
+    """Each window's start (seconds) and RMS, numpy over the samples."""
+    starts = np.arange(0, len(x), N)
+    rms = [np.sqrt(np.mean(x[s:s + N].astype(np.float64) ** 2)) for s in starts]
+    return pd.DataFrame({"t": starts / RATE, "rms": rms})
+
+
+def _seconds(column: pd.Series) -> np.ndarray:
+    return np.array([(v - EPOCH).total_seconds() for v in column])
+
+
+def _setup(ws, tmp_path, seconds):
+    x = _recording(seconds)
+    (tmp_path / "rec").mkdir()
+    write_wav(tmp_path / "rec" / "r_000.wav", x, RATE, "float32")
+    (tmp_path / "rec" / "done.eof").write_text("")
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{tmp_path / 'rec'}' "
+           "FORMAT wav")
+    return _features(x)
+
+
+def _run(ws, spark, tmp_path, sql) -> pd.DataFrame:
+    cq = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    cq.await_termination()
+    return spark.read.parquet(str(tmp_path / "out")).toPandas()
+
+
+def _windowed(feats: pd.DataFrame) -> pd.DataFrame:
+    # [RANGE 2 SECONDS SLIDE 2 SECONDS] at instant i holds t in (i - 2, i]
+    feats = feats.assign(instant=np.ceil(feats["t"] / 2.0) * 2.0)
+    return feats.groupby("instant").agg(peak=("rms", "max"), n=("rms", "size")).reset_index()
+
+
+@pytest.mark.spark
+def test_windows_over_a_signal_subquery(ws, spark, tmp_path):
+    """Tumbling windows over a FROM subquery's per-window RMS: each window once, equal to
+    pandas over numpy's RMS; the part's folder is named after the alias."""
+    feats = _setup(ws, tmp_path, 8)  # (the last 2 s window closes at the end: 8 s)
+    got = _run(ws, spark, tmp_path, f"SELECT max(rms) AS peak, count(*) AS n FROM ({BODY}) f "
+                                    "[RANGE 2 SECONDS SLIDE 2 SECONDS]")
+    want = _windowed(feats)
+    got = got.assign(instant=_seconds(got["_time"])).sort_values("instant")
+    assert got["instant"].tolist() == want["instant"].tolist()
+    assert got["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
+    assert (tmp_path / "ckpt" / "derived" / "f" / "rows").is_dir()
+
+
+@pytest.mark.spark
+def test_a_signal_querys_own_over_window(ws, spark, tmp_path):
+    """One SELECT: the moving average of the RMS over the last 5 windows, ordered by the
+    window's start, equal to pandas rolling(5) over numpy's RMS."""
+    feats = _setup(ws, tmp_path, 6)
+    got = _run(ws, spark, tmp_path, "SELECT start_time(ch1) AS t, avg(seg_rms(ch1)) OVER "
+               "(ORDER BY start_time(ch1) ROWS BETWEEN 4 PRECEDING AND CURRENT ROW) AS a "
+               "FROM mic [SAMPLES 4096]")
+    got = got.assign(s=_seconds(got["t"])).sort_values("s").reset_index(drop=True)
+    want = feats["rms"].rolling(5, min_periods=1).mean()
+    assert got["s"].tolist() == feats["t"].tolist()
+    np.testing.assert_allclose(got["a"], want, rtol=1e-6)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("temporary", [False, True])
+def test_windows_over_a_signal_view(ws, spark, tmp_path, temporary):
+    """A catalog view and a temporary view whose query is the signal query: windowed as a
+    stream, equal to pandas; the part's folder named after the view."""
+    feats = _setup(ws, tmp_path, 6)
+    ws.sql(f"CREATE {'TEMPORARY ' if temporary else ''}VIEW fv AS {BODY}")
+    got = _run(ws, spark, tmp_path, "SELECT max(rms) AS peak, count(*) AS n FROM fv "
+                                    "[RANGE 2 SECONDS SLIDE 2 SECONDS]")
+    want = _windowed(feats)
+    got = got.assign(instant=_seconds(got["_time"])).sort_values("instant")
+    assert got["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
+    assert (tmp_path / "ckpt" / "derived" / "fv" / "rows").is_dir()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_explain_stream_of_a_subquery_and_a_view_error(ws, spark, tmp_path):
+    """EXPLAIN STREAM shows the parts of the subquery form; a view whose signal query
+    cannot run continuously is refused at the view's name in the statement."""
+    _setup(ws, tmp_path, 2)
+    text = ws.explain(f"SELECT max(rms) AS peak FROM ({BODY}) f [RANGE 2 SECONDS]",
+                      mode="STREAM")
+    assert "2 parts under one handle" in text and "signal part `f`" in text
+    ws.sql("CREATE VIEW nv AS SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms "
+           "FROM mic [SAMPLES 4096] LIMIT 3")
+    sql = "SELECT max(rms) AS peak FROM nv [RANGE 2 SECONDS]"
+    with pytest.raises(WaveSQLError) as e:
+        ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    assert e.value.span.start == sql.index("nv") and "view `nv`" in e.value.message
