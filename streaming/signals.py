@@ -70,7 +70,11 @@ rms FROM mic [SAMPLES 4096])`` -- with a stream query around it (a CQL window, G
 window, OVER windows, an ASOF or interval join with catalog streams) runs as two continuous
 queries under one handle (:mod:`.derived`): this runner for the CTE, writing its final rows
 and its progress into the checkpoint, and the stream runners for the rest, reading them as
-a stream whose event time is the CTE's ``start_time(...)`` column.
+a stream whose event time is the CTE's ``start_time(...)`` column. The same signal query
+as a subquery or a view's query is cut the same way (:mod:`.derived_hoist`), and OVER
+windows in the signal query's own SELECT are cut into that form (:mod:`.derived_over`)
+before this runner sees them; what still reaches the refusals below is what the batch
+planner would not run the same way over a stream (an aggregate with no window).
 """
 
 from __future__ import annotations
