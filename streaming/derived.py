@@ -567,7 +567,8 @@ def explain(spark, catalog, split: Split, explain_plan, plan_continuous) -> str:
         return "\n".join("  " + line for line in text.splitlines())
 
     names = ", ".join(f"`{p.part.name}`" for p in planned)
-    lines = [f"{len(planned) + 1} parts under one handle (a query over the rows of signal "
+    signal = "" if all(p.part.stream for p in planned) else "signal "
+    lines = [f"{len(planned) + 1} parts under one handle (a query over the rows of {signal}"
              f"CTE{'s' if len(planned) > 1 else ''} {names})"]
     for p, inner_text in zip(planned, inner_texts):
         kind = "SYNC part" if p.part.sync else "stream part" if p.part.stream \

@@ -234,8 +234,8 @@ _JOIN = "SELECT e.id, m.a FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.{t}"
     ("SELECT _time, k, max(v) AS a FROM s [RANGE 10 SECONDS] GROUP BY _time, k",
      _JOIN.format(t="_time"), "_time"),
     # an OVER window's rows: the stream's event time passed through
-    ("SELECT ts AS at, k, avg(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 5 "
-     "SECONDS PRECEDING AND CURRENT ROW) AS a FROM s", _JOIN.format(t="at"), "at"),
+    ("SELECT ts, k, avg(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 5 "
+     "SECONDS PRECEDING AND CURRENT ROW) AS a FROM s", _JOIN.format(t="ts"), "ts"),
     ("SELECT _time AS t, k, avg(v) AS a FROM s [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY "
      "_time, k", "SELECT t, k, a FROM RESAMPLE(m, t, INTERVAL 5 SECONDS, 'prev')", "t"),
     # row by row (a view the join follows), or windowed but not joined: not a part
@@ -283,7 +283,7 @@ def test_explain_stream_shows_the_stream_part_and_the_rest(ws, tmp_path):
 
     _define(ws, tmp_path)
     text = ws.explain(ASOF, "STREAM")
-    assert "2 parts under one handle" in text, text
+    assert "2 parts under one handle (a query over the rows of CTE `m`)" in text, text
     assert "stream part `m`: rows and one punctuation row per batch to " \
            "<checkpoint>/derived/m/rows, event time t" in text, text
     assert "rest: over `m`'s rows (columns t, k, a, n)" in text, text
@@ -295,3 +295,31 @@ def test_explain_stream_shows_the_stream_part_and_the_rest(ws, tmp_path):
     assert err.value.code == "NOT_IMPLEMENTED" and "`m` is a continuous asof query" \
         in err.value.message, str(err.value)
     assert not (tmp_path / "ckpt").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_asof_join_with_an_over_window_average_across_runs(ws, spark, tmp_path):
+    """An OVER window (each reading with the average of its key's last 5 s, both ends
+    in) as the ASOF JOIN's right side, a stream part on the state store, over two runs:
+    equal to pandas' rolling('5s', closed='both') per key and merge_asof, for the events
+    below the readings' progress (a reading at the progress itself may still come)."""
+    over = ("SELECT ts, k, avg(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN "
+            "INTERVAL 5 SECONDS PRECEDING AND CURRENT ROW) AS a FROM s")
+    readings, events, _, _, progress = _two_runs(
+        ws, spark, tmp_path, f"WITH m AS ({over}) SELECT e.id, e.k, e.ts, m.ts AS t, m.a "
+        "FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.ts")
+    frame = pd.DataFrame(readings).sort_values("ts")
+    frame["when"] = pd.to_datetime(frame["ts"], unit="ms")
+    rolled = []
+    for _, g in frame.groupby("k"):
+        g = g.set_index("when")
+        g["a"] = g["v"].rolling("5s", closed="both").mean()
+        rolled.append(g.reset_index())
+    right = pd.concat(rolled).rename(columns={"ts": "t"})[["t", "k", "a"]]
+    right = right[right["t"] < progress]
+    want = _asof(events, right, progress)
+    got = _read(spark, tmp_path / "out")
+    assert len(want) > 20
+    assert list(got["id"]) == list(want["id"]) and list(got["t"]) == list(want["t"])
+    np.testing.assert_allclose(got["a"], want["a"], rtol=1e-12)
