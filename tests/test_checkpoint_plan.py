@@ -650,3 +650,65 @@ def test_probing_checks_without_writing(binder, tmp_path):
         assert json.loads((ckpt / "wavesql.json").read_text())["plan"] == new.plan
     assert not (empty / "offsets").exists()
     assert cp.check(str(empty), new)["plan"] == new.plan  # not probing: checks as before
+
+
+def test_a_signal_query_that_failed_in_its_first_batch_runs_fixed(ws, spark, tmp_path):
+    """The signal-files runner's checkpoint after a failed batch 0 holds nothing: the fixed
+    query takes it and reads the recording from its first sample."""
+    root = tmp_path / "sigfix"
+    x = np.random.default_rng(11).standard_normal(2048).astype(np.float32)
+    _wav(root / "rec", "r0", x)
+    (root / "rec" / "done.eof").write_text("")
+    ws.sql(f"CREATE SIGNAL fmic (ch1 FLOAT) RATE {RATE} HZ FROM '{root / 'rec'}' FORMAT wav")
+    out, ckpt = root / "out", root / "ckpt"
+    windows = "FROM fmic [SAMPLES 256]"
+    try:
+        cq = ws.stream(f"SELECT start_sample(ch1) AS s, assert_true(seg_rms(ch1) < 0) AS bad "
+                       f"{windows}", out, ckpt)
+        cq.await_termination()
+        failed = cq.error
+    except Exception as e:  # noqa: BLE001 - how the failure surfaces does not matter here
+        failed = e
+    assert failed is not None and (ckpt / "wavesql.json").exists()
+    assert "bad" in (ckpt / "wavesql.json").read_text()
+    _run(ws, f"SELECT start_sample(ch1) AS s, seg_rms(ch1) AS rms {windows}", out, ckpt)
+    got = spark.read.parquet(str(out)).toPandas().sort_values("s")
+    starts = np.arange(0, 2048, 256)
+    assert got["s"].tolist() == starts.tolist()
+    np.testing.assert_allclose(got["rms"], [np.sqrt(np.mean(x[s:s + 256].astype(np.float64)
+                                                            ** 2)) for s in starts], rtol=1e-6)
+
+
+def test_a_query_signal_refuses_its_stream_defined_anew(ws, spark, tmp_path):
+    """A signal defined by a query over stream ``readings``: the stream re-created over
+    another folder is refused by name (the state is of the old folder's samples); with the
+    same folder and another WATERMARK and HEARTBEAT the query runs on, every window once,
+    its RMS numpy's."""
+    root = tmp_path / "qsig"
+    x = np.random.default_rng(13).standard_normal(512).astype(np.float32)
+
+    def put(name, a, b):
+        (root / "readings").mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"n": np.arange(a, b, dtype=np.int64), "ax": x[a:b],
+                      "ts": pd.to_datetime(np.arange(a, b) * (1e6 / 64), unit="us")
+                      .astype("datetime64[us]")}).to_parquet(root / "readings" / f"{name}.parquet")
+
+    stream = ("CREATE OR REPLACE STREAM readings (n BIGINT, ax FLOAT, ts TIMESTAMP) FROM '{}' "
+              "FORMAT parquet EVENT TIME ts WATERMARK {}")
+    put("r0", 0, 256)
+    ws.sql(stream.format(root / "readings", "1 SECOND"))
+    ws.sql(ACC.format(source="readings"))
+    out, ckpt = root / "out", root / "ckpt"
+    cq = _run(ws, ACC_QUERY, out, ckpt)
+    assert type(cq).__name__ == "QuerySignalQuery"
+    (root / "moved").mkdir()
+    ws.sql(stream.format(root / "moved", "1 SECOND"))
+    _mismatch(ws, ACC_QUERY, out, ckpt, "query's stream readings path changed")
+    ws.sql(stream.format(root / "readings", "5 SECONDS HEARTBEAT 1 SECOND"))
+    put("r1", 256, 512)
+    _run(ws, ACC_QUERY, out, ckpt)
+    got = spark.read.parquet(str(out)).toPandas().sort_values("s")
+    starts = np.arange(0, 512, 64)
+    assert got["s"].tolist() == starts.tolist()
+    np.testing.assert_allclose(got["r"], [np.sqrt(np.mean(x[s:s + 64].astype(np.float64) ** 2))
+                                          for s in starts], rtol=1e-6)
