@@ -308,7 +308,7 @@ def test_asof_join_with_an_over_window_average_across_runs(ws, spark, tmp_path):
             "INTERVAL 5 SECONDS PRECEDING AND CURRENT ROW) AS a FROM s")
     readings, events, _, _, progress = _two_runs(
         ws, spark, tmp_path, f"WITH m AS ({over}) SELECT e.id, e.k, e.ts, m.ts AS t, m.a "
-        "FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.ts")
+        "FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.ts", crash=True)
     frame = pd.DataFrame(readings).sort_values("ts")
     frame["when"] = pd.to_datetime(frame["ts"], unit="ms")
     rolled = []
