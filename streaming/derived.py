@@ -394,7 +394,7 @@ def _plan_signal_part(catalog, env, part: Part, text: str, plan_continuous) -> _
         plan = plan_continuous(bound.relation, stmt)
         if part.stream:  # a CTE across a stream's rows (streaming/stream_parts.py)
             stream_parts.check_mode(plan, stmt, part.name)
-            kept = stream_parts.columns(bound, stmt.node.named_selects, part.name, stmt)
+            kept = stream_parts.columns(bound, stmt.node)
             return _Planned(part, stmt, bound, plan, kept)
     except WaveSQLError as err:  # (same positions: the other part is only blanked)
         raise err.with_query(text) from None

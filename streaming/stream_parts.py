@@ -41,7 +41,6 @@ from sqlglot import exp
 from wavesql.catalog import objects as cat
 from wavesql.dialect import nodes as wn
 from wavesql.errors import Span, WaveSQLError
-from wavesql.sqltext import quote
 
 #: the plan modes whose rows come out at or above every ``_progress`` delivered before
 ORDERED_MODES = ("windowed", "over", "resample")
@@ -109,7 +108,9 @@ def time_column(cte: exp.CTE, catalog) -> str:
     found = passed("_time")
     for event in sorted(events):
         found = found or passed(event)
-    if found is not None:
+    if found is None and select is not None and select.is_star and len(events) == 1:
+        found = next(s.event_time for s in _streams_read(cte.this, set(), catalog))
+    if found is not None:  # (a `*` passes the stream's event time through)
         return found
     name = cte.alias_or_name
     raise WaveSQLError(
@@ -153,17 +154,17 @@ def check_mode(plan, stmt, name: str) -> None:
                  "sink's stream")
 
 
-def columns(bound, select_names: list[str], name: str, stmt) -> tuple:
-    """The part's columns -- the CTE's own select names, in order, typed as bound (a
-    windowed query adds ``_time``, ``_final``, ``_progress``, kept only when selected)."""
-    fields = []
-    for n in select_names:
-        field = bound.relation.schema.find(n)
-        if field is None:  # (every select name is in the bound schema: a guard)
-            raise WaveSQLError("NOT_IMPLEMENTED", f"`{name}`'s column {quote(n)} is not in "
-                               "its continuous query's result", Span.of(stmt.node))
-        fields.append(field)
-    return tuple(fields)
+def columns(bound, node: exp.Expression) -> tuple:
+    """The part's columns: the CTE's own select names, in order, typed as bound (a windowed
+    query adds ``_time``, ``_final``, ``_progress``: kept only when selected); with a
+    ``*``, the bound result's columns but ``_final`` and ``_progress``."""
+    from .report import FINAL, PROGRESS
+
+    fields = bound.relation.schema.fields
+    if not isinstance(node, exp.Select) or node.is_star:
+        return tuple(f for f in fields if f.name not in (FINAL, PROGRESS))
+    by_name = {f.name.lower(): f for f in fields}
+    return tuple(by_name[n.lower()] for n in node.named_selects if n.lower() in by_name)
 
 
 class StreamPartRows:

@@ -238,6 +238,8 @@ _JOIN = "SELECT e.id, m.a FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.{t}"
      "SECONDS PRECEDING AND CURRENT ROW) AS a FROM s", _JOIN.format(t="ts"), "ts"),
     ("SELECT _time AS t, k, avg(v) AS a FROM s [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY "
      "_time, k", "SELECT t, k, a FROM RESAMPLE(m, t, INTERVAL 5 SECONDS, 'prev')", "t"),
+    ("SELECT *, avg(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 5 SECONDS "
+     "PRECEDING AND CURRENT ROW) AS a FROM s", _JOIN.format(t="ts"), "ts"),
     # row by row (a view the join follows), or windowed but not joined: not a part
     ("SELECT ts AS t, k, v * 2 AS a FROM s WHERE v > 0", _JOIN.format(t="t"), None),
     (WINDOWED, "SELECT t, a FROM m WHERE a > 0", None),
