@@ -13,7 +13,7 @@ import re
 
 __all__ = ["chain", "facts", "label", "listed", "normalized_sql", "readable", "short"]
 
-#: Definition fields that do not count (module docstring: compatible changes).
+#: Definition fields that do not count (checkpoint_plan.py's docstring: compatible changes).
 _SKIPPED_FIELDS = {"version", "created_at", "updated_at", "heartbeat_us", "watermark_us",
                    "schema", "bounded", "tree", "source_offset"}
 
@@ -25,10 +25,10 @@ _SECRET = re.compile(r"password|secret|jaas|token|credential|\.key$", re.IGNOREC
 
 #: Reader options that decide how much a micro-batch reads, or where a NEW query starts
 #: (Spark reads a restarted query's position from its offset log), not what the state
-#: means: left out of the fingerprint (module docstring). Kafka's (sources/kafka.py
-#: ``_SOURCE_OPTIONS`` less ``includeHeaders`` and ``ending*``, which change the rows) and
-#: Spark's file source's rate and clean-up options (``fileNameOnly`` changes which files
-#: count as seen: it counts).
+#: means: left out of the fingerprint (checkpoint_plan.py's docstring). Kafka's
+#: (sources/kafka.py ``_SOURCE_OPTIONS`` less ``includeHeaders`` and ``ending*``, which
+#: change the rows) and Spark's file source's rate and clean-up options
+#: (``fileNameOnly`` changes which files count as seen: it counts).
 _OPERATIONAL = frozenset({
     "startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp",
     "startingoffsetsbytimestampstrategy", "starting", "failondataloss",
@@ -77,9 +77,10 @@ def readable(relation, pairs) -> tuple[tuple[str, str], ...]:
 
 def facts(bound, plan=None, *, emit_changes: bool = False,
           catalog=None) -> tuple[tuple[str, str], ...]:
-    """The fingerprinted facts of a bound query, ``(name, value)`` in plan order (module
-    docstring: what counts and what does not; a field at its default is listed but not
-    hashed, so that a defaulted field a release adds keeps old fingerprints)."""
+    """The fingerprinted facts of a bound query, ``(name, value)`` in plan order
+    (checkpoint_plan.py's docstring: what counts and what does not; a field at its default
+    is listed but not hashed, so that a defaulted field a release adds keeps old
+    fingerprints)."""
     return tuple((n, v) for n, v, _ in listed(bound, plan, emit_changes, catalog))
 
 

@@ -53,9 +53,10 @@ same thing after them:
   ``token``, ``credential``, ``*.key``: never written to the marker) -- also where the
   stream is named in another node's field (a windowed join's ``joint``): relations and
   catalog objects there are named, never written field by field;
-- operational reader options (:data:`.checkpoint_facts._OPERATIONAL`: Kafka's ``maxOffsetsPerTrigger``,
-  ``startingOffsets``, ``failOnDataLoss``, ``minPartitions``, ...; the file source's
-  ``maxFilesPerTrigger``, ``latestFirst``, ``maxFileAge``, ``cleanSource``): how much a
+- operational reader options (:data:`.checkpoint_facts._OPERATIONAL`: Kafka's
+  ``maxOffsetsPerTrigger``, ``startingOffsets``, ``failOnDataLoss``, ``minPartitions``,
+  ...; the file source's ``maxFilesPerTrigger``, ``latestFirst``, ``maxFileAge``,
+  ``cleanSource``): how much a
   batch reads, or where a NEW query starts (a restart reads its position from Spark's
   offset log).
 
