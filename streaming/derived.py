@@ -47,8 +47,9 @@ on the runner it fits, all under one handle (:class:`DerivedPipeline`):
 
 The rest is bound and planned before any signal part starts, so its errors come before
 anything runs; so does every part's checkpoint marker check and the rest's
-(:func:`_check_markers`: a part must not run a batch under a query the rest refuses). With ``availableNow`` the signal parts run to their end before the rest
-starts (the rest's trigger would otherwise see only the rows present when it started);
+(:func:`_check_markers`: a part must not run a batch under a query the rest refuses).
+With ``availableNow`` the signal parts run to their end before the rest starts (the
+rest's trigger would otherwise see only the rows present when it started);
 with ``every ...`` all run at once, and when one stops the others are stopped. All are
 restart-safe: each resumes from its own checkpoint, and a signal batch re-run after a
 crash that came after its folder was committed keeps that folder (the same rows: the batch
