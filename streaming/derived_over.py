@@ -41,27 +41,42 @@ _CONTAINERS = (exp.Alias, exp.Ordered, exp.Order, exp.Window, exp.WindowSpec, ex
 
 def over_split(stmt, text: str, catalog, split_cls, part_cls):
     """The split of ``stmt`` (``text``: the full text its positions index) when it is one
-    SELECT over a signal's windows with OVER windows (module docstring), else None."""
+    SELECT over a signal's windows -- or over a SYNC of a catalog stream -- with OVER
+    windows (module docstring), else None."""
     node = stmt.node
-    if not isinstance(node, exp.Select) or node.args.get("with_") or node.args.get("joins") \
+    if not isinstance(node, exp.Select) or node.args.get("with_") \
             or node.args.get("group") or node.args.get("having") \
             or not any(True for _ in node.find_all(exp.Window)):
         return None
+    if any(isinstance(w.this, exp.Anonymous) for w in node.find_all(exp.Window)):
+        return None  # a signal function per key (OVER (PARTITION BY k)): its own state
     if any(isinstance(n, (exp.Subquery, exp.Union)) for n in node.walk()) \
             or any(isinstance(a, exp.AggFunc) and not isinstance(a.parent, exp.Window)
                    for a in node.find_all(exp.AggFunc)):
         return None
     source = node.args.get("from_")
     table = source.this if source is not None else None
-    signal = catalog.get(table.name) if isinstance(table, exp.Table) \
+    first = catalog.get(table.name) if isinstance(table, exp.Table) \
         and not table.args.get("db") else None
-    if not isinstance(signal, cat.SignalDef):
+    joins = node.args.get("joins") or []
+    signals = [catalog.get(j.this.name) for j in joins if isinstance(j.this, exp.Table)
+               and not j.this.args.get("db") and j.args.get("sync")]
+    sync = bool(joins)
+    if sync:  # FROM a catalog stream with an EVENT TIME, SYNC JOINs of catalog signals
+        if not (isinstance(first, cat.StreamDef) and first.event_time is not None
+                and len(signals) == len(joins)
+                and all(isinstance(g, cat.SignalDef) for g in signals)):
+            return None
+    elif not isinstance(first, cat.SignalDef):
         return None
     alias = table.alias_or_name.lower()
-    channels = {c.name.lower() for c in signal.channels}
+    aliases = {alias} | {j.this.alias_or_name.lower() for j in joins}
+    known = {c.name.lower() for g in ([first] if not sync else signals) for c in g.channels}
+    if sync:
+        known |= {c.name.lower() for c in first.columns}
 
     def reads_channel(n) -> bool:
-        return any(c.name.lower() in channels and c.table.lower() in ("", alias)
+        return any(c.name.lower() in known and c.table.lower() in ({""} | aliases)
                    for c in n.find_all(exp.Column))
 
     def per_window(n) -> bool:
@@ -76,7 +91,7 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
             found.append(n)
             return
         for child in n.iter_expressions():
-            if not isinstance(child, exp.Table):
+            if not isinstance(child, (exp.From, exp.Join)):  # (the FROM item: the part's)
                 collect(child)
 
     collect(node)
@@ -88,11 +103,17 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         return None
     # the columns: each distinct expression once, named as the user did when it is a
     # column of the SELECT as it is
-    taken = {i.name.lower() for i in node.find_all(exp.Identifier)} | channels
+    taken = {i.name.lower() for i in node.find_all(exp.Identifier)} | known
     names, columns = {}, []  # expression's SQL -> column name; (text, name) of the part
     for n in found:
         if isinstance(n.parent, exp.Alias) and n.parent.parent is node:
             names.setdefault(n.sql(), n.parent.alias)
+        elif n.parent is node and isinstance(n, exp.Column):  # (a column keeps its name)
+            names.setdefault(n.sql(), n.name)
+        elif n.parent is node:  # named by Spark after its text, which the rest cannot say
+            return None
+    if len(set(names.values())) < len(names):
+        return None
     for n, (a, b) in zip(found, extents):
         key = n.sql()
         if key not in names:
@@ -100,23 +121,33 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         taken.add(names[key].lower())
         if all(c[1] != names[key] for c in columns):
             columns.append((text[a:b], names[key]))
-    time_column = next((names[n.sql()] for n in found if isinstance(n, exp.Anonymous)
-                        and str(n.this).lower() == "start_time"), None)
+    if sync:  # its rows' time: the control's EVENT TIME passed through as it is
+        time_column = next((names[n.sql()] for n in found if isinstance(n, exp.Column)
+                            and n.name.lower() == first.event_time.lower()
+                            and n.table.lower() in ("", alias)), None)
+        added = f"{table.alias_or_name}.{first.event_time}"
+    else:
+        time_column = next((names[n.sql()] for n in found if isinstance(n, exp.Anonymous)
+                            and str(n.this).lower() == "start_time"), None)
+        added = f"start_time({first.channels[0].name})"
     if time_column is None:
         time_column = _fresh("_wt", taken)
-        columns.append((f"start_time({signal.channels[0].name})", time_column))
-    # the signal's FROM item (table, alias, window) and the clause keyword before it
-    item = _span(table)
-    if item is None:
+        columns.append((added, time_column))
+    # the FROM item (the signal with its window; or the control and its SYNC JOINs)
+    tokens_item = [_span(table)] + [_span(j) for j in joins]
+    if any(t is None for t in tokens_item):
         return None
-    item_a, item_b = item
-    name = _fresh(f"{table.alias_or_name}_windows", taken | {
+    item_a = tokens_item[0][0]
+    item_b = _through(tokens, item_a, max(t[1] for t in tokens_item))
+    if item_b is None:
+        return None
+    name = _fresh(f"{table.alias_or_name}_{'synced' if sync else 'windows'}", taken | {
         t.name.lower() for t in node.find_all(exp.Table)}, catalog)
     if len(name) > item_b - item_a:
         return None
-    if any(c.table.lower() == alias for c in node.find_all(exp.Column)
-           if not any(_inside(_span(c), e) for e in extents)):
-        return None  # the signal's alias read outside the per-window expressions
+    if any(c.table.lower() in aliases for c in node.find_all(exp.Column)
+           if not any(_inside(_span(c), e) for e in extents + [(item_a, item_b)])):
+        return None  # an input's alias read outside the per-window expressions
     # the rest: each expression by its column, the FROM item by the part's name
     outer = text
     for n, (a, b) in zip(found, extents):
@@ -137,7 +168,7 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         inner = inner + _keep_lines(text[item_b:], " " * (len(text) - item_b))
     else:  # (a longer list: the FROM clause moves, only in the part)
         inner = listed + " " + text[from_at:item_b]
-    return split_cls((part_cls(name, inner, time_column),), outer, text)
+    return split_cls((part_cls(name, inner, time_column, sync=sync),), outer, text)
 
 
 def _fresh(base: str, taken: set, catalog=None) -> str:
@@ -170,15 +201,9 @@ def _span(n) -> tuple[int, int] | None:
     return min(s.start for s in spans), max(s.end for s in spans)
 
 
-def _extent(text: str, tokens, n) -> tuple[int, int] | None:
-    """Where expression ``n`` is written in ``text``: from its first token to the ")" that
-    closes the last open call -- checked: the text parses back to ``n`` (else None)."""
-    from wavesql.dialect.dialect import WaveSQL
-
-    span = _span(n)
-    if span is None:
-        return None
-    a, b = span
+def _through(tokens, a: int, b: int) -> int | None:
+    """``b`` moved past the tokens closing what opened between ``a`` and it (a call's or
+    a RANGE's ")"), or None when more closes than opens there."""
     depth = 0
     for t in tokens:
         if t.start < a:
@@ -189,6 +214,20 @@ def _extent(text: str, tokens, n) -> tuple[int, int] | None:
         if depth < 0:
             return None
         b = max(b, t.end + 1)
+    return b
+
+
+def _extent(text: str, tokens, n) -> tuple[int, int] | None:
+    """Where expression ``n`` is written in ``text``: from its first token to the ")" that
+    closes the last open call -- checked: the text parses back to ``n`` (else None)."""
+    from wavesql.dialect.dialect import WaveSQL
+
+    span = _span(n)
+    if span is None:
+        return None
+    a, b = span[0], _through(tokens, *span)
+    if b is None:
+        return None
     try:
         back = exp.maybe_parse(text[a:b], dialect=WaveSQL)
     except Exception:  # noqa: BLE001 (any parse failure: not replaceable safely)

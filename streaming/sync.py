@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlglot import exp
+
 from wavesql import storage
 from wavesql.catalog import objects as cat
 from wavesql.errors import Span, WaveSQLError
@@ -74,6 +76,10 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
         if isinstance(rel, ir.SqlQuery):
             tree = parsed(rel)
             if tree is not None:
+                if any(not isinstance(w.this, exp.Anonymous) for w in tree.find_all(exp.Window)):
+                    # OVER windows over the synced rows: this runner keeps nothing between
+                    # batches, so a row's window would hold only its batch's rows
+                    raise _windows_around(stmt, syncs)
                 check_row_by_row(tree, stmt)
     return Plan((Input(0, stream),), "sync", None, sync=sync, syncs=tuple(chain))
 
@@ -93,11 +99,12 @@ def _windows_around(stmt, syncs=()) -> WaveSQLError:
             stream, column = control.name, control.event_time
     except (WaveSQLError, StopIteration, IndexError):
         pass
-    return WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows, or signal "
-                        "functions carrying state from one synced row to the next, around it, "
-                        "but over a SYNC CTE that passes its control stream's EVENT TIME "
-                        "through (a synced row waits for the recording, so it can come after "
-                        "the control's progress)",
+    return WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows, OVER "
+                        "windows, or signal functions carrying state from one synced row to "
+                        "the next, around it, but over a SYNC CTE, subquery or view that "
+                        "passes its control stream's EVENT TIME through, or OVER windows in "
+                        "its own SELECT over columns (a synced row waits for the recording, "
+                        "so it can come after the control's progress)",
                         Span.of(stmt.node), hint=f"SYNC in a CTE over the control stream "
                         f"passing its EVENT TIME through (WITH s AS (SELECT c.{column} AS t, "
                         f"... FROM {stream} c SYNC JOIN ...)) and window s's rows in the rest "

@@ -143,11 +143,35 @@ def test_a_signal_querys_own_over_window_is_cut_into_the_cte_form():
     assert split.parts[0].time_column == "_w2" and "WHERE _w3" in split.outer
 
 
+def test_over_windows_in_a_sync_select_are_cut_into_a_sync_part():
+    """The control's and the signal's per-row expressions in the SYNC part, its event time
+    the control's EVENT TIME passed through (``c.t0 AS t``), an unnamed column keeping its
+    name (``c.id`` -> ``id``); the OVER window over them in the rest."""
+    text = ("SELECT c.t0 AS t, c.id, avg(seg_rms(m.ch1)) OVER (ORDER BY c.t0 ROWS BETWEEN 2 "
+            "PRECEDING AND CURRENT ROW) AS a FROM ctl c SYNC JOIN mic m ON RANGE (c.t0, c.t1)")
+    split = _split(text)
+    (part,) = split.parts
+    assert (part.name, part.time_column, part.sync) == ("c_synced", "t", True)
+    assert " ".join(part.inner.split()) == (
+        "SELECT c.t0 AS t, c.id AS id, seg_rms(m.ch1) AS _w1 FROM ctl c SYNC JOIN mic m ON "
+        "RANGE (c.t0, c.t1)")
+    assert " ".join(split.outer.split()) == (
+        "SELECT t AS t, id , avg(_w1 ) OVER (ORDER BY t ROWS BETWEEN 2 PRECEDING AND CURRENT "
+        "ROW) AS a FROM c_synced")
+    assert split.outer.index(") AS a") == text.index(") AS a")
+
+
 @pytest.mark.parametrize("text", [
     "SELECT max(seg_rms(ch1)) FROM mic [SAMPLES 4096]",  # an aggregate: needs a window
     "SELECT start_time(ch1) AS t, seg_rms(ch1) AS r FROM mic [SAMPLES 4096]",  # row by row
     "SELECT count(*) OVER (ORDER BY start_time(ch1)) AS n, max(seg_rms(ch1)) AS m "
     "FROM mic [SAMPLES 4096]",
+    # a signal function per key over a SYNC's rows keeps its own state: not cut
+    "SELECT c.id, lowpass(m.ch1, 100.0) OVER (PARTITION BY c.id) AS f FROM ctl c "
+    "SYNC JOIN mic m ON RANGE (c.t0, c.t1)",
+    # a start_time(...) column Spark would name after its text: not cut
+    "SELECT start_time(ch1), avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) ROWS 2 "
+    "PRECEDING) AS a FROM mic [SAMPLES 4096]",
 ])
 def test_other_shapes_are_not_cut(text):
     assert _split(text) is None
@@ -257,3 +281,105 @@ def test_explain_stream_of_a_subquery_and_a_view_error(ws, spark, tmp_path):
     with pytest.raises(WaveSQLError) as e:
         ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
     assert e.value.span.start == sql.index("nv") and "view `nv`" in e.value.message
+
+
+# -- SYNC (Spark, slow) ----------------------------------------------------------------------
+
+SYNC_RATE = 1000  # 1 sample per millisecond: a time in ms is its sample number
+#: (id, start ms, end ms); the control's progress: 5200 ms - 1 s watermark = 4200 ms
+RANGES = [(1, 300, 800), (2, 900, 1400), (3, 1500, 1700), (4, 2200, 2600), (5, 3100, 3500),
+          (6, 3800, 4300), (7, 5200, 5500)]
+SYNC_BODY = ("SELECT c.id, c.t0 AS t, seg_rms(m.ch1) AS r FROM ctl c "
+             "SYNC JOIN mic m ON RANGE (c.t0, c.t1)")
+
+
+def _sync_setup(ws, tmp_path) -> pd.DataFrame:
+    """6 s of noise in three WAV files, all there; the control rows; numpy's RMS of each
+    row's range (t in ms)."""
+    import json
+
+    from scipy.io import wavfile
+
+    data = np.random.default_rng(5).standard_normal(6 * SYNC_RATE).astype(np.float32)
+    for d in ("sig", "ctl"):
+        (tmp_path / d).mkdir()
+    for i in range(3):
+        wavfile.write(tmp_path / "sig" / f"mic_{i:03d}.wav", SYNC_RATE,
+                      data[i * 2000:(i + 1) * 2000])
+
+    def ts(ms):
+        return f"1970-01-01T00:00:{ms // 1000:02d}.{ms % 1000:03d}Z"
+
+    (tmp_path / "ctl" / "c.json").write_text("".join(
+        json.dumps({"id": i, "t0": ts(a), "t1": ts(b)}) + "\n" for i, a, b in RANGES))
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {SYNC_RATE} HZ FROM '{tmp_path / 'sig'}' "
+           "FORMAT wav SEGMENT 256")
+    ws.sql(f"CREATE STREAM ctl (id BIGINT, t0 TIMESTAMP, t1 TIMESTAMP) FROM "
+           f"'{tmp_path / 'ctl'}' FORMAT json EVENT TIME t0 WATERMARK 1 SECOND")
+    return pd.DataFrame([{"id": i, "t": a, "r": float(np.sqrt(np.mean(
+        data[a:b].astype(np.float64) ** 2)))} for i, a, b in RANGES])
+
+
+def _ms(column: pd.Series) -> list[int]:
+    return [int(round(pd.Timestamp(v).value / 1e6)) for v in column]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["subquery", "view"])
+def test_windows_over_a_sync_subquery_or_view(ws, spark, tmp_path, form):
+    """Tumbling 2-second windows over a SYNC written as a subquery, and as a view: the
+    windows below the control's progress (4200 ms), equal to pandas over numpy's RMS of
+    each range."""
+    rows = _sync_setup(ws, tmp_path)
+    if form == "view":
+        ws.sql(f"CREATE VIEW s AS {SYNC_BODY}")
+        source = "s"
+    else:
+        source = f"({SYNC_BODY}) s"
+    got = _run(ws, spark, tmp_path, f"SELECT count(*) AS n, avg(r) AS r FROM {source} "
+                                    "[RANGE 2 SECONDS SLIDE 2 SECONDS]")
+    rows["instant"] = np.ceil(rows["t"] / 2000.0).astype(int) * 2000
+    want = rows.groupby("instant").agg(n=("r", "size"), r=("r", "mean")).reset_index()
+    want = want[want["instant"] < 4200]
+    got = got.assign(instant=_ms(got["_time"])).sort_values("instant")
+    assert got["instant"].tolist() == want["instant"].tolist() == [2000, 4000]
+    assert got["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(got["r"], want["r"], rtol=1e-6)
+    assert (tmp_path / "ckpt" / "derived" / "s" / "rows").is_dir()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_over_window_in_a_sync_select_across_runs(ws, spark, tmp_path):
+    """One SELECT: a moving average of the synced RMS over the last 3 control rows, in the
+    control's time order, over two runs. Each run emits the rows below its progress (the
+    control's, held back to a row waiting for the recording); the second run's rows
+    average over the first run's too -- equal to pandas rolling(3) over numpy's RMS of each
+    range. (Run whole on the SYNC runner, which keeps nothing between batches, row 8 was
+    its own average.)"""
+    import json
+
+    rows = _sync_setup(ws, tmp_path)
+    sql = ("SELECT c.id, c.t0 AS t, avg(seg_rms(m.ch1)) OVER (ORDER BY c.t0 ROWS BETWEEN 2 "
+           "PRECEDING AND CURRENT ROW) AS a FROM ctl c SYNC JOIN mic m ON RANGE (c.t0, c.t1)")
+    got = _run(ws, spark, tmp_path, sql)
+    assert sorted(got["id"]) == [1, 2, 3, 4, 5, 6]  # below 4200 ms: row 7 waits
+    # row 8 (5600 ms) is recorded; row 10 (7000 ms) is not: it holds progress at 6000 ms
+    (tmp_path / "ctl" / "d.json").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": 8, "t0": "1970-01-01T00:00:05.600Z", "t1": "1970-01-01T00:00:05.900Z"},
+        {"id": 10, "t0": "1970-01-01T00:00:07.000Z", "t1": "1970-01-01T00:00:07.100Z"}]))
+    data = np.random.default_rng(5).standard_normal(6 * SYNC_RATE).astype(np.float32)
+    rows = pd.concat([rows, pd.DataFrame([{"id": 8, "t": 5600, "r": float(np.sqrt(np.mean(
+        data[5600:5900].astype(np.float64) ** 2)))}])], ignore_index=True)
+    got = _run(ws, spark, tmp_path, sql).sort_values("id")
+    rows = rows[rows["id"] <= 8].sort_values("t")
+    rows["a"] = rows["r"].rolling(3, min_periods=1).mean()
+    assert got["id"].tolist() == rows["id"].tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert _ms(got["t"]) == rows["t"].tolist()
+    np.testing.assert_allclose(got["a"], rows["a"], rtol=1e-6)
+    assert (tmp_path / "ckpt" / "derived" / "c_synced" / "rows").is_dir()
+    batch = ws.sql(sql).toPandas().sort_values("id")  # the batch planner runs it too
+    batch = batch[batch["id"] <= 8]
+    assert batch["id"].tolist() == rows["id"].tolist()
+    np.testing.assert_allclose(batch["a"], rows["a"], rtol=1e-6)
