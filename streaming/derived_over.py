@@ -1,4 +1,4 @@
-"""A signal query's own OVER windows, cut into the signal part and the rest over its rows.
+"""A signal query's (or SYNC's) own OVER windows, cut into a part and the rest over its rows.
 
 ``SELECT start_time(ch1) AS t, avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) ROWS
 BETWEEN 4 PRECEDING AND CURRENT ROW) AS a FROM mic [SAMPLES 4096]`` is one SELECT over a
@@ -19,11 +19,21 @@ functions). :func:`over_split` cuts it as a user would write it with a CTE:
   length it replaces: every other offset is kept, so the rest's errors point into the
   user's statement.
 
-Only the shape the batch planner runs the same way is cut: one SELECT reading one catalog
-signal in its FROM (no join, subquery, CTE, set operation or SYNC), with OVER windows and
-no aggregate outside them, no GROUP BY or HAVING. Any other shape -- and an expression
-whose text cannot be replaced safely (its text is checked to parse back to it) -- is not
-cut, and the signal runner's refusal stays, with its hint spelling the CTE form.
+A SYNC's own SELECT with OVER windows (``SELECT c.id, c.t0 AS t, avg(seg_rms(m.ch1)) OVER
+(ORDER BY c.t0 ROWS 2 PRECEDING) AS a FROM ctl c SYNC JOIN mic m ON RANGE (c.t0, c.t1)``)
+is cut the same way into a SYNC part: its per-row expressions read the control's columns
+or the signals' channels, and its event time is the control's EVENT TIME passed through
+(``c.t0`` added when the SELECT has none). The SYNC runner keeps nothing between
+micro-batches, so such a statement must be cut (streaming/sync.py refuses it whole).
+
+Only the shapes the batch planner runs the same way are cut: one SELECT reading one
+catalog signal in its FROM, or a catalog stream with an EVENT TIME SYNC JOINed to catalog
+signals (no other join, subquery, CTE or set operation), with OVER windows of aggregate or
+window functions and no aggregate outside them, no GROUP BY or HAVING. Any other shape --
+a signal function's OVER (PARTITION BY k), which is its own per-key state; a computed
+column without a name (Spark names it after its text, which the rest cannot say); an
+expression whose text cannot be replaced safely (checked: it parses back to itself) -- is
+not cut, and the runner's refusal stays, its hint spelling the CTE form.
 """
 
 from __future__ import annotations

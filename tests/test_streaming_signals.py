@@ -205,9 +205,11 @@ def test_stateful_functions_carry_state_across_micro_batches(ws, spark, tmp_path
 
 @pytest.mark.parametrize("sql, code", [
     ("SELECT count(*) AS n FROM mic [SAMPLES 512]", "STREAMING_RULE"),
-    ("SELECT start_time(voice) AS t, avg(seg_rms(voice)) OVER (ORDER BY start_time(voice) "
+    # (OVER windows, and a signal subquery, run as parts: tests/test_derived_forms.py; not
+    # beside a column Spark names after its text, nor a subquery of the segments)
+    ("SELECT start_time(voice), avg(seg_rms(voice)) OVER (ORDER BY start_time(voice) "
      "ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS a FROM mic [SAMPLES 512]", "STREAMING_RULE"),
-    ("SELECT t FROM (SELECT start_time(voice) AS t FROM mic [SAMPLES 512]) s",
+    ("SELECT seg_rms(voice) AS r FROM (SELECT * FROM mic [SAMPLES 512]) s",
      "NOT_IMPLEMENTED"),
 ])
 def test_signal_streaming_rules(ws, tmp_path, sql, code):
