@@ -58,6 +58,9 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
             or node.args.get("group") or node.args.get("having") \
             or not any(True for _ in node.find_all(exp.Window)):
         return None
+    if any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+           for e in node.expressions):
+        return None  # (a signal's * is its segments, a SYNC's its inputs' columns)
     if any(isinstance(w.this, exp.Anonymous) for w in node.find_all(exp.Window)):
         return None  # a signal function per key (OVER (PARTITION BY k)): its own state
     if any(isinstance(n, (exp.Subquery, exp.Union)) for n in node.walk()) \

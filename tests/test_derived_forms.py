@@ -169,6 +169,9 @@ def test_over_windows_in_a_sync_select_are_cut_into_a_sync_part():
     # a signal function per key over a SYNC's rows keeps its own state: not cut
     "SELECT c.id, lowpass(m.ch1, 100.0) OVER (PARTITION BY c.id) AS f FROM ctl c "
     "SYNC JOIN mic m ON RANGE (c.t0, c.t1)",
+    # a * (the windows' segments): not cut
+    "SELECT *, avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) ROWS 2 PRECEDING) AS a "
+    "FROM mic [SAMPLES 4096]",
     # a start_time(...) column Spark would name after its text: not cut
     "SELECT start_time(ch1), avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) ROWS 2 "
     "PRECEDING) AS a FROM mic [SAMPLES 4096]",
