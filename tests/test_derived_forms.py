@@ -227,7 +227,7 @@ def _windowed(feats: pd.DataFrame) -> pd.DataFrame:
 def test_windows_over_a_signal_subquery(ws, spark, tmp_path):
     """Tumbling windows over a FROM subquery's per-window RMS: each window once, equal to
     pandas over numpy's RMS; the part's folder is named after the alias."""
-    feats = _setup(ws, tmp_path, 8)  # (the last 2 s window closes at the end: 8 s)
+    feats = _setup(ws, tmp_path, 4)  # (the last 2 s window closes at the end: 4 s)
     got = _run(ws, spark, tmp_path, f"SELECT max(rms) AS peak, count(*) AS n FROM ({BODY}) f "
                                     "[RANGE 2 SECONDS SLIDE 2 SECONDS]")
     want = _windowed(feats)
