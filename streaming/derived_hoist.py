@@ -97,12 +97,11 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
         opened, closed = _parens(text, sq)
         name = _fresh(sq.alias_or_name or "subquery", taken, catalog)
         taken.add(name.lower())
-        if len(name) > closed + 1 - opened:
+        if put(text, opened, closed + 1, name) is None:
             return None  # (cannot be: a body is longer than a name; then planned whole)
         inner = _blank(_blank(text, 0, opened + 1), closed, len(text))
         parts.append(part_cls(name, inner, time_column, sync=sync))
-        outer = outer[:opened] + name + " " * (closed + 1 - opened - len(name)) \
-            + outer[closed + 1:]
+        outer = put(outer, opened, closed + 1, name)
     for name, (view, table, (time_column, sync)) in views.items():
         parts.append(part_cls(view.name, view.sql, time_column, sync=sync))
         view_parts.append(ViewPart(view.name, Span.of(table)))
@@ -183,6 +182,16 @@ def _parens(text: str, sq: exp.Subquery) -> tuple[int, int]:
         if depth == 0:
             return tokens[i].start, tokens[k].start
     raise WaveSQLError("PARSE_ERROR", "unbalanced parentheses", Span.of(sq))
+
+
+def put(text: str, a: int, b: int, word: str) -> str | None:
+    """``text`` with ``[a, b)`` blanked, its newlines kept (Spark's errors come back in
+    lines and columns), and ``word`` written at the first place there without a newline;
+    None when there is none."""
+    text = _blank(text, a, b)
+    at = next((i for i in range(a, b - len(word) + 1)
+               if "\n" not in text[i:i + len(word)]), None)
+    return None if at is None else text[:at] + word + text[at + len(word):]
 
 
 def _blank(text: str, a: int, b: int) -> str:

@@ -44,6 +44,8 @@ from sqlglot.tokens import TokenType
 from wavesql.catalog import objects as cat
 from wavesql.errors import Span
 
+from .derived_hoist import put
+
 #: nodes that are clauses or containers, never a per-window value themselves
 _CONTAINERS = (exp.Alias, exp.Ordered, exp.Order, exp.Window, exp.WindowSpec, exp.Select,
                exp.From, exp.Where, exp.Table, exp.Star, exp.Identifier, exp.Join)
@@ -163,12 +165,11 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         return None  # an input's alias read outside the per-window expressions
     # the rest: each expression by its column, the FROM item by the part's name
     outer = text
-    for n, (a, b) in zip(found, extents):
-        column = names[n.sql()]
-        if len(column) > b - a:
+    for (a, b), word in [*((e, names[n.sql()]) for n, e in zip(found, extents)),
+                         ((item_a, item_b), name)]:
+        outer = put(outer, a, b, word)
+        if outer is None:
             return None
-        outer = outer[:a] + column + " " * (b - a - len(column)) + outer[b:]
-    outer = outer[:item_a] + name + " " * (item_b - item_a - len(name)) + outer[item_b:]
     # the part: its list where the user's was when it fits, the FROM item at its place
     select_at = next(t.start for t in tokens if t.token_type == TokenType.SELECT)
     from_at = max(t.start for t in tokens if t.token_type == TokenType.FROM

@@ -266,7 +266,12 @@ def expand_stars(text: str, name: str, columns: list[str]) -> str:
         if k >= 2 and tokens[k - 1].token_type == TokenType.DOT:  # x.*: from the x
             k -= 2
         a, b = tokens[k].start, star.meta["end"] + 1
-        cut = _spaces_before(text, tokens[:k], a, len(replacement) - (b - a))
+        n = len(replacement) - (b - a)
+        cut = _spaces_before(text, tokens[:k], a, n)
+        after = None if cut is not None or n <= 0 else _spaces_after(text, tokens, b, n)
+        if after is not None:  # (a subquery's blanks, after the star: derived_hoist.py --
+            # only what lies between the star and them moves)
+            text = text[:after[0]] + text[after[1]:]
         text = text[:a] + replacement + text[b:]
         if cut is not None:
             text = text[:cut[0]] + text[cut[1]:]
@@ -282,6 +287,19 @@ def _spaces_before(text: str, tokens, limit: int, n: int) -> tuple[int, int] | N
     starts = [t.start for t in tokens] + [limit]
     for end, start in reversed(list(zip(ends, starts))):
         at = text.rfind(" " * (n + 1), end + 1, start)
+        if at >= 0:
+            return at + 1, at + 1 + n
+    return None
+
+
+def _spaces_after(text: str, tokens, limit: int, n: int) -> tuple[int, int] | None:
+    """A span of ``n`` spaces after ``limit``, between ``tokens`` (the first such span,
+    keeping a space there), or None: :func:`_spaces_before` the other way."""
+    later = [t for t in tokens if t.start >= limit]
+    ends = [limit - 1] + [t.end for t in later]
+    starts = [t.start for t in later] + [len(text)]
+    for end, start in zip(ends, starts):
+        at = text.find(" " * (n + 1), end + 1, start)
         if at >= 0:
             return at + 1, at + 1 + n
     return None

@@ -386,3 +386,18 @@ def test_over_window_in_a_sync_select_across_runs(ws, spark, tmp_path):
     batch = batch[batch["id"] <= 8]
     assert batch["id"].tolist() == rows["id"].tolist()
     np.testing.assert_allclose(batch["a"], rows["a"], rtol=1e-6)
+
+
+def test_the_rest_keeps_lines_and_a_star_keeps_what_follows_it():
+    """A subquery over lines: the rest keeps its newlines (Spark reports lines and
+    columns); the rest's ``*`` spelled out as the part's columns takes the subquery's
+    blanks after it, so the WHERE keeps its offset."""
+    from wavesql.streaming.derived_split import expand_stars
+
+    text = ("SELECT * FROM (SELECT start_time(ch1) AS t,\n  seg_rms(ch1) AS rms FROM mic "
+            "[SAMPLES 4096]) f\nWHERE rms > 0.1")
+    split = _split(text)
+    assert split.outer.count("\n") == 2 and split.outer.index("\n") == text.index("\n")
+    rest = expand_stars(split.outer, split.parts[0].name, ["t", "rms"])
+    assert rest.startswith("SELECT `t`, `rms` FROM f ") and len(rest) == len(text)
+    assert rest.index("WHERE rms") == text.index("WHERE rms")
