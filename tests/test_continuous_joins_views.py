@@ -269,28 +269,33 @@ def _streams(ws, tmp_path):
 
 
 REFUSED = [
-    ("SELECT k, max(v) AS v, ts FROM trades GROUP BY k, ts", "GROUP BY"),
+    ("SELECT k, max(v) AS v, ts FROM trades GROUP BY k, ts", "`GROUP BY k, ts` over an "
+     "unbounded stream needs a window"),
     ("SELECT k, avg(v) OVER (PARTITION BY k ORDER BY ts) AS v, ts FROM trades",
-     "an OVER window"),
-    ("SELECT x.k, x.v, x.ts FROM trades x JOIN trades y ON x.k = y.k", "a join"),
+     "needs a bounded frame"),
+    ("SELECT x.k, x.v, x.ts FROM trades x JOIN trades y ON x.k = y.k", "`JOIN trades AS y "
+     "ON x.k = y.k` over an unbounded stream needs a window"),
 ]
 
 
-@pytest.mark.parametrize("body, what", REFUSED, ids=[w for _, w in REFUSED])
-def test_a_side_not_row_by_row_is_refused(ws, tmp_path, body, what):
-    """A side that keeps state across rows: NOT_IMPLEMENTED naming what, ASOF and interval
-    join alike."""
+@pytest.mark.parametrize("body, what", REFUSED, ids=["GROUP BY", "OVER", "join"])
+def test_a_side_that_cannot_run_continuously_is_refused_by_its_own_rule(ws, tmp_path, body,
+                                                                       what):
+    """A side that computes across rows runs as a stream part of its own (a windowed one
+    does: tests/test_stream_parts.py), so a side that could not run continuously on its own
+    -- an aggregate or join with no window, an unbounded OVER frame -- is refused with that
+    streaming rule, naming what, ASOF and interval join alike (before stream parts: the
+    generic NOT_IMPLEMENTED "not row by row")."""
     _streams(ws, tmp_path)
     asof = (f"WITH t AS ({body}) SELECT t.k, t.ts, q.p FROM t ASOF JOIN quotes q "
             "ON t.k = q.k AND t.ts >= q.ts")
     band = (f"WITH t AS ({body}) SELECT t.k, t.ts, q.p FROM t JOIN quotes q "
             "ON t.k = q.k AND t.ts BETWEEN q.ts - INTERVAL 1 SECOND AND q.ts")
-    for sql, join in ((asof, "ASOF JOIN"), (band, "interval join")):
+    for sql in (asof, band):
         with pytest.raises(WaveSQLError) as err:
             ws.explain(sql, "STREAM")
-        assert err.value.code == "NOT_IMPLEMENTED", err.value
-        assert join in err.value.message and "not row by row" in err.value.message
-        assert what in err.value.message and "one catalog stream" in err.value.hint
+        assert err.value.code == "STREAMING_RULE", err.value
+        assert what in err.value.message, err.value
 
 
 def test_the_time_column_must_be_the_event_time(ws, tmp_path):
