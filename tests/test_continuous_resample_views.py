@@ -216,21 +216,16 @@ def test_resample_over_a_subquery_whole_stream(ws, spark, tmp_path):
 
 # -- refusals ------------------------------------------------------------------------------
 REFUSED = [
-    ("SELECT 'a' AS k, avg(v) AS v, max(ts) AS ts FROM kv", "an aggregate"),
-    ("SELECT k, max(v) AS v, ts FROM kv GROUP BY k, ts", "GROUP BY"),
-    ("SELECT k, ts, avg(v) OVER (PARTITION BY k ORDER BY ts) AS v FROM kv", "an OVER window"),
-    ("SELECT DISTINCT k, ts, v FROM kv", "DISTINCT"),
     ("SELECT k, ts, v FROM kv LIMIT 10", "LIMIT"),
     ("SELECT k, ts, v FROM kv UNION ALL SELECT k, ts, v FROM kv", "a set operation"),
-    ("SELECT a.k, a.ts, b.v FROM kv a JOIN kv b ON a.k = b.k", "a join"),
     ("SELECT k, ts, v * rand() AS v FROM kv", "gives another value each time"),
 ]
 
 
 @pytest.mark.parametrize("body, what", REFUSED, ids=[w for _, w in REFUSED])
 def test_state_across_rows_is_refused(ws, tmp_path, body, what):
-    """A view, CTE or subquery that keeps state across rows: NOT_IMPLEMENTED naming it,
-    with a hint."""
+    """A view, CTE or subquery the continuous RESAMPLE can neither read row by row nor run
+    as a stream part of its own: NOT_IMPLEMENTED naming it, with a hint."""
     (tmp_path / "in").mkdir()
     ws.sql(STREAM.format(tmp_path / "in"))
     sql = (f"WITH f AS ({body}) SELECT k, ts, v FROM RESAMPLE(f, ts, INTERVAL 1 SECOND, "
@@ -240,6 +235,37 @@ def test_state_across_rows_is_refused(ws, tmp_path, body, what):
     assert err.value.code == "NOT_IMPLEMENTED"
     assert "continuous RESAMPLE's input" in err.value.message and what in err.value.message
     assert "row by row" in err.value.hint or "one catalog stream" in err.value.hint
+
+
+OWN_RULE = [
+    ("SELECT 'a' AS k, avg(v) AS v, max(ts) AS ts FROM kv",
+     "selects neither the window's _time nor its stream's event time (ts)"),
+    ("SELECT k, max(v) AS v, ts FROM kv GROUP BY k, ts", "`GROUP BY k, ts` over an unbounded "
+     "stream needs a window"),
+    ("SELECT k, ts, avg(v) OVER (PARTITION BY k ORDER BY ts) AS v FROM kv",
+     "needs a bounded frame"),
+    ("SELECT DISTINCT k, ts, v FROM kv", "`DISTINCT` over an unbounded stream needs a window"),
+    ("SELECT a.k, a.ts, b.v FROM kv a JOIN kv b ON a.k = b.k", "over an unbounded stream "
+     "needs a window"),
+]
+
+
+@pytest.mark.parametrize("body, what", OWN_RULE,
+                         ids=["aggregate", "GROUP BY", "OVER", "DISTINCT", "join"])
+def test_an_input_computing_across_rows_follows_its_own_streaming_rules(ws, tmp_path, body,
+                                                                         what):
+    """An input that computes across rows runs as a stream part of its own
+    (streaming/stream_parts.py; a windowed one runs: tests/test_stream_parts.py), so one
+    that could not run continuously on its own -- no window, an unbounded OVER frame, no
+    event time to RESAMPLE by -- gets that STREAMING_RULE, naming what."""
+    (tmp_path / "in").mkdir()
+    ws.sql(STREAM.format(tmp_path / "in"))
+    sql = (f"WITH f AS ({body}) SELECT k, ts, v FROM RESAMPLE(f, ts, INTERVAL 1 SECOND, "
+           "'prev') r")
+    with pytest.raises(WaveSQLError) as err:
+        ws.explain(sql, "STREAM")
+    assert err.value.code == "STREAMING_RULE", err.value
+    assert what in err.value.message, err.value
 
 
 def test_the_event_time_must_pass_through(ws, tmp_path):
