@@ -28,6 +28,10 @@ class BindContext:
     #: folders relative paths may not lead out of (a query file's; empty: no rule)
     path_roots: tuple[str, ...] = ()
     view_stack: tuple[str, ...] = ()  # the views being expanded, outermost first
+    #: Inputs an enclosing query's rules made (``__wavesql_window_0``...) that an inline
+    #: query bound on its own may read: a CTE or subquery is taken from the enclosing
+    #: query's tree after earlier rules rewrote it (a windowed CTE reads its window input).
+    outer: dict[str, ir.Relation] = field(default_factory=dict)
     binder: Callable[..., ir.Relation] = field(kw_only=True, repr=False)
 
     def bind_query(self, node, stmt=None, top_level: bool = False) -> ir.Relation:
@@ -38,6 +42,11 @@ class BindContext:
         """This context while the body of view ``name`` is bound (to catch a view that
         reads itself)."""
         return dataclasses.replace(self, view_stack=self.view_stack + (name.lower(),))
+
+    def reading(self, made: dict[str, ir.Relation]) -> BindContext:
+        """This context while an inline query of an enclosing query is bound, the inputs
+        that query's rules ``made`` so far readable by their names."""
+        return dataclasses.replace(self, outer={**self.outer, **made})
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """Name resolution: what a table name in a query reads.
 
-A name is, in this order, a catalog object (a stream, a signal, a view -- bound from its
-SQL, so a view reads what its body reads -- or a sink, which cannot be read), a table or
-temporary view of Spark's, or an error with the names it may have meant. The rules and
-the DDL binding all resolve names here, so that every query reads a name the same way.
+A name is, in this order, an input an enclosing query's rules made (read by the text of
+a CTE or subquery of that query bound on its own: ``BindContext.outer``), a catalog
+object (a stream, a signal, a view -- bound from its SQL, so a view reads what its body
+reads -- or a sink, which cannot be read), a table or temporary view of Spark's, or an
+error with the names it may have meant. The rules and the DDL binding all resolve names
+here, so that every query reads a name the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from .context import BindContext
 
 def resolve_relation(name: str, where: exp.Expression, ctx: BindContext) -> ir.Relation:
     """The relation ``name`` reads; an error at ``where`` when it names nothing readable."""
+    made = ctx.outer.get(name.lower())
+    if made is not None:  # an input an enclosing query made, read by an inline query of it
+        return made
     defn = ctx.catalog.get(name)
     if isinstance(defn, cat.StreamDef):
         return ir.StreamScan(defn, ir.Schema.of_columns(defn.columns), True)

@@ -58,7 +58,8 @@ def extract_temporal(node: exp.Expression, ctx: BindContext, found: Found) -> ex
     return node
 
 
-def _bind_resample(resample: wn.Resample, ctx: BindContext, known: dict, index: int):
+def _bind_resample(resample: wn.Resample, ctx: BindContext, known: "_KnownInputs",
+                   index: int):
     """``(name, relation)`` of one RESAMPLE, which is replaced by a table of that name."""
     table, source = _input_of(resample.this, resample.find_ancestor(exp.Select), ctx,
                               known, f"__wavesql_inline_{index}")
@@ -179,7 +180,7 @@ def asof_columns(lcols: list[tuple[str, str]], rcols: list[tuple[str, str]],
     return out
 
 
-def _bind_asof(select: exp.Select, join: exp.Join, ctx: BindContext, known: dict,
+def _bind_asof(select: exp.Select, join: exp.Join, ctx: BindContext, known: "_KnownInputs",
                index: int):
     """``(name, relation)`` of the ASOF JOIN of ``select``, which then reads that name."""
     joins = select.args.get("joins") or []
@@ -230,16 +231,22 @@ class _KnownInputs(dict):
     def get(self, name, default=None):
         return dict(self.made).get(name) or super().get(name, default)
 
+    def snapshot(self) -> dict[str, ir.Relation]:
+        """Every input made so far, by name."""
+        return {**self, **dict(self.made)}
 
-def _input_of(expr: exp.Expression, select: exp.Select, ctx: BindContext, known: dict,
-              label: str) -> tuple[exp.Expression, ir.Relation]:
+
+def _input_of(expr: exp.Expression, select: exp.Select, ctx: BindContext,
+              known: _KnownInputs, label: str) -> tuple[exp.Expression, ir.Relation]:
     """``(table, relation)`` of a RESAMPLE input or an ASOF side: a named input as it is,
     a CTE under its own name, a subquery under ``label`` (its alias kept)."""
     query = inline_query(expr, select) if select is not None else None
     if query is None:
         return expr, (resolve_input(expr, ctx, known) if isinstance(expr, exp.Table)
                       else None)
-    relation = ctx.bind_query(query)
+    # the query is the enclosing query's text as earlier rules left it, which may read
+    # the inputs they made: a windowed CTE or subquery its window (``__wavesql_window_0``)
+    relation = ctx.reading(known.snapshot()).bind_query(query)
     if isinstance(expr, exp.Table):
         return expr, relation
     alias = expr.alias_or_name or label
