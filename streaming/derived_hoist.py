@@ -125,13 +125,21 @@ def check_views(split, catalog, env, plan_part) -> None:
 
 def _reads_signal(select: exp.Select, catalog, ctes: set) -> bool:
     """Whether ``select`` itself (not a subquery of it) reads a catalog signal in its FROM
-    or its JOINs, naming its columns (a ``*`` of a signal's windows is its segments, which
-    signal functions outside it would read: not a part)."""
+    or its JOINs, naming its columns (a ``*`` or a channel of a signal's windows is its
+    segments, which signal functions outside it read: not a part)."""
     if any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
            for e in select.expressions):
         return False
     sources = [select.args["from_"].this] if select.args.get("from_") else []
     sources += [j.this for j in select.args.get("joins") or []]
+    signals = [catalog.get(t.name) for t in sources if isinstance(t, exp.Table)
+               and not t.args.get("db") and t.name.lower() not in ctes]
+    channels = {c.name.lower() for g in signals if isinstance(g, cat.SignalDef)
+                for c in g.channels}
+    if not any(j.args.get("sync") for j in select.args.get("joins") or []) and any(
+            isinstance(e.unalias(), exp.Column) and e.unalias().name.lower() in channels
+            for e in select.expressions):
+        return False  # its segments, which the query around reads (planner/passthrough.py)
     return any(isinstance(t, exp.Table) and not t.args.get("db")
                and t.name.lower() not in ctes
                and isinstance(catalog.get(t.name), cat.SignalDef) for t in sources)

@@ -162,6 +162,8 @@ def test_over_windows_in_a_sync_select_are_cut_into_a_sync_part():
 
 
 @pytest.mark.parametrize("text", [
+    # a subquery of the segments, read by signal functions around it (planner/passthrough.py)
+    "SELECT start_time(ch1) AS t, seg_rms(ch1) AS r FROM (SELECT ch1 FROM mic [SAMPLES 512]) p",
     "SELECT max(seg_rms(ch1)) FROM mic [SAMPLES 4096]",  # an aggregate: needs a window
     "SELECT start_time(ch1) AS t, seg_rms(ch1) AS r FROM mic [SAMPLES 4096]",  # row by row
     "SELECT count(*) OVER (ORDER BY start_time(ch1)) AS n, max(seg_rms(ch1)) AS m "
