@@ -100,12 +100,15 @@ def _check_event_side(got: pd.DataFrame, want: pd.DataFrame) -> None:
 
 def test_asof_join_of_a_stream_with_a_windowed_cte(ws, tmp_path):
     samples, events = _data(ws, tmp_path)
-    got = _got(ws, f"WITH m AS ({WINDOWED}) SELECT e.id, e.ts, m.t, m.a, m.n FROM ev e "
-                   "ASOF JOIN m ON e.k = m.k AND e.ts >= m.t ORDER BY e.id")
+    query = (f"WITH m AS ({WINDOWED}) SELECT e.id, e.ts, m.t, m.a, m.n FROM ev e "
+             "ASOF JOIN m ON e.k = m.k AND e.ts >= m.t ORDER BY e.id")
+    got = _got(ws, query)
     want = _asof_events(events, _windows(samples))
     _check_event_side(got, want)
     assert got["n"].tolist() == want["n"].tolist()
     assert (want["ts"] - want["t"] < 10 * SECOND).all()  # the window, not an older one
+    # the window is an input of the CTE's query, not also one of the statement's
+    assert ws.explain(query).count("WindowScan") == 1
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from .. import ir
 from .context import BindContext, Found
 from .resolve import bind_inputs
 
@@ -29,8 +30,18 @@ def read_inputs(node: exp.Expression, ctx: BindContext, found: Found) -> exp.Exp
     The user's own query, untouched, keeps its text (and its unused CTEs: Spark skips them)."""
     if found.made:
         node = _without_unread_ctes(node)
+        found.made[:] = _without_absorbed(node, found.made)
     found.read = bind_inputs(node, ctx, skip={name for name, _ in found.made})
     return node
+
+
+def _without_absorbed(node: exp.Expression, made: list) -> list:
+    """``made`` without the inputs ``node`` no longer reads by name that another input
+    made reads (a windowed CTE bound as an ASOF side: the join's input carries its window,
+    planner/analyze/temporal.py), so that they are neither computed nor shown twice."""
+    read = {t.name.lower() for t in node.find_all(exp.Table)}
+    return [(name, rel) for name, rel in made if name.lower() in read or not any(
+        other is not rel and any(r is rel for r in ir.walk(other)) for _, other in made)]
 
 
 def _without_unread_ctes(node: exp.Expression) -> exp.Expression:
