@@ -3,9 +3,11 @@
 Each is computed by SQL that planner/temporal.py writes (a resampling of a series onto a
 regular grid; for each left row, the last right row at or before it), analysed here by
 Spark for its schema and errors, and read by the SQL around it under a generated name.
-Their inputs may be catalog objects, CTEs, subqueries (bound on their own), or inputs
-that earlier rules made (a windowed stream, an ISTREAM) -- or a RESAMPLE of this rule, as
-in an ASOF JOIN of a RESAMPLE. Innermost first.
+Their inputs may be catalog objects, CTEs, subqueries (bound on their own, as earlier
+rules left their text: a windowed CTE reads the window input made of it, which its
+binding is given, ``BindContext.reading``), or inputs that earlier rules made (a windowed
+stream, an ISTREAM) -- or a RESAMPLE of this rule, as in an ASOF JOIN of a RESAMPLE.
+Innermost first.
 
 Example::
 
