@@ -26,7 +26,7 @@ import dataclasses
 from sqlglot import exp
 
 from wavesql.catalog import objects as cat
-from wavesql.dialect import to_spark_sql
+from wavesql.dialect import parse_one, to_spark_sql
 from wavesql.errors import Span, WaveSQLError
 
 from .. import ir
@@ -125,6 +125,7 @@ def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
     starts = _window_starts(query)  # (before binding rewrites the signal calls)
     source = ctx.bind_query(query) if query is not None else \
         resolve_relation(table.name, table.this, ctx)
+    starts += _view_window_starts(source)
     event_time = ir.carried_event_time(source) or _window_start(starts, source)
     if event_time is None:
         streams = sorted({r.stream.event_time for r in ir.walk(source)
@@ -152,6 +153,14 @@ def _window_starts(query: exp.Expression | None) -> list[str]:
     return [p.alias_or_name for s in selects for p in s.selects
             if isinstance(p.unalias(), exp.Anonymous)
             and str(p.unalias().this).lower() == "start_time"]
+
+
+def _view_window_starts(source: ir.Relation) -> list[str]:
+    """The ``start_time(...)`` columns of the views ``source`` reads (itself, a view of a
+    signal query, or views below it): a view is bound from its own text, in which they are
+    written, as a CTE's are in the statement's."""
+    return [name for rel in ir.walk(source) if isinstance(rel, ir.ViewRef)
+            for name in _window_starts(parse_one(rel.view.sql))]
 
 
 def _window_start(starts: list[str], source: ir.Relation) -> str | None:

@@ -1,0 +1,80 @@
+"""Batch CQL windows over a view or a FROM subquery whose query is a signal query (issue 21,
+item 1): the window's event time is the view's ``start_time(...)`` column, as it is a
+CTE's -- a catalog view, a temporary view and a subquery give the CTE's rows.
+
+Oracle: numpy's RMS over each 4096-sample window of the samples the test writes, then
+pandas (each window's start assigned to its right-labelled tumbling window, max and count
+per group) -- nothing from WaveSQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wavesql.udfs.wav import write_wav
+
+RATE = 8000
+N = 4096  # samples per window: 0.512 s
+EPOCH = dt.datetime(1970, 1, 1)
+BODY = "SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]"
+WINDOWED = "SELECT max(rms) AS peak, count(*) AS n FROM {} [RANGE 2 SECONDS SLIDE 2 SECONDS]"
+
+
+def _setup(ws, tmp_path, seconds: int = 5) -> pd.DataFrame:
+    """A recording whose loudness changes every second, and numpy's RMS per window."""
+    n = seconds * RATE
+    rng = np.random.default_rng(5)
+    amplitude = np.repeat(rng.uniform(0.1, 0.9, seconds), RATE)[:n]
+    x = (amplitude * np.sin(np.arange(n) * 2 * np.pi * 440 / RATE)
+         + rng.normal(0, 0.02, n)).astype(np.float32)
+    (tmp_path / "rec").mkdir()
+    write_wav(tmp_path / "rec" / "r_000.wav", x, RATE, "float32")
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{tmp_path / 'rec'}' "
+           "FORMAT wav")
+    starts = np.arange(0, n, N)  # the last window is partial, as the scan cuts it
+    rms = [np.sqrt(np.mean(x[s:s + N].astype(np.float64) ** 2)) for s in starts]
+    return pd.DataFrame({"t": starts / RATE, "rms": rms})
+
+
+def _want(feats: pd.DataFrame) -> pd.DataFrame:
+    # [RANGE 2 SECONDS SLIDE 2 SECONDS]: the instant i holds the rows with t in (i - 2, i]
+    feats = feats.assign(instant=np.ceil(feats["t"] / 2.0) * 2.0)
+    return feats.groupby("instant").agg(peak=("rms", "max"), n=("rms", "size")).reset_index()
+
+
+def _check(ws, sql: str, feats: pd.DataFrame) -> None:
+    got = ws.sql(sql).toPandas()
+    got = got.assign(instant=[(v - EPOCH).total_seconds() for v in got["_time"]])
+    got = got.sort_values("instant").reset_index(drop=True)
+    want = _want(feats)
+    assert got["instant"].tolist() == want["instant"].tolist()
+    assert got["n"].tolist() == want["n"].tolist()
+    np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
+
+
+@pytest.mark.spark
+def test_windows_over_a_catalog_view_of_a_signal_query(ws, tmp_path):
+    """``CREATE VIEW f AS <signal query>``, then tumbling windows over f in batch: each
+    window's peak RMS and count equal pandas over numpy's RMS."""
+    feats = _setup(ws, tmp_path)
+    ws.sql(f"CREATE VIEW f AS {BODY}")
+    _check(ws, WINDOWED.format("f"), feats)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["temporary view", "subquery", "cte"])
+def test_windows_over_other_forms_of_a_signal_query(ws, tmp_path, form):
+    """The same windows over a temporary view, a FROM subquery and a CTE of the query."""
+    feats = _setup(ws, tmp_path)
+    if form == "temporary view":
+        ws.sql(f"CREATE TEMPORARY VIEW f AS {BODY}")
+        sql = WINDOWED.format("f")
+    elif form == "subquery":
+        sql = WINDOWED.format(f"({BODY}) f")
+    else:
+        sql = f"WITH f AS ({BODY}) " + WINDOWED.format("f")
+    _check(ws, sql, feats)
