@@ -63,10 +63,12 @@ def extract_syncs(node: exp.Expression, ctx: BindContext, found: Found) -> exp.E
                                hint="SYNC in a view or subquery, then join its result")
         control_table = select.args["from_"].this
         inline = inlines.get(id(select))
-        if inline is not None:  # a CTE or a subquery: bound as a view of its own
+        if inline is not None:  # a CTE or a subquery: bound as a view of its own -- its
+            # text as the earlier rules left it may read an input they made (a windowed
+            # CTE reads __wavesql_window_0), so those names are readable while it binds
             alias = control_table.alias_or_name or f"__wavesql_control_{len(inputs)}"
             named = f"__wavesql_control_{len(inputs)}"
-            derived = {**derived, named: ctx.bind_query(inline)}
+            derived = {**derived, named: ctx.reading(dict(found.made)).bind_query(inline)}
             control_table = exp.Table(this=exp.to_identifier(named),
                                       alias=exp.TableAlias(this=exp.to_identifier(alias)))
         if not isinstance(control_table, exp.Table):
