@@ -24,6 +24,14 @@ Only a SELECT reading a catalog signal in its FROM (in sample windows), or one w
 JOIN over a catalog stream passing its EVENT TIME through, is a part, as for CTEs; one
 that reads a CTE is left to the whole query's planning (which refuses it as before). The
 rest may read no signal itself.
+
+A subquery or view computing across catalog streams' rows that the statement uses as a
+side of a join or as RESAMPLE's input (``... ASOF JOIN (SELECT _time AS t, k, avg(v) AS a
+FROM s [RANGE 10 SECONDS] GROUP BY _time, k) m ON ...``, or ``ASOF JOIN mv m`` of a view
+of that query) is a **stream part** (:mod:`.stream_parts` decides, as for a CTE: one
+classification), cut the same way: the part named after the alias (``subquery`` for
+RESAMPLE's unnamed input) or the view, its event time the window's ``_time`` or the
+stream's event time passed through (else refused, a view's error at its name).
 """
 
 from __future__ import annotations
@@ -34,8 +42,11 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from wavesql.catalog import objects as cat
+from wavesql.dialect import nodes as wn
 from wavesql.dialect import parse_statements
 from wavesql.errors import Span, WaveSQLError
+
+from . import stream_parts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +76,13 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
                 and not _reads_ctes(sq.this, ctes):
             found = time_columns(sq.this, sq.alias_or_name or "subquery", catalog)
             if found is not None:
-                subqueries.append((sq, found))
+                subqueries.append((sq, (found[0], {"sync": found[1]})))
+        elif isinstance(sq.parent, (exp.From, exp.Join, wn.Resample)) \
+                and stream_parts.is_stream_query(sq.this, ctes, catalog) \
+                and stream_parts.is_side(sq):
+            subqueries.append((sq, (_stream_time(sq.this, sq.alias_or_name or "subquery",
+                                                 catalog, sq, "the subquery"),
+                                    {"stream": True})))
     for table in node.find_all(exp.Table):
         name = table.name.lower()
         if table.args.get("db") or name in ctes or name in views:
@@ -80,7 +97,15 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
         if isinstance(body.node, exp.Select) and _reads_signal(body.node, catalog, set()):
             found = time_columns(body.node, view.name, catalog, where=table)
             if found is not None:
-                views[name] = (view, table, found)
+                views[name] = (view, table, (found[0], {"sync": found[1]}))
+        elif stream_parts.is_stream_query(body.node, set(), catalog) \
+                and stream_parts.is_side(table):
+            try:  # (the view's query's positions are in its own text: raised at its name)
+                found = _stream_time(body.node, view.name, catalog, body.node,
+                                     "the view's query")
+            except WaveSQLError as err:
+                raise at_view(err, view.name, table, text) from None
+            views[name] = (view, table, (found, {"stream": True}))
     # nested: only the innermost subqueries read the signal directly; an outer one is rest
     subqueries = [(sq, f) for sq, f in subqueries
                   if not any(o is not sq and o in sq.find_all(exp.Subquery)
@@ -93,17 +118,17 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
         return None  # a signal read beside them: planned whole (refused as before)
     taken = ctes | {t.name.lower() for t in node.find_all(exp.Table)} | set(views)
     parts, view_parts, outer = [], [], text
-    for sq, (time_column, sync) in sorted(subqueries, key=lambda s: _body_start(s[0])):
+    for sq, (time_column, kind) in sorted(subqueries, key=lambda s: _body_start(s[0])):
         opened, closed = _parens(text, sq)
         name = _fresh(sq.alias_or_name or "subquery", taken, catalog)
         taken.add(name.lower())
         if put(text, opened, closed + 1, name) is None:
             return None  # (cannot be: a body is longer than a name; then planned whole)
         inner = _blank(_blank(text, 0, opened + 1), closed, len(text))
-        parts.append(part_cls(name, inner, time_column, sync=sync))
+        parts.append(part_cls(name, inner, time_column, **kind))
         outer = put(outer, opened, closed + 1, name)
-    for name, (view, table, (time_column, sync)) in views.items():
-        parts.append(part_cls(view.name, view.sql, time_column, sync=sync))
+    for name, (view, table, (time_column, kind)) in views.items():
+        parts.append(part_cls(view.name, view.sql, time_column, **kind))
         view_parts.append(ViewPart(view.name, Span.of(table)))
     return split_cls(tuple(parts), outer, text), tuple(view_parts)
 
@@ -118,9 +143,22 @@ def check_views(split, catalog, env, plan_part) -> None:
         try:
             plan_part(catalog, env, part, part.inner)
         except WaveSQLError as err:
-            raise WaveSQLError(err.code, f"in view `{view.name}` (its query runs as a part "
-                               f"of the continuous query): {err.message}", view.where,
-                               hint=err.hint, query=split.text) from None
+            raise at_view(err, view.name, view.where, split.text) from None
+
+
+def at_view(err: WaveSQLError, name: str, where, text: str) -> WaveSQLError:
+    """``err`` of view ``name``'s query raised at ``where`` (a :class:`~wavesql.errors.Span`
+    or the view's name in the statement ``text``), naming the view."""
+    where = where if isinstance(where, Span) else Span.of(where)
+    return WaveSQLError(err.code, f"in view `{name}` (its query runs as a part of the "
+                        f"continuous query): {err.message}", where, hint=err.hint, query=text)
+
+
+def _stream_time(body, name: str, catalog, where, what: str) -> str:
+    """A stream part's event-time column (:func:`.stream_parts.query_time_column`), its
+    query checked to emit final rows only (:func:`.stream_parts.check_query`)."""
+    stream_parts.check_query(body, name)
+    return stream_parts.query_time_column(body, name, catalog, where, what)
 
 
 def _reads_signal(select: exp.Select, catalog, ctes: set) -> bool:

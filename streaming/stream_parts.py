@@ -31,7 +31,10 @@ Guarantees:
 
 Which CTEs are stream parts is decided on the AST here (:func:`is_stream_part`,
 called by :func:`.derived_split.find_split`); the statement is cut only when it does not
-plan whole (:func:`.planning.runs_whole`).
+plan whole (:func:`.planning.runs_whole`). A FROM/JOIN subquery, RESAMPLE's subquery input
+or a view (catalog or temporary) is a stream part by the same rules
+(:func:`is_stream_query`, :func:`is_side`, :func:`query_time_column`, :func:`check_query`,
+called by :mod:`.derived_hoist`, which cuts it as a CTE, named after its alias or view).
 """
 
 from __future__ import annotations
@@ -67,41 +70,57 @@ def _across_rows(body: exp.Expression) -> bool:
                               exp.Group, exp.Distinct, exp.Join)) for n in body.walk())
 
 
+def is_side(node: exp.Expression) -> bool:
+    """Whether ``node`` (a table or subquery of a query) is a join's side or RESAMPLE's
+    input there."""
+    if isinstance(node.parent, wn.Resample):
+        return True
+    select = node.find_ancestor(exp.Select)
+    return select is not None and bool(select.args.get("joins"))
+
+
 def _joined_or_resampled(rest: exp.Expression, name: str) -> bool:
     """Whether the rest reads CTE ``name`` as a join's side or a RESAMPLE's input."""
-    for t in rest.find_all(exp.Table):
-        if t.args.get("db") or t.name.lower() != name:
-            continue
-        if isinstance(t.parent, wn.Resample):
-            return True
-        select = t.find_ancestor(exp.Select)
-        if select is not None and select.args.get("joins"):
-            return True
-    return False
+    return any(is_side(t) for t in rest.find_all(exp.Table)
+               if not t.args.get("db") and t.name.lower() == name)
+
+
+def is_stream_query(body: exp.Expression, names: set[str], catalog) -> bool:
+    """Whether ``body`` (a CTE's, a subquery's or a view's query; ``names``: the CTE names
+    it may not read) would run as a stream part: it reads catalog streams only and
+    computes across their rows. Whether it is one depends on its use (:func:`is_side`)."""
+    return _streams_read(body, names, catalog) is not None and _across_rows(body)
 
 
 def is_stream_part(cte: exp.CTE, names: set[str], rest: exp.Expression, catalog) -> bool:
     """Whether ``cte`` (of a WITH whose CTE names are ``names``; ``rest``: the statement
     without its WITH) is a stream part: it reads catalog streams only, computes across
     their rows, and the rest joins it or RESAMPLEs it."""
-    return (_streams_read(cte.this, names, catalog) is not None
-            and _across_rows(cte.this)
+    return (is_stream_query(cte.this, names, catalog)
             and _joined_or_resampled(rest, cte.alias_or_name.lower()))
 
 
 def time_column(cte: exp.CTE, catalog) -> str:
-    """A stream part's event-time column: its column that is the window's ``_time``, else
-    the one passing its stream's EVENT TIME through (an OVER window's rows, a RESAMPLE's
-    grid time); refused (``STREAMING_RULE``, naming what to select) when there is none."""
-    select = cte.this if isinstance(cte.this, exp.Select) else None
+    """:func:`query_time_column` of a CTE."""
+    return query_time_column(cte.this, cte.alias_or_name, catalog, cte, "the CTE")
+
+
+def query_time_column(body: exp.Expression, name: str, catalog, where: exp.Expression,
+                      what: str) -> str:
+    """A stream part's event-time column (``body``: the query of the part named ``name``,
+    ``what`` it is -- "the CTE", "the subquery", ...): its column that is the window's
+    ``_time``, else the one passing its stream's EVENT TIME through (an OVER window's
+    rows, a RESAMPLE's grid time); refused (``STREAMING_RULE`` at ``where``, naming what
+    to select) when there is none."""
+    select = body if isinstance(body, exp.Select) else None
     projections = select.selects if select is not None else []
-    events = {s.event_time.lower() for s in _streams_read(cte.this, set(), catalog) or []
+    events = {s.event_time.lower() for s in _streams_read(body, set(), catalog) or []
               if s.event_time}
 
-    def passed(name: str):
+    def passed(column: str):
         for projection in projections:
             value = projection.this if isinstance(projection, exp.Alias) else projection
-            if isinstance(value, exp.Column) and value.name.lower() == name:
+            if isinstance(value, exp.Column) and value.name.lower() == column:
                 return projection.alias_or_name
         return None
 
@@ -109,23 +128,33 @@ def time_column(cte: exp.CTE, catalog) -> str:
     for event in sorted(events):
         found = found or passed(event)
     if found is None and select is not None and select.is_star and len(events) == 1:
-        found = next(s.event_time for s in _streams_read(cte.this, set(), catalog))
+        found = next(s.event_time for s in _streams_read(body, set(), catalog))
     if found is not None:  # (a `*` passes the stream's event time through)
         return found
-    name = cte.alias_or_name
     raise WaveSQLError(
         "STREAMING_RULE", f"a continuous join or RESAMPLE of `{name}`'s rows needs their event "
-        f"time: the CTE selects neither the window's _time nor its stream's event time "
-        f"({', '.join(sorted(events)) or 'none declared'})", Span.of(cte),
+        f"time: {what} selects neither the window's _time nor its stream's event time "
+        f"({', '.join(sorted(events)) or 'none declared'})", Span.of(where),
         hint=f"select the window's time in `{name}`, e.g. SELECT _time AS t, ...; its rows "
              "are then joined (or resampled) by t")
 
 
 def check_part(cte: exp.CTE) -> None:
-    """A stream part emits final rows only (``EMIT CHANGES`` in it is refused) and names
-    its columns in its SELECT (a column list is refused, as a signal CTE's)."""
+    """:func:`check_query` of a CTE, and no column list (``m(t, a) AS``: refused, as a
+    signal CTE's)."""
     name = cte.alias_or_name
-    for emit in cte.this.find_all(wn.Emit):
+    check_query(cte.this, name)
+    if cte.args["alias"].columns:
+        raise WaveSQLError("NOT_IMPLEMENTED", f"a CTE with a column list run as a stream of "
+                           "its own under a continuous join or RESAMPLE", Span.of(cte.args["alias"]),
+                           hint=f"name the columns in the CTE's SELECT instead: SELECT _time "
+                                f"AS t, ... (no `{name}(...)` list)")
+
+
+def check_query(body: exp.Expression, name: str) -> None:
+    """A stream part (``body``: its query, named ``name``) emits final rows only: ``EMIT
+    CHANGES`` in it is refused."""
+    for emit in body.find_all(wn.Emit):
         if emit.kind == "CHANGES":
             raise WaveSQLError(
                 "STREAMING_RULE", f"`{name}` runs as a stream of its own under a continuous "
@@ -134,11 +163,6 @@ def check_part(cte: exp.CTE) -> None:
                 "two different rows for one window", Span.of(emit),
                 hint=f"drop EMIT CHANGES from `{name}` (its windows come once, final); "
                      "EMIT CHANGES may end the whole query")
-    if cte.args["alias"].columns:
-        raise WaveSQLError("NOT_IMPLEMENTED", f"a CTE with a column list run as a stream of "
-                           "its own under a continuous join or RESAMPLE", Span.of(cte.args["alias"]),
-                           hint=f"name the columns in the CTE's SELECT instead: SELECT _time "
-                                f"AS t, ... (no `{name}(...)` list)")
 
 
 def check_mode(plan, stmt, name: str) -> None:
@@ -147,8 +171,8 @@ def check_mode(plan, stmt, name: str) -> None:
     if plan.mode not in ORDERED_MODES:
         raise WaveSQLError(
             "NOT_IMPLEMENTED", f"`{name}` is a continuous {plan.mode} query, whose rows do "
-            "not come in the order of its progress; a join or RESAMPLE over a CTE's rows "
-            "follows a CTE of CQL windows, aggregates over them, OVER windows or RESAMPLE",
+            "not come in the order of its progress; a join or RESAMPLE over a relation's rows "
+            "follows one of CQL windows, aggregates over them, OVER windows or RESAMPLE",
             Span.of(stmt.node),
             hint=f"run `{name}` continuously on its own (INSERT INTO a sink) and query the "
                  "sink's stream")

@@ -87,8 +87,41 @@ def test_asof_join_of_a_stream_with_a_windowed_average_across_runs(ws, spark, tm
     punctuation row per batch under <checkpoint>/derived/m/rows), the ASOF JOIN over its
     rows on the state store. An event after the windows' progress waits (24.6 s in the
     first run: a window up to 30 s could still come), and comes in the second run."""
+    _asof_two_runs(ws, spark, tmp_path, ASOF, "m")
+
+
+@pytest.mark.spark
+def test_asof_join_with_a_windowed_average_view_across_runs(ws, spark, tmp_path):
+    """The same ASOF JOIN with the windowed SELECT as a catalog view: the view's query runs
+    as a stream part named like the view (<checkpoint>/derived/mv/rows), equal to pandas
+    over two runs as the CTE form is."""
+    _asof_two_runs(ws, spark, tmp_path, "SELECT e.id, e.k, e.ts, m.t, m.a, m.n FROM ev e "
+                   "ASOF JOIN mv m ON e.k = m.k AND e.ts >= m.t", "mv",
+                   views=[f"CREATE VIEW mv AS {WINDOWED}"])
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("side, part, view", [
+    (f"({WINDOWED}) m", "m", None),  # a FROM/JOIN subquery: the part named after its alias
+    ("tv m", "tv", f"CREATE TEMPORARY VIEW tv AS {WINDOWED}"),  # a temporary view
+])
+def test_asof_join_with_a_windowed_subquery_or_temporary_view(ws, spark, tmp_path, side,
+                                                               part, view):
+    """The ASOF JOIN with the windowed SELECT as a subquery or a temporary view, over two
+    runs, vs pandas."""
+    _asof_two_runs(ws, spark, tmp_path, f"SELECT e.id, e.k, e.ts, m.t, m.a, m.n FROM ev e "
+                   f"ASOF JOIN {side} ON e.k = m.k AND e.ts >= m.t", part,
+                   views=[view] if view else [])
+
+
+def _asof_two_runs(ws, spark, tmp_path, query: str, part: str, views=()) -> None:
+    """``query`` (an ASOF JOIN of ev with the 10-second averages, a stream part named
+    ``part``) over two runs, each result vs pandas; ``views``: statements defining them."""
     rng = np.random.default_rng(7)
     _define(ws, tmp_path)
+    for view in views:
+        ws.sql(view)
     first = _samples(rng, 0, 24_001)  # progress 24 000 ms (y's 23 100 ms, x's 23 800 ms)
     first.append({"ts": 24_000, "k": "x", "v": 1.5})
     events = [{"ts": t, "k": "xy"[i % 2], "id": i} for i, t in
@@ -97,7 +130,7 @@ def test_asof_join_of_a_stream_with_a_windowed_average_across_runs(ws, spark, tm
     _write(tmp_path / "ev", "e1", events)
 
     def run():
-        q = ws.stream(ASOF, tmp_path / "out", tmp_path / "ckpt")
+        q = ws.stream(query, tmp_path / "out", tmp_path / "ckpt")
         q.await_termination()
         assert q.error is None, q.error
         return q
@@ -105,7 +138,7 @@ def test_asof_join_of_a_stream_with_a_windowed_average_across_runs(ws, spark, tm
     run()
     got = _read(spark, tmp_path / "out")
     want = _asof(events, _windows(first, 24_000), 24_000)
-    assert (tmp_path / "ckpt" / "derived" / "m" / "rows").is_dir()
+    assert (tmp_path / "ckpt" / "derived" / part / "rows").is_dir()
     assert list(got["id"]) == list(want["id"])
     assert 24_050 in [e["ts"] for e in events] and 24_050 not in list(got["ts"])  # waits
     second = _samples(rng, 24_001, 47_001)
@@ -123,13 +156,15 @@ def test_asof_join_of_a_stream_with_a_windowed_average_across_runs(ws, spark, tm
     assert got["ts"].max() < progress < 49_000
 
 
-def _two_runs(ws, spark, tmp_path, query, crash: bool = False):
+def _two_runs(ws, spark, tmp_path, query, crash: bool = False, views=()):
     """Run ``query`` over the first 24 s of readings (and events), then -- after a crash
     of the stream part after its batch folder was committed, before Spark committed the
     batch (simulated: its last commit entry removed), when ``crash`` -- over 23 s more.
     Returns (readings, events, the result after each run, the final progress)."""
     rng = np.random.default_rng(11)
     _define(ws, tmp_path)
+    for view in views:
+        ws.sql(view)
     first = _samples(rng, 0, 24_001) + [{"ts": 24_000, "k": "x", "v": 1.5}]
     events = [{"ts": t, "k": "xy"[i % 2], "id": i} for i, t in
               enumerate(range(350, 47_000, 1_300))]
@@ -188,15 +223,18 @@ def test_interval_join_with_a_windowed_average_restarted_after_a_crash(ws, spark
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_resample_of_a_windowed_average_across_a_restart(ws, spark, tmp_path):
+@pytest.mark.parametrize("source", ["m", "mv"])  # a CTE, a catalog view
+def test_resample_of_a_windowed_average_across_a_restart(ws, spark, tmp_path, source):
     """RESAMPLE of the final 10-second averages per key onto a 5-second grid ('linear'),
-    the windows a stream part, over two runs: each key's grid points from its first window
-    to its last final one, equal to numpy's linear interpolation; the points of the first
-    run are not delivered again."""
+    the windows a stream part (a CTE's or a view's query), over two runs: each key's grid
+    points from its first window to its last final one, equal to numpy's linear
+    interpolation; the points of the first run are not delivered again."""
     readings, _, before, after, progress = _two_runs(
         ws, spark, tmp_path,
-        f"WITH m AS ({WINDOWED}) SELECT t, k, a FROM RESAMPLE(m, t, INTERVAL 5 SECONDS, "
-        "'linear' PARTITION BY k)")
+        (f"WITH m AS ({WINDOWED}) " if source == "m" else "") + f"SELECT t, k, a FROM "
+        f"RESAMPLE({source}, t, INTERVAL 5 SECONDS, 'linear' PARTITION BY k)",
+        views=[f"CREATE VIEW mv AS {WINDOWED}"])
+    assert (tmp_path / "ckpt" / "derived" / source / "rows").is_dir()
     windows = _windows(readings, progress)
     want = []
     for k, w in windows.groupby("k"):
@@ -214,14 +252,15 @@ class _Catalog(dict):
         return super().get(name.lower())
 
 
-def _split(text):
-    from wavesql.catalog import StreamDef
+def _split(text, views=None):
+    from wavesql.catalog import StreamDef, ViewDef
     from wavesql.dialect import parse_statements
     from wavesql.streaming.derived import find_split
 
     catalog = _Catalog(**{n: StreamDef(n, [("ts", "TIMESTAMP"), ("k", "STRING"), (c, t)],
                                        "/nowhere", "json", event_time="ts")
                           for n, c, t in (("s", "v", "DOUBLE"), ("ev", "id", "BIGINT"))})
+    catalog.update({n: ViewDef(n, q) for n, q in (views or {}).items()})
     (stmt,) = parse_statements(text)
     return find_split(stmt, text, catalog)
 
@@ -274,6 +313,79 @@ def test_stream_part_refusals(cte, code, words):
         _split(text)
     assert err.value.code == code and words in str(err.value), str(err.value)
     assert err.value.span is not None and err.value.span.start >= text.index("m AS")
+
+
+@pytest.mark.parametrize("text, name, replaced", [
+    # a JOIN subquery: the part named after its alias, the body replaced by that name
+    (f"SELECT e.id, m.a FROM ev e ASOF JOIN ({WINDOWED}) m ON e.k = m.k AND e.ts >= m.t",
+     "m", f"({WINDOWED})"),
+    # the left side of an interval join, in FROM
+    (f"SELECT e.id, w.a FROM ({WINDOWED}) w JOIN ev e ON e.k = w.k AND e.ts BETWEEN w.t - "
+     "INTERVAL 10 SECONDS AND w.t", "w", f"({WINDOWED})"),
+    # RESAMPLE's input, no alias: the part is `subquery`
+    (f"SELECT t, k, a FROM RESAMPLE(({WINDOWED}), t, INTERVAL 5 SECONDS PARTITION BY k)",
+     "subquery", f"({WINDOWED})"),
+    # a view (catalog or temporary: the catalog lays temporary views over its own)
+    ("SELECT e.id, m.a FROM ev e ASOF JOIN mv m ON e.k = m.k AND e.ts >= m.t", "mv", None),
+    ("SELECT t, k, a FROM RESAMPLE(mv, t, INTERVAL 5 SECONDS PARTITION BY k)", "mv", None),
+])
+def test_subqueries_and_views_hoisted_as_stream_parts(text, name, replaced):
+    """No Spark: a subquery or a view that would be a stream part as a CTE is one -- the
+    part is its query (a subquery's body at its place, every other character blanked; a
+    view's text), its event time the window's _time column; in the rest a subquery's body
+    is the part's name padded to the body's length (every offset kept), a view's name is
+    the statement's own."""
+    split = _split(text, {"mv": WINDOWED})
+    assert [(p.name, p.time_column, p.stream, p.sync) for p in split.parts] == \
+        [(name, "t", True, False)]
+    assert len(split.outer) == len(text)
+    assert split.parts[0].inner.strip() == WINDOWED
+    if replaced is None:  # a view: the statement as written; its errors at its name
+        assert split.outer == text and [v.name for v in split.views] == ["mv"]
+        assert split.views[0].where.start == text.index("mv")
+        return
+    at = text.index(replaced)
+    assert split.parts[0].inner.index(WINDOWED) == at + 1
+    assert split.outer[at:at + len(replaced)].strip() == name
+    assert split.outer[:at] == text[:at]
+    assert split.outer[at + len(replaced):] == text[at + len(replaced):]
+
+
+@pytest.mark.parametrize("text", [
+    # not a side: the whole query plans (a window over the subquery's rows would be refused
+    # there, or runs)
+    f"SELECT m.t, m.a FROM ({WINDOWED}) m WHERE m.a > 0",
+    "SELECT t, a FROM mv WHERE a > 0",
+    # row by row over one stream: the join follows it whole
+    "SELECT e.id, r.a FROM ev e ASOF JOIN (SELECT ts AS t, k, v * 2 AS a FROM s) r "
+    "ON e.k = r.k AND e.ts >= r.t",
+    "SELECT e.id, r.a FROM ev e ASOF JOIN rv r ON e.k = r.k AND e.ts >= r.t",
+])
+def test_subqueries_and_views_that_are_not_stream_parts(text):
+    """No Spark: a subquery or view computing across rows but not a side, or row by row
+    over one stream, is not cut."""
+    assert _split(text, {"mv": WINDOWED, "rv": "SELECT ts AS t, k, v AS a FROM s"}) is None
+
+
+def test_a_view_stream_part_without_event_time_is_refused_at_its_name():
+    """No Spark: a windowed view selecting no event time is refused (STREAMING_RULE) at
+    the view's name in the statement, naming the view and what to select; a subquery's
+    the same at its alias, as a CTE's at its name."""
+    from wavesql.errors import WaveSQLError
+
+    no_time = "SELECT k, avg(v) AS a FROM s [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY k"
+    text = "SELECT e.id, m.a FROM ev e ASOF JOIN nv m ON e.k = m.k"
+    with pytest.raises(WaveSQLError) as err:
+        _split(text, {"nv": no_time})
+    assert err.value.code == "STREAMING_RULE" and "in view `nv`" in err.value.message
+    assert "SELECT _time AS t" in err.value.hint
+    assert err.value.span.start == text.index("nv")
+    text = f"SELECT e.id, m.a FROM ev e ASOF JOIN ({no_time}) m ON e.k = m.k"
+    with pytest.raises(WaveSQLError) as err:
+        _split(text)
+    assert err.value.code == "STREAMING_RULE" and "the subquery selects neither" \
+        in err.value.message
+    assert err.value.span.start == text.index(") m") + 2
 
 
 @pytest.mark.spark
