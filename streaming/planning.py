@@ -245,17 +245,35 @@ def explain_stream(spark, text: str, target: ir.QueryStatement | None, catalog=N
     signal or SYNC CTE (``catalog`` given): every part (:func:`.derived.explain`), even when
     the whole statement does not bind (``target`` None, ``unbound`` the binder's error,
     raised when the query does not split: e.g. windows over a SYNC CTE's event time under
-    another name, which the binder cannot follow and the parts do not need)."""
+    another name, which the binder cannot follow and the parts do not need); a view
+    part's error at the view's name, as when it runs."""
     stmt = parse_statements(text)[0]
     if catalog is not None:
         from . import derived
 
         split = derived.find_split(stmt, text, catalog)
         if split is not None and not runs_whole(split, stmt, target):
-            return derived.explain(spark, catalog, split, explain_plan, plan_continuous)
+            try:
+                return derived.explain(spark, catalog, split, explain_plan, plan_continuous)
+            except WaveSQLError:
+                if split.views:  # a view's query's error: at the view's name, as launch.py
+                    _check_views(spark, catalog, split)
+                raise
     if target is None:
         raise unbound
     return explain_plan(spark, stmt, target)
+
+
+def _check_views(spark, catalog, split) -> None:
+    """Raise the error of the first view part of ``split`` whose query does not plan, at
+    the view's name in the statement (:func:`.derived_hoist.check_views`): the view's text
+    is not the statement's, so the error's own positions would point elsewhere in it."""
+    from wavesql.planner.spark_environment import SparkEnvironment
+
+    from . import derived, derived_hoist
+
+    derived_hoist.check_views(split, catalog, SparkEnvironment(spark),
+                              lambda *a: derived._plan_signal_part(*a, plan_continuous))
 
 
 def runs_whole(split, stmt, target: ir.QueryStatement | None) -> bool:

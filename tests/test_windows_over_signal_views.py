@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from wavesql.errors import WaveSQLError
 from wavesql.udfs.wav import write_wav
 
 RATE = 8000
@@ -78,3 +79,23 @@ def test_windows_over_other_forms_of_a_signal_query(ws, tmp_path, form):
     else:
         sql = f"WITH f AS ({BODY}) " + WINDOWED.format("f")
     _check(ws, sql, feats)
+
+
+@pytest.mark.spark
+def test_explain_stream_of_a_view_whose_signal_query_fails_points_at_the_view(ws, tmp_path):
+    """EXPLAIN STREAM of a statement reading a view whose signal query cannot run
+    continuously (a LIMIT) raises at the view's name in the statement, naming the view, as
+    running it does -- not at the offsets of the view's own text. Nothing runs."""
+    (tmp_path / "rec").mkdir()
+    write_wav(tmp_path / "rec" / "r_000.wav", np.zeros(RATE, np.float32), RATE, "float32")
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{tmp_path / 'rec'}' "
+           "FORMAT wav")
+    ws.sql(f"CREATE VIEW nv AS {BODY} LIMIT 3")
+    sql = "SELECT max(rms) AS peak FROM nv [RANGE 2 SECONDS]"
+    for explain in (lambda: ws.explain(sql, mode="STREAM"),
+                    lambda: ws.sql("EXPLAIN STREAM " + sql)):
+        with pytest.raises(WaveSQLError) as e:
+            explain()
+        where = e.value.span.start - (0 if e.value.query == sql else len("EXPLAIN STREAM "))
+        assert where == sql.index("nv"), e.value
+        assert "view `nv`" in e.value.message
