@@ -67,18 +67,52 @@ def test_windows_over_a_catalog_view_of_a_signal_query(ws, tmp_path):
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("form", ["temporary view", "subquery", "cte"])
+@pytest.mark.parametrize("form", ["temporary view", "view of a view", "subquery", "cte"])
 def test_windows_over_other_forms_of_a_signal_query(ws, tmp_path, form):
-    """The same windows over a temporary view, a FROM subquery and a CTE of the query."""
+    """The same windows over a temporary view, a view reading the view of the query, a
+    FROM subquery and a CTE of the query."""
     feats = _setup(ws, tmp_path)
     if form == "temporary view":
         ws.sql(f"CREATE TEMPORARY VIEW f AS {BODY}")
+        sql = WINDOWED.format("f")
+    elif form == "view of a view":
+        ws.sql(f"CREATE VIEW f0 AS {BODY}")
+        ws.sql("CREATE VIEW f AS SELECT rms, t FROM f0 WHERE rms >= 0")
         sql = WINDOWED.format("f")
     elif form == "subquery":
         sql = WINDOWED.format(f"({BODY}) f")
     else:
         sql = f"WITH f AS ({BODY}) " + WINDOWED.format("f")
     _check(ws, sql, feats)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_over_windows_and_asof_joins_over_a_catalog_view(ws, tmp_path):
+    """OVER windows and an ASOF JOIN over the view (plain Spark windows and the ASOF rule,
+    not the CQL window's event-time lookup): pandas rolling(3) and merge_asof backward
+    over numpy's RMS."""
+    feats = _setup(ws, tmp_path)
+    ws.sql(f"CREATE VIEW f AS {BODY}")
+    got = ws.sql("SELECT t, avg(rms) OVER (ORDER BY t ROWS BETWEEN 2 PRECEDING AND CURRENT "
+                 "ROW) AS a FROM f").toPandas()
+    got = got.assign(s=[(v - EPOCH).total_seconds() for v in got["t"]]).sort_values("s")
+    assert got["s"].tolist() == feats["t"].tolist()
+    np.testing.assert_allclose(got["a"], feats["rms"].rolling(3, min_periods=1).mean(),
+                               rtol=1e-6)
+    ev = pd.DataFrame({"ts": EPOCH + pd.to_timedelta([0.3, 1.0, 2.2, 3.5, 4.9], unit="s"),
+                       "label": list("abcde")})
+    (tmp_path / "ev").mkdir()
+    ev.to_parquet(tmp_path / "ev" / "p.parquet", coerce_timestamps="us",
+                  allow_truncated_timestamps=True)
+    ws.sql(f"CREATE STREAM ev (ts TIMESTAMP, label STRING) FROM '{tmp_path / 'ev'}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND")
+    got = ws.sql("SELECT e.label, f.rms FROM ev e ASOF JOIN f ON e.ts >= f.t").toPandas()
+    want = pd.merge_asof(ev.assign(s=(ev["ts"] - EPOCH).dt.total_seconds()),
+                         feats.rename(columns={"t": "s"}), on="s", direction="backward")
+    got = got.sort_values("label").reset_index(drop=True)
+    assert got["label"].tolist() == want["label"].tolist()
+    np.testing.assert_allclose(got["rms"], want["rms"], rtol=1e-6)
 
 
 @pytest.mark.spark
