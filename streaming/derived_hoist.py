@@ -12,7 +12,12 @@ there (:mod:`.derived_split`); a SQL user writes the same query in two more ways
   body's length, the user's alias kept after it. So every offset is kept: an error in
   either part points into the user's statement. The part is named like the alias (its
   checkpoint folder ``derived/<alias>``) unless that name is already taken -- a CTE, a
-  catalog object, a table the statement reads, another part -- then ``<alias>_2``, ...
+  table the statement reads or a view it reads reads (:func:`read_names`), another part --
+  then ``<alias>_2``, ... Not any catalog object: the name must stay the same from one start
+  to the next (it names the part's checkpoint folder and the stream the rest reads), and
+  an unrelated ``CREATE STREAM f`` in between would rename the part (a fresh start of it,
+  the rest's checkpoint refused); the overlay (``derived.WithDerived``) shadows a catalog
+  object of that name for the statement only, which reads none.
 - **a catalog view or a temporary view** whose query is a signal query or a SYNC --
   ``CREATE VIEW f AS SELECT start_time(ch1) AS t, ...; SELECT max(rms) FROM f [RANGE ...]``:
   the view's query is the part, named like the view, and the rest is the statement as
@@ -116,11 +121,11 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
     if any(id(t) not in hoisted and not t.args.get("db") and t.name.lower() not in ctes
            and isinstance(catalog.get(t.name), cat.SignalDef) for t in node.find_all(exp.Table)):
         return None  # a signal read beside them: planned whole (refused as before)
-    taken = ctes | {t.name.lower() for t in node.find_all(exp.Table)} | set(views)
+    taken = ctes | read_names(node, catalog) | set(views)
     parts, view_parts, outer = [], [], text
     for sq, (time_column, kind) in sorted(subqueries, key=lambda s: _body_start(s[0])):
         opened, closed = _parens(text, sq)
-        name = _fresh(sq.alias_or_name or "subquery", taken, catalog)
+        name = _fresh(sq.alias_or_name or "subquery", taken)
         taken.add(name.lower())
         if put(text, opened, closed + 1, name) is None:
             return None  # (cannot be: a body is longer than a name; then planned whole)
@@ -188,14 +193,38 @@ def _reads_ctes(select: exp.Select, ctes: set) -> bool:
                if not t.args.get("db"))
 
 
-def _fresh(base: str, taken: set, catalog) -> str:
-    """``base`` or ``base_2``, ``base_3``, ...: the first no CTE, table of the statement,
-    catalog object or other part is named (the rest reads the part's rows by that name)."""
+def _fresh(base: str, taken: set) -> str:
+    """``base`` or ``base_2``, ``base_3``, ...: the first name not ``taken`` -- no CTE,
+    name the statement or its views read (:func:`read_names`) or other part (the rest reads
+    the part's rows by that name)."""
     name, k = base, 1
-    while name.lower() in taken or catalog.get(name) is not None:
+    while name.lower() in taken:
         k += 1
         name = f"{base}_{k}"
     return name
+
+
+def read_names(node: exp.Expression, catalog) -> set[str]:
+    """The lower-case names of the tables ``node`` reads and, through the views among them,
+    of those their queries read (recursively): a part named like one of them would shadow
+    it where it is read. Depends on the catalog only through objects the statement reads
+    (a changed view is a changed query anyway), so a part's name is stable across starts."""
+    seen: set[str] = set()
+    todo = [node]
+    while todo:
+        for table in todo.pop().find_all(exp.Table):
+            name = table.name.lower()
+            if table.args.get("db") or name in seen:
+                continue
+            seen.add(name)
+            view = catalog.get(table.name)
+            if isinstance(view, cat.ViewDef):
+                try:
+                    (body,) = parse_statements(view.sql)
+                except (WaveSQLError, ValueError):
+                    continue  # (its own binding reports it)
+                todo.append(body.node)
+    return seen
 
 
 def _body_start(sq: exp.Subquery) -> int:

@@ -44,7 +44,7 @@ from sqlglot.tokens import TokenType
 from wavesql.catalog import objects as cat
 from wavesql.errors import Span
 
-from .derived_hoist import put
+from .derived_hoist import put, read_names
 
 #: nodes that are clauses or containers, never a per-window value themselves
 _CONTAINERS = (exp.Alias, exp.Ordered, exp.Order, exp.Window, exp.WindowSpec, exp.Select,
@@ -63,7 +63,7 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     if any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
            for e in node.expressions):
         return None  # (a signal's * is its segments, a SYNC's its inputs' columns)
-    if any(isinstance(w.this, exp.Anonymous) for w in node.find_all(exp.Window)):
+    if any(_signal_function(w.this) for w in node.find_all(exp.Window)):
         return None  # a signal function per key (OVER (PARTITION BY k)): its own state
     if any(isinstance(n, (exp.Subquery, exp.Union)) for n in node.walk()) \
             or any(isinstance(a, exp.AggFunc) and not isinstance(a.parent, exp.Window)
@@ -94,10 +94,12 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         return any(c.name.lower() in known and c.table.lower() in ({""} | aliases)
                    for c in n.find_all(exp.Column))
 
-    def per_window(n) -> bool:
+    def per_window(n) -> bool:  # (a window function sqlglot leaves Anonymous -- try_avg,
+        # every -- is the window's, not a per-window expression: it stays in the rest)
         return isinstance(n, exp.Expression) and not isinstance(n, _CONTAINERS) \
             and reads_channel(n) and not any(
-                isinstance(d, (exp.AggFunc, exp.Window)) for d in n.walk())
+                isinstance(d, (exp.AggFunc, exp.Window)) for d in n.walk()) \
+            and not (isinstance(n.parent, exp.Window) and n.parent.this is n)
 
     found = []  # every maximal per-window expression, in the statement's order
 
@@ -129,6 +131,11 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
             return None
     if len(set(names.values())) < len(names):
         return None
+    inside = {id(n) for n in found}
+    if any(not isinstance(e, (exp.Alias, exp.Column)) and any(id(d) in inside for d in e.walk())
+           for e in node.expressions):
+        return None  # an unnamed column around one: Spark names it after its text, which
+        # the rewrite changes (`avg(_w1) OVER ...` for `avg(seg_rms(ch1)) OVER ...`)
     for n, (a, b) in zip(found, extents):
         key = n.sql()
         if key not in names:
@@ -156,8 +163,8 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     item_b = _through(tokens, item_a, max(t[1] for t in tokens_item))
     if item_b is None:
         return None
-    name = _fresh(f"{table.alias_or_name}_{'synced' if sync else 'windows'}", taken | {
-        t.name.lower() for t in node.find_all(exp.Table)}, catalog)
+    name = _fresh(f"{table.alias_or_name}_{'synced' if sync else 'windows'}",
+                  taken | read_names(node, catalog))  # (not any catalog name: derived_hoist)
     if len(name) > item_b - item_a:
         return None
     if any(c.table.lower() in aliases for c in node.find_all(exp.Column)
@@ -185,9 +192,15 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     return split_cls((part_cls(name, inner, time_column, sync=sync),), outer, text)
 
 
-def _fresh(base: str, taken: set, catalog=None) -> str:
+def _signal_function(call) -> bool:
+    from wavesql.udfs import registry
+
+    return isinstance(call, exp.Anonymous) and registry.lookup(call.name) is not None
+
+
+def _fresh(base: str, taken: set) -> str:
     name, k = (base + "1", 1) if base.startswith("_w") and base != "_wt" else (base, 1)
-    while name.lower() in taken or (catalog is not None and catalog.get(name) is not None):
+    while name.lower() in taken:
         k += 1
         name = f"{base}{k}" if base.startswith("_w") else f"{base}_{k}"
     return name

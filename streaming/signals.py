@@ -174,7 +174,10 @@ def plan_signal(root: ir.Relation, stmt) -> SignalPlan:
         raise WaveSQLError(err.code, err.message, err.span, hint=_OVER_FEATURES) from None
     if any(True for _ in tree.find_all(exp.Window)):
         refuse("STREAMING_RULE", "OVER windows over a signal's windows in a continuous query",
-               _OVER_FEATURES)
+               "name each column an OVER window is in (`avg(seg_rms(ch1)) OVER (...) AS a`, "
+               "no `*`): such a SELECT runs, cut into a CTE of the per-window expressions "
+               "and the windows over its rows (streaming/derived_over.py); or "
+               + _OVER_FEATURES)
 
     channels = [c.name for c in scan.signal.channels]
     program = scan.program or Program.identity(channels)

@@ -76,12 +76,20 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
         if isinstance(rel, ir.SqlQuery):
             tree = parsed(rel)
             if tree is not None:
-                if any(not isinstance(w.this, exp.Anonymous) for w in tree.find_all(exp.Window)):
+                if any(not _signal_function(w.this) for w in tree.find_all(exp.Window)):
                     # OVER windows over the synced rows: this runner keeps nothing between
-                    # batches, so a row's window would hold only its batch's rows
+                    # batches, so a row's window would hold only its batch's rows (any
+                    # window function -- sqlglot leaves try_avg, every, ... Anonymous too)
                     raise _windows_around(stmt, syncs)
                 check_row_by_row(tree, stmt)
     return Plan((Input(0, stream),), "sync", None, sync=sync, syncs=tuple(chain))
+
+
+def _signal_function(call) -> bool:
+    """``call`` is a signal function's (whose ``OVER (PARTITION BY k)`` is its own state)."""
+    from wavesql.udfs import registry
+
+    return isinstance(call, exp.Anonymous) and registry.lookup(call.name) is not None
 
 
 #: The relations that window their input: around a continuous SYNC, not implemented.

@@ -52,8 +52,11 @@ def _split(text, catalog=None):
     (f"SELECT max(rms) AS peak FROM ({BODY}) f [RANGE 2 SECONDS SLIDE 2 SECONDS]", "f"),
     (f"SELECT max(f.rms) AS peak FROM ( -- a (\n{BODY}) [RANGE 2 SECONDS] AS f", "f"),
     (f"SELECT e.id, f.rms FROM ctl e ASOF JOIN ({BODY}) f ON e.t0 >= f.t", "f"),
-    # the alias is a catalog stream's name: the part gets a fresh one, the alias is kept
-    (f"SELECT max(rms) AS peak FROM ({BODY}) ctl [RANGE 2 SECONDS]", "ctl_2"),
+    # the alias is a catalog stream's name the statement does not read: the part keeps it
+    # (shadowing it for this statement only), so its name does not depend on the catalog
+    (f"SELECT max(rms) AS peak FROM ({BODY}) ctl [RANGE 2 SECONDS]", "ctl"),
+    # ... and one the statement reads: a fresh name, the alias kept
+    (f"SELECT e.id, ctl.rms FROM ctl e ASOF JOIN ({BODY}) ctl ON e.t0 >= ctl.t", "ctl_2"),
     # nested: the subquery reading the signal is the part, the outer one is rest
     (f"SELECT max(rms) FROM (SELECT t, rms FROM ({BODY}) g WHERE rms > 0.1) h "
      "[RANGE 2 SECONDS]", "g"),
@@ -403,3 +406,54 @@ def test_the_rest_keeps_lines_and_a_star_keeps_what_follows_it():
     rest = expand_stars(split.outer, split.parts[0].name, ["t", "rms"])
     assert rest.startswith("SELECT `t`, `rms` FROM f ") and len(rest) == len(text)
     assert rest.index("WHERE rms") == text.index("WHERE rms")
+
+
+def test_a_parts_name_does_not_change_with_unrelated_catalog_objects():
+    """A part's name is its checkpoint folder and the stream the rest reads: an unrelated
+    ``CREATE STREAM f`` (or a view named like an OVER rewrite's part) between two starts
+    of the same query must not rename it -- the part would start over and the rest's
+    checkpoint be refused. Names a view the statement reads reads are still avoided."""
+    from wavesql.catalog import StreamDef, ViewDef
+
+    other = StreamDef("f", [("x", "BIGINT")], "/nowhere", "json")
+    sub = f"SELECT max(rms) AS peak FROM ({BODY}) f [RANGE 2 SECONDS]"
+    over = ("SELECT start_time(ch1) AS t, avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) "
+            "ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS a FROM mic [SAMPLES 4096]")
+    for text in (sub, over):
+        before = [p.name for p in _split(text).parts]
+        after = [p.name for p in _split(text, _catalog(
+            f=other, mic_windows=StreamDef("mic_windows", [("x", "BIGINT")], "/nowhere",
+                                           "json"))).parts]
+        assert before == after and before[0] in ("f", "mic_windows")
+    # a view the statement reads, whose query reads a stream `f`: the part may not shadow it
+    view = ViewDef("v", "SELECT id, t0 FROM f")
+    text = f"SELECT v.id, f.rms FROM v ASOF JOIN ({BODY}) f ON v.t0 >= f.t"
+    (part,) = _split(text, _catalog(f=StreamDef("f", [("id", "BIGINT"), ("t0", "TIMESTAMP")],
+                                                  "/nowhere", "json", event_time="t0"),
+                                    v=view)).parts
+    assert part.name == "f_2"
+
+
+@pytest.mark.parametrize("item", [
+    # unnamed: Spark names the column after its text, which the rewrite would change
+    "avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) ROWS BETWEEN 2 PRECEDING AND "
+    "CURRENT ROW)",
+    "seg_rms(ch1) - avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) ROWS 2 PRECEDING)",
+])
+def test_an_unnamed_column_around_a_rewritten_expression_is_not_cut(item):
+    """Cutting would rename the user's column (``avg(_w1) OVER ...``): the statement is
+    left to the whole query's planning (which refuses it with its hint)."""
+    assert _split(f"SELECT start_time(ch1) AS t, {item} FROM mic [SAMPLES 4096]") is None
+
+
+def test_a_window_function_sqlglot_leaves_anonymous_stays_in_the_rest():
+    """``try_avg`` is a window function sqlglot does not know (Anonymous): the OVER around a
+    SYNC is still cut, and ``try_avg(...)`` itself stays in the rest over the part's column
+    (not moved into the part as a per-row expression)."""
+    text = ("SELECT c.id, c.t0, try_avg(seg_rms(m.ch1)) OVER (ORDER BY c.t0 ROWS 2 PRECEDING) "
+            "AS e FROM ctl c SYNC JOIN mic m ON RANGE (c.t0, c.t1)")
+    split = _split(text)
+    assert split is not None
+    (part,) = split.parts
+    assert part.sync and "try_avg" not in part.inner and "try_avg(" in split.outer
+    assert "seg_rms(m.ch1)" in part.inner and "seg_rms" not in split.outer
