@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from wavesql.errors import Span, WaveSQLError
-from wavesql.sqltext import quote
+from wavesql.sqltext import JSON_OPTIONS, quote
 
 from . import ir
 
@@ -233,11 +233,16 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
 
     # a channel may pass too; keys travel to the task to cut its rows by
     columns = dict.fromkeys(rel.program.channels + passthrough + keys)
-    df = df.select(*[quote(c) for c in columns])
+    ties = _tie_breaks(rel, df) if keys else []
+    df = df.select(*[quote(c) for c in columns], *[t.alias(f"{_TIE}{i}")
+                                                    for i, t in enumerate(ties)])
     start = f"{quote(rel.program.channels[0])}.start" if rel.program.channels else None
     if keys:
+        # per key a total order (the ties: :func:`_tie_breaks`), then the tie columns go
+        # (a projection keeps each partition's order)
         df = df.repartition(*[quote(k) for k in keys]).sortWithinPartitions(
-            *[quote(k) for k in keys], start)
+            *[quote(k) for k in keys], start, *[f"{_TIE}{i}" for i in range(len(ties))]) \
+            .drop(*[f"{_TIE}{i}" for i in range(len(ties))])
     elif rel.program.stateful and not per_row:
         df = df.repartition(1).sortWithinPartitions(start)
     if saved is None:
@@ -250,6 +255,40 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
              and sigseg not in rel.schema.find(c).type.replace(" ", "").lower()]
     return _carry_keys(df.mapInArrow(run, f"{rel.schema.ddl()}, {_STATE} string"), holder,
                        shown)
+
+
+_TIE = "__wavesql_tie_"
+
+
+def _tie_breaks(rel: ir.SignalStage, df) -> list:
+    """What orders a key's rows of the same range start: Spark's shuffle hands rows over
+    in any order, and which of two such rows comes first decides which one runs through
+    the key's state and which is late (continuously, :func:`_split_late`) or named first
+    in ``SEGMENT_ORDER`` (batch) -- so a re-run, or another run over the same rows, could
+    differ. The order is made total: the range's end (the first channel's: the shorter
+    range first), then the control row's event time (the earlier row first, as it would
+    be in an earlier micro-batch), then the control row's values (as JSON text: any
+    column type, no hash collision) -- rows equal in all of these give equal rows out."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType, TimestampType
+
+    ties = []
+    if rel.program.channels:
+        ch = quote(rel.program.channels[0])
+        ties.append(F.col(f"{ch}.start") + F.size(F.col(f"{ch}.samples")))
+    sync = next((r for r in ir.walk(rel.input) if isinstance(r, ir.SyncJoin)), None)
+    control = next((f for f in df.schema.fields if sync is not None
+                    and f.name.lower() == sync.control_alias.lower()
+                    and isinstance(f.dataType, StructType)), None)
+    if control is None:  # (not a SYNC result's rows: every column but the segments)
+        names = [c for c in df.columns if c not in rel.program.channels] or df.columns
+        return ties + [F.to_json(F.struct(*[F.col(quote(c)) for c in names]), JSON_OPTIONS)]
+    # the control stream's EVENT TIME, where the control row keeps it (by name, a timestamp)
+    times = {r.stream.event_time.lower() for r in ir.walk(sync.control)
+             if isinstance(r, ir.StreamScan) and r.stream.event_time}
+    ties += [F.col(f"{quote(control.name)}.{quote(f.name)}") for f in control.dataType
+             if f.name.lower() in times and isinstance(f.dataType, TimestampType)][:1]
+    return ties + [F.to_json(F.col(quote(control.name)), JSON_OPTIONS)]
 
 
 #: ``rt.streams`` entry of a continuous SYNC's per-key states (streaming/sync.py): a dict
@@ -273,8 +312,6 @@ def _carry_keys(frame, holder: dict, shown: list[str] = ()):
     late sink. Computed once (a local checkpoint: the rows are delivered from it), as the
     states must be known before the state is written."""
     from pyspark.sql import functions as F
-
-    from wavesql.sqltext import JSON_OPTIONS
 
     frame = frame.localCheckpoint(eager=True)
     after, late = dict(holder["in"]), 0

@@ -74,6 +74,8 @@ from .sync_state import signals_of
 
 __all__ = ["ReEvaluatingQuery"]
 
+_CLOCK = "clock.json"  # a batch's wall clock, in its state folder (_batch_clock)
+
 
 class ReEvaluatingQuery(ContinuousQuery):
     """A continuous query re-evaluated over its inputs' look-back every micro-batch (the
@@ -180,7 +182,7 @@ class ReEvaluatingQuery(ContinuousQuery):
         # must live in the batch's session, or spark.sql would not see them.
         spark = batch_df.sparkSession
         state = self._load_state(batch_id) or {"progress": None, "inputs": {}}
-        now_us = int(self.clock() * 1_000_000)
+        now_us = self._batch_clock(batch_id)  # (a HEARTBEAT's progress: the same on a re-run)
         batch_df = batch_df.persist()
         report = BatchReport(batch_id, None, started_at=self.clock())
         arrived = self._arrivals(batch_id)  # for the result latency
@@ -321,21 +323,46 @@ class ReEvaluatingQuery(ContinuousQuery):
             late_parts.append(keyed["late"].select(
                 F.lit(self.inputs[0].stream.name).alias("_stream"),
                 F.col("_reason").alias(REASON), "_row"))
-            # (counted on time when it came, maybe in a batch before: a row in again here,
-            # late, so that rows_in = on_time + late + ... holds per batch)
-            report.rows_in += keyed["late_rows"]
+            # counted in rows_in and on_time when it came (this batch or, held, one before):
+            # moved to late here, so rows_in = on_time + late + ... holds per batch and in
+            # the totals (on_time < 0 in a batch that finds late rows of earlier ones)
+            report.on_time -= keyed["late_rows"]
             report.late += keyed["late_rows"]
         self._deliver_counted(out, batch_id, report, by_final=stateful)
         sinks.commit_all(late_parts, self.late_path, batch_id, self.late_format)
         sinks.commit_all(quarantine_parts, self.quarantine_path, batch_id)
         report.buffered = self._write_state(spark, batch_id, buffers, progress, overall, shown,
-                                            sync_state)
+                                            sync_state, now_us)
         report.state_bytes = sum(e.size for e in storage.list_files(self._state_dir(batch_id),
                                                                     recursive=True))
         self._finish(report, began, arrived)
         for df in cached + [out]:
             df.unpersist()
         self._resample.release()
+
+    def _batch_clock(self, batch_id: int) -> int:
+        """The wall clock (µs) batch ``batch_id`` computes its inputs' HEARTBEAT progress
+        from: its first attempt's, written beside its state before anything is delivered
+        and read again by a re-run after a crash. A re-run must compute what the first
+        attempt delivered: a later clock would move a HEARTBEAT's progress on, and with it
+        what is final (a stream part keeps the first attempt's committed rows,
+        streaming/derived.py: windows final only in the re-run would never be written) and
+        what a per-key SYNC holds back (sync.hold_for_keys: a row released only by the
+        re-run may sort before a delivered row of its key and change its values -- which
+        derived.py ``_add_released`` would then add as a new row, the control row twice).
+        (Which recording files a SYNC finds complete stays the re-run's own: derived.py.)"""
+        where = storage.join(self._state_dir(batch_id), _CLOCK)
+        try:
+            return int(json.loads(storage.read_text(where))["now_us"])
+        except FileNotFoundError:
+            pass
+        except (ValueError, KeyError, TypeError) as err:  # written whole: so edited since
+            raise WaveSQLError("CHECKPOINT_CORRUPT", f"`{where}` is not the clock this query "
+                               f"wrote ({err})", hint="restore the checkpoint folder, or "
+                               "start the query with a new checkpoint and output") from None
+        now_us = int(self.clock() * 1_000_000)
+        storage.write_text(where, json.dumps({"now_us": now_us}))
+        return now_us
 
     def _kafka_partitions(self, batch_id: int, s: cat.StreamDef) -> list[int]:
         """The partitions of a Kafka stream's topic, as Spark's offset log of this batch
@@ -432,10 +459,13 @@ class ReEvaluatingQuery(ContinuousQuery):
 
     def _write_state(self, spark, batch_id: int, buffers: dict, progress: dict,
                      overall: int | None, shown: int | None,
-                     sync_state: dict | None = None) -> int:
+                     sync_state: dict | None = None, now_us: int | None = None) -> int:
         folder = self._state_dir(batch_id)
-        # a re-run of this batch after a crash: redo it from scratch
+        # a re-run of this batch after a crash: redo it from scratch (its clock kept: a
+        # re-run after this commit, before Spark's, delivers again -- _batch_clock)
         storage.delete(folder, recursive=True)
+        if now_us is not None:
+            storage.write_text(storage.join(folder, _CLOCK), json.dumps({"now_us": now_us}))
         kept = 0
         for inp in self.inputs:
             if self.plan.mode == "rows":

@@ -298,17 +298,36 @@ def test_continuously_each_keys_state_crosses_micro_batches(ws, spark, tmp_path)
     assert sorted(r.id for r in delivered()) == [0, 1, 2, 3, 4, 5, 7]
     assert q.reports[-1].buffered == 2  # x's [9000, 12000) at 3 s, z's at 4 s
     # progress 5 s: y's [4000, 4200) is on time (3.5 s) but y's state is past 8000 -> late;
-    # w's row (6 s) holds the progress and waits
-    q = arrive("c3", [("y", 4000, 4200, 3.5), ("w", 100, 600, 6.0)], ["rec_002.wav"])
-    assert q.reports[-1].late == 1 and q.reports[-1].buffered == 1
-    late = spark.read.parquet(str(tmp_path / "ckpt" / "late")).collect()
-    assert len(late) == 1 and late[0]._stream == "ctl"
-    assert "too late for its key's state" in late[0]._reason
-    assert "[4000, 4200)" in late[0]._reason and "comes before [7000, 8000)" in late[0]._reason
-    assert "sensor = 'y'" in late[0]._reason
-    assert json.loads(late[0]._row)["c"]["id"] == 9  # the control row, not its samples
-    assert "samples" not in late[0]._row
-    kept = {i: r for i, r in enumerate(written) if i not in (9, 10)}
+    # w's row (6 s) holds the progress and waits. Ties of a range start, each pair written
+    # in the order the rule does not take it (Spark's shuffle would take either, by its
+    # hashes: four pairs of each): e<j>'s [10000, 11000) (+ 500 j) runs before [10000,
+    # 12000) (the shorter first; the longer then overlaps it: late), t<j>'s two [12000,
+    # 13000) by event time (3.6 s before 4.5 s; the later one repeats it: late)
+    ties = []
+    for j in range(4):
+        lo = 500 * j
+        ties += [(f"e{j}", 10000 + lo, 12000 + lo, 3.8), (f"e{j}", 10000 + lo, 11000 + lo, 3.7),
+                 (f"t{j}", 12000 + lo, 13000 + lo, 4.5), (f"t{j}", 12000 + lo, 13000 + lo, 3.6)]
+    q = arrive("c3", [("y", 4000, 4200, 3.5), ("w", 100, 600, 6.0)] + ties, ["rec_002.wav"])
+    behind = [9] + [11 + 2 * k for k in range(8)]  # y's, and the first of each pair
+    assert q.reports[-1].late == len(behind) and q.reports[-1].buffered == 1
+    late = {json.loads(r._row)["c"]["id"]: r  # the control row, not its samples
+            for r in spark.read.parquet(str(tmp_path / "ckpt" / "late")).collect()}
+    assert sorted(late) == behind
+    assert all(r._stream == "ctl" and "too late for its key's state" in r._reason
+               and "samples" not in r._row for r in late.values())
+    assert "[4000, 4200)" in late[9]._reason and "comes before [7000, 8000)" in late[9]._reason
+    assert "sensor = 'y'" in late[9]._reason
+    assert "[10000, 12000)" in late[11]._reason and "overlaps [10000, 11000)" in late[11]._reason
+    assert "overlaps [12000, 13000)" in late[13]._reason
+    # each control row counted once: 27 in, 9 late (on time when they came, found late in
+    # the stage), the rest on time -- per batch and in the totals
+    reports = [json.loads(p.read_text()) for p in (tmp_path / "out" / "_progress").iterdir()]
+    for r in reports:
+        assert r["rows_in"] == sum(r[k] for k in ("on_time", "late", "no_time", "punctuation",
+                                                  "quarantined")), r
+    assert [sum(r[k] for r in reports) for k in ("rows_in", "on_time", "late")] == [27, 18, 9]
+    kept = {i: r for i, r in enumerate(written) if i not in behind + [10]}
     rows = {r.id: r for r in delivered()}
     assert sorted(rows) == sorted(kept)  # each once
     ids = sorted(kept)
@@ -374,6 +393,47 @@ INSERT INTO synced
          iir(s.x, ARRAY(0.2D, 0.3D), ARRAY(1.0D, -0.5D)) OVER (PARTITION BY e.sensor) AS g
   FROM events e SYNC JOIN sig s ON RANGE (e.a, e.b);
 """
+
+
+def test_a_rerun_batch_holds_back_what_its_first_attempt_held(ws, spark, tmp_path):
+    """A HEARTBEAT moves the control's progress with the wall clock, and per key a row is
+    synced only once that progress passed it. A batch re-run after a crash (its entry in
+    Spark's commit log removed, as a kill after the delivery leaves it) computes with its
+    first attempt's clock: it holds back what the first attempt held -- x's [0, 1000) at
+    2.5 s, above the progress 12 s - 10 s -- and delivers the same row, x's [1000, 2000)
+    filtered from rest. With the re-run's own clock (8 s later) the progress would be
+    10 s: [0, 1000) released as well and run first, [1000, 2000) then from its state --
+    other values than those delivered. Oracle: scipy over the recording's samples."""
+    (tmp_path / "ctl").mkdir()
+    folder, x = _recording(tmp_path)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512")
+    ws.sql(f"CREATE STREAM ctl (id BIGINT, sensor STRING, a BIGINT, b BIGINT, ts TIMESTAMP) "
+           f"FROM '{tmp_path / 'ctl'}' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND "
+           "HEARTBEAT 10 SECONDS")
+    pd.DataFrame({"id": [0, 1], "sensor": ["x", "x"], "a": [1000, 0], "b": [2000, 1000],
+                  "ts": pd.to_datetime([500_000, 2_500_000], unit="us")
+                  .astype("datetime64[us]")}).to_parquet(tmp_path / "ctl" / "c.parquet")
+
+    def run(now):
+        q = ws.stream(SQL, tmp_path / "out", tmp_path / "ckpt", clock=lambda: now)
+        q.await_termination()
+        assert q.error is None, q.error
+        return q
+
+    run(12.0)
+    commits = tmp_path / "ckpt" / "offsets" / "commits"
+    (last,) = [p for p in commits.iterdir() if p.name.isdigit()]
+    last.unlink()
+    (commits / f".{last.name}.crc").unlink(missing_ok=True)
+    q = run(20.0)
+    assert [r.batch for r in q.reports] == [int(last.name)]  # the batch ran again
+    assert q.reports[0].progress_us == 2_000_000 and q.reports[0].buffered == 1
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert [r.id for r in rows] == [0]
+    want = _oracle(x, [("x", 1000, 2000)])[0]
+    np.testing.assert_allclose(rows[0].f.samples, want[0], atol=2e-6)
+    np.testing.assert_allclose(rows[0].g.samples, want[1], atol=2e-6)
 
 
 @pytest.mark.slow
