@@ -85,9 +85,12 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
         elif isinstance(sq.parent, (exp.From, exp.Join, wn.Resample)) \
                 and stream_parts.is_stream_query(sq.this, ctes, catalog) \
                 and stream_parts.is_side(sq):
-            subqueries.append((sq, (_stream_time(sq.this, sq.alias_or_name or "subquery",
-                                                 catalog, sq, "the subquery"),
-                                    {"stream": True})))
+            try:  # (shown in the statement: its positions are the statement's)
+                found = _stream_time(sq.this, sq.alias_or_name or "subquery", catalog, sq,
+                                     "the subquery")
+            except WaveSQLError as err:
+                raise err.with_query(text) from None
+            subqueries.append((sq, (found, {"stream": True})))
     for table in node.find_all(exp.Table):
         name = table.name.lower()
         if table.args.get("db") or name in ctes or name in views:

@@ -140,9 +140,12 @@ def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
         # the body alone, at its place; newlines kept: line/column positions stay right
         inner = _blank(text[:extent.closed], 0, extent.opened + 1)
         if not signals_in(cte.this):  # (refused with EMIT CHANGES: final rows only)
-            stream_parts.check_part(cte)
-            parts.append(Part(cte.alias_or_name, inner, stream_parts.time_column(cte, catalog),
-                              stream=True))
+            try:  # (shown in the statement: its positions are the statement's)
+                stream_parts.check_part(cte)
+                time_column = stream_parts.time_column(cte, catalog)
+            except WaveSQLError as err:
+                raise err.with_query(text) from None
+            parts.append(Part(cte.alias_or_name, inner, time_column, stream=True))
         elif _is_sync(cte):  # (its progress holds back to its rows still waiting: runner.py)
             parts.append(Part(cte.alias_or_name, inner, _sync_time_column(cte, catalog),
                               sync=True))

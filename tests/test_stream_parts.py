@@ -313,6 +313,7 @@ def test_stream_part_refusals(cte, code, words):
         _split(text)
     assert err.value.code == code and words in str(err.value), str(err.value)
     assert err.value.span is not None and err.value.span.start >= text.index("m AS")
+    assert err.value.query == text  # shown in the statement (line, column, caret)
 
 
 @pytest.mark.parametrize("text, name, replaced", [
@@ -370,7 +371,7 @@ def test_subqueries_and_views_that_are_not_stream_parts(text):
 def test_a_view_stream_part_without_event_time_is_refused_at_its_name():
     """No Spark: a windowed view selecting no event time is refused (STREAMING_RULE) at
     the view's name in the statement, naming the view and what to select; a subquery's
-    the same at its alias, as a CTE's at its name."""
+    the same at its alias, as a CTE's at its name; a subquery with EMIT CHANGES at it."""
     from wavesql.errors import WaveSQLError
 
     no_time = "SELECT k, avg(v) AS a FROM s [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY k"
@@ -385,7 +386,12 @@ def test_a_view_stream_part_without_event_time_is_refused_at_its_name():
         _split(text)
     assert err.value.code == "STREAMING_RULE" and "the subquery selects neither" \
         in err.value.message
-    assert err.value.span.start == text.index(") m") + 2
+    assert err.value.span.start == text.index(") m") + 2 and err.value.query == text
+    text = f"SELECT e.id, m.a FROM ev e ASOF JOIN ({WINDOWED} EMIT CHANGES) m ON e.k = m.k"
+    with pytest.raises(WaveSQLError) as err:
+        _split(text)
+    assert err.value.code == "STREAMING_RULE" and "only final rows" in err.value.message
+    assert err.value.span.start == text.index("EMIT") and err.value.query == text
 
 
 @pytest.mark.spark
