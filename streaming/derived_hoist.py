@@ -36,7 +36,9 @@ FROM s [RANGE 10 SECONDS] GROUP BY _time, k) m ON ...``, or ``ASOF JOIN mv m`` o
 of that query) is a **stream part** (:mod:`.stream_parts` decides, as for a CTE: one
 classification), cut the same way: the part named after the alias (``subquery`` for
 RESAMPLE's unnamed input) or the view, its event time the window's ``_time`` or the
-stream's event time passed through (else refused, a view's error at its name).
+stream's event time passed through (else refused, a view's error at its name). Such parts
+are also cut from the rest of a statement cut at its CTEs (:mod:`.derived_split`), so a
+stream-part CTE and a stream-part view or subquery may be the two sides of one join.
 """
 
 from __future__ import annotations

@@ -65,12 +65,30 @@ def find_split(stmt: Statement, text: str, catalog) -> Split | None:
     subqueries or views are signal queries (:mod:`.derived_hoist`); None when none is."""
     split = _cte_split(stmt, text, catalog)
     if split is not None:
-        return split
+        return _with_stream_parts(split, catalog)
     hoisted = derived_hoist.hoist(stmt, text, catalog, Split, Part, _part_time)
     if hoisted is None:  # one SELECT over a signal's windows with OVER windows
         return derived_over.over_split(stmt, text, catalog, Split, Part)
     split, views = hoisted
     return dataclasses.replace(split, views=views)
+
+
+def _with_stream_parts(split: Split, catalog) -> Split:
+    """``split`` (cut at its CTEs) with the subqueries and views of its rest that are
+    stream parts (:mod:`.derived_hoist`) cut too: ``WITH m AS (...) SELECT ... FROM mv a
+    ASOF JOIN m b ...`` with ``mv`` a windowed view. The rest keeps the statement's offsets,
+    so it is cut as the statement would be; a signal subquery or view there is not a part
+    (the rest reading a signal is refused by the CTE cut)."""
+    (rest,) = parse_statements(split.outer)
+    try:
+        hoisted = derived_hoist.hoist(rest, split.outer, catalog, Split, Part,
+                                      lambda *args, **kwargs: None)
+    except WaveSQLError as err:  # (shown in the statement, not in the rest's text)
+        raise err.with_query(split.text) from None
+    if hoisted is None:
+        return split
+    more, views = hoisted
+    return Split(split.parts + more.parts, more.outer, split.text, views)
 
 
 def _part_time(select: exp.Select, name: str, catalog, where=None) -> tuple[str, bool] | None:

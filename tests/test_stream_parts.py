@@ -247,6 +247,45 @@ def test_resample_of_a_windowed_average_across_a_restart(ws, spark, tmp_path, so
     np.testing.assert_allclose([g[2] for g in got], [w[2] for w in sorted(want)], rtol=1e-12)
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_asof_join_of_a_windowed_view_with_a_windowed_cte(ws, spark, tmp_path):
+    """Both sides stream parts, one a CTE, one a view (cut from the CTE cut's rest): each
+    event count per key and 5-second window with the latest 10-second average of its key
+    at or before it, vs pandas (both as right-closed, right-labelled windows per key,
+    merge_asof backward), the event windows final below the events' progress."""
+    rng = np.random.default_rng(5)
+    _define(ws, tmp_path)
+    ws.sql("CREATE VIEW counts AS SELECT _time AS t, k, count(*) AS n FROM ev "
+           "[RANGE 5 SECONDS SLIDE 5 SECONDS] GROUP BY _time, k")
+    readings = _samples(rng, 0, 47_001)
+    events = [{"ts": t, "k": "xy"[i % 3 % 2], "id": i} for i, t in
+              enumerate(range(350, 36_000, 900))]
+    _write(tmp_path / "s", "s1", readings)
+    _write(tmp_path / "ev", "e1", events)
+    q = ws.stream(f"WITH m AS ({WINDOWED}) SELECT c.t, c.k, c.n, m.t AS mt, m.a FROM counts c "
+                  "ASOF JOIN m ON c.k = m.k AND c.t >= m.t", tmp_path / "out", tmp_path / "ckpt")
+    q.await_termination()
+    assert q.error is None, q.error
+    assert (tmp_path / "ckpt" / "derived" / "counts" / "rows").is_dir()
+    frame = pd.DataFrame(events)
+    frame["t"] = np.ceil(frame["ts"] / (5 * SECOND)).astype(int) * 5 * SECOND
+    left = frame.groupby(["k", "t"]).size().rename("n").reset_index()
+    left = left[left["t"] < max(e["ts"] for e in events)].sort_values("t")
+    right = _windows(readings, max(r["ts"] for r in readings)).rename(columns={"t": "mt"})
+    want = pd.merge_asof(left, right[["k", "mt", "a"]].sort_values("mt"), left_on="t",
+                         right_on="mt", by="k", direction="backward", allow_exact_matches=True)
+    want = want.dropna(subset=["mt"]).sort_values(["k", "t"]).reset_index(drop=True)
+    got = spark.read.parquet(str(tmp_path / "out")).toPandas()
+    for c in ("t", "mt"):
+        got[c] = [_ms(v) for v in got[c]]
+    got = got.sort_values(["k", "t"]).reset_index(drop=True)
+    assert len(want) > 10
+    assert list(zip(got["k"], got["t"], got["n"], got["mt"])) == \
+        list(zip(want["k"], want["t"], want["n"], want["mt"].astype(int)))
+    np.testing.assert_allclose(got["a"], want["a"], rtol=1e-12)
+
+
 class _Catalog(dict):
     def get(self, name):
         return super().get(name.lower())
@@ -366,6 +405,23 @@ def test_subqueries_and_views_that_are_not_stream_parts(text):
     """No Spark: a subquery or view computing across rows but not a side, or row by row
     over one stream, is not cut."""
     assert _split(text, {"mv": WINDOWED, "rv": "SELECT ts AS t, k, v AS a FROM s"}) is None
+
+
+def test_a_cte_part_and_a_view_or_subquery_part_in_one_statement():
+    """No Spark: beside a stream-part CTE, a windowed view or subquery on the other side of
+    the join is cut too (from the rest, offsets kept); the rest reads both by name."""
+    counts = ("SELECT _time AS t, k, count(*) AS n FROM ev [RANGE 5 SECONDS SLIDE 5 SECONDS] "
+              "GROUP BY _time, k")
+    for side, name in (("cv c", "cv"), (f"({counts}) c", "c")):
+        rest = f"SELECT c.t, m.a FROM {side} ASOF JOIN m ON c.k = m.k AND c.t >= m.t"
+        text = f"WITH m AS ({WINDOWED}) {rest}"
+        split = _split(text, {"cv": counts})
+        assert [(p.name, p.time_column, p.stream) for p in split.parts] == \
+            [("m", "t", True), (name, "t", True)]
+        assert split.parts[1].inner.strip() == counts and len(split.outer) == len(text)
+        assert split.outer.strip().startswith("SELECT c.t, m.a FROM")
+        assert split.outer.index("ASOF JOIN m ON") == text.index("ASOF JOIN m ON")
+        assert [v.name for v in split.views] == (["cv"] if name == "cv" else [])
 
 
 def test_a_view_stream_part_without_event_time_is_refused_at_its_name():
