@@ -197,7 +197,12 @@ def _write_part(query, out, batch_id: int, progress: int | None) -> None:
         # releases control rows the first attempt kept waiting -- the same rows and more,
         # never fewer (a file once there stays). Those more are added beside the first
         # attempt's files with this attempt's punctuation; they are not late for the rest:
-        # each waited, so its time is at or above the first attempt's punctuation.
+        # each waited, so its time is at or above the first attempt's punctuation. (Not
+        # with per-key state, whose rows' values depend on the rows before them: such a
+        # re-run releases what the first attempt did, from its clock and the files it
+        # found complete, kept in the checkpoint -- runner.py _batch_pin. A HEARTBEAT's
+        # progress is the first attempt's too -- the same pin; on the state store, ticker
+        # rows of the batch's input -- so a re-run makes no more windows final.)
         if isinstance(query, DerivedSyncQuery):
             _add_released(query, rows, batch_id, progress)
         return

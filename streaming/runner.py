@@ -74,7 +74,7 @@ from .sync_state import signals_of
 
 __all__ = ["ReEvaluatingQuery"]
 
-_CLOCK = "clock.json"  # a batch's wall clock, in its state folder (_batch_clock)
+_PINS = "pins"  # what batches decided by the wall clock, beside Spark's offsets (_batch_pin)
 
 
 class ReEvaluatingQuery(ContinuousQuery):
@@ -182,7 +182,7 @@ class ReEvaluatingQuery(ContinuousQuery):
         # must live in the batch's session, or spark.sql would not see them.
         spark = batch_df.sparkSession
         state = self._load_state(batch_id) or {"progress": None, "inputs": {}}
-        now_us = self._batch_clock(batch_id)  # (a HEARTBEAT's progress: the same on a re-run)
+        pin = self._batch_pin(batch_id)  # a re-run's: its first attempt's (clock, ends)
         batch_df = batch_df.persist()
         report = BatchReport(batch_id, None, started_at=self.clock())
         arrived = self._arrivals(batch_id)  # for the result latency
@@ -255,7 +255,7 @@ class ReEvaluatingQuery(ContinuousQuery):
                 ) if v is not None], default=None)
             candidates = [v for v in (
                 before, promised,
-                now_us - s.heartbeat_us if s.heartbeat_us is not None else None,
+                pin["now_us"] - s.heartbeat_us if s.heartbeat_us is not None else None,
             ) if v is not None]
             progress[s.key] = {"progress": max(candidates) if candidates else None,
                                "max_ts": max_ts}
@@ -286,7 +286,10 @@ class ReEvaluatingQuery(ContinuousQuery):
                     if keeps_key_state(self.bound) else None)
             got = split_signals(spark, self.plan, buffers[key], state, self.clock(), blocks,
                                 catalog=self.session.catalog, batch_id=batch_id,
-                                max_files=getattr(self, "_max_files", None), hold=hold)
+                                max_files=getattr(self, "_max_files", None), hold=hold,
+                                ends=pin.get("ends") if hold is not None else None)
+            if hold is not None and "ends" not in pin:  # (before anything is delivered)
+                pin = self._batch_pin(batch_id, {**pin, "ends": got.ends})
             buffers[key], sync_state = got.waiting, got.state
             # a waiting control row is delivered in a later batch with its own (earlier)
             # time: _progress is no more than the earliest of them, so no row delivered
@@ -332,7 +335,7 @@ class ReEvaluatingQuery(ContinuousQuery):
         sinks.commit_all(late_parts, self.late_path, batch_id, self.late_format)
         sinks.commit_all(quarantine_parts, self.quarantine_path, batch_id)
         report.buffered = self._write_state(spark, batch_id, buffers, progress, overall, shown,
-                                            sync_state, now_us)
+                                            sync_state)
         report.state_bytes = sum(e.size for e in storage.list_files(self._state_dir(batch_id),
                                                                     recursive=True))
         self._finish(report, began, arrived)
@@ -340,29 +343,30 @@ class ReEvaluatingQuery(ContinuousQuery):
             df.unpersist()
         self._resample.release()
 
-    def _batch_clock(self, batch_id: int) -> int:
-        """The wall clock (µs) batch ``batch_id`` computes its inputs' HEARTBEAT progress
-        from: its first attempt's, written beside its state before anything is delivered
-        and read again by a re-run after a crash. A re-run must compute what the first
-        attempt delivered: a later clock would move a HEARTBEAT's progress on, and with it
-        what is final (a stream part keeps the first attempt's committed rows,
-        streaming/derived.py: windows final only in the re-run would never be written) and
-        what a per-key SYNC holds back (sync.hold_for_keys: a row released only by the
-        re-run may sort before a delivered row of its key and change its values -- which
-        derived.py ``_add_released`` would then add as a new row, the control row twice).
-        (Which recording files a SYNC finds complete stays the re-run's own: derived.py.)"""
-        where = storage.join(self._state_dir(batch_id), _CLOCK)
+    def _batch_pin(self, batch_id: int, pin: dict | None = None) -> dict:
+        """What batch ``batch_id`` decides by the wall clock (``now_us``: HEARTBEAT progress;
+        per-key SYNC: ``ends``, sync.split_signals) as its first attempt did (``pin``: write
+        it, before anything is delivered), so a re-run after a crash computes what that one
+        delivered: a later HEARTBEAT progress makes more final (a stream part keeps the first
+        attempt's rows, derived.py) or releases held rows (sync.hold_for_keys), as a file
+        completed since would: one may sort before a delivered row of its key, change it."""
+        pins = storage.join(self.checkpoint, "offsets", _PINS)
+        where = storage.join(pins, f"{batch_id:09d}.json")
         try:
-            return int(json.loads(storage.read_text(where))["now_us"])
+            if pin is None:
+                got = json.loads(storage.read_text(where))
+                return {**got, "now_us": int(got["now_us"])}
         except FileNotFoundError:
-            pass
+            pin = {"now_us": int(self.clock() * 1_000_000)}
+            for name, _ in storage.children(pins):  # the last two batches' kept, as state
+                if name[:9].isdigit() and int(name[:9]) < batch_id - 1:
+                    storage.delete(storage.join(pins, name))
         except (ValueError, KeyError, TypeError) as err:  # written whole: so edited since
-            raise WaveSQLError("CHECKPOINT_CORRUPT", f"`{where}` is not the clock this query "
-                               f"wrote ({err})", hint="restore the checkpoint folder, or "
-                               "start the query with a new checkpoint and output") from None
-        now_us = int(self.clock() * 1_000_000)
-        storage.write_text(where, json.dumps({"now_us": now_us}))
-        return now_us
+            raise WaveSQLError("CHECKPOINT_CORRUPT", f"`{where}` is not what this query wrote "
+                               f"({err})", hint="restore the checkpoint folder, or start the "
+                               "query with a new checkpoint and output") from None
+        storage.write_text(where, json.dumps(pin))
+        return pin
 
     def _kafka_partitions(self, batch_id: int, s: cat.StreamDef) -> list[int]:
         """The partitions of a Kafka stream's topic, as Spark's offset log of this batch
@@ -459,13 +463,10 @@ class ReEvaluatingQuery(ContinuousQuery):
 
     def _write_state(self, spark, batch_id: int, buffers: dict, progress: dict,
                      overall: int | None, shown: int | None,
-                     sync_state: dict | None = None, now_us: int | None = None) -> int:
+                     sync_state: dict | None = None) -> int:
         folder = self._state_dir(batch_id)
-        # a re-run of this batch after a crash: redo it from scratch (its clock kept: a
-        # re-run after this commit, before Spark's, delivers again -- _batch_clock)
+        # a re-run of this batch after a crash: redo it from scratch
         storage.delete(folder, recursive=True)
-        if now_us is not None:
-            storage.write_text(storage.join(folder, _CLOCK), json.dumps({"now_us": now_us}))
         kept = 0
         for inp in self.inputs:
             if self.plan.mode == "rows":

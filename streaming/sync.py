@@ -203,6 +203,9 @@ class Split:
     rows: int = 0
     late: int = 0  # ... of them late (below the samples already used) ...
     late_records: list = field(default_factory=list)  # ... and their late-sink records
+    #: each file signal's end sample the rows synced now are within (``split_signals``'s
+    #: ``ends``: a re-run's cap)
+    ends: dict = field(default_factory=dict)
 
 
 def sync_split(plan: Plan, candidates, state: dict, at: float, catalog=None,
@@ -219,7 +222,8 @@ def sync_split(plan: Plan, candidates, state: dict, at: float, catalog=None,
 
 def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
                   blocks: dict | None = None, catalog=None, batch_id: int = 0,
-                  max_files: int | None = None, hold: tuple | None = None) -> Split:
+                  max_files: int | None = None, hold: tuple | None = None,
+                  ends: dict | None = None) -> Split:
     """The micro-batch ``batch_id``'s control stream rows ``candidates`` split for a
     continuous SYNC JOIN, its file signals' files judged complete at wall-clock time ``at``,
     each Kafka signal's new sample blocks ``blocks[signal key]`` (watch rows:
@@ -248,7 +252,11 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
     (:func:`keeps_key_state`) -- also keeps waiting every control stream row whose event
     time the control's progress (µs, None: none yet) has not passed: a key's rows must
     reach its state in range order, and that order is known only once no row can still
-    come before them (:func:`hold_for_keys`).
+    come before them (:func:`hold_for_keys`). ``ends`` (signal key -> end sample, or None)
+    -- the first attempt's ``Split.ends`` when a per-key batch is re-run -- caps what each
+    file signal covers: a file completed since would release rows the first attempt kept
+    waiting, and such a row may sort before a delivered row of its key and change its
+    values (its state); it waits for the next batch instead.
     """
     from pyspark.sql import functions as F
 
@@ -300,6 +308,9 @@ def split_signals(spark, plan: Plan, candidates, state: dict, at: float,
             continue
         covered = s0.isNull() | s1.isNull() | (s1 < s0)
         end = after[s.key]["end"]
+        if ends is not None and s.key in ends:
+            end = None if end is None or ends[s.key] is None else min(end, ends[s.key])
+        got.ends[s.key] = end
         if end is not None:
             covered = covered | (s1 <= F.lit(end))
         ready = ready & covered

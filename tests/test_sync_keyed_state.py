@@ -396,23 +396,32 @@ INSERT INTO synced
 
 
 def test_a_rerun_batch_holds_back_what_its_first_attempt_held(ws, spark, tmp_path):
-    """A HEARTBEAT moves the control's progress with the wall clock, and per key a row is
-    synced only once that progress passed it. A batch re-run after a crash (its entry in
-    Spark's commit log removed, as a kill after the delivery leaves it) computes with its
-    first attempt's clock: it holds back what the first attempt held -- x's [0, 1000) at
-    2.5 s, above the progress 12 s - 10 s -- and delivers the same row, x's [1000, 2000)
-    filtered from rest. With the re-run's own clock (8 s later) the progress would be
-    10 s: [0, 1000) released as well and run first, [1000, 2000) then from its state --
-    other values than those delivered. Oracle: scipy over the recording's samples."""
-    (tmp_path / "ctl").mkdir()
-    folder, x = _recording(tmp_path)
-    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
-           "SEGMENT 512")
+    """Per key a row is synced only once the control's progress passed it -- with a
+    HEARTBEAT, progress moves with the wall clock -- and once the recording covers it. A
+    batch re-run after a crash (its entry in Spark's commit log removed, as a kill after
+    the delivery leaves it) decides both as its first attempt did: at 12 s - 10 s the
+    progress held x's [0, 1000) (2.5 s), and y's [7000, 9000) waited for the samples past
+    8000; the re-run, 8 s later and with the next file complete, holds both again and
+    delivers the same rows, x's [1000, 2000) and y's [7500, 8000) filtered from rest.
+    (With its own clock it would release [0, 1000) and run [1000, 2000) from its state,
+    other values; with its own files, run [7000, 9000) and send [7500, 8000), delivered,
+    late.) Oracle: scipy over the recording's samples."""
+    import json
+
+    rng = np.random.default_rng(21)
+    x = (0.4 * np.sin(2 * np.pi * 40.0 * np.arange(N) / RATE)
+         + 0.3 * rng.standard_normal(N)).astype(np.float32)
+    for d in ("sig", "ctl"):
+        (tmp_path / d).mkdir()
+    write_wav(str(tmp_path / "sig" / "rec_000.wav"), x[:8000].reshape(-1, 1), RATE, "float32")
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{tmp_path / 'sig'}' "
+           "FORMAT wav SEGMENT 512")
     ws.sql(f"CREATE STREAM ctl (id BIGINT, sensor STRING, a BIGINT, b BIGINT, ts TIMESTAMP) "
            f"FROM '{tmp_path / 'ctl'}' FORMAT parquet EVENT TIME ts WATERMARK 1 SECOND "
            "HEARTBEAT 10 SECONDS")
-    pd.DataFrame({"id": [0, 1], "sensor": ["x", "x"], "a": [1000, 0], "b": [2000, 1000],
-                  "ts": pd.to_datetime([500_000, 2_500_000], unit="us")
+    pd.DataFrame({"id": [0, 1, 2, 3], "sensor": ["x", "x", "y", "y"],
+                  "a": [1000, 0, 7000, 7500], "b": [2000, 1000, 9000, 8000],
+                  "ts": pd.to_datetime([500_000, 2_500_000, 200_000, 300_000], unit="us")
                   .astype("datetime64[us]")}).to_parquet(tmp_path / "ctl" / "c.parquet")
 
     def run(now):
@@ -426,14 +435,23 @@ def test_a_rerun_batch_holds_back_what_its_first_attempt_held(ws, spark, tmp_pat
     (last,) = [p for p in commits.iterdir() if p.name.isdigit()]
     last.unlink()
     (commits / f".{last.name}.crc").unlink(missing_ok=True)
+    write_wav(str(tmp_path / "sig" / "rec_001.wav"), x[8000:16000].reshape(-1, 1), RATE,
+              "float32")
     q = run(20.0)
-    assert [r.batch for r in q.reports] == [int(last.name)]  # the batch ran again
-    assert q.reports[0].progress_us == 2_000_000 and q.reports[0].buffered == 1
-    rows = spark.read.parquet(str(tmp_path / "out")).collect()
-    assert [r.id for r in rows] == [0]
-    want = _oracle(x, [("x", 1000, 2000)])[0]
-    np.testing.assert_allclose(rows[0].f.samples, want[0], atol=2e-6)
-    np.testing.assert_allclose(rows[0].g.samples, want[1], atol=2e-6)
+    assert q.reports[0].batch == int(last.name)  # the batch ran again
+    assert q.reports[0].inputs == {"ctl": 2_000_000} and q.reports[0].buffered == 2
+    assert q.reports[0].late == 0
+    # then the next batch (the new file's): both rows released, both behind their key's
+    # state -- late, the delivered rows stay
+    assert [r.late for r in q.reports[1:]] == [2]
+    late = spark.read.parquet(str(tmp_path / "ckpt" / "late")).collect()
+    assert sorted(json.loads(r._row)["c"]["id"] for r in late) == [1, 2]
+    rows = {r.id: r for r in spark.read.parquet(str(tmp_path / "out")).collect()}
+    assert sorted(rows) == [0, 3]
+    for i, lo, hi in ((0, 1000, 2000), (3, 7500, 8000)):
+        want = _oracle(x.astype(np.float64), [("k", lo, hi)])[0]
+        np.testing.assert_allclose(rows[i].f.samples, want[0], atol=2e-6, err_msg=str(i))
+        np.testing.assert_allclose(rows[i].g.samples, want[1], atol=2e-6, err_msg=str(i))
 
 
 @pytest.mark.slow
