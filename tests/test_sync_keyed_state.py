@@ -167,6 +167,21 @@ def test_overlapping_ranges_of_one_key_are_segment_order(ws, tmp_path):
 
 
 @pytest.mark.slow
+def test_ranges_of_one_start_are_named_in_a_fixed_order(ws, tmp_path):
+    """Batch: a key's ranges of one start overlap (SEGMENT_ORDER); the shorter range is
+    taken first whatever order the rows come in (written longest first here, and shuffled
+    by Spark), so the error names the same pair every run: the two shortest."""
+    folder, _ = _recording(tmp_path)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav")
+    _control(ws, tmp_path, [("c", 2000, 2900), ("c", 2000, 2600), ("c", 2000, 2300)])
+    with pytest.raises(Exception) as err:  # noqa: PT011 -- a task's error, as Spark raises it
+        ws.sql("SELECT c.id, lowpass(s.ch1, 100.0) OVER (PARTITION BY c.sensor) AS f "
+               "FROM ctl c SYNC JOIN mic s ON RANGE (c.a, c.b)").collect()
+    assert "SEGMENT_ORDER" in str(err.value)
+    assert "[2000, 2300) and [2000, 2600) overlap" in str(err.value)
+
+
+@pytest.mark.slow
 def test_many_keys_in_parallel(ws, tmp_path):
     """40 keys, each three ranges that meet and one after a gap, over several shuffle
     partitions: each key's values are its own signal's, whatever partition it lands in."""
