@@ -76,7 +76,10 @@ def is_side(node: exp.Expression) -> bool:
     if isinstance(node.parent, wn.Resample):
         return True
     select = node.find_ancestor(exp.Select)
-    return select is not None and bool(select.args.get("joins"))
+    # (not a SYNC JOIN's control: the continuous SYNC reads its control row by row from a
+    # catalog stream, and a part's punctuation rows would be control rows to it)
+    return select is not None and any(not j.args.get("sync")
+                                      for j in select.args.get("joins") or [])
 
 
 def _joined_or_resampled(rest: exp.Expression, name: str) -> bool:
