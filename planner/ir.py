@@ -541,7 +541,7 @@ def carried_event_time(relation: Relation) -> str | None:
     for rel in walk(relation):
         if isinstance(rel, StreamScan) and rel.stream.event_time:
             field = relation.schema.find(rel.stream.event_time)
-            if field is not None and field.type.startswith("timestamp"):
+            if field is not None and field.type.lower().startswith("timestamp"):
                 found[field.name.lower()] = field.name
     return next(iter(found.values())) if len(found) == 1 else None
 
