@@ -222,16 +222,22 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("body, what", REFUSED, ids=[w for _, w in REFUSED])
-def test_state_across_rows_is_refused(ws, tmp_path, body, what):
-    """A view, CTE or subquery the continuous RESAMPLE can neither read row by row nor run
-    as a stream part of its own: NOT_IMPLEMENTED naming it, with a hint."""
+def _refusal_of_resampling(ws, tmp_path, body):
+    """The error of a continuous RESAMPLE of CTE ``f`` = ``body`` over stream kv."""
     (tmp_path / "in").mkdir()
     ws.sql(STREAM.format(tmp_path / "in"))
     sql = (f"WITH f AS ({body}) SELECT k, ts, v FROM RESAMPLE(f, ts, INTERVAL 1 SECOND, "
            "'prev') r")
     with pytest.raises(WaveSQLError) as err:
         ws.explain(sql, "STREAM")
+    return err
+
+
+@pytest.mark.parametrize("body, what", REFUSED, ids=[w for _, w in REFUSED])
+def test_state_across_rows_is_refused(ws, tmp_path, body, what):
+    """A view, CTE or subquery the continuous RESAMPLE can neither read row by row nor run
+    as a stream part of its own: NOT_IMPLEMENTED naming it, with a hint."""
+    err = _refusal_of_resampling(ws, tmp_path, body)
     assert err.value.code == "NOT_IMPLEMENTED"
     assert "continuous RESAMPLE's input" in err.value.message and what in err.value.message
     assert "row by row" in err.value.hint or "one catalog stream" in err.value.hint
@@ -258,12 +264,7 @@ def test_an_input_computing_across_rows_follows_its_own_streaming_rules(ws, tmp_
     (streaming/stream_parts.py; a windowed one runs: tests/test_stream_parts.py), so one
     that could not run continuously on its own -- no window, an unbounded OVER frame, no
     event time to RESAMPLE by -- gets that STREAMING_RULE, naming what."""
-    (tmp_path / "in").mkdir()
-    ws.sql(STREAM.format(tmp_path / "in"))
-    sql = (f"WITH f AS ({body}) SELECT k, ts, v FROM RESAMPLE(f, ts, INTERVAL 1 SECOND, "
-           "'prev') r")
-    with pytest.raises(WaveSQLError) as err:
-        ws.explain(sql, "STREAM")
+    err = _refusal_of_resampling(ws, tmp_path, body)
     assert err.value.code == "STREAMING_RULE", err.value
     assert what in err.value.message, err.value
 

@@ -73,6 +73,14 @@ def _asof(events: list[dict], windows: pd.DataFrame, progress_ms: int) -> pd.Dat
     return got.sort_values("id").reset_index(drop=True)
 
 
+def _run(ws, query: str, tmp_path):
+    """One availableNow run of ``query`` into ``out`` on checkpoint ``ckpt``, to its end."""
+    q = ws.stream(query, tmp_path / "out", tmp_path / "ckpt")
+    q.await_termination()
+    assert q.error is None, q.error
+    return q
+
+
 def _read(spark, folder) -> pd.DataFrame:
     got = spark.read.parquet(str(folder)).toPandas()
     for c in ("ts", "t"):
@@ -130,10 +138,7 @@ def _asof_two_runs(ws, spark, tmp_path, query: str, part: str, views=()) -> None
     _write(tmp_path / "ev", "e1", events)
 
     def run():
-        q = ws.stream(query, tmp_path / "out", tmp_path / "ckpt")
-        q.await_termination()
-        assert q.error is None, q.error
-        return q
+        return _run(ws, query, tmp_path)
 
     run()
     got = _read(spark, tmp_path / "out")
@@ -172,10 +177,7 @@ def _two_runs(ws, spark, tmp_path, query, crash: bool = False, views=()):
     _write(tmp_path / "ev", "e1", [e for e in events if e["ts"] < 24_000])
 
     def run():
-        q = ws.stream(query, tmp_path / "out", tmp_path / "ckpt")
-        q.await_termination()
-        assert q.error is None, q.error
-        return q
+        return _run(ws, query, tmp_path)
 
     run()
     before = spark.read.parquet(str(tmp_path / "out")).toPandas()
