@@ -109,7 +109,18 @@ def check_row_by_row(tree, stmt) -> None:
     for node in tree.walk():
         if isinstance(node, exp.AggFunc) and node.find_ancestor(exp.Window) is not None:
             continue
-        if isinstance(node, (exp.AggFunc, exp.Group, exp.Join, exp.Distinct, exp.Limit)):
+        if isinstance(node, exp.Join):
+            # by design, not a gap: an unbounded join of two streams keeps every row of
+            # both for ever (any later row may match any earlier one); the joins that bound
+            # their state in event time run (interval, ASOF, windowed sides)
+            raise WaveSQLError(
+                "STREAMING_RULE", f"`{node.sql()[:40]}` over an unbounded stream needs a window",
+                Span.of(stmt.node),
+                hint="bound the join in event time so its state can be dropped: an interval "
+                     "join (ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL 5 SECONDS AND "
+                     "a.ts), the latest row before (ASOF JOIN ... ON a.k = b.k AND a.ts >= "
+                     "b.ts), or join windows of both streams")
+        if isinstance(node, (exp.AggFunc, exp.Group, exp.Distinct, exp.Limit)):
             raise WaveSQLError(
                 "STREAMING_RULE", f"`{node.sql()[:40]}` over an unbounded stream needs a window",
                 Span.of(stmt.node),

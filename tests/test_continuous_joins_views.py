@@ -296,6 +296,22 @@ def test_a_side_that_cannot_run_continuously_is_refused_by_its_own_rule(ws, tmp_
             ws.explain(sql, "STREAM")
         assert err.value.code == "STREAMING_RULE", err.value
         assert what in err.value.message, err.value
+        if what.startswith("`JOIN"):  # by design: the hint names the joins that bound state
+            assert "interval join" in err.value.hint and "ASOF JOIN" in err.value.hint
+
+
+def test_an_unbounded_join_of_two_streams_is_refused_naming_the_bounded_joins(ws, tmp_path):
+    """An inner, outer or cross join of two streams with no time bound keeps every row of
+    both for ever: refused by design (STREAMING_RULE), the hint spelling the interval and
+    ASOF joins, which run."""
+    _streams(ws, tmp_path)
+    for join in ("JOIN quotes q ON t.k = q.k", "LEFT JOIN quotes q ON t.k = q.k",
+                 "CROSS JOIN quotes q"):
+        with pytest.raises(WaveSQLError) as err:
+            ws.explain(f"SELECT t.k, t.ts, q.p FROM trades t {join}", "STREAM")
+        assert err.value.code == "STREAMING_RULE", err.value
+        assert "needs a window" in err.value.message, err.value
+        assert "interval join" in err.value.hint and "ASOF JOIN" in err.value.hint
 
 
 def test_the_time_column_must_be_the_event_time(ws, tmp_path):
