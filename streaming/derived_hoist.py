@@ -39,6 +39,12 @@ RESAMPLE's unnamed input) or the view, its event time the window's ``_time`` or 
 stream's event time passed through (else refused, a view's error at its name). Such parts
 are also cut from the rest of a statement cut at its CTEs (:mod:`.derived_split`), so a
 stream-part CTE and a stream-part view or subquery may be the two sides of one join.
+
+Views reading views are followed (:mod:`.derived_chain`): the first view down a chain
+whose query is a part is the part -- ``g`` filtering ``f``, a view of a signal query:
+``f`` is the signal part and the rest reads ``g`` over its rows; ``rv`` filtering ``mv``,
+a windowed view, joined: ``mv`` is the stream part (a windowed view over a filter view
+too) --, its errors raised where the statement names the view the chain starts at.
 """
 
 from __future__ import annotations
@@ -93,10 +99,19 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
             except WaveSQLError as err:
                 raise err.with_query(text) from None
             subqueries.append((sq, (found, {"stream": True})))
-    for table in node.find_all(exp.Table):
+    # (table, where): the statement's tables, then those of the views' queries that are
+    # no part -- a chain of views (g reads f, a signal view: f is the part, the rest reads
+    # g over f's rows); a view's query's errors are raised where the statement names the
+    # view it was reached from
+    todo = [(t, t) for t in node.find_all(exp.Table)
+            if t.args.get("db") or t.name.lower() not in ctes]
+    seen = set()
+    while todo:
+        table, where = todo.pop(0)
         name = table.name.lower()
-        if table.args.get("db") or name in ctes or name in views:
+        if table.args.get("db") or name in views or name in seen:
             continue
+        seen.add(name)
         view = catalog.get(table.name)
         if not isinstance(view, cat.ViewDef):
             continue
@@ -105,17 +120,19 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
         except WaveSQLError:
             continue
         if isinstance(body.node, exp.Select) and _reads_signal(body.node, catalog, set()):
-            found = time_columns(body.node, view.name, catalog, where=table)
+            found = time_columns(body.node, view.name, catalog, where=where)
             if found is not None:
-                views[name] = (view, table, (found[0], {"sync": found[1]}))
+                views[name] = (view, where, (found[0], {"sync": found[1]}))
         elif stream_parts.is_stream_query(body.node, set(), catalog) \
-                and stream_parts.is_side(table):
+                and (stream_parts.is_side(table) or stream_parts.is_side(where)):
             try:  # (the view's query's positions are in its own text: raised at its name)
                 found = _stream_time(body.node, view.name, catalog, body.node,
                                      "the view's query")
             except WaveSQLError as err:
-                raise at_view(err, view.name, table, text) from None
-            views[name] = (view, table, (found, {"stream": True}))
+                raise at_view(err, view.name, where, text) from None
+            views[name] = (view, where, (found, {"stream": True}))
+        else:
+            todo += [(t, where) for t in body.node.find_all(exp.Table)]
     # nested: only the innermost subqueries read the signal directly; an outer one is rest
     subqueries = [(sq, f) for sq, f in subqueries
                   if not any(o is not sq and o in sq.find_all(exp.Subquery)

@@ -23,7 +23,8 @@ from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.sqltext import quote
 
-from . import derived_hoist, derived_over, stream_parts
+from . import derived_chain, derived_hoist, derived_over, stream_parts
+from .derived_chain import cte_extent as _cte_extent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +109,7 @@ def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
     if with_ is None:
         return None
     names = {c.alias_or_name.lower() for c in with_.expressions}
+    bodies = derived_chain.ctes_of(node)
 
     def signals_in(tree) -> list[exp.Table]:
         return [t for t in tree.find_all(exp.Table) if not t.args.get("db")
@@ -119,8 +121,8 @@ def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
 
     def is_part(cte) -> bool:
         if not signals_in(cte.this):  # a stream part, or none (streaming/stream_parts.py)
-            return not signals_in(rest) and \
-                stream_parts.is_stream_part(cte, names, rest, catalog)
+            return not signals_in(rest) and stream_parts.is_stream_part(
+                cte, names, rest, catalog, _others(bodies, cte))
         # a SYNC CTE is a part when it passes its control's event time through and the
         # rest reads no signal; else the query is planned whole (streaming/sync.py refuses
         # windows around a SYNC there, naming the column to pass through)
@@ -150,17 +152,22 @@ def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
                          f"ch1) AS t, ... (no `{cte.alias_or_name}(...)` list)")
     extents = [_cte_extent(text, cte) for cte in with_.expressions]
     signal = [any(cte is f for f in found) for cte in with_.expressions]
-    parts = []
-    outer = text
+    parts, outer, chained = [], text, set()
     for cte, extent, is_signal in zip(with_.expressions, extents, signal):
         if not is_signal:
             continue
         # the body alone, at its place; newlines kept: line/column positions stay right
         inner = _blank(text[:extent.closed], 0, extent.opened + 1)
         if not signals_in(cte.this):  # (refused with EMIT CHANGES: final rows only)
+            # a chain: the CTEs it reads before it (WITH a AS (...) <its body>), offsets kept
+            reads = derived_chain.cte_reads(cte.this, _others(bodies, cte))
+            chained.update(reads)
+            inner = derived_chain.lay_body(derived_chain.with_prefix(text, bodies, reads),
+                                           text, extent.opened + 1, extent.closed)
+            inner = inner[:extent.closed]
             try:  # (shown in the statement: its positions are the statement's)
                 stream_parts.check_part(cte)
-                time_column = stream_parts.time_column(cte, catalog)
+                time_column = stream_parts.time_column(cte, catalog, _others(bodies, cte))
             except WaveSQLError as err:
                 raise err.with_query(text) from None
             parts.append(Part(cte.alias_or_name, inner, time_column, stream=True))
@@ -170,6 +177,14 @@ def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
         else:
             parts.append(Part(cte.alias_or_name, inner, _time_column(cte)))
         outer = _blank(outer, extent.first, extent.closed + 1)
+    # a CTE only the parts read (through a chain) goes with them: left in the rest, it
+    # would read a stream there the rest does not
+    kept = {n: c for n, c in bodies.items() if not any(c is f for f in found)}
+    still = set(derived_chain.cte_reads(rest, kept))
+    for i, (cte, extent) in enumerate(zip(with_.expressions, extents)):
+        if not signal[i] and cte.alias_or_name.lower() in chained - still:
+            signal[i] = True
+            outer = _blank(outer, extent.first, extent.closed + 1)
     if all(signal):  # blank WITH [RECURSIVE] and the commas too
         outer = _blank(outer, extents[0].with_at, extents[-1].closed + 1)
     else:  # the commas: one after each CTE kept but the last kept
@@ -178,6 +193,11 @@ def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
             if extent.after is not None and (signal[i] or i >= last_kept):
                 outer = _blank(outer, extent.after, extent.after + 1)
     return Split(tuple(parts), outer, text)
+
+
+def _others(bodies: dict, cte: exp.CTE) -> dict:
+    """The CTEs of ``bodies`` but ``cte``: those it may read through (a chain)."""
+    return {n: c for n, c in bodies.items() if c is not cte}
 
 
 def _is_sync(cte: exp.CTE) -> bool:
@@ -226,41 +246,6 @@ def _select_time(select, name: str, where, what: str = "it") -> str:
         f"their event time: {what} has no start_time(...) column", Span.of(where),
         hint=f"name the window's start in `{name}`, e.g. SELECT start_time(ch1) "
              "AS t, ...; its rows are then windowed and joined by t")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Extent:
-    """Where a CTE lies in the statement's text (offsets), from the tokens: so that a
-    comment or a string literal saying ``WITH``, ``(`` or ``,`` cannot mislead the split."""
-
-    with_at: int  # the WITH keyword
-    first: int  # the CTE's name
-    opened: int  # its body's "("
-    closed: int  # the body's ")"
-    after: int | None  # the comma after it, or None (the last CTE)
-
-
-def _cte_extent(text: str, cte: exp.CTE) -> _Extent:
-    """The extent of ``cte`` in ``text`` (the full text its positions index)."""
-    from wavesql.dialect.dialect import WaveSQL
-
-    first = Span.of(cte.args["alias"]).start
-    tokens = WaveSQL().tokenizer().tokenize(text)  # (comments are not tokens)
-    i = next(k for k, t in enumerate(tokens) if t.start >= first)
-    with_at = next(t.start for t in reversed(tokens[:i]) if t.token_type == TokenType.WITH)
-    while tokens[i].token_type != TokenType.ALIAS:  # (a column list's "(" is not the body's)
-        i += 1
-    while tokens[i].token_type != TokenType.L_PAREN:  # (AS [NOT] MATERIALIZED)
-        i += 1
-    opened, depth = tokens[i].start, 0
-    for k in range(i, len(tokens)):
-        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[k].token_type, 0)
-        if depth == 0:
-            nxt = tokens[k + 1] if k + 1 < len(tokens) else None
-            comma = nxt.start if nxt is not None and nxt.token_type == TokenType.COMMA \
-                else None
-            return _Extent(with_at, first, opened, tokens[k].start, comma)
-    raise WaveSQLError("PARSE_ERROR", "unbalanced parentheses", Span.of(cte))
 
 
 def _blank(text: str, a: int, b: int) -> str:

@@ -15,7 +15,8 @@ the plan names it per stream (``views``), and such a join runs on the state stor
 (:mod:`.stateful.view_rows`). An interval join's side written inline is hoisted into an
 input of its own (``query``: the query before and after). A CTE computing across a
 stream's rows (windows, aggregates) runs as a stream of its own before the join is planned
-(:mod:`.stream_parts`), so the join sees it as a catalog stream.
+(:mod:`.stream_parts`), so the join sees it as a catalog stream. A stream joined with
+itself is read twice, the second side as a copy of the stream (:func:`_apart`).
 """
 
 from __future__ import annotations
@@ -63,8 +64,14 @@ def plan_asof(queries: list, trees: list, scans: dict, stmt) -> Plan:
               "ON ... {t} >= ...", stmt)
         for name, column, role in ((asof.left, asof.left_time, "left"),
                                    (asof.right, asof.right_time, "right")))
+    itself = None
+    if left.key == right.key and lview is None and rview is None:
+        # the right branch of planner/temporal.py's ASOF SQL (left UNION ALL right)
+        itself = _itself(query, lambda tree: next(tree.find_all(exp.Union)).expression
+                         .args["from_"].this, asof.right, "right")
     (left, lview), (right, rview) = _apart((left, lview), (right, rview), "right",
-                                           "a continuous ASOF JOIN", scans, stmt)
+                                           "a continuous ASOF JOIN", scans, stmt,
+                                           itself and itself[0])
     for stream, column in ((left, asof.left_time), (right, asof.right_time)):
         require_event_time(stream, column, "a continuous ASOF JOIN compares the streams' "
                             "event times", stmt)
@@ -75,6 +82,8 @@ def plan_asof(queries: list, trees: list, scans: dict, stmt) -> Plan:
             "keys": [r for _, r in asof.keys], "pairs": list(asof.keys),
             "direction": asof.direction, "inclusive": asof.inclusive,
             "views": {left.key: lview, right.key: rview}}
+    if itself is not None:  # the batch plan of the state store reads the right side apart
+        info["query"] = (query, itself[1])
     return Plan(inputs, "asof", None, asof=info)
 
 
@@ -96,19 +105,20 @@ def _side(rel: ir.Relation | None, column: str, what: str, use: str, stmt) -> tu
     return stream, rel
 
 
-def _apart(first: tuple, second: tuple, label: str, what: str, scans: dict, stmt) -> tuple:
+def _apart(first: tuple, second: tuple, label: str, what: str, scans: dict, stmt,
+           itself: ir.SqlQuery | None = None) -> tuple:
     """The two sides ``(stream, view)`` of a continuous join, each reading a stream of its
     own. The same stream on both sides, through a view on one side at least (``WITH a AS
     (SELECT * FROM s WHERE ...), b AS (SELECT * FROM s WHERE ...) ... a ASOF JOIN b``), is
     read twice: the second view's side (else the first's) as a copy of the stream named
     ``<stream>@<label>`` -- a source, a progress and rows of its own, as two streams would
-    be (the view still reads the stream by its own name: .stateful.view_rows)."""
+    be (the view still reads the stream by its own name: .stateful.view_rows). With no
+    view on either side (``s a ASOF JOIN s b``), the second side is ``itself``, the view
+    ``SELECT * FROM s`` (:func:`_itself`), and is read the same way."""
     (s1, v1), (s2, v2) = first, second
     if s1.key == s2.key:
         if v1 is None and v2 is None:
-            raise WaveSQLError("NOT_IMPLEMENTED", f"{what} of a stream with itself",
-                               Span.of(stmt.node),
-                               hint="join two views (or CTEs) over the stream, one per side")
+            second = (s2, v2) = (s2, itself)
         from dataclasses import replace
 
         copy = replace(s2 if v2 is not None else s1, name=f"{s1.name}@{label}")
@@ -120,6 +130,29 @@ def _apart(first: tuple, second: tuple, label: str, what: str, scans: dict, stmt
                            "one per query", Span.of(stmt.node),
                            hint="split the query: one continuous join per query")
     return first, second
+
+
+def _itself(query: ir.SqlQuery, table_of, name: str, label: str) -> tuple:
+    """``(view, query')`` for a join of a stream with itself, no view on either side: the
+    view ``SELECT * FROM <name>`` over the stream ``query`` reads as input ``name``, and
+    ``query`` with the second side's table (``table_of(tree)`` of its AST) reading that
+    view as an input of its own -- so the state store's batch plan can hand that side's
+    rows in apart from the first side's (.stateful.asof_query ``_over_views``)."""
+    from dataclasses import replace
+
+    from wavesql.dialect import to_spark_sql
+
+    name, rel = next((n, r) for n, r in query.inputs if n.lower() == name.lower())
+    body = exp.select("*").from_(exp.Table(this=exp.to_identifier(name)))
+    view = ir.SqlQuery(to_spark_sql(body), ((name, rel),), rel.schema, rel.bounded,
+                       tree=body)
+    tree, alias = query.ast(), f"__wavesql_self_{label.lower()}"
+    table = table_of(tree)
+    table.set("this", exp.to_identifier(alias))
+    if not table.alias:  # (the columns name the side by the stream's name)
+        table.set("alias", exp.TableAlias(this=exp.to_identifier(name)))
+    return view, replace(query, sql=to_spark_sql(tree), tree=tree, source_offset=None,
+                         inputs=query.inputs + ((alias, view),))
 
 
 def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
@@ -170,8 +203,15 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
                 rel = rels.get(_source_name(source))
         sides.append(_side(rel, column.name, "a continuous interval join (side "
                            f"`{column.table}`)", "ON ... {t} BETWEEN ...", stmt))
+    itself = None
+    if sides[0][0].key == sides[1][0].key and sides[0][1] is None and sides[1][1] is None:
+        source = sources[band.b.table.lower()]
+        path = [id(n) for n in tree.walk()].index(id(source.find(exp.Table)))
+        itself = _itself(query, lambda t: list(t.walk())[path], _source_name(source),
+                         band.b.table)
     (a, aview), (b, bview) = _apart(sides[0], sides[1], band.b.table,
-                                    "a continuous interval join", scans, stmt)
+                                    "a continuous interval join", scans, stmt,
+                                    itself and itself[0])
     for side, column in ((a, band.a), (b, band.b)):
         require_event_time(side, column.name, "a continuous interval join's band must be "
                             "on the streams' event times", stmt)
@@ -187,6 +227,8 @@ def plan_band(queries: list, trees: list, scans: dict, stmt) -> Plan | None:
             "views": {a.key: aview, b.key: bview}}
     if hoisted:  # the batch plan of the state store reads the hoisted sides by name
         info["query"] = (query, _with_sides(query, tree, hoisted))
+    elif itself is not None:  # and the second side of a stream with itself apart
+        info["query"] = (query, itself[1])
     if outer is not None:
         info["outer"] = True  # stream a preserved
         if outer == FULL:

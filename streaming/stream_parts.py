@@ -35,6 +35,9 @@ plan whole (:func:`.planning.runs_whole`). A FROM/JOIN subquery, RESAMPLE's subq
 or a view (catalog or temporary) is a stream part by the same rules
 (:func:`is_stream_query`, :func:`is_side`, :func:`query_time_column`, :func:`check_query`,
 called by :mod:`.derived_hoist`, which cuts it as a CTE, named after its alias or view).
+What a part reads is followed through the statement's CTEs and views to the catalog
+objects at the chain's end (:mod:`.derived_chain`): ``m`` windowing CTE ``a``, which filters
+stream ``s``, reads ``s`` -- a stream part, its text carrying ``WITH a AS (...)``.
 """
 
 from __future__ import annotations
@@ -45,22 +48,23 @@ from wavesql.catalog import objects as cat
 from wavesql.dialect import nodes as wn
 from wavesql.errors import Span, WaveSQLError
 
+from . import derived_chain
+
 #: the plan modes whose rows come out at or above every ``_progress`` delivered before
 ORDERED_MODES = ("windowed", "over", "resample")
 
 
-def _streams_read(body: exp.Expression, names: set[str], catalog) -> list | None:
-    """The catalog streams ``body`` reads, or None when it reads anything else (another
-    CTE, a table, a signal, a qualified name)."""
-    streams = []
-    for t in body.find_all(exp.Table):
-        if t.args.get("db") or t.name.lower() in names:
-            return None
-        found = catalog.get(t.name)
-        if not isinstance(found, cat.StreamDef):
-            return None
-        streams.append(found)
-    return streams or None
+def _streams_read(body: exp.Expression, names: set[str], catalog,
+                  ctes: dict | None = None) -> list | None:
+    """The catalog streams at the end of ``body``'s chain -- through the CTEs ``ctes``
+    (name -> CTE) and the views it reads (:func:`.derived_chain.resolve`) --, or None when
+    it reads anything else (a CTE of ``names`` not in ``ctes``, a table, a signal, a
+    qualified name)."""
+    ctes = ctes or {}
+    found = derived_chain.resolve(body, catalog, ctes, set(names) - set(ctes))
+    if not found or not all(isinstance(o, cat.StreamDef) for o in found):
+        return None
+    return found
 
 
 def _across_rows(body: exp.Expression) -> bool:
@@ -88,28 +92,32 @@ def _joined_or_resampled(rest: exp.Expression, name: str) -> bool:
                if not t.args.get("db") and t.name.lower() == name)
 
 
-def is_stream_query(body: exp.Expression, names: set[str], catalog) -> bool:
+def is_stream_query(body: exp.Expression, names: set[str], catalog,
+                    ctes: dict | None = None) -> bool:
     """Whether ``body`` (a CTE's, a subquery's or a view's query; ``names``: the CTE names
-    it may not read) would run as a stream part: it reads catalog streams only and
-    computes across their rows. Whether it is one depends on its use (:func:`is_side`)."""
-    return _streams_read(body, names, catalog) is not None and _across_rows(body)
+    it may not read, ``ctes``: those it reads through) would run as a stream part: it
+    reads catalog streams only -- directly or through CTEs and views -- and computes
+    across their rows. Whether it is one depends on its use (:func:`is_side`)."""
+    return _streams_read(body, names, catalog, ctes) is not None and _across_rows(body)
 
 
-def is_stream_part(cte: exp.CTE, names: set[str], rest: exp.Expression, catalog) -> bool:
-    """Whether ``cte`` (of a WITH whose CTE names are ``names``; ``rest``: the statement
-    without its WITH) is a stream part: it reads catalog streams only, computes across
-    their rows, and the rest joins it or RESAMPLEs it."""
-    return (is_stream_query(cte.this, names, catalog)
+def is_stream_part(cte: exp.CTE, names: set[str], rest: exp.Expression, catalog,
+                   ctes: dict | None = None) -> bool:
+    """Whether ``cte`` (of a WITH whose CTE names are ``names``, ``ctes`` those it may
+    read through; ``rest``: the statement without its WITH) is a stream part: it reads
+    catalog streams only, computes across their rows, and the rest joins it or RESAMPLEs
+    it."""
+    return (is_stream_query(cte.this, names, catalog, ctes)
             and _joined_or_resampled(rest, cte.alias_or_name.lower()))
 
 
-def time_column(cte: exp.CTE, catalog) -> str:
+def time_column(cte: exp.CTE, catalog, ctes: dict | None = None) -> str:
     """:func:`query_time_column` of a CTE."""
-    return query_time_column(cte.this, cte.alias_or_name, catalog, cte, "the CTE")
+    return query_time_column(cte.this, cte.alias_or_name, catalog, cte, "the CTE", ctes)
 
 
 def query_time_column(body: exp.Expression, name: str, catalog, where: exp.Expression,
-                      what: str) -> str:
+                      what: str, ctes: dict | None = None) -> str:
     """A stream part's event-time column (``body``: the query of the part named ``name``,
     ``what`` it is -- "the CTE", "the subquery", ...): its column that is the window's
     ``_time``, else the one passing its stream's EVENT TIME through (an OVER window's
@@ -117,8 +125,8 @@ def query_time_column(body: exp.Expression, name: str, catalog, where: exp.Expre
     to select) when there is none."""
     select = body if isinstance(body, exp.Select) else None
     projections = select.selects if select is not None else []
-    events = {s.event_time.lower() for s in _streams_read(body, set(), catalog) or []
-              if s.event_time}
+    streams = _streams_read(body, set(), catalog, ctes) or []
+    events = {s.event_time.lower() for s in streams if s.event_time}
 
     def passed(column: str):
         for projection in projections:
@@ -131,7 +139,7 @@ def query_time_column(body: exp.Expression, name: str, catalog, where: exp.Expre
     for event in sorted(events):
         found = found or passed(event)
     if found is None and select is not None and select.is_star and len(events) == 1:
-        found = next(s.event_time for s in _streams_read(body, set(), catalog))
+        found = next(s.event_time for s in streams)
     if found is not None:  # (a `*` passes the stream's event time through)
         return found
     raise WaveSQLError(

@@ -330,17 +330,6 @@ def test_the_time_column_must_be_the_event_time(ws, tmp_path):
         assert "EVENT TIME" in err.value.message and "select ts unchanged" in err.value.hint
 
 
-def test_a_stream_joined_with_itself_is_refused(ws, tmp_path):
-    """The same stream on both sides with no view on either: refused, saying how to write
-    it (two views over the stream run: test_asof_of_one_stream_through_two_ctes)."""
-    _streams(ws, tmp_path)
-    sql = "SELECT a.ts, b.v FROM trades a ASOF JOIN trades b ON a.k = b.k AND a.ts >= b.ts"
-    with pytest.raises(WaveSQLError) as err:
-        ws.explain(sql, "STREAM")
-    assert err.value.code == "NOT_IMPLEMENTED" and "with itself" in err.value.message
-    assert "two views" in err.value.hint
-
-
 def test_the_re_evaluating_runner_refuses_a_view(ws, tmp_path, monkeypatch):
     """Where the state store cannot run it (forced off), a join of a view is refused --
     the re-evaluating runner keeps each side's rows by the stream's columns."""

@@ -60,8 +60,9 @@ class AsofPlan:
     views: tuple = (None, None)
     #: per side: the columns of the view the kernel's rows hold (the stream's: empty)
     view_columns: tuple = ((), ())
-    #: an interval join whose sides were written inline: ``(query, the query reading them
-    #: as inputs)`` (streaming/joins.py ``_with_sides``), or None
+    #: an interval join whose sides were written inline, or a join of a stream with itself:
+    #: ``(query, the query reading them as inputs)`` (streaming/joins.py ``_with_sides``,
+    #: ``_itself``), or None
     hoisted: tuple | None = None
 
     @property
@@ -139,7 +140,7 @@ def recognize_asof(plan: stream_plan.Plan, emit_changes: bool, buckets: int,
                  "micro-batch; a micro-batch joins the left rows whose match became final")
     return AsofPlan(left, right, op, tuple(pre_left), tuple(pre_right), ddl, n_buckets,
                     explain, (views.get(left.key), views.get(right.key)),
-                    (cols.get(left.key, ()), cols.get(right.key, ())))
+                    (cols.get(left.key, ()), cols.get(right.key, ())), info.get("query"))
 
 
 def over_views(a: cat.StreamDef, b: cat.StreamDef, views: dict) -> str:

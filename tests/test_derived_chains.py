@@ -1,0 +1,207 @@
+"""CTE and view chains in continuous queries (issue 21, item 1): a relation built in more
+than one step is classified by what its chain ends in (streaming/derived_chain.py).
+
+- a windowed CTE reading a filter CTE (``WITH a AS (... WHERE v > 0), m AS (... FROM a
+  [RANGE ...] GROUP BY ...)``), joined or resampled by the rest, is a stream part whose
+  text carries ``WITH a AS (...)``;
+- a windowed view reading a filter view is a stream part, and a filter view over a
+  windowed (or signal) view is the rest over that view's part (``g`` over the signal view
+  ``f``: the part ``f``, the filter in the rest).
+
+Oracles: pandas (right-closed tumbling windows per key, ``merge_asof``) over the rows the
+test writes, restricted by hand to what is final at the stream's progress; numpy's RMS per
+4096-sample window then pandas for the signal chain. The no-Spark tests check the cut."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.test_stream_parts import (_Catalog, _asof, _define, _read, _run, _samples,
+                                     _windows, _write)
+from wavesql.errors import WaveSQLError
+
+FILTER = "SELECT ts, k, v FROM s WHERE v > 0"
+WINDOWED_A = ("SELECT _time AS t, k, avg(v) AS a, count(*) AS n FROM {} "
+              "[RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY _time, k")
+CHAIN = (f"WITH a AS ({FILTER}), m AS ({WINDOWED_A.format('a')}) "
+         "SELECT e.id, e.k, e.ts, m.t, m.a, m.n FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.t")
+
+
+def _split(text, views=None, signals=()):
+    from wavesql.catalog import SignalDef, StreamDef, ViewDef
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.derived import find_split
+
+    catalog = _Catalog(**{n: StreamDef(n, [("ts", "TIMESTAMP"), ("k", "STRING"), (c, t)],
+                                       "/nowhere", "json", event_time="ts")
+                          for n, c, t in (("s", "v", "DOUBLE"), ("ev", "id", "BIGINT"))})
+    for name in signals:
+        catalog[name] = SignalDef(name, [("ch1", "FLOAT")], 8000, "/nowhere", "wav")
+    catalog.update({n: ViewDef(n, q) for n, q in (views or {}).items()})
+    (stmt,) = parse_statements(text)
+    return find_split(stmt, text, catalog)
+
+
+def test_a_windowed_cte_over_a_filter_cte_is_a_stream_part_carrying_it():
+    """No Spark: m reads a, which filters s: m is a stream part whose text is ``WITH a AS
+    (...)`` and m's body, each at its place; a, read by m only, leaves the rest with it."""
+    split = _split(CHAIN)
+    assert [(p.name, p.time_column, p.stream) for p in split.parts] == [("m", "t", True)]
+    inner = split.parts[0].inner
+    body = WINDOWED_A.format("a")
+    assert inner.index(f"WITH a AS ({FILTER})") == CHAIN.index(f"WITH a AS ({FILTER})")
+    assert inner.index(body) == CHAIN.index(body)
+    assert " ".join(inner.split()) == f"WITH a AS ({FILTER}) {body}"
+    rest = CHAIN[CHAIN.index("SELECT e.id"):]
+    assert split.outer.strip() == rest and split.outer.index(rest) == CHAIN.index(rest)
+
+
+def test_a_cte_read_by_the_rest_and_by_a_part_stays_in_the_rest():
+    """No Spark: a filter CTE read by the stream part and by the rest is in both; a CTE the
+    part does not read is not in its text; the commas stay valid."""
+    text = (f"WITH b AS (SELECT ts, k, id FROM ev WHERE id > 0), a AS ({FILTER}), "
+            f"m AS ({WINDOWED_A.format('a')}) SELECT b.id, m.a FROM b ASOF JOIN m "
+            "ON b.k = m.k AND b.ts >= m.t")
+    split = _split(text)
+    (part,) = split.parts
+    assert " ".join(part.inner.split()) == f"WITH a AS ({FILTER}) {WINDOWED_A.format('a')}"
+    assert " ".join(split.outer.split()) == ("WITH b AS (SELECT ts, k, id FROM ev WHERE id "
+                                             "> 0) SELECT b.id, m.a FROM b ASOF JOIN m ON "
+                                             "b.k = m.k AND b.ts >= m.t")
+    assert len(split.outer) == len(text)
+
+
+@pytest.mark.parametrize("text, top", [
+    # a windowed view over a filter view: the windowed view is the part
+    ("SELECT e.id, m.a FROM ev e ASOF JOIN mv m ON e.k = m.k AND e.ts >= m.t", "mv"),
+    # a filter view over it: the windowed view is the part, the filter view in the rest
+    ("SELECT e.id, m.a FROM ev e ASOF JOIN rv m ON e.k = m.k AND e.ts >= m.t", "rv"),
+    ("SELECT t, k, a FROM RESAMPLE(rv, t, INTERVAL 5 SECONDS PARTITION BY k)", "rv"),
+    # a view joining it: the join is in the view's own query
+    ("SELECT id, a FROM jv", "jv"),
+])
+def test_view_chains_cut_at_the_view_that_computes_across_rows(text, top):
+    """No Spark: the view at the end of a chain that windows a stream (through a filter
+    view) is the stream part; the statement as written is the rest (its views read the
+    part's rows by name), errors of the part's query at the statement's view name."""
+    views = {"fv": FILTER, "mv": WINDOWED_A.format("fv"),
+             "rv": "SELECT t, k, a FROM mv WHERE a > 0",
+             "jv": "SELECT e.id, e.ts, m.a FROM ev e ASOF JOIN mv m ON e.k = m.k AND e.ts >= m.t"}
+    split = _split(text, views)
+    assert [(p.name, p.time_column, p.stream) for p in split.parts] == [("mv", "t", True)]
+    assert split.outer == text and split.parts[0].inner == views["mv"]
+    assert [v.name for v in split.views] == ["mv"]
+    assert split.views[0].where.start == text.index(top)
+
+
+def test_a_filter_view_over_a_signal_view_is_the_rest_over_the_signal_part():
+    """No Spark: g filters f, a view of a signal query; windows over g cut f as the signal
+    part and keep g (the filter) in the rest, as a CTE over f is."""
+    views = {"f": "SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]",
+             "g": "SELECT t, rms FROM f WHERE rms > 0.1"}
+    text = "SELECT max(rms) AS peak FROM g [RANGE 10 SECONDS SLIDE 10 SECONDS]"
+    split = _split(text, views, signals=["mic"])
+    assert [(p.name, p.time_column, p.stream, p.sync) for p in split.parts] == \
+        [("f", "t", False, False)]
+    assert split.outer == text and split.views[0].where.start == text.index("g")
+
+
+def test_a_chained_part_without_event_time_is_refused_where_it_is_named():
+    """No Spark: a windowed view over a filter view selecting no event time is refused
+    (STREAMING_RULE) at the statement's view name -- the view a chain reaches it through
+    -- naming the view and what to select; the CTE chain's at the CTE."""
+    no_time = "SELECT k, avg(v) AS a FROM fv [RANGE 10 SECONDS SLIDE 10 SECONDS] GROUP BY k"
+    text = "SELECT e.id, m.a FROM ev e ASOF JOIN rv m ON e.k = m.k"
+    with pytest.raises(WaveSQLError) as err:
+        _split(text, {"fv": FILTER, "nv": no_time, "rv": "SELECT k, a FROM nv"})
+    assert err.value.code == "STREAMING_RULE" and "in view `nv`" in err.value.message
+    assert err.value.span.start == text.index("rv") and err.value.query == text
+    text = CHAIN.replace("_time AS t, ", "").replace("e.ts >= m.t", "e.ts >= e.ts")
+    with pytest.raises(WaveSQLError) as err:
+        _split(text)
+    assert err.value.code == "STREAMING_RULE" and "SELECT _time AS t" in err.value.hint
+    assert err.value.span.start == text.index("m AS") and err.value.query == text
+
+
+def _filtered(samples: list[dict]) -> list[dict]:
+    return [r for r in samples if r["v"] > 0]
+
+
+@pytest.mark.spark
+def test_asof_join_of_a_windowed_cte_over_a_filter_cte_across_runs(ws, spark, tmp_path):
+    """The CTE chain runs: m (windows over a, which filters s) as a stream part under
+    <checkpoint>/derived/m, the ASOF JOIN over its rows; over two runs each event once with
+    the latest final 10-second average of its key's positive readings, vs pandas."""
+    rng = np.random.default_rng(3)
+    _define(ws, tmp_path)
+    first = _samples(rng, 0, 24_001) + [{"ts": 24_000, "k": "x", "v": 1.5}]
+    events = [{"ts": t, "k": "xy"[i % 2], "id": i} for i, t in
+              enumerate(list(range(350, 24_000, 1_300)) + [24_050])]
+    _write(tmp_path / "s", "s1", first)
+    _write(tmp_path / "ev", "e1", events)
+    _run(ws, CHAIN, tmp_path)
+    assert (tmp_path / "ckpt" / "derived" / "m" / "rows").is_dir()
+    got = _read(spark, tmp_path / "out")
+    want = _asof(events, _windows(_filtered(first), 24_000), 24_000)
+    assert list(got["id"]) == list(want["id"]) and 24_050 not in list(got["ts"])
+    second = _samples(rng, 24_001, 47_001)
+    _write(tmp_path / "s", "s2", second)
+    more = [{"ts": t, "k": "xy"[i % 2], "id": 100 + i} for i, t in
+            enumerate(range(25_150, 49_000, 1_700))]
+    _write(tmp_path / "ev", "e2", more)
+    _run(ws, CHAIN, tmp_path)
+    progress = max(r["ts"] for r in first + second)
+    got = _read(spark, tmp_path / "out")
+    want = _asof(events + more, _windows(_filtered(first + second), progress), progress)
+    assert len(want) > 20 and list(got["id"]) == list(want["id"])  # each once
+    assert list(got["t"]) == list(want["t"]) and list(got["n"]) == list(want["n"])
+    np.testing.assert_allclose(got["a"], want["a"], rtol=1e-12)
+
+
+RATE = 8000
+N = 4096
+
+
+@pytest.mark.spark
+def test_windows_over_a_filter_view_of_a_signal_view(ws, spark, tmp_path):
+    """CREATE VIEW f AS <signal query>; CREATE VIEW g AS <filter of f>: windows over g run
+    continuously -- f as the signal part, g's filter in the rest -- equal to pandas over
+    numpy's RMS of the loud windows, and to the batch query."""
+    from wavesql.udfs.wav import write_wav
+
+    rng = np.random.default_rng(5)
+    seconds = 12
+    amplitude = np.repeat(rng.uniform(0.05, 0.9, seconds), RATE)
+    x = (amplitude * np.sin(np.arange(seconds * RATE) * 2 * np.pi * 440 / RATE)
+         + rng.normal(0, 0.02, seconds * RATE)).astype(np.float32)
+    (tmp_path / "rec").mkdir()
+    write_wav(tmp_path / "rec" / "r_000.wav", x, RATE, "float32")
+    (tmp_path / "rec" / "done.eof").write_text("")  # the recording ends: its tail is cut
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{tmp_path / 'rec'}' "
+           "FORMAT wav")
+    ws.sql("CREATE VIEW f AS SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms "
+           "FROM mic [SAMPLES 4096]")
+    ws.sql("CREATE VIEW g AS SELECT t, rms FROM f WHERE rms > 0.3")
+    sql = "SELECT max(rms) AS peak, count(*) AS n FROM g [RANGE 2 SECONDS SLIDE 2 SECONDS]"
+    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    q.await_termination()
+    assert q.error is None, q.error
+    assert (tmp_path / "ckpt" / "derived" / "f" / "rows").is_dir()
+    starts = np.arange(0, len(x), N)
+    feats = pd.DataFrame({"t": starts / RATE, "rms": [
+        np.sqrt(np.mean(x[s:s + N].astype(np.float64) ** 2)) for s in starts]})
+    feats = feats[feats["rms"] > 0.3]
+    feats = feats.assign(instant=np.ceil(feats["t"] / 2.0) * 2.0)  # (i - 2, i]
+    want = feats.groupby("instant").agg(peak=("rms", "max"), n=("rms", "size")).reset_index()
+    assert 2 < len(want) < seconds / 2 + 1
+    epoch = dt.datetime(1970, 1, 1)
+    for got in (spark.read.parquet(str(tmp_path / "out")).toPandas(), ws.sql(sql).toPandas()):
+        got = got.assign(instant=[(v - epoch).total_seconds() for v in got["_time"]])
+        got = got.sort_values("instant").reset_index(drop=True)
+        assert got["instant"].tolist() == want["instant"].tolist()
+        assert got["n"].tolist() == want["n"].tolist()
+        np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
