@@ -26,10 +26,20 @@ or the signals' channels, and its event time is the control's EVENT TIME passed 
 (``c.t0`` added when the SELECT has none). The SYNC runner keeps nothing between
 micro-batches, so such a statement must be cut (streaming/sync.py refuses it whole).
 
+A SYNC's own SELECT with a CQL window on its control (``SELECT c.id % 2 AS k, avg(seg_rms(
+m.ch1)) AS r FROM ctl c [RANGE 4 SECONDS SLIDE 2 SECONDS] SYNC JOIN mic m ON RANGE (c.t0,
+c.t1) GROUP BY c.id % 2``) is cut the same way, the window moving to the rest with the
+aggregates, GROUP BY and HAVING: the rest windows the part's rows at the control's EVENT
+TIME, as the batch planner windows the control's rows before syncing them (one window
+instance per row and instant either way). A GROUP BY expression is one column of the
+part (an expression around it stays in the rest, as Spark's grouping needs); the window
+follows the part's name in the rest, at its own offset when the name fits before it.
+
 Only the shapes the batch planner runs the same way are cut: one SELECT reading one
 catalog signal in its FROM, or a catalog stream with an EVENT TIME SYNC JOINed to catalog
 signals (no other join, subquery, CTE or set operation), with OVER windows of aggregate or
-window functions and no aggregate outside them, no GROUP BY or HAVING. Any other shape --
+window functions and no aggregate outside them, no GROUP BY or HAVING -- or, over a SYNC,
+a CQL window on the control with any of them. Any other shape --
 a signal function's OVER (PARTITION BY k), which is its own per-key state; a computed
 column without a name (Spark names it after its text, which the rest cannot say); an
 expression whose text cannot be replaced safely (checked: it parses back to itself) -- is
@@ -48,17 +58,25 @@ from .derived_hoist import put, read_names
 
 #: nodes that are clauses or containers, never a per-window value themselves
 _CONTAINERS = (exp.Alias, exp.Ordered, exp.Order, exp.Window, exp.WindowSpec, exp.Select,
-               exp.From, exp.Where, exp.Table, exp.Star, exp.Identifier, exp.Join)
+               exp.From, exp.Where, exp.Table, exp.Star, exp.Identifier, exp.Join,
+               exp.Group, exp.Having)
 
 
 def over_split(stmt, text: str, catalog, split_cls, part_cls):
     """The split of ``stmt`` (``text``: the full text its positions index) when it is one
     SELECT over a signal's windows -- or over a SYNC of a catalog stream -- with OVER
-    windows (module docstring), else None."""
+    windows, or a SYNC with a CQL window on its control (module docstring), else None."""
     node = stmt.node
-    if not isinstance(node, exp.Select) or node.args.get("with_") \
-            or node.args.get("group") or node.args.get("having") \
-            or not any(True for _ in node.find_all(exp.Window)):
+    if not isinstance(node, exp.Select) or node.args.get("with_"):
+        return None
+    source = node.args.get("from_")
+    table = source.this if source is not None else None
+    joins = node.args.get("joins") or []
+    # a CQL window on a SYNC's control ([RANGE ...] after `ctl c`): the rest's, with the
+    # aggregates and GROUP BY over it (a signal's [SAMPLES n] stays with the signal)
+    window = table.args.get("window") if joins and isinstance(table, exp.Table) else None
+    if window is None and (node.args.get("group") or node.args.get("having")
+                           or not any(True for _ in node.find_all(exp.Window))):
         return None
     if any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
            for e in node.expressions):
@@ -66,14 +84,11 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     if any(_signal_function(w.this) for w in node.find_all(exp.Window)):
         return None  # a signal function per key (OVER (PARTITION BY k)): its own state
     if any(isinstance(n, (exp.Subquery, exp.Union)) for n in node.walk()) \
-            or any(isinstance(a, exp.AggFunc) and not isinstance(a.parent, exp.Window)
-                   for a in node.find_all(exp.AggFunc)):
+            or window is None and any(isinstance(a, exp.AggFunc) and not isinstance(
+                a.parent, exp.Window) for a in node.find_all(exp.AggFunc)):
         return None
-    source = node.args.get("from_")
-    table = source.this if source is not None else None
     first = catalog.get(table.name) if isinstance(table, exp.Table) \
         and not table.args.get("db") else None
-    joins = node.args.get("joins") or []
     signals = [catalog.get(j.this.name) for j in joins if isinstance(j.this, exp.Table)
                and not j.this.args.get("db") and j.args.get("sync")]
     sync = bool(joins)
@@ -94,12 +109,18 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         return any(c.name.lower() in known and c.table.lower() in ({""} | aliases)
                    for c in n.find_all(exp.Column))
 
-    def per_window(n) -> bool:  # (a window function sqlglot leaves Anonymous -- try_avg,
-        # every -- is the window's, not a per-window expression: it stays in the rest)
+    # (around a GROUP BY expression, an expression is the rest's: `c.id % 2 + 1` over
+    # GROUP BY c.id % 2 reads the group's column, not one of its own)
+    grouped = {e.sql() for e in (node.args.get("group") or exp.Group()).expressions}
+
+    def per_window(n) -> bool:  # (a function sqlglot leaves Anonymous -- try_avg, every,
+        # histogram_numeric -- may be an aggregate or a window's: only signal functions are
+        # per-window, the others stay in the rest over the part's columns)
         return isinstance(n, exp.Expression) and not isinstance(n, _CONTAINERS) \
             and reads_channel(n) and not any(
-                isinstance(d, (exp.AggFunc, exp.Window)) for d in n.walk()) \
-            and not (isinstance(n.parent, exp.Window) and n.parent.this is n)
+                isinstance(d, (exp.AggFunc, exp.Window)) or isinstance(d, exp.Anonymous)
+                and not _signal_function(d) or d is not n and d.sql() in grouped
+                for d in n.walk())
 
     found = []  # every maximal per-window expression, in the statement's order
 
@@ -170,25 +191,39 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     if any(c.table.lower() in aliases for c in node.find_all(exp.Column)
            if not any(_inside(_span(c), e) for e in extents + [(item_a, item_b)])):
         return None  # an input's alias read outside the per-window expressions
-    # the rest: each expression by its column, the FROM item by the part's name
+    # the rest: each expression by its column, the FROM item by the part's name (and the
+    # control's window after it: at its own offset when the name fits before it)
     outer = text
-    for (a, b), word in [*((e, names[n.sql()]) for n, e in zip(found, extents)),
-                         ((item_a, item_b), name)]:
+    for (a, b), word in zip(extents, (names[n.sql()] for n in found)):
         outer = put(outer, a, b, word)
         if outer is None:
             return None
+    body = text[_from_at(tokens, item_a):item_b]
+    span = _span(window) if window is not None else None
+    if window is None:
+        outer = put(outer, item_a, item_b, name)
+    elif span is None:
+        return None
+    elif "\n" not in text[item_a:item_a + len(name)] and item_a + len(name) < span[0]:
+        outer = put(outer, item_a, item_b, name)  # (at item_a: no newline in its way)
+        outer = outer[:span[0]] + text[span[0]:span[1]] + outer[span[1]:]
+    else:
+        outer = put(outer, item_a, item_b, f"{name} {text[span[0]:span[1]]}")
+    if outer is None:
+        return None
+    if span is not None:
+        body = put(text, *span, "")[_from_at(tokens, item_a):item_b]
     # the part: its list where the user's was when it fits, the FROM item at its place
     select_at = next(t.start for t in tokens if t.token_type == TokenType.SELECT)
-    from_at = max(t.start for t in tokens if t.token_type == TokenType.FROM
-                  and t.start < item_a)
+    at = _from_at(tokens, item_a)
     listed = "SELECT " + ", ".join(f"{e} AS {c}" for e, c in columns)
-    if select_at + len(listed) < from_at:
-        inner = _keep_lines(text, " " * select_at + listed + " " * (from_at - select_at
+    if select_at + len(listed) < at:
+        inner = _keep_lines(text, " " * select_at + listed + " " * (at - select_at
                                                                     - len(listed)))
-        inner += text[from_at:item_b]
+        inner += body
         inner = inner + _keep_lines(text[item_b:], " " * (len(text) - item_b))
     else:  # (a longer list: the FROM clause moves, only in the part)
-        inner = listed + " " + text[from_at:item_b]
+        inner = listed + " " + body
     return split_cls((part_cls(name, inner, time_column, sync=sync),), outer, text)
 
 
@@ -196,6 +231,11 @@ def _signal_function(call) -> bool:
     from wavesql.udfs import registry
 
     return isinstance(call, exp.Anonymous) and registry.lookup(call.name) is not None
+
+
+def _from_at(tokens, item_a: int) -> int:
+    """Where the FROM keyword before the FROM item at ``item_a`` is."""
+    return max(t.start for t in tokens if t.token_type == TokenType.FROM and t.start < item_a)
 
 
 def _fresh(base: str, taken: set) -> str:

@@ -50,6 +50,8 @@ def plan_sync(root: ir.Relation, syncs: list, stmt) -> Plan:
     for rel in ir.walk(root):  # (checked first: a window copies the SYNC it is over)
         if isinstance(rel, _WINDOWS) and any(isinstance(r, ir.SyncJoin) for r in ir.walk(rel)):
             raise _windows_around(stmt, syncs)
+    if _windowed_control(stmt):  # (one SELECT: streaming/derived_over.py cuts what it can)
+        raise _windows_around(stmt, syncs)
     chain = _chain(syncs, stmt)
     sync = chain[0]
     stream = _control_stream(sync.control, stmt)
@@ -92,6 +94,16 @@ def _signal_function(call) -> bool:
     return isinstance(call, exp.Anonymous) and registry.lookup(call.name) is not None
 
 
+def _windowed_control(stmt) -> bool:
+    """A SELECT of ``stmt`` SYNC JOINs a control with a CQL window on it (``FROM ctl c
+    [RANGE 2 SECONDS] SYNC JOIN ...``): windows around the SYNC in its own SELECT."""
+    return any(isinstance(s.args.get("from_"), exp.From)
+               and isinstance(s.args["from_"].this, exp.Table)
+               and s.args["from_"].this.args.get("window") is not None
+               and any(j.args.get("sync") for j in s.args.get("joins") or [])
+               for s in stmt.node.find_all(exp.Select))
+
+
 #: The relations that window their input: around a continuous SYNC, not implemented.
 _WINDOWS = (ir.WindowScan, ir.StreamOf, ir.Rewindow)
 
@@ -107,16 +119,19 @@ def _windows_around(stmt, syncs=()) -> WaveSQLError:
             stream, column = control.name, control.event_time
     except (WaveSQLError, StopIteration, IndexError):
         pass
-    return WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows, OVER "
-                        "windows, or signal functions carrying state from one synced row to "
-                        "the next, around it, but over a SYNC CTE, subquery or view that "
-                        "passes its control stream's EVENT TIME through, or OVER windows in "
-                        "its own SELECT over columns (a synced row waits for the recording, "
-                        "so it can come after the control's progress)",
-                        Span.of(stmt.node), hint=f"SYNC in a CTE over the control stream "
-                        f"passing its EVENT TIME through (WITH s AS (SELECT c.{column} AS t, "
-                        f"... FROM {stream} c SYNC JOIN ...)) and window s's rows in the rest "
-                        "of the query")
+    return WaveSQLError("NOT_IMPLEMENTED", "a continuous SYNC JOIN with windows, "
+                        "aggregates, OVER windows, or signal functions carrying state from "
+                        "one synced row to the next, around it in this form: they run over a "
+                        "SYNC CTE, subquery or view that passes its control stream's EVENT "
+                        "TIME through, and in the SYNC's own SELECT when every column "
+                        "computed from the synced rows is named and the control is a "
+                        "catalog stream (a synced row waits for the recording, so it can "
+                        "come after the control's progress)",
+                        Span.of(stmt.node), hint=f"name each such column (avg(seg_rms(m.ch1)) "
+                        f"AS r; no *) in one SELECT FROM {stream} c [RANGE ...] SYNC JOIN ...; "
+                        f"or SYNC in a CTE passing the EVENT TIME through (WITH s AS (SELECT "
+                        f"c.{column} AS t, ... FROM {stream} c SYNC JOIN ...)) and window s's "
+                        "rows in the rest of the query")
 
 
 def _chain(syncs: list, stmt) -> list:
