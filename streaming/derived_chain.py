@@ -59,29 +59,29 @@ def view_query(view: cat.ViewDef) -> exp.Expression | None:
 
 
 def resolve(body: exp.Expression, catalog, ctes: dict[str, exp.CTE] | None = None,
-            opaque: set[str] = frozenset()) -> list | None:
+            opaque: set[str] = frozenset(), follow=lambda query: True) -> list | None:
     """The catalog objects at the end of ``body``'s chain: each table it reads, a CTE of
     ``ctes`` or a view followed to what its query reads, recursively; None when it reads a
-    qualified name, a CTE of ``opaque`` (one not to be followed), an unknown name or a
-    cycle."""
+    qualified name, a CTE of ``opaque`` (one not to be followed), an unknown name, a cycle,
+    or a CTE or view whose query ``follow`` refuses (a step the chain may not hold)."""
     ctes = ctes or {}
-    return _resolve(body, catalog, ctes, set(opaque), frozenset())
+    return _resolve(body, catalog, ctes, set(opaque), frozenset(), follow)
 
 
-def _resolve(body, catalog, ctes, opaque, seen) -> list | None:
+def _resolve(body, catalog, ctes, opaque, seen, follow) -> list | None:
     found = []
     for t in body.find_all(exp.Table):
         name = t.name.lower()
         if t.args.get("db") or name in opaque or name in seen:
             return None
-        if name in ctes:
-            below = _resolve(ctes[name].this, catalog, ctes, opaque, seen | {name})
+        obj = None if name in ctes else catalog.get(t.name)
+        query = ctes[name].this if name in ctes else \
+            view_query(obj) if isinstance(obj, cat.ViewDef) else None
+        if query is not None:
+            below = _resolve(query, catalog, ctes if name in ctes else {}, opaque if name in
+                             ctes else set(), seen | {name}, follow) if follow(query) else None
         else:
-            obj = catalog.get(t.name)
-            query = view_query(obj) if isinstance(obj, cat.ViewDef) else None
-            below = None if obj is None or isinstance(obj, cat.ViewDef) and query is None \
-                else _resolve(query, catalog, {}, set(), seen | {name}) if query is not None \
-                else [obj]
+            below = None if obj is None or isinstance(obj, cat.ViewDef) else [obj]
         if below is None:
             return None
         found += below

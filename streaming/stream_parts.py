@@ -57,11 +57,14 @@ ORDERED_MODES = ("windowed", "over", "resample")
 def _streams_read(body: exp.Expression, names: set[str], catalog,
                   ctes: dict | None = None) -> list | None:
     """The catalog streams at the end of ``body``'s chain -- through the CTEs ``ctes``
-    (name -> CTE) and the views it reads (:func:`.derived_chain.resolve`) --, or None when
-    it reads anything else (a CTE of ``names`` not in ``ctes``, a table, a signal, a
-    qualified name)."""
+    (name -> CTE) and the views it reads that are row by row (:func:`.derived_chain.resolve`:
+    then the part's own query is what computes across rows, and the planner follows the
+    steps under it) --, or None when it reads anything else (a CTE of ``names`` not in
+    ``ctes``, a table, a signal, a qualified name, a CTE or view computing across rows: a
+    part over another part's rows is not run)."""
     ctes = ctes or {}
-    found = derived_chain.resolve(body, catalog, ctes, set(names) - set(ctes))
+    found = derived_chain.resolve(body, catalog, ctes, set(names) - set(ctes),
+                                  follow=lambda query: not _across_rows(query))
     if not found or not all(isinstance(o, cat.StreamDef) for o in found):
         return None
     return found

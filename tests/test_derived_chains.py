@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_stream_parts import (_Catalog, _asof, _define, _read, _run, _samples,
-                                     _windows, _write)
+from tests.test_stream_parts import (SECOND, _Catalog, _asof, _define, _ms, _read, _run,
+                                     _samples, _two_runs, _windows, _write)
 from wavesql.errors import WaveSQLError
 
 FILTER = "SELECT ts, k, v FROM s WHERE v > 0"
@@ -127,6 +127,17 @@ def test_a_chained_part_without_event_time_is_refused_where_it_is_named():
     assert err.value.span.start == text.index("m AS") and err.value.query == text
 
 
+def test_a_window_over_a_windowed_cte_is_not_cut():
+    """No Spark: a chain is followed through row-by-row steps only -- m windowing a, which
+    windows s itself, would be a part over another part's rows, not run: not cut (the
+    whole query's planning answers)."""
+    text = ("WITH a AS (SELECT _time AS t0, k, avg(v) AS v FROM s [RANGE 10 SECONDS SLIDE 10 "
+            "SECONDS] GROUP BY _time, k), m AS (SELECT _time AS t, k, max(v) AS av FROM a "
+            "[RANGE 30 SECONDS SLIDE 30 SECONDS] GROUP BY _time, k) "
+            "SELECT e.id, m.av FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.t")
+    assert _split(text) is None
+
+
 def _filtered(samples: list[dict]) -> list[dict]:
     return [r for r in samples if r["v"] > 0]
 
@@ -205,3 +216,50 @@ def test_windows_over_a_filter_view_of_a_signal_view(ws, spark, tmp_path):
         assert got["instant"].tolist() == want["instant"].tolist()
         assert got["n"].tolist() == want["n"].tolist()
         np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_resample_of_a_windowed_cte_over_a_filter_cte_across_a_restart(ws, spark, tmp_path):
+    """RESAMPLE ('linear', 5 s, per key) of m, the 10-second averages of a's positive
+    readings (a filters s), over two runs: equal to numpy's interpolation of pandas' windows
+    of those readings."""
+    query = (f"WITH a AS ({FILTER}), m AS ({WINDOWED_A.format('a')}) SELECT t, k, a FROM "
+             "RESAMPLE(m, t, INTERVAL 5 SECONDS, 'linear' PARTITION BY k)")
+    readings, _, before, after, progress = _two_runs(ws, spark, tmp_path, query)
+    assert (tmp_path / "ckpt" / "derived" / "m" / "rows").is_dir()
+    windows = _windows(_filtered(readings), progress)
+    want = []
+    for k, w in windows.groupby("k"):
+        grid = np.arange(w["t"].min(), w["t"].max() + 1, 5 * SECOND)
+        want += [(k, int(g), a) for g, a in zip(grid, np.interp(grid, w["t"], w["a"]))]
+    after["t"] = [_ms(v) for v in after["t"]]
+    got = sorted(zip(after["k"], after["t"], after["a"]))
+    assert len(before) < len(got)
+    assert [g[:2] for g in got] == [w[:2] for w in sorted(want)]
+    np.testing.assert_allclose([g[2] for g in got], [w[2] for w in sorted(want)], rtol=1e-12)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_asof_join_of_a_filter_view_over_a_windowed_view_over_a_filter_view(ws, spark,
+                                                                            tmp_path):
+    """rv filters mv, which windows fv, which filters s: mv runs as the stream part (its
+    text the view's, fv bound from the catalog), the ASOF JOIN over rv in the rest; over
+    two runs each event once with the latest final window of its key whose average is
+    positive, vs pandas."""
+    views = [f"CREATE VIEW fv AS {FILTER}", f"CREATE VIEW mv AS {WINDOWED_A.format('fv')}",
+             "CREATE VIEW rv AS SELECT t, k, a, n FROM mv WHERE a > 0.2"]
+    query = ("SELECT e.id, e.k, e.ts, m.t, m.a, m.n FROM ev e ASOF JOIN rv m "
+             "ON e.k = m.k AND e.ts >= m.t")
+    readings, events, _, after, progress = _two_runs(ws, spark, tmp_path, query, views=views)
+    assert (tmp_path / "ckpt" / "derived" / "mv" / "rows").is_dir()
+    windows = _windows(_filtered(readings), progress)
+    assert 0 < (windows["a"] <= 0.2).sum() < len(windows)  # the filter drops some
+    want = _asof(events, windows[windows["a"] > 0.2], progress)
+    for c in ("ts", "t"):
+        after[c] = [_ms(v) for v in after[c]]
+    got = after.sort_values("id").reset_index(drop=True)
+    assert len(want) > 20 and list(got["id"]) == list(want["id"])
+    assert list(got["t"]) == list(want["t"]) and list(got["n"]) == list(want["n"])
+    np.testing.assert_allclose(got["a"], want["a"], rtol=1e-12)
