@@ -75,7 +75,7 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
 from . import stream_parts
-from .derived_split import Part, Split, expand_stars, find_split  # noqa: F401 (API)
+from .derived_split import Part, Split, described, expand_stars, find_split  # noqa: F401 (API)
 from .plan import _volatile
 from .report import FINAL, PROGRESS, timestamp_lit
 from .runner import ReEvaluatingQuery
@@ -573,10 +573,8 @@ def explain(spark, catalog, split: Split, explain_plan, plan_continuous) -> str:
     def indented(text):
         return "\n".join("  " + line for line in text.splitlines())
 
-    names = ", ".join(f"`{p.part.name}`" for p in planned)
-    signal = "" if all(p.part.stream for p in planned) else "signal "
-    lines = [f"{len(planned) + 1} parts under one handle (a query over the rows of {signal}"
-             f"CTE{'s' if len(planned) > 1 else ''} {names})"]
+    lines = [f"{len(planned) + 1} parts under one handle (a query over the rows of "
+             f"{described([p.part for p in planned])})"]
     for p, inner_text in zip(planned, inner_texts):
         kind = "SYNC part" if p.part.sync else "stream part" if p.part.stream \
             else "signal part"

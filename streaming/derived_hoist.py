@@ -152,10 +152,10 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
         if put(text, opened, closed + 1, name) is None:
             return None  # (cannot be: a body is longer than a name; then planned whole)
         inner = _blank(_blank(text, 0, opened + 1), closed, len(text))
-        parts.append(part_cls(name, inner, time_column, **kind))
+        parts.append(part_cls(name, inner, time_column, origin="subquery", **kind))
         outer = put(outer, opened, closed + 1, name)
     for name, (view, table, (time_column, kind)) in views.items():
-        parts.append(part_cls(view.name, view.sql, time_column, **kind))
+        parts.append(part_cls(view.name, view.sql, time_column, origin="view", **kind))
         view_parts.append(ViewPart(view.name, Span.of(table)))
     return split_cls(tuple(parts), outer, text), tuple(view_parts)
 

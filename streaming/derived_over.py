@@ -224,7 +224,8 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         inner = inner + _keep_lines(text[item_b:], " " * (len(text) - item_b))
     else:  # (a longer list: the FROM clause moves, only in the part)
         inner = listed + " " + body
-    return split_cls((part_cls(name, inner, time_column, sync=sync),), outer, text)
+    return split_cls((part_cls(name, inner, time_column, sync=sync, origin="SELECT"),), outer,
+                     text)
 
 
 def _signal_function(call) -> bool:

@@ -40,6 +40,28 @@ class Part:
     #: a CTE computing across a stream's rows, joined or resampled by the rest
     #: (streaming/stream_parts.py)
     stream: bool = False
+    #: what the user wrote the part as (EXPLAIN STREAM names it so): ``CTE``, ``view``
+    #: or ``subquery`` (.derived_hoist), ``SELECT`` (the statement's own, .derived_over)
+    origin: str = "CTE"
+
+
+#: each :attr:`Part.origin`'s words around the names, one part and several
+_ORIGINS = {"CTE": ("CTE {}", "CTEs {}"), "view": ("view {}", "views {}"),
+            "subquery": ("subquery {}", "subqueries {}"),
+            "SELECT": ("part {} cut from its own SELECT", "parts {} cut from its own SELECT")}
+
+
+def described(parts) -> str:
+    """The parts as the user wrote them, for EXPLAIN STREAM (``CTE `m` and view `cv```),
+    grouped by :attr:`Part.origin` in the statement's order; ``signal`` before the words
+    when a part is not a stream part (a signal query or a SYNC)."""
+    groups: dict[str, list[str]] = {}
+    for p in parts:
+        groups.setdefault(p.origin, []).append(f"`{p.name}`")
+    signal = "" if all(p.stream for p in parts) else "signal "
+    words = [_ORIGINS[o][len(names) > 1].format(", ".join(names))
+             for o, names in groups.items()]
+    return signal + " and ".join(words)
 
 
 @dataclasses.dataclass(frozen=True)
