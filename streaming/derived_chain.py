@@ -144,6 +144,28 @@ def with_prefix(text: str, ctes: dict[str, exp.CTE], keep: list[str]) -> str:
     return out
 
 
+def drop_ctes(text: str, with_: exp.With, drop: set[str]) -> str:
+    """``text`` with the CTEs of ``with_`` named in ``drop`` blanked, their commas too,
+    and ``WITH`` when none is left; every offset kept."""
+    extents = [cte_extent(text, cte) for cte in with_.expressions]
+    gone = [cte.alias_or_name.lower() in drop for cte in with_.expressions]
+    out = text
+    for extent, cut in zip(extents, gone):
+        if cut:
+            out = _blank(out, extent.first, extent.closed + 1)
+    if all(gone):  # blank WITH [RECURSIVE] and the commas too
+        return _blank(out, extents[0].with_at, extents[-1].closed + 1)
+    last_kept = max(i for i, cut in enumerate(gone) if not cut)
+    for i, extent in enumerate(extents):  # a comma after each CTE kept but the last kept
+        if extent.after is not None and (gone[i] or i >= last_kept):
+            out = _blank(out, extent.after, extent.after + 1)
+    return out
+
+
+def _blank(text: str, a: int, b: int) -> str:
+    return text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]
+
+
 def lay_body(prefix: str, text: str, a: int, b: int) -> str:
     """``prefix`` (:func:`with_prefix`) with ``text[a:b]`` -- a part's body, after the
     WITH -- laid at its place."""

@@ -59,7 +59,7 @@ from wavesql.dialect import nodes as wn
 from wavesql.dialect import parse_statements
 from wavesql.errors import Span, WaveSQLError
 
-from . import stream_parts
+from . import derived_chain, stream_parts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +82,7 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
         return None
     with_ = node.args.get("with_")
     ctes = {c.alias_or_name.lower() for c in with_.expressions} if with_ is not None else set()
+    bodies = derived_chain.ctes_of(node)  # (a stream subquery may read through them)
     subqueries, views = [], {}
     for sq in node.find_all(exp.Subquery):
         if isinstance(sq.parent, (exp.From, exp.Join)) and isinstance(sq.this, exp.Select) \
@@ -91,11 +92,11 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
             if found is not None:
                 subqueries.append((sq, (found[0], {"sync": found[1]})))
         elif isinstance(sq.parent, (exp.From, exp.Join, wn.Resample)) \
-                and stream_parts.is_stream_query(sq.this, ctes, catalog) \
+                and stream_parts.is_stream_query(sq.this, ctes, catalog, bodies) \
                 and stream_parts.is_side(sq):
             try:  # (shown in the statement: its positions are the statement's)
                 found = _stream_time(sq.this, sq.alias_or_name or "subquery", catalog, sq,
-                                     "the subquery")
+                                     "the subquery", bodies)
             except WaveSQLError as err:
                 raise err.with_query(text) from None
             subqueries.append((sq, (found, {"stream": True})))
@@ -144,16 +145,22 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
            and isinstance(catalog.get(t.name), cat.SignalDef) for t in node.find_all(exp.Table)):
         return None  # a signal read beside them: planned whole (refused as before)
     taken = ctes | read_names(node, catalog) | set(views)
-    parts, view_parts, outer = [], [], text
+    parts, view_parts, outer, chained = [], [], text, set()
     for sq, (time_column, kind) in sorted(subqueries, key=lambda s: _body_start(s[0])):
         opened, closed = _parens(text, sq)
         name = _fresh(sq.alias_or_name or "subquery", taken)
         taken.add(name.lower())
+        # a stream subquery reading CTEs (a chain): its text carries them before it
+        reads = derived_chain.cte_reads(sq.this, bodies) if kind.get("stream") else []
+        chained.update(reads)
         if put(text, opened, closed + 1, name) is None:
             return None  # (cannot be: a body is longer than a name; then planned whole)
-        inner = _blank(_blank(text, 0, opened + 1), closed, len(text))
+        inner = derived_chain.lay_body(derived_chain.with_prefix(text, bodies, reads), text,
+                                       opened + 1, closed)
         parts.append(part_cls(name, inner, time_column, origin="subquery", **kind))
         outer = put(outer, opened, closed + 1, name)
+    if chained:  # a CTE only they read leaves the rest with them
+        outer = _without_ctes(outer, chained)
     for name, (view, table, (time_column, kind)) in views.items():
         parts.append(part_cls(view.name, view.sql, time_column, origin="view", **kind))
         view_parts.append(ViewPart(view.name, Span.of(table)))
@@ -181,11 +188,12 @@ def at_view(err: WaveSQLError, name: str, where, text: str) -> WaveSQLError:
                         f"continuous query): {err.message}", where, hint=err.hint, query=text)
 
 
-def _stream_time(body, name: str, catalog, where, what: str) -> str:
-    """A stream part's event-time column (:func:`.stream_parts.query_time_column`), its
-    query checked to emit final rows only (:func:`.stream_parts.check_query`)."""
+def _stream_time(body, name: str, catalog, where, what: str, ctes=None) -> str:
+    """A stream part's event-time column (:func:`.stream_parts.query_time_column`; through
+    the CTEs ``ctes`` it reads), its query checked to emit final rows only
+    (:func:`.stream_parts.check_query`)."""
     stream_parts.check_query(body, name)
-    return stream_parts.query_time_column(body, name, catalog, where, what)
+    return stream_parts.query_time_column(body, name, catalog, where, what, ctes)
 
 
 def _reads_signal(select: exp.Select, catalog, ctes: set) -> bool:
@@ -208,6 +216,16 @@ def _reads_signal(select: exp.Select, catalog, ctes: set) -> bool:
     return any(isinstance(t, exp.Table) and not t.args.get("db")
                and t.name.lower() not in ctes
                and isinstance(catalog.get(t.name), cat.SignalDef) for t in sources)
+
+
+def _without_ctes(outer: str, chained: set) -> str:
+    """The rest ``outer`` without the CTEs of ``chained`` it no longer reads."""
+    (rest,) = parse_statements(outer)
+    kept = derived_chain.ctes_of(rest.node)
+    main = rest.node.copy()
+    main.set("with_", None)
+    drop = chained - set(derived_chain.cte_reads(main, kept))
+    return derived_chain.drop_ctes(outer, rest.node.args["with_"], drop) if drop else outer
 
 
 def _reads_ctes(select: exp.Select, ctes: set) -> bool:

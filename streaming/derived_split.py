@@ -174,7 +174,7 @@ def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
                          f"ch1) AS t, ... (no `{cte.alias_or_name}(...)` list)")
     extents = [_cte_extent(text, cte) for cte in with_.expressions]
     signal = [any(cte is f for f in found) for cte in with_.expressions]
-    parts, outer, chained = [], text, set()
+    parts, chained = [], set()
     for cte, extent, is_signal in zip(with_.expressions, extents, signal):
         if not is_signal:
             continue
@@ -198,23 +198,12 @@ def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
                               sync=True))
         else:
             parts.append(Part(cte.alias_or_name, inner, _time_column(cte)))
-        outer = _blank(outer, extent.first, extent.closed + 1)
     # a CTE only the parts read (through a chain) goes with them: left in the rest, it
     # would read a stream there the rest does not
     kept = {n: c for n, c in bodies.items() if not any(c is f for f in found)}
-    still = set(derived_chain.cte_reads(rest, kept))
-    for i, (cte, extent) in enumerate(zip(with_.expressions, extents)):
-        if not signal[i] and cte.alias_or_name.lower() in chained - still:
-            signal[i] = True
-            outer = _blank(outer, extent.first, extent.closed + 1)
-    if all(signal):  # blank WITH [RECURSIVE] and the commas too
-        outer = _blank(outer, extents[0].with_at, extents[-1].closed + 1)
-    else:  # the commas: one after each CTE kept but the last kept
-        last_kept = max(i for i, is_signal in enumerate(signal) if not is_signal)
-        for i, extent in enumerate(extents):
-            if extent.after is not None and (signal[i] or i >= last_kept):
-                outer = _blank(outer, extent.after, extent.after + 1)
-    return Split(tuple(parts), outer, text)
+    drop = {f.alias_or_name.lower() for f in found} | \
+        (chained - set(derived_chain.cte_reads(rest, kept)))
+    return Split(tuple(parts), derived_chain.drop_ctes(text, with_, drop), text)
 
 
 def _others(bodies: dict, cte: exp.CTE) -> dict:

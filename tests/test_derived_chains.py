@@ -220,14 +220,19 @@ def test_windows_over_a_filter_view_of_a_signal_view(ws, spark, tmp_path):
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_resample_of_a_windowed_cte_over_a_filter_cte_across_a_restart(ws, spark, tmp_path):
-    """RESAMPLE ('linear', 5 s, per key) of m, the 10-second averages of a's positive
-    readings (a filters s), over two runs: equal to numpy's interpolation of pandas' windows
-    of those readings."""
-    query = (f"WITH a AS ({FILTER}), m AS ({WINDOWED_A.format('a')}) SELECT t, k, a FROM "
-             "RESAMPLE(m, t, INTERVAL 5 SECONDS, 'linear' PARTITION BY k)")
+@pytest.mark.parametrize("form, part", [("cte", "m"), ("subquery", "subquery")])
+def test_resample_of_windows_over_a_filter_cte_across_a_restart(ws, spark, tmp_path, form,
+                                                                part):
+    """RESAMPLE ('linear', 5 s, per key) of the 10-second averages of a's positive readings
+    (a filters s) -- a CTE m or RESAMPLE's subquery over a --, over two runs: equal to
+    numpy's interpolation of pandas' windows of those readings."""
+    windows_sql = WINDOWED_A.format("a")
+    query = (f"WITH a AS ({FILTER}), m AS ({windows_sql}) SELECT t, k, a FROM "
+             "RESAMPLE(m, t, INTERVAL 5 SECONDS, 'linear' PARTITION BY k)") if form == "cte" \
+        else (f"WITH a AS ({FILTER}) SELECT t, k, a FROM RESAMPLE(({windows_sql}), t, "
+              "INTERVAL 5 SECONDS, 'linear' PARTITION BY k)")
     readings, _, before, after, progress = _two_runs(ws, spark, tmp_path, query)
-    assert (tmp_path / "ckpt" / "derived" / "m" / "rows").is_dir()
+    assert (tmp_path / "ckpt" / "derived" / part / "rows").is_dir()
     windows = _windows(_filtered(readings), progress)
     want = []
     for k, w in windows.groupby("k"):
@@ -263,3 +268,22 @@ def test_asof_join_of_a_filter_view_over_a_windowed_view_over_a_filter_view(ws, 
     assert len(want) > 20 and list(got["id"]) == list(want["id"])
     assert list(got["t"]) == list(want["t"]) and list(got["n"]) == list(want["n"])
     np.testing.assert_allclose(got["a"], want["a"], rtol=1e-12)
+
+
+def test_a_windowed_subquery_over_a_filter_cte_is_a_stream_part_carrying_it():
+    """No Spark: a JOIN subquery windowing CTE a (a filter of s) is a stream part whose
+    text is WITH a AS (...) and the subquery's body, each at its place; a, read by the
+    part only, leaves the rest (WITH too); a CTE the rest reads stays."""
+    sub = WINDOWED_A.format("a")
+    for more, left in (("", "ev"), ("b AS (SELECT ts, k, id FROM ev WHERE id > 0), ", "b")):
+        text = (f"WITH {more}a AS ({FILTER}) SELECT e.id, m.a FROM {left} e ASOF JOIN "
+                f"({sub}) m ON e.k = m.k AND e.ts >= m.t")
+        split = _split(text)
+        (part,) = split.parts
+        assert (part.name, part.time_column, part.stream) == ("m", "t", True)
+        assert " ".join(part.inner.split()) == f"WITH a AS ({FILTER}) {sub}"
+        assert part.inner.index(sub) == text.index(sub) and len(split.outer) == len(text)
+        want = f"SELECT e.id, m.a FROM {left} e ASOF JOIN m m ON e.k = m.k AND e.ts >= m.t"
+        if more:
+            want = "WITH b AS (SELECT ts, k, id FROM ev WHERE id > 0) " + want
+        assert " ".join(split.outer.split()) == want
