@@ -38,10 +38,14 @@ def read_inputs(node: exp.Expression, ctx: BindContext, found: Found) -> exp.Exp
 def _without_absorbed(node: exp.Expression, made: list) -> list:
     """``made`` without the inputs ``node`` no longer reads by name that another input
     made reads (a windowed CTE bound as an ASOF side: the join's input carries its window,
-    planner/analyze/temporal.py), so that they are neither computed nor shown twice."""
+    planner/analyze/temporal.py), so that they are neither computed nor shown twice. The
+    other input may hold its own binding of it, equal but not the same object: a window
+    over a signal CTE binds the CTE's text again, signal stage and all, and the statement's
+    signal stage for that CTE is then read by nothing."""
     read = {t.name.lower() for t in node.find_all(exp.Table)}
     return [(name, rel) for name, rel in made if name.lower() in read or not any(
-        other is not rel and any(r is rel for r in ir.walk(other)) for _, other in made)]
+        other is not rel and any(r is rel or r == rel for r in ir.walk(other))
+        for _, other in made)]
 
 
 def _without_unread_ctes(node: exp.Expression) -> exp.Expression:
