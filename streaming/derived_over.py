@@ -75,6 +75,9 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     # a CQL window on a SYNC's control ([RANGE ...] after `ctl c`): the rest's, with the
     # aggregates and GROUP BY over it (a signal's [SAMPLES n] stays with the signal)
     window = table.args.get("window") if joins and isinstance(table, exp.Table) else None
+    if window is not None and window.args.get("kind") != "RANGE":
+        return None  # (a time window only: rows in the control's order -- ROWS, PARTITION
+        # BY ... ROWS, NOW -- are not the part's arrival order)
     if window is None and (node.args.get("group") or node.args.get("having")
                            or not any(True for _ in node.find_all(exp.Window))):
         return None

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_sync_feature_streams import (FIRST, SECOND_RUN, _arrive, _control, _define,
-                                             _mic, _ms, _want)
+from tests.test_sync_feature_streams import (FIRST, SECOND_RUN, _arrive, _control,
+                                             _first_files_and_rows, _got, _ms, _want)
 
 ONE_SELECT = ("SELECT count(*) AS n, avg(seg_rms(m.ch1)) AS r FROM ctl c "
               "[RANGE 2 SECONDS SLIDE 2 SECONDS] SYNC JOIN mic m ON RANGE (c.t0, c.t1)")
@@ -70,12 +70,12 @@ def test_group_by_where_and_having_read_the_parts_columns():
     split = _split(text)
     (part,) = split.parts
     assert part.time_column == "t0"
-    assert " ".join(part.inner.split()) == (
+    # (blanks squeezed: the part, the rest)
+    assert [" ".join(t.split()) for t in (part.inner, split.outer)] == [
         "SELECT c.t0 AS t0, c.id % 2 AS k, seg_rms(m.ch1) AS _w1, c.id > 1 AS _w2 "
-        "FROM ctl c SYNC JOIN mic m ON RANGE (c.t0, c.t1)")
-    assert " ".join(split.outer.split()) == (
+        "FROM ctl c SYNC JOIN mic m ON RANGE (c.t0, c.t1)",
         "SELECT t0 , k AS k, k + 1 AS k1, avg(_w1 ) AS r FROM c_synced [RANGE 4 SECONDS "
-        "SLIDE 2 SECONDS] WHERE _w2 GROUP BY t0 , k HAVING max(_w1 ) > 0.5")
+        "SLIDE 2 SECONDS] WHERE _w2 GROUP BY t0 , k HAVING max(_w1 ) > 0.5"]
     for word in ("WHERE", "GROUP BY", "HAVING"):  # ([RANGE: after c_synced, below)
         assert split.outer.index(word) == text.index(word)
 
@@ -111,6 +111,9 @@ def test_a_name_that_does_not_fit_before_the_window_moves_it():
     # no window on the control, no OVER: an aggregate over the unbounded SYNC (refused as
     # over any stream) is not cut
     ONE_SELECT.replace("[RANGE 2 SECONDS SLIDE 2 SECONDS] ", ""),
+    # a window of rows in the control's order: the part's rows come in the recording's
+    ONE_SELECT.replace("[RANGE 2 SECONDS SLIDE 2 SECONDS]", "[ROWS 3]"),
+    ONE_SELECT.replace("[RANGE 2 SECONDS SLIDE 2 SECONDS]", "[PARTITION BY c.id ROWS 3]"),
     # a control that is not a catalog stream
     ONE_SELECT.replace("FROM ctl c", "FROM (SELECT * FROM ctl) c"),
     # the window on a signal query's own windows: not a SYNC
@@ -122,17 +125,21 @@ def test_other_shapes_are_not_cut(text):
 
 # -- end to end (Spark) ----------------------------------------------------------------------
 
-def _got(spark, tmp_path):
-    got = spark.read.parquet(str(tmp_path / "out")).toPandas()
-    got["instant"] = [_ms(v) for v in got["_time"]]
-    return got.sort_values("instant").reset_index(drop=True)
-
-
-def _run(ws, tmp_path, sql):
-    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
-    q.await_termination()
-    assert q.error is None, q.error
-    return q
+def _two_runs(ws, spark, tmp_path, sql):
+    """``sql`` run over the first two recording files and the FIRST control rows, then
+    again (a restart) with the third file and the SECOND_RUN rows: (the samples, the
+    output after each run -- by window instant --, the first run's derived progress)."""
+    data = _first_files_and_rows(ws, tmp_path)
+    runs = []
+    for more in (False, True):
+        if more:
+            _arrive(tmp_path, "mic_002.wav")  # .. 6000 ms; row 99 waits: progress 6500 ms
+            _control(tmp_path, "c2", SECOND_RUN)
+        q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+        q.await_termination()
+        assert q.error is None, q.error
+        runs.append((_got(spark, tmp_path), q.status()["derived"]["progress_us"]))
+    return data, runs[0][0], runs[1][0], runs[0][1]
 
 
 @pytest.mark.spark
@@ -144,28 +151,14 @@ def test_windowed_aggregates_around_a_sync_across_runs(ws, spark, tmp_path):
     same windows. Unnamed, the column is refused, with the hint to name it."""
     from wavesql.errors import WaveSQLError
 
-    data = _mic(tmp_path, 3)
-    _arrive(tmp_path, "mic_000.wav", "mic_001.wav")  # 0 .. 4000 ms
-    _define(ws, tmp_path)
-    _control(tmp_path, "c1", FIRST)
-    unnamed = ONE_SELECT.replace(" AS r", "")
-    with pytest.raises(WaveSQLError) as err:
-        ws.stream(unnamed, tmp_path / "out", tmp_path / "ckpt")
-    assert err.value.code == "NOT_IMPLEMENTED" and "AS r" in err.value.hint
-
-    q = _run(ws, tmp_path, ONE_SELECT)
-    first = _got(spark, tmp_path)
+    data, first, got, progress = _two_runs(ws, spark, tmp_path, ONE_SELECT)
     want = _want(data, FIRST, 3800)
     assert first["instant"].tolist() == want["instant"].tolist() == [2000]
     assert first["n"].tolist() == want["n"].tolist()
     np.testing.assert_allclose(first["r"], want["r"], rtol=1e-6)
-    assert q.status()["derived"]["progress_us"] == 3800 * 1000
+    assert progress == 3800 * 1000
     assert (tmp_path / "ckpt" / "derived" / "c_synced" / "rows").is_dir()
 
-    _arrive(tmp_path, "mic_002.wav")  # .. 6000 ms; row 99 waits: progress 6500 ms
-    _control(tmp_path, "c2", SECOND_RUN)
-    _run(ws, tmp_path, ONE_SELECT)
-    got = _got(spark, tmp_path)
     want = _want(data, FIRST + SECOND_RUN[:1], 6500)
     assert got["instant"].tolist() == want["instant"].tolist() == [2000, 4000, 6000]
     assert got["n"].tolist() == want["n"].tolist()
@@ -177,6 +170,10 @@ def test_windowed_aggregates_around_a_sync_across_runs(ws, spark, tmp_path):
     batch = batch[batch["instant"] < 6500].sort_values("instant")
     assert batch["instant"].tolist() == want["instant"].tolist()
     np.testing.assert_allclose(batch["r"], want["r"], rtol=1e-6)
+    unnamed = ONE_SELECT.replace(" AS r", "")  # refused before anything runs
+    with pytest.raises(WaveSQLError) as err:
+        ws.stream(unnamed, tmp_path / "out2", tmp_path / "ckpt2")
+    assert err.value.code == "NOT_IMPLEMENTED" and "AS r" in err.value.hint
 
 
 @pytest.mark.spark
@@ -189,15 +186,8 @@ def test_sliding_windows_per_key_with_where_and_having(ws, spark, tmp_path):
            "[RANGE 4 SECONDS SLIDE 2 SECONDS] SYNC JOIN mic m ON RANGE (c.t0, c.t1) "
            "WHERE c.id <> 3 GROUP BY c.id % 2 HAVING count(*) >= 1 AND max(seg_rms(m.ch1)) "
            "> 0.9")
-    data = _mic(tmp_path, 3)
-    _arrive(tmp_path, "mic_000.wav", "mic_001.wav")
-    _define(ws, tmp_path)
-    _control(tmp_path, "c1", FIRST)
-    _run(ws, tmp_path, sql)
-    _arrive(tmp_path, "mic_002.wav")
-    _control(tmp_path, "c2", SECOND_RUN)
-    _run(ws, tmp_path, sql)
-    got = _got(spark, tmp_path).sort_values(["instant", "k"]).reset_index(drop=True)
+    data, _, got, _ = _two_runs(ws, spark, tmp_path, sql)
+    got = got.sort_values(["instant", "k"]).reset_index(drop=True)
 
     rows = pd.DataFrame([{"id": i, "t": a, "rms": float(np.sqrt(np.mean(
         data[a:b].astype(np.float64) ** 2)))} for i, a, b in FIRST + SECOND_RUN[:1]
