@@ -13,7 +13,8 @@
     Pairs the *i*-th rows of its inputs: row *i* of the result has ``_index`` = *i* (from 0)
     and one struct column per input, named after the input (its ``AS`` name), holding that input's *i*-th row.
     Rows are numbered in the order of the ``BY`` column, by default the stream's
-    ``EVENT TIME`` (a signal: its segments' start sample); ties are broken by the remaining
+    ``EVENT TIME`` (a signal: its segments' start sample; a CTE or view of a query over a
+    signal's windows: its ``start_time(...)`` column, as a CQL window over it takes); ties are broken by the remaining
     columns of simple types, so the pairing is deterministic. Like any zip, the result is as
     long as the shortest input: the extra rows of longer inputs have no partner and are not
     in the result (count them with ``count(*)`` per input if that matters).
@@ -44,10 +45,14 @@ INDEX = "_index"
 _NESTED = ("array", "struct", "map", "variant")
 
 
-def expand(node: exp.Expression, resolve: Callable[[exp.Table], ir.Relation]) -> exp.Expression:
+def expand(node: exp.Expression, resolve: Callable[[exp.Table], ir.Relation],
+           signal_time: Callable[[exp.Expression, ir.Relation], str | None] | None = None,
+           ) -> exp.Expression:
     """``node`` with every MERGE/ZIP replaced by the equivalent subquery.
 
-    ``resolve`` binds one input table to its relation (for its schema and event time).
+    ``resolve`` binds one input table to its relation (for its schema and event time);
+    ``signal_time(table, relation)``: the time column of an input that is a query over a
+    signal's windows (a CTE or view of one: its ``start_time(...)`` column), else None.
     """
     found = list(node.find_all(wn.Combine))
     if not found:
@@ -61,7 +66,7 @@ def expand(node: exp.Expression, resolve: Callable[[exp.Table], ir.Relation]) ->
                  for i, _ in inputs]
         if combine.kind == "ZIP":
             _no_duplicates(inputs, names)
-            sql = _zip_sql(inputs, names)
+            sql = _zip_sql(inputs, names, signal_time)
         else:
             sql = _merge_sql(inputs, names)
         alias = combine.args.get("alias")
@@ -115,7 +120,7 @@ def _no_duplicates(inputs, names) -> None:
         seen.add(name.lower())
 
 
-def _order_of(node: wn.ZipInput, rel: ir.Relation, name: str) -> str:
+def _order_of(node: wn.ZipInput, rel: ir.Relation, name: str, signal_time=None) -> str:
     order = node.args.get("order")
     if order is not None:
         head = order.parts[0].name if order.parts else order.name
@@ -129,7 +134,8 @@ def _order_of(node: wn.ZipInput, rel: ir.Relation, name: str) -> str:
     if isinstance(rel, ir.StreamScan) and rel.stream.event_time:
         return _q(rel.stream.event_time)
     if not isinstance(rel, (ir.StreamScan, ir.SignalScan)):  # a view or CTE of a stream
-        carried = ir.carried_event_time(rel)
+        carried = ir.carried_event_time(rel) or (
+            signal_time(node.this, rel) if signal_time is not None else None)
         if carried is not None:
             return _q(carried)
     if isinstance(rel, ir.SignalScan) and rel.schema.fields:
@@ -139,10 +145,10 @@ def _order_of(node: wn.ZipInput, rel: ir.Relation, name: str) -> str:
                        hint=f"name a column to order it by: ZIP({name} BY t, ...)")
 
 
-def _zip_sql(inputs, names) -> str:
+def _zip_sql(inputs, names, signal_time=None) -> str:
     parts, outputs = [], []
     for k, ((node, rel), name) in enumerate(zip(inputs, names)):
-        order = _order_of(node, rel, name)
+        order = _order_of(node, rel, name, signal_time)
         ties = [_q(f.name) for f in rel.schema.fields
                 if not f.type.lower().startswith(_NESTED) and _q(f.name) != order]
         row = ", ".join(_q(f.name) for f in rel.schema.fields)

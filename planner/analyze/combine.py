@@ -26,7 +26,19 @@ from .resolve import resolve_relation
 
 def expand_combines(node: exp.Expression, ctx: BindContext, found: Found) -> exp.Expression:
     """``node`` with every MERGE/ZIP replaced by its subquery (a copy if there is any)."""
-    return expand(node, lambda name: _combine_input(name, ctx))
+    return expand(node, lambda name: _combine_input(name, ctx), _signal_time)
+
+
+def _signal_time(name: exp.Expression, rel: ir.Relation) -> str | None:
+    """A ZIP input's order when it is a CTE or view of a query over a signal's windows:
+    its first ``start_time(...)`` column, found as a CQL window over it finds it
+    (planner/analyze/windows.py: in the CTE's text, or the views' own texts)."""
+    from .windows import _view_window_starts, _window_start, _window_starts
+
+    select = name.find_ancestor(exp.Select)
+    query = None if select is None else inline_query(
+        exp.Table(this=name.copy()) if isinstance(name, exp.Identifier) else name, select)
+    return _window_start(_window_starts(query) + _view_window_starts(rel), rel)
 
 
 def _combine_input(name: exp.Expression, ctx: BindContext) -> ir.Relation:
