@@ -74,7 +74,7 @@ from wavesql.dialect import Statement, parse_statements
 from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
-from . import stream_parts
+from . import derived_chain, stream_parts
 from .derived_split import Part, Split, described, expand_stars, find_split  # noqa: F401 (API)
 from .plan import _volatile
 from .report import FINAL, PROGRESS, timestamp_lit
@@ -422,6 +422,17 @@ def _plan_signal_part(catalog, env, part: Part, text: str, plan_continuous) -> _
     return _Planned(part, stmt, bound, plan, kept)
 
 
+def _plan_parts(catalog, env, split: Split, plan_continuous, rows_of) -> list[_Planned]:
+    """Each part planned over the rows of those before it (``rows_of(name)``: a part's
+    folder), which it may read (a chain: derived_split._parts_over_parts)."""
+    planned = []
+    for part in split.parts:
+        over = WithDerived(catalog, {p.part.name: p.stream(rows_of(p.part.name)) for p in
+                                     planned}) if planned else catalog
+        planned.append(_plan_signal_part(over, env, part, split.text, plan_continuous))
+    return planned
+
+
 def _the_rest(split: Split, planned: list[_Planned]) -> str:
     """The rest's text, each signal CTE's stars spelled out (:func:`expand_stars`)."""
     outer = split.outer
@@ -439,9 +450,9 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
     ``plan_continuous``: :func:`.planning.plan_continuous`, handed in (planning imports
     this module for ``EXPLAIN STREAM``); ``start_query``: :func:`.launch.start`, which
     starts a stream part (launch imports this module)."""
-    planned = [_plan_signal_part(session.catalog, session.env, part, split.text,
-                                 plan_continuous)
-               for part in split.parts]
+    planned = _plan_parts(session.catalog, session.env, split, plan_continuous,
+                          lambda name: storage.join(checkpoint, "derived", home_name(name),
+                                                    "rows"))
     homes = [storage.join(checkpoint, "derived", home_name(p.part.name)) for p in planned]
     rows = [storage.join(home, "rows") for home in homes]
     overlay = _Session(session, WithDerived(session.catalog, {
@@ -455,8 +466,8 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
         raise err.with_query(split.text) from None
 
     def start_part(p, home, folder):
-        if p.part.stream:  # on the runner its query gets alone (streaming/stream_parts.py)
-            return stream_parts.start_part(start_query, _write_part, session, p, home=home,
+        if p.part.stream:  # on its own runner, over the parts' rows (it may read some)
+            return stream_parts.start_part(start_query, _write_part, overlay, p, home=home,
                                            folder=folder, trigger=trigger,
                                            max_files=max_files, clock=clock)
         cls, bound = (DerivedSyncQuery, p.bound) if p.part.sync \
@@ -474,6 +485,7 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
     inners = []
     try:
         for p, home, folder in zip(planned, homes, rows):
+            derived_chain.await_read(p.stmt.node, overlay.catalog, inners, trigger)
             inners.append(start_part(p, home, folder))
     except BaseException:  # (one did not start: the others must not run on)
         for inner in inners:
@@ -557,8 +569,8 @@ def explain(spark, catalog, split: Split, explain_plan, plan_continuous) -> str:
     from wavesql.planner.spark_environment import SparkEnvironment
 
     env = SparkEnvironment(spark)
-    planned = [_plan_signal_part(catalog, env, part, split.text, plan_continuous)
-               for part in split.parts]
+    planned = _plan_parts(catalog, env, split, plan_continuous,
+                          lambda name: f"<checkpoint>/derived/{home_name(name)}/rows")
     rows = {p.part.name: f"<checkpoint>/derived/{home_name(p.part.name)}/rows"
             for p in planned}
     try:

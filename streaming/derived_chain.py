@@ -29,6 +29,21 @@ from wavesql.dialect import parse_statements
 from wavesql.errors import Span, WaveSQLError
 
 
+class Overlay:
+    """``catalog`` with ``objects`` (lower-case name -> definition) laid over it, for
+    classifying: a part's name read as the stream of its rows."""
+
+    def __init__(self, catalog, objects: dict):
+        self.catalog, self.objects = catalog, objects
+
+    def __getattr__(self, attr):
+        return getattr(self.catalog, attr)
+
+    def get(self, name: str):
+        found = self.objects.get(name.lower())
+        return found if found is not None else self.catalog.get(name)
+
+
 def ctes_of(node: exp.Expression) -> dict[str, exp.CTE]:
     """The CTEs of ``node``'s WITH by lower-case name (empty without one)."""
     with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
@@ -170,3 +185,39 @@ def lay_body(prefix: str, text: str, a: int, b: int) -> str:
     """``prefix`` (:func:`with_prefix`) with ``text[a:b]`` -- a part's body, after the
     WITH -- laid at its place."""
     return prefix[:a] + text[a:b] + prefix[b:]
+
+
+def await_read(node: exp.Expression, catalog, started, trigger: str) -> None:
+    """With ``trigger`` ``availableNow``, wait for the end of each part of ``started``
+    whose rows ``node`` (a part's query) reads, directly or through views (``catalog``: the
+    parts' rows laid over it): a part over another's rows starts once they are all written
+    (it would otherwise see only those there when it started)."""
+    if trigger != "availableNow":
+        return
+    reads = read_names(node, catalog)
+    for query in started:
+        if query.derived_name.lower() in reads:
+            query.await_termination()
+
+
+def read_names(node: exp.Expression, catalog) -> set[str]:
+    """The lower-case names of the tables ``node`` reads and, through the views among them,
+    of those their queries read (recursively): a part named like one of them would shadow
+    it where it is read. Depends on the catalog only through objects the statement reads
+    (a changed view is a changed query anyway), so a part's name is stable across starts."""
+    seen: set[str] = set()
+    todo = [node]
+    while todo:
+        for table in todo.pop().find_all(exp.Table):
+            name = table.name.lower()
+            if table.args.get("db") or name in seen:
+                continue
+            seen.add(name)
+            view = catalog.get(table.name)
+            if isinstance(view, cat.ViewDef):
+                try:
+                    (body,) = parse_statements(view.sql)
+                except (WaveSQLError, ValueError):
+                    continue  # (its own binding reports it)
+                todo.append(body.node)
+    return seen

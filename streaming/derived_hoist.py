@@ -60,6 +60,7 @@ from wavesql.dialect import parse_statements
 from wavesql.errors import Span, WaveSQLError
 
 from . import derived_chain, stream_parts
+from .derived_chain import read_names  # noqa: F401 (derived_over reads it here)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +175,9 @@ def check_views(split, catalog, env, plan_part) -> None:
     point elsewhere."""
     for view in split.views:
         part = next(p for p in split.parts if p.name == view.name)
+        earlier = {p.name.lower() for p in split.parts[:split.parts.index(part)]}
+        if earlier & read_names(parse_statements(part.inner)[0].node, catalog):
+            continue  # (over another part's rows: planned over them only, derived.py)
         try:
             plan_part(catalog, env, part, part.inner)
         except WaveSQLError as err:
@@ -242,29 +246,6 @@ def _fresh(base: str, taken: set) -> str:
         k += 1
         name = f"{base}_{k}"
     return name
-
-
-def read_names(node: exp.Expression, catalog) -> set[str]:
-    """The lower-case names of the tables ``node`` reads and, through the views among them,
-    of those their queries read (recursively): a part named like one of them would shadow
-    it where it is read. Depends on the catalog only through objects the statement reads
-    (a changed view is a changed query anyway), so a part's name is stable across starts."""
-    seen: set[str] = set()
-    todo = [node]
-    while todo:
-        for table in todo.pop().find_all(exp.Table):
-            name = table.name.lower()
-            if table.args.get("db") or name in seen:
-                continue
-            seen.add(name)
-            view = catalog.get(table.name)
-            if isinstance(view, cat.ViewDef):
-                try:
-                    (body,) = parse_statements(view.sql)
-                except (WaveSQLError, ValueError):
-                    continue  # (its own binding reports it)
-                todo.append(body.node)
-    return seen
 
 
 def _body_start(sq: exp.Subquery) -> int:

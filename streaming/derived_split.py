@@ -85,15 +85,44 @@ class Split:
 def find_split(stmt: Statement, text: str, catalog) -> Split | None:
     """The split of ``stmt`` (``text``: the full text its positions index) when some of
     its CTEs read a signal and the rest does not -- or, with no such CTE, some of its
-    subqueries or views are signal queries (:mod:`.derived_hoist`); None when none is."""
+    subqueries or views are signal queries (:mod:`.derived_hoist`); None when none is.
+    Then the rest is cut again at the stream parts over those parts' rows (a chain)."""
     split = _cte_split(stmt, text, catalog)
     if split is not None:
-        return _with_stream_parts(split, catalog)
-    hoisted = derived_hoist.hoist(stmt, text, catalog, Split, Part, _part_time)
-    if hoisted is None:  # one SELECT over a signal's windows with OVER windows
-        return derived_over.over_split(stmt, text, catalog, Split, Part)
-    split, views = hoisted
-    return dataclasses.replace(split, views=views)
+        split = _with_stream_parts(split, catalog)
+    else:
+        hoisted = derived_hoist.hoist(stmt, text, catalog, Split, Part, _part_time)
+        if hoisted is None:  # one SELECT over a signal's windows with OVER windows
+            return derived_over.over_split(stmt, text, catalog, Split, Part)
+        split = dataclasses.replace(hoisted[0], views=hoisted[1])
+    return _parts_over_parts(split, catalog)
+
+
+def _parts_over_parts(split: Split, catalog) -> Split:
+    """``split`` with the stream parts of its rest that read its parts' rows cut too, after
+    them (a chain: ``WITH f AS (<signal query>), m AS (SELECT _time AS t, max(rms) AS p
+    FROM f [RANGE 10 SECONDS ...] GROUP BY _time) ... ASOF JOIN m`` -- ``m`` windows
+    ``f``'s rows and is joined: a stream part over ``f``'s stream). The rest is cut as a
+    statement in which each part's name is a catalog stream, event time the part's (the
+    rest reads it so); each part is planned over the parts before it (derived.py)."""
+    streams = {p.name.lower(): cat.StreamDef(p.name, [(p.time_column, "TIMESTAMP")], "/",
+                                             "parquet", event_time=p.time_column)
+               for p in split.parts}
+    over = derived_chain.Overlay(catalog, streams)
+    (rest,) = parse_statements(split.outer)
+    try:  # (shown in the statement, not in the rest's text)
+        more = _cte_split(rest, split.outer, over)
+        if more is not None:
+            more = _with_stream_parts(more, over)
+        else:
+            hoisted = derived_hoist.hoist(rest, split.outer, over, Split, Part,
+                                          lambda *args, **kwargs: None)
+            more = hoisted and dataclasses.replace(hoisted[0], views=hoisted[1])
+    except WaveSQLError as err:
+        raise err.with_query(split.text) from None
+    if not more:
+        return split
+    return Split(split.parts + more.parts, more.outer, split.text, split.views + more.views)
 
 
 def _with_stream_parts(split: Split, catalog) -> Split:

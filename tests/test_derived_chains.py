@@ -175,20 +175,18 @@ def test_asof_join_of_a_windowed_cte_over_a_filter_cte_across_runs(ws, spark, tm
 
 RATE = 8000
 N = 4096
+SECONDS = 12
 
 
-@pytest.mark.spark
-def test_windows_over_a_filter_view_of_a_signal_view(ws, spark, tmp_path):
-    """CREATE VIEW f AS <signal query>; CREATE VIEW g AS <filter of f>: windows over g run
-    continuously -- f as the signal part, g's filter in the rest -- equal to pandas over
-    numpy's RMS of the loud windows, and to the batch query."""
+def _signal_views(ws, tmp_path) -> np.ndarray:
+    """A 12-second recording whose loudness changes every second (all there: an end
+    marker), the signal view f of its RMS per 4096 samples and g of the loud ones."""
     from wavesql.udfs.wav import write_wav
 
     rng = np.random.default_rng(5)
-    seconds = 12
-    amplitude = np.repeat(rng.uniform(0.05, 0.9, seconds), RATE)
-    x = (amplitude * np.sin(np.arange(seconds * RATE) * 2 * np.pi * 440 / RATE)
-         + rng.normal(0, 0.02, seconds * RATE)).astype(np.float32)
+    amplitude = np.repeat(rng.uniform(0.05, 0.9, SECONDS), RATE)
+    x = (amplitude * np.sin(np.arange(SECONDS * RATE) * 2 * np.pi * 440 / RATE)
+         + rng.normal(0, 0.02, SECONDS * RATE)).astype(np.float32)
     (tmp_path / "rec").mkdir()
     write_wav(tmp_path / "rec" / "r_000.wav", x, RATE, "float32")
     (tmp_path / "rec" / "done.eof").write_text("")  # the recording ends: its tail is cut
@@ -197,17 +195,61 @@ def test_windows_over_a_filter_view_of_a_signal_view(ws, spark, tmp_path):
     ws.sql("CREATE VIEW f AS SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms "
            "FROM mic [SAMPLES 4096]")
     ws.sql("CREATE VIEW g AS SELECT t, rms FROM f WHERE rms > 0.3")
+    return x
+
+
+def _loud_windows(x: np.ndarray) -> pd.DataFrame:
+    """numpy's RMS per 4096 samples, those above 0.3, in pandas' 2-second windows (the
+    instant i holding the starts in (i - 2, i]): max and count."""
+    starts = np.arange(0, len(x), N)
+    feats = pd.DataFrame({"t": starts / RATE, "rms": [
+        np.sqrt(np.mean(x[s:s + N].astype(np.float64) ** 2)) for s in starts]})
+    feats = feats[feats["rms"] > 0.3]
+    feats = feats.assign(instant=np.ceil(feats["t"] / 2.0) * 2.0)
+    return feats.groupby("instant").agg(peak=("rms", "max"), n=("rms", "size")).reset_index()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_asof_join_of_windows_over_a_filter_view_of_a_signal_view(ws, spark, tmp_path):
+    """A chain of parts: pv windows g, which filters f, a view of a signal query; events
+    ASOF JOIN pv. f runs as the signal part, pv as a stream part over f's rows (after f
+    under availableNow), the join over pv's rows: each event with the latest 2-second
+    window of loud RMS at or before it, vs pandas merge_asof over numpy's RMS."""
+    x = _signal_views(ws, tmp_path)
+    ws.sql("CREATE VIEW pv AS SELECT _time AS t, max(rms) AS peak, count(*) AS n FROM g "
+           "[RANGE 2 SECONDS SLIDE 2 SECONDS] GROUP BY _time")
+    _define(ws, tmp_path)
+    events = [{"ts": ms, "k": "x", "id": i} for i, ms in enumerate(range(300, 9_800, 450))]
+    _write(tmp_path / "ev", "e1", events)
+    q = ws.stream("SELECT e.id, e.ts, m.t, m.peak, m.n FROM ev e ASOF JOIN pv m "
+                  "ON e.ts >= m.t", tmp_path / "out", tmp_path / "ckpt")
+    q.await_termination()
+    assert q.error is None, q.error
+    for part in ("f", "pv"):
+        assert (tmp_path / "ckpt" / "derived" / part / "rows").is_dir()
+    right = _loud_windows(x).assign(tms=lambda w: (w["instant"] * 1000).astype(int))
+    want = pd.merge_asof(pd.DataFrame(events).sort_values("ts"), right.sort_values("tms"),
+                         left_on="ts", right_on="tms", direction="backward")
+    want = want.dropna(subset=["tms"]).sort_values("id").reset_index(drop=True)
+    got = _read(spark, tmp_path / "out")
+    assert len(want) > 10 and list(got["id"]) == list(want["id"])  # each once, none lost
+    assert list(got["t"]) == list(want["tms"].astype(int)) and list(got["n"]) == list(want["n"])
+    np.testing.assert_allclose(got["peak"], want["peak"], rtol=1e-6)
+
+
+@pytest.mark.spark
+def test_windows_over_a_filter_view_of_a_signal_view(ws, spark, tmp_path):
+    """CREATE VIEW f AS <signal query>; CREATE VIEW g AS <filter of f>: windows over g run
+    continuously -- f as the signal part, g's filter in the rest -- equal to pandas over
+    numpy's RMS of the loud windows, and to the batch query."""
+    x = _signal_views(ws, tmp_path)
     sql = "SELECT max(rms) AS peak, count(*) AS n FROM g [RANGE 2 SECONDS SLIDE 2 SECONDS]"
     q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
     q.await_termination()
     assert q.error is None, q.error
     assert (tmp_path / "ckpt" / "derived" / "f" / "rows").is_dir()
-    starts = np.arange(0, len(x), N)
-    feats = pd.DataFrame({"t": starts / RATE, "rms": [
-        np.sqrt(np.mean(x[s:s + N].astype(np.float64) ** 2)) for s in starts]})
-    feats = feats[feats["rms"] > 0.3]
-    feats = feats.assign(instant=np.ceil(feats["t"] / 2.0) * 2.0)  # (i - 2, i]
-    want = feats.groupby("instant").agg(peak=("rms", "max"), n=("rms", "size")).reset_index()
+    want = _loud_windows(x)
     assert 2 < len(want) < seconds / 2 + 1
     epoch = dt.datetime(1970, 1, 1)
     for got in (spark.read.parquet(str(tmp_path / "out")).toPandas(), ws.sql(sql).toPandas()):
@@ -287,3 +329,60 @@ def test_a_windowed_subquery_over_a_filter_cte_is_a_stream_part_carrying_it():
         if more:
             want = "WITH b AS (SELECT ts, k, id FROM ev WHERE id > 0) " + want
         assert " ".join(split.outer.split()) == want
+
+
+def test_a_parts_checkpoint_marker_covers_the_chain_below_it(tmp_path):
+    """No Spark: the marker of a chained part (streaming/checkpoint_plan.py, checked before
+    the part runs under <checkpoint>/derived/<name>) changes with a step below it -- the
+    filter CTE its text carries, the filter view its view reads -- so a restart after such
+    a change is refused, not resumed from state made by the old chain."""
+    from tests.test_checkpoint_plan import STREAM, _Binder
+    from wavesql.dialect import parse_statements
+    from wavesql.streaming.derived import find_split
+
+    b = _Binder(tmp_path)
+    b.ddl(STREAM.format(path="ev", wm="1 SECOND", hb=""))
+    b.ddl(STREAM.format(path="other", wm="1 SECOND", hb="").replace("STREAM ev", "STREAM o"))
+    windows = ("SELECT _time AS t, k, avg(v) AS a FROM {} [RANGE 10 SECONDS SLIDE 10 SECONDS] "
+               "GROUP BY _time, k")
+    join = " SELECT o.k, m.a FROM o ASOF JOIN {} m ON o.k = m.k AND o.ts >= m.t"
+
+    def part_mark(text):
+        (stmt,) = parse_statements(text)
+        (part,) = find_split(stmt, text, b.catalog).parts
+        return b.mark(part.inner).plan
+
+    def cte(where):
+        return (f"WITH a AS (SELECT ts, k, v FROM ev WHERE {where}), m AS "
+                f"({windows.format('a')})" + join.format("m"))
+
+    assert part_mark(cte("v > 0")) == part_mark(cte("v  >  0"))
+    assert part_mark(cte("v > 0")) != part_mark(cte("v > 1"))
+    b.ddl("CREATE VIEW fv AS SELECT ts, k, v FROM ev WHERE v > 0")
+    b.ddl(f"CREATE VIEW mv AS {windows.format('fv')}")
+    before = part_mark(join.format("mv").strip())
+    b.ddl("CREATE OR REPLACE VIEW fv AS SELECT ts, k, v FROM ev WHERE v > 1")
+    assert part_mark(join.format("mv").strip()) != before
+
+
+def test_a_stream_part_over_a_signal_parts_rows_is_cut_after_it():
+    """No Spark: windows over a signal CTE's rows, joined (m over f), or over a filter view
+    of a signal view (pv over g over f): the signal part first, then the stream part over
+    its rows -- its text reading the signal part by name --, the rest joining the second."""
+    signal = "SELECT start_time(ch1) AS t, seg_rms(ch1) AS rms FROM mic [SAMPLES 4096]"
+    windows = "SELECT _time AS t, max(rms) AS peak FROM {} [RANGE 2 SECONDS SLIDE 2 SECONDS] " \
+              "GROUP BY _time"
+    rest = "SELECT e.id, m.peak FROM ev e ASOF JOIN {} ON e.ts >= m.t"
+    text = f"WITH f AS ({signal}), m AS ({windows.format('f')}) " + rest.format("m")
+    split = _split(text, signals=["mic"])
+    assert [(p.name, p.time_column, p.stream) for p in split.parts] == \
+        [("f", "t", False), ("m", "t", True)]
+    assert split.parts[1].inner.strip() == windows.format("f")
+    assert split.parts[1].inner.index("FROM f") == text.index("FROM f [RANGE")
+    assert split.outer.strip() == rest.format("m")
+    views = {"f": signal, "g": "SELECT t, rms FROM f WHERE rms > 0.3", "pv": windows.format("g")}
+    text = rest.format("pv m")
+    split = _split(text, views, signals=["mic"])
+    assert [(p.name, p.stream, p.inner) for p in split.parts] == \
+        [("f", False, signal), ("pv", True, views["pv"])]
+    assert split.outer == text and [v.where.start for v in split.views] == [text.index("pv")] * 2
