@@ -68,7 +68,11 @@ def extract_windows(node: exp.Expression, ctx: BindContext, found: Found) -> exp
                 inputs.append(_bind_split(select, table, window, ctx, len(inputs)))
                 break
             if table.name.lower() in ctes or isinstance(defn, cat.ViewDef):
-                scans.append((table, _bind_window_over_relation(table, window, select, ctx)))
+                # the CTE's text as deeper SELECTs left it may read the inputs they made
+                # (a windowed CTE reads __wavesql_window_0): readable while it binds
+                reading = ctx.reading({**dict(found.made), **dict(inputs)})
+                scans.append((table, _bind_window_over_relation(table, window, select,
+                                                                reading)))
                 continue
             scans.append((table, _bind_window_scan(table, window, defn, ctx)))
         if not scans:
@@ -128,13 +132,23 @@ def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
     starts += _view_window_starts(source)
     event_time = ir.carried_event_time(source) or _window_start(starts, source)
     if event_time is None:
+        event_time = _window_instant(
+            [query] + [parse_one(r.view.sql) for r in ir.walk(source)
+                       if isinstance(r, ir.ViewRef)], source)
+        if event_time is not None and source.schema.find(TIME) is not None:
+            # the windowed query's own instant, which its rewrite keeps as _time beside the
+            # user's name for it (t): this window's instant takes the name
+            source = _without_instant(source)
+    if event_time is None:
         streams = sorted({r.stream.event_time for r in ir.walk(source)
                           if isinstance(r, ir.StreamScan) and r.stream.event_time})
         raise WaveSQLError(
             "STREAMING_RULE", f"a window needs an event time: `{table.name}` does not keep "
             "the EVENT TIME column of the stream it reads", Span.of(window),
-            hint=(f"keep {' or '.join(repr(t) for t in streams)} in its result under that name"
-                  if streams else "name the start of the signal's windows in it, e.g. "
+            hint=("name its window's instant, e.g. SELECT _time AS t, ... (this window's "
+                  "instant takes the name _time)" if _reads_window(source)
+                  else f"keep {' or '.join(repr(t) for t in streams)} in its result under "
+                  "that name" if streams else "name the start of the signal's windows in it, e.g. "
                   "start_time(ch1) AS t" if _reads_signal(source)
                   else "read an event-time stream: CREATE STREAM ... EVENT TIME ts"))
     if source.schema.find(TIME) is not None:
@@ -174,6 +188,41 @@ def _window_start(starts: list[str], source: ir.Relation) -> str | None:
         if field is not None and field.type.startswith("timestamp"):
             return field.name
     return None
+
+
+def _window_instant(queries: list, source: ir.Relation) -> str | None:
+    """The event time of a query over CQL windows of a stream (a windowed aggregate,
+    ``SELECT _time AS t, k, avg(v) AS a FROM s [RANGE ...] GROUP BY _time, k``): its column
+    that is the window's instant ``_time`` passed through, under any name -- each of its
+    rows is at that instant (the continuous stream part takes the same column,
+    streaming/stream_parts.py). ``queries``: the inline query (None for a view) and the
+    texts of the views ``source`` reads, where the names are written. None when it reads
+    no CQL window or keeps no instant."""
+    if not _reads_window(source):
+        return None
+    # (a CTE comes as WITH m AS (...) SELECT * FROM m: every SELECT's, as _window_starts)
+    for p in (p for q in queries if q is not None
+              for s in q.find_all(exp.Select) for p in s.selects):
+        if isinstance(p.unalias(), exp.Column) and p.unalias().name.lower() == TIME \
+                and p.alias_or_name.lower() != TIME:
+            field = source.schema.find(p.alias_or_name)
+            if field is not None and field.type.startswith("timestamp"):
+                return field.name
+    return None
+
+
+def _without_instant(source: ir.Relation) -> ir.SqlQuery:
+    """``source`` without its ``_time`` column (kept under another name)."""
+    fields = tuple(f for f in source.schema.fields if f.name.lower() != TIME)
+    name = "__wavesql_instant_of"
+    sql = "SELECT " + ", ".join(exp.column(f.name, quoted=True).sql(dialect="spark")
+                                for f in fields) + f" FROM {name}"
+    return ir.SqlQuery(sql, ((name, source),), ir.Schema(fields), source.bounded,
+                       tree=parse_one(sql))
+
+
+def _reads_window(source: ir.Relation) -> bool:
+    return any(isinstance(r, ir.WindowScan) for r in ir.walk(source))
 
 
 def _reads_signal(source: ir.Relation) -> bool:
