@@ -65,8 +65,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
-from urllib.parse import quote
 
 from wavesql import storage
 from wavesql.catalog import objects as cat
@@ -75,6 +73,7 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 
 from . import derived_chain, stream_parts
+from .derived_chain import home_name  # noqa: F401 (API)
 from .derived_split import Part, Split, described, expand_stars, find_split  # noqa: F401 (API)
 from .plan import _volatile
 from .report import FINAL, PROGRESS, timestamp_lit
@@ -423,12 +422,12 @@ def _plan_signal_part(catalog, env, part: Part, text: str, plan_continuous) -> _
 
 
 def _plan_parts(catalog, env, split: Split, plan_continuous, rows_of) -> list[_Planned]:
-    """Each part planned over the rows of those before it (``rows_of(name)``: a part's
-    folder), which it may read (a chain: derived_split._parts_over_parts)."""
+    """Each part planned over the rows of the parts it reads (a chain; ``rows_of``: folder)."""
     planned = []
     for part in split.parts:
         over = WithDerived(catalog, {p.part.name: p.stream(rows_of(p.part.name)) for p in
-                                     planned}) if planned else catalog
+                                     planned if p.part.name.lower() in part.reads}) \
+            if part.reads else catalog
         planned.append(_plan_signal_part(over, env, part, split.text, plan_continuous))
     return planned
 
@@ -457,6 +456,9 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
     rows = [storage.join(home, "rows") for home in homes]
     overlay = _Session(session, WithDerived(session.catalog, {
         p.part.name: p.stream(r) for p, r in zip(planned, rows)}))
+    reading = {p.part.name: _Session(session, WithDerived(session.catalog, {  # (a chain)
+        n: s for n, s in overlay.catalog.streams.items() if n in p.part.reads}))
+        if p.part.reads else session for p in planned}
     outer = _the_rest(split, planned)
     try:  # the rest is checked before the signal parts run: refused before anything runs
         stmt, rest = _bind_rest(overlay.catalog, session.env, outer)
@@ -466,9 +468,9 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
         raise err.with_query(split.text) from None
 
     def start_part(p, home, folder):
-        if p.part.stream:  # on its own runner, over the parts' rows (it may read some)
-            return stream_parts.start_part(start_query, _write_part, overlay, p, home=home,
-                                           folder=folder, trigger=trigger,
+        if p.part.stream:  # on its own runner, over the rows of the parts it reads
+            return stream_parts.start_part(start_query, _write_part, reading[p.part.name], p,
+                                           home=home, folder=folder, trigger=trigger,
                                            max_files=max_files, clock=clock)
         cls, bound = (DerivedSyncQuery, p.bound) if p.part.sync \
             else (DerivedSignalQuery, p.plan.signal.bound)
@@ -485,7 +487,7 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
     inners = []
     try:
         for p, home, folder in zip(planned, homes, rows):
-            derived_chain.await_read(p.stmt.node, overlay.catalog, inners, trigger)
+            derived_chain.await_read(p.part.reads, inners, trigger)
             inners.append(start_part(p, home, folder))
     except BaseException:  # (one did not start: the others must not run on)
         for inner in inners:
@@ -533,17 +535,6 @@ def _check_markers(checkpoint: str, text: str, start_rest, parts) -> None:
             raise RuntimeError(f"{type(started).__name__} started without its marker check")
     for write in writes:
         write()
-
-
-def home_name(cte: str) -> str:
-    """The folder of a part under ``<checkpoint>/derived/``: the CTE's name in lower case
-    when it is a plain word (``f``, ``rms_1``), else ``q-`` and the name percent-encoded --
-    a quoted name (``WITH `../x` AS``) never names a folder outside the checkpoint. The two
-    never meet: an encoded name keeps a character a plain word has not (``%``, ``.``)."""
-    name = cte.lower()
-    if re.fullmatch(r"\w[\w-]*", name):
-        return name
-    return "q-" + quote(name, safe="")
 
 
 def _bind_rest(catalog, env, text: str) -> tuple[Statement, ir.Statement]:

@@ -20,6 +20,8 @@ plan.row_by_row_stream); a chain it cannot follow is refused there, at the state
 from __future__ import annotations
 
 import dataclasses
+import re
+from urllib.parse import quote
 
 from sqlglot import exp
 from sqlglot.tokens import TokenType
@@ -187,14 +189,12 @@ def lay_body(prefix: str, text: str, a: int, b: int) -> str:
     return prefix[:a] + text[a:b] + prefix[b:]
 
 
-def await_read(node: exp.Expression, catalog, started, trigger: str) -> None:
-    """With ``trigger`` ``availableNow``, wait for the end of each part of ``started``
-    whose rows ``node`` (a part's query) reads, directly or through views (``catalog``: the
-    parts' rows laid over it): a part over another's rows starts once they are all written
-    (it would otherwise see only those there when it started)."""
+def await_read(reads, started, trigger: str) -> None:
+    """With ``trigger`` ``availableNow``, wait for the end of each part of ``started`` whose
+    rows a part reads (``reads``: their lower-case names): a part over another's rows starts
+    once they are all written (it would otherwise see only those there when it started)."""
     if trigger != "availableNow":
         return
-    reads = read_names(node, catalog)
     for query in started:
         if query.derived_name.lower() in reads:
             query.await_termination()
@@ -221,3 +221,14 @@ def read_names(node: exp.Expression, catalog) -> set[str]:
                     continue  # (its own binding reports it)
                 todo.append(body.node)
     return seen
+
+
+def home_name(cte: str) -> str:
+    """The folder of a part under ``<checkpoint>/derived/``: the CTE's name in lower case
+    when it is a plain word (``f``, ``rms_1``), else ``q-`` and the name percent-encoded --
+    a quoted name (``WITH `../x` AS``) never names a folder outside the checkpoint. The two
+    never meet: an encoded name keeps a character a plain word has not (``%``, ``.``)."""
+    name = cte.lower()
+    if re.fullmatch(r"\w[\w-]*", name):
+        return name
+    return "q-" + quote(name, safe="")

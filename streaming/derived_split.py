@@ -43,6 +43,9 @@ class Part:
     #: what the user wrote the part as (EXPLAIN STREAM names it so): ``CTE``, ``view``
     #: or ``subquery`` (.derived_hoist), ``SELECT`` (the statement's own, .derived_over)
     origin: str = "CTE"
+    #: the lower-case names of the parts before it whose rows it reads (a chain: planned
+    #: and started over them, derived.py)
+    reads: tuple = ()
 
 
 #: each :attr:`Part.origin`'s words around the names, one part and several
@@ -122,7 +125,9 @@ def _parts_over_parts(split: Split, catalog) -> Split:
         raise err.with_query(split.text) from None
     if not more:
         return split
-    return Split(split.parts + more.parts, more.outer, split.text, split.views + more.views)
+    parts = tuple(dataclasses.replace(p, reads=tuple(sorted(set(streams) & (
+        derived_chain.read_names(parse_statements(p.inner)[0].node, over))))) for p in more.parts)
+    return Split(split.parts + parts, more.outer, split.text, split.views + more.views)
 
 
 def _with_stream_parts(split: Split, catalog) -> Split:

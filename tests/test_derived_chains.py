@@ -250,7 +250,7 @@ def test_windows_over_a_filter_view_of_a_signal_view(ws, spark, tmp_path):
     assert q.error is None, q.error
     assert (tmp_path / "ckpt" / "derived" / "f" / "rows").is_dir()
     want = _loud_windows(x)
-    assert 2 < len(want) < seconds / 2 + 1
+    assert 2 < len(want) < SECONDS / 2 + 1
     epoch = dt.datetime(1970, 1, 1)
     for got in (spark.read.parquet(str(tmp_path / "out")).toPandas(), ws.sql(sql).toPandas()):
         got = got.assign(instant=[(v - epoch).total_seconds() for v in got["_time"]])
