@@ -191,9 +191,13 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
                   taken | read_names(node, catalog))  # (not any catalog name: derived_hoist)
     if len(name) > item_b - item_a:
         return None
-    if any(c.table.lower() in aliases for c in node.find_all(exp.Column)
+    named = {e.alias.lower() for e in node.expressions if isinstance(e, exp.Alias)}
+    if any(c.table.lower() in aliases or not c.table and c.name.lower() not in named
+           and not c.name.startswith("_") for c in node.find_all(exp.Column)
            if not any(_inside(_span(c), e) for e in extents + [(item_a, item_b)])):
-        return None  # an input's alias read outside the per-window expressions
+        return None  # an input's alias read outside the per-window expressions, or a
+        # column no input has (planned whole: its error names the inputs' columns, not the
+        # part's _w1, ...); the rest reads the SELECT's names, _time, and the part's
     # the rest: each expression by its column, the FROM item by the part's name (and the
     # control's window after it: at its own offset when the name fits before it)
     outer = text

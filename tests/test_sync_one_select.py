@@ -114,6 +114,8 @@ def test_a_name_that_does_not_fit_before_the_window_moves_it():
     # a window of rows in the control's order: the part's rows come in the recording's
     ONE_SELECT.replace("[RANGE 2 SECONDS SLIDE 2 SECONDS]", "[ROWS 3]"),
     ONE_SELECT.replace("[RANGE 2 SECONDS SLIDE 2 SECONDS]", "[PARTITION BY c.id ROWS 3]"),
+    # a column no input has: planned whole, its error naming the inputs' columns
+    ONE_SELECT.replace("count(*) AS n", "nosuch AS n"),
     # a control that is not a catalog stream
     ONE_SELECT.replace("FROM ctl c", "FROM (SELECT * FROM ctl) c"),
     # the window on a signal query's own windows: not a SYNC
