@@ -79,14 +79,22 @@ def _across_rows(body: exp.Expression) -> bool:
 
 def is_side(node: exp.Expression) -> bool:
     """Whether ``node`` (a table or subquery of a query) is a join's side or RESAMPLE's
-    input there."""
+    input there, or computed across again: under a CQL window of its own (``FROM m [RANGE
+    1 MINUTE]``: windows over a windowed aggregate's rows) or with OVER windows in the
+    SELECT reading it -- which follow only streams and views row by row over one, as a
+    join does."""
     if isinstance(node.parent, wn.Resample):
         return True
     select = node.find_ancestor(exp.Select)
+    if select is None:
+        return False
+    joins = select.args.get("joins") or []
     # (not a SYNC JOIN's control: the continuous SYNC reads its control row by row from a
     # catalog stream, and a part's punctuation rows would be control rows to it)
-    return select is not None and any(not j.args.get("sync")
-                                      for j in select.args.get("joins") or [])
+    if any(j.args.get("sync") for j in joins):
+        return False
+    over = any(w.find_ancestor(exp.Select) is select for w in select.find_all(exp.Window))
+    return bool(joins) or node.args.get("window") is not None or over
 
 
 def _joined_or_resampled(rest: exp.Expression, name: str) -> bool:

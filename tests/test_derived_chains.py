@@ -127,15 +127,18 @@ def test_a_chained_part_without_event_time_is_refused_where_it_is_named():
     assert err.value.span.start == text.index("m AS") and err.value.query == text
 
 
-def test_a_window_over_a_windowed_cte_is_not_cut():
+def test_a_window_over_a_windowed_cte_is_a_part_over_a_part():
     """No Spark: a chain is followed through row-by-row steps only -- m windowing a, which
-    windows s itself, would be a part over another part's rows, not run: not cut (the
-    whole query's planning answers)."""
+    windows s itself, is not one part carrying a: a is a stream part (m windows it), and m
+    a stream part over a's rows, after it (tests/test_windows_over_windows.py runs it)."""
     text = ("WITH a AS (SELECT _time AS t0, k, avg(v) AS v FROM s [RANGE 10 SECONDS SLIDE 10 "
             "SECONDS] GROUP BY _time, k), m AS (SELECT _time AS t, k, max(v) AS av FROM a "
             "[RANGE 30 SECONDS SLIDE 30 SECONDS] GROUP BY _time, k) "
             "SELECT e.id, m.av FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.t")
-    assert _split(text) is None
+    split = _split(text)
+    assert [(p.name, p.time_column, p.reads) for p in split.parts] == [
+        ("a", "t0", ()), ("m", "t", ("a",))]
+    assert "WITH" not in split.parts[1].inner and " a [RANGE 30" in split.parts[1].inner
 
 
 def _filtered(samples: list[dict]) -> list[dict]:

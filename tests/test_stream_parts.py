@@ -320,13 +320,17 @@ _JOIN = "SELECT e.id, m.a FROM ev e ASOF JOIN m ON e.k = m.k AND e.ts >= m.{t}"
      "_time, k", "SELECT t, k, a FROM RESAMPLE(m, t, INTERVAL 5 SECONDS, 'prev')", "t"),
     ("SELECT *, avg(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 5 SECONDS "
      "PRECEDING AND CURRENT ROW) AS a FROM s", _JOIN.format(t="ts"), "ts"),
+    # computed across again: under a CQL window of its own, or OVER windows over its rows
+    (WINDOWED, "SELECT _time, max(a) AS mx FROM m [RANGE 60 SECONDS] GROUP BY _time", "t"),
+    (WINDOWED, "SELECT t, avg(a) OVER (PARTITION BY k ORDER BY t ROWS BETWEEN 2 PRECEDING "
+     "AND CURRENT ROW) AS r FROM m", "t"),
     # row by row (a view the join follows), or windowed but not joined: not a part
     ("SELECT ts AS t, k, v * 2 AS a FROM s WHERE v > 0", _JOIN.format(t="t"), None),
     (WINDOWED, "SELECT t, a FROM m WHERE a > 0", None),
 ])
 def test_which_ctes_are_stream_parts(cte, rest, time):
     """No Spark: a CTE computing across a stream's rows is a stream part when the rest
-    joins or RESAMPLEs it, its event time the window's _time (under any name) or the
+    joins, RESAMPLEs, windows it or computes OVER windows over it, its event time the window's _time (under any name) or the
     stream's event time passed through; the rest keeps its offsets."""
     text = f"WITH m AS ({cte}) {rest}"
     split = _split(text)

@@ -91,3 +91,85 @@ def test_a_window_over_a_windowed_cte_without_its_instant_named_says_what_to_sel
     assert err.value.code == "STREAMING_RULE", err.value
     assert "_time AS t" in err.value.hint, err.value
     assert err.value.span.start == sql.index("[RANGE 30")
+
+
+def _micros(value) -> int:
+    return int(pd.Timestamp(value).value // 1000)
+
+
+def test_continuous_windows_over_a_windowed_cte_across_runs(ws, spark, tmp_path):
+    """Continuously, the windowed CTE runs as a stream part (its final rows and a
+    punctuation row per batch under <checkpoint>/derived/m/rows) and the outer windows over
+    its rows (before: NOT_IMPLEMENTED 'a continuous window over `m`: it reads a CQL
+    window'). Over two runs (the second adds the later half of the stream): every row
+    delivered is the reference's at its instant, once, and the rows delivered are all the
+    reference's up to the last instant delivered -- which the second run moves on."""
+    rows = _rows(seed=5, n=240)
+    folder = tmp_path / "s"
+    folder.mkdir()
+    ws.sql(f"CREATE STREAM s (k BIGINT, v DOUBLE, ts TIMESTAMP) FROM '{folder}' "
+           "FORMAT parquet EVENT TIME ts WATERMARK 0 SECONDS")
+    want = _oracle(rows)
+    sql = f"WITH m AS ({INNER}) " + OUTER.format(m="m")
+    frontiers = []
+    for part, (lo, hi) in enumerate(((0, 90), (90, 180))):
+        frame = pd.DataFrame([r for r in rows if lo * SECOND <= r["ts"] < hi * SECOND])
+        frame["ts"] = pd.to_datetime(frame["ts"], unit="us").astype("datetime64[us]")
+        frame.to_parquet(folder / f"p{part}.parquet")
+        q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+        q.await_termination()
+        assert q.error is None, q.error
+        got = spark.read.parquet(str(tmp_path / "out")).toPandas().dropna(subset=["k"])
+        delivered = Counter((_micros(t), k, round(mx, 9), n)
+                            for t, k, mx, n in zip(got["_time"], got["k"], got["mx"], got["n"]))
+        frontier = max(t for t, *_ in delivered)
+        assert delivered == Counter({r: c for r, c in want.items() if r[0] <= frontier})
+        frontiers.append(frontier)
+    assert frontiers[0] >= 60 * SECOND and frontiers[1] >= 150 * SECOND > frontiers[0]
+    assert (tmp_path / "ckpt" / "derived" / "m").is_dir()
+
+
+@pytest.mark.slow
+def test_an_asof_join_over_windows_over_a_windowed_cte_is_a_chain_of_stream_parts(ws, spark,
+                                                                                   tmp_path):
+    """``m`` windows the stream, ``m2`` windows ``m``'s rows, the rest ASOF-joins events to
+    ``m2``: two stream parts, ``m2`` over ``m``'s rows (<checkpoint>/derived/m, .../m2), the
+    join over ``m2``'s. Oracle: the reference evaluator twice, then pandas ``merge_asof``
+    (backward, by key): each event delivered once with its row, and every event below the
+    last window delivered has come."""
+    rows = _rows(seed=7, n=240)
+    for name in ("s", "ev"):
+        (tmp_path / name).mkdir()
+    frame = pd.DataFrame(rows)
+    frame["ts"] = pd.to_datetime(frame["ts"], unit="us").astype("datetime64[us]")
+    frame.to_parquet(tmp_path / "s" / "p.parquet")
+    events = pd.DataFrame({"id": range(12), "k": [i % 2 for i in range(12)],
+                           "ts": [(15 + 13 * i) * SECOND for i in range(12)]})
+    ev = events.assign(ts=pd.to_datetime(events["ts"], unit="us").astype("datetime64[us]"))
+    ev.to_parquet(tmp_path / "ev" / "p.parquet")
+    for name, cols in (("s", "k BIGINT, v DOUBLE"), ("ev", "id BIGINT, k BIGINT")):
+        ws.sql(f"CREATE STREAM {name} ({cols}, ts TIMESTAMP) FROM '{tmp_path / name}' "
+               "FORMAT parquet EVENT TIME ts WATERMARK 0 SECONDS")
+    sql = (f"WITH m AS ({INNER}), m2 AS (SELECT _time AS t2, k, max(a) AS mx, count(*) AS n "
+           "FROM m [RANGE 30 SECONDS SLIDE 30 SECONDS] GROUP BY _time, k) "
+           "SELECT e.id, e.k, m2.t2, m2.mx FROM ev e ASOF JOIN m2 ON e.k = m2.k AND e.ts >= m2.t2")
+    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    q.await_termination()
+    assert q.error is None, q.error
+    got = spark.read.parquet(str(tmp_path / "out")).toPandas().dropna(subset=["id"])
+    windows = pd.DataFrame([{"t2": t, "k": k, "mx": mx} for (t, k, mx, n), c in
+                            _oracle(rows).items() for _ in range(c)]).sort_values("t2")
+    want = pd.merge_asof(events.sort_values("ts"), windows, left_on="ts", right_on="t2",
+                         by="k", direction="backward").dropna(subset=["t2"])
+    want = {int(i): (int(k), int(t), round(mx, 9)) for i, k, t, mx in
+            zip(want["id"], want["k"], want["t2"], want["mx"])}
+    got_rows = {int(i): (int(k), _micros(t), round(mx, 9))
+                for i, k, t, mx in zip(got["id"], got["k"], got["t2"], got["mx"])}
+    assert len(got_rows) == len(got)  # each event once
+    assert got_rows == {i: want[i] for i in got_rows}  # each the latest final window's
+    # every event below the last window delivered has come (its match was final)
+    final = max(t for _, t, _ in got_rows.values())
+    assert set(got_rows) >= {int(i) for i, t in zip(events["id"], events["ts"])
+                             if t < final and int(i) in want}
+    assert final >= 120 * SECOND and len(got_rows) >= 6
+    assert (tmp_path / "ckpt" / "derived" / "m2").is_dir()
