@@ -164,7 +164,8 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
     ranges are its signal, in start order; two ranges of a key that overlap are
     ``SEGMENT_ORDER`` naming both (whatever the function: a row-to-row one such as
     ``cfar`` would not see it), and a NULL segment's row gets NULL results
-    (:func:`refuse_pending_per_key`).
+    (:func:`refuse_pending_per_key`) -- as per key over any relation's segments (a SYNC
+    CTE's column): the key's state is left as it was.
 
     In batch, the end of a task's rows ends each signal in it -- each key's, or the one
     ordered pass's -- so a detector's range still open there (``threshold_ranges`` above
@@ -207,7 +208,7 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
                         yield _state_row(schema, current, evaluator, ends)
                     if ends_signal and last is not None:  # the key before ended here
                         yield from _tail(evaluator, last, passthrough, keys)
-                    evaluator, ends = _start(program, per_key, saved, key)
+                    evaluator, ends = _start(program, per_key or bool(keys), saved, key)
                     current = key
                 last = piece
                 if per_key and saved is not None:

@@ -111,6 +111,31 @@ def test_each_keys_ranges_are_one_signal_in_start_order(synced):
     assert np.abs(np.asarray(rows[0].f.samples) - rest).max() > 1e-2
 
 
+@pytest.mark.parametrize("form", ["cte", "subquery"])
+def test_segments_of_a_sync_cte_or_subquery_are_values(synced, form):
+    """The synced segments as a column of a CTE or subquery (issue 21 item 2: segments are
+    values), signal functions applied outside it: per key the same one signal per sensor
+    as in the SYNC's own SELECT, ``seg_rms`` per row as numpy's. Before: UNKNOWN_STREAM
+    `__wavesql_sync_0` at line 1 column 1 (the SYNC rule's input was not readable while
+    the CTE was bound for the segment stage)."""
+    ws, x = synced
+    body = ("SELECT c.id, c.sensor, c.a, c.b, s.ch1 AS seg FROM ctl c SYNC JOIN mic s "
+            "ON RANGE (c.a, c.b)")
+    outer = ("SELECT id, sensor, lowpass(seg, 100.0) OVER (PARTITION BY sensor) AS f, "
+             "seg_rms(seg) AS r FROM {}")
+    sql = (f"WITH q AS ({body}) " + outer.format("q") if form == "cte"
+           else outer.format(f"({body}) q"))
+    rows = {r.id: r for r in ws.sql(sql).collect()}
+    want = _oracle(x, RANGES)
+    assert sorted(rows) == list(range(len(RANGES)))
+    for i, (sensor, lo, hi) in enumerate(RANGES):
+        if want[i] is None:
+            assert rows[i].f is None and rows[i].r is None, i
+            continue
+        np.testing.assert_allclose(rows[i].f.samples, want[i][0], atol=2e-6, err_msg=str(i))
+        assert rows[i].r == pytest.approx(np.sqrt(np.mean(x[lo:hi] ** 2)), rel=1e-5)
+
+
 def test_a_where_on_the_control_applies_before_each_keys_state(ws, tmp_path):
     """SQL applies WHERE before windows: ``WHERE c.kind = 'a'`` keeps x's [1000, 3000) and
     [4500, 9000), which then do not meet (a gap: the filter restarts from rest) -- the

@@ -39,7 +39,7 @@ def extract_signal_stages(node: exp.Expression, ctx: BindContext, found: Found
                           ) -> exp.Expression:
     """Split every SELECT over a catalog signal into a signal stage plus Spark SQL;
     ``node`` rewritten (a copy) to read each stage by its input's name."""
-    node, stages = _segments_of_inline_relations(node, ctx)
+    node, stages = _segments_of_inline_relations(node, ctx, found)
     selects = [s for s in node.find_all(exp.Select) if _signal_of(s, ctx) is not None]
     if not selects:
         found.made.extend(stages)
@@ -77,7 +77,7 @@ def calls_signal_functions(select: exp.Select) -> bool:
                for call in select.find_all(exp.Anonymous))
 
 
-def _segments_of_inline_relations(node: exp.Expression, ctx: BindContext):
+def _segments_of_inline_relations(node: exp.Expression, ctx: BindContext, found: Found):
     """Signal functions over the segments of a subquery or CTE (``SELECT seg_rms(ch1), t
     FROM (SELECT ch1, start_time(ch1) AS t FROM mic [SAMPLES 512]) s``): the inline
     relation is bound on its own (its signal stage included) and the SELECT becomes a
@@ -100,7 +100,9 @@ def _segments_of_inline_relations(node: exp.Expression, ctx: BindContext):
         inline = inline_query(source, select)
         if inline is None:
             continue
-        relation = ctx.bind_query(inline)
+        # (its text as earlier rules left it may read an input they made: a SYNC CTE
+        # reads __wavesql_sync_0, so those names are readable while it binds)
+        relation = ctx.reading(dict(found.made)).bind_query(inline)
         if not any(f.type.lower().replace(" ", "") == _SIGSEG for f in relation.schema.fields):
             continue
         if not copied:  # rewrite a copy, found again by position
