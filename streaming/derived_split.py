@@ -56,15 +56,16 @@ _ORIGINS = {"CTE": ("CTE {}", "CTEs {}"), "view": ("view {}", "views {}"),
 
 def described(parts) -> str:
     """The parts as the user wrote them, for EXPLAIN STREAM (``CTE `m` and view `cv```),
-    grouped by :attr:`Part.origin` in the statement's order; ``signal`` before the words
-    when a part is not a stream part (a signal query or a SYNC)."""
+    grouped by :attr:`Part.origin` in the statement's order; ``signal`` (or ``SYNC``)
+    before the words when the parts that are not stream parts are all signal queries (or
+    all SYNCs)."""
     groups: dict[str, list[str]] = {}
     for p in parts:
         groups.setdefault(p.origin, []).append(f"`{p.name}`")
-    signal = "" if all(p.stream for p in parts) else "signal "
+    kinds = {"SYNC " if p.sync else "signal " for p in parts if not p.stream}
     words = [_ORIGINS[o][len(names) > 1].format(", ".join(names))
              for o, names in groups.items()]
-    return signal + " and ".join(words)
+    return (kinds.pop() if len(kinds) == 1 else "") + " and ".join(words)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,12 +30,15 @@ CASES = [
     ("SELECT start_time(ch1) AS t, avg(seg_rms(ch1)) OVER (ORDER BY start_time(ch1) ROWS "
      "BETWEEN 4 PRECEDING AND CURRENT ROW) AS a FROM mic [SAMPLES 4096]",
      "signal part `mic_windows` cut from its own SELECT"),
+    ("SELECT c.k AS k, count(*) AS n, avg(seg_rms(m.ch1)) AS r FROM ctl c [RANGE 4 SECONDS "
+     "SLIDE 2 SECONDS] SYNC JOIN mic m ON RANGE (c.t0, c.t1) GROUP BY c.k",
+     "SYNC part `c_synced` cut from its own SELECT"),
 ]
 
 
 @pytest.mark.parametrize("text, words", CASES,
                          ids=["cte", "view", "subquery", "cte+view", "signal subquery",
-                              "signal ctes", "own select"])
+                              "signal ctes", "own select", "own SYNC select"])
 def test_each_part_is_named_as_written(text, words):
     from wavesql.catalog import SignalDef, StreamDef, ViewDef
     from wavesql.dialect import parse_statements
@@ -47,6 +50,9 @@ def test_each_part_is_named_as_written(text, words):
     catalog["mic"] = SignalDef("mic", [("ch1", "FLOAT")], 8000, "/nowhere", "wav")
     catalog["mv"] = ViewDef("mv", WINDOWED)
     catalog["cv"] = ViewDef("cv", COUNTS)
+    catalog["ctl"] = StreamDef("ctl", [("k", "BIGINT"), ("t0", "TIMESTAMP"),
+                                       ("t1", "TIMESTAMP")], "/nowhere", "json",
+                               event_time="t0")
     (stmt,) = parse_statements(text)
     split = find_split(stmt, text, catalog)
     assert described(split.parts) == words
