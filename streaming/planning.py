@@ -183,10 +183,15 @@ def stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = N
             # the re-evaluating runner keeps and prunes each side's rows by the stream's
             # columns, not the view's
             what = "an ASOF JOIN" if plan.mode == "asof" else "an interval join"
-            raise WaveSQLError("NOT_IMPLEMENTED", f"a continuous {what} of a view, CTE or "
-                               "subquery runs on Spark's state store only, which cannot run "
-                               f"this one: {why}", Span.of(stmt.node),
-                               hint="join the catalog streams themselves, or unset "
+            # (a stream joined with itself reads its second side as a view of a copy of
+            # the stream, streaming/joins.py _apart: say so, not "a view")
+            itself = any("@" in str(key) for key in join["views"])
+            of = "a stream with itself" if itself else "a view, CTE or subquery"
+            raise WaveSQLError("NOT_IMPLEMENTED", f"a continuous {what} of {of} runs on "
+                               "Spark's state store only, which cannot run this one: "
+                               f"{why}", Span.of(stmt.node),
+                               hint="unset WAVESQL_STATEFUL=0" if itself else
+                                    "join the catalog streams themselves, or unset "
                                     "WAVESQL_STATEFUL=0")
     return windowed, why
 

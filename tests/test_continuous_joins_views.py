@@ -340,6 +340,13 @@ def test_the_re_evaluating_runner_refuses_a_view(ws, tmp_path, monkeypatch):
     with pytest.raises(WaveSQLError) as err:
         ws.explain(sql, "STREAM")
     assert err.value.code == "NOT_IMPLEMENTED" and "state store only" in err.value.message
+    assert "of a view, CTE or subquery" in err.value.message
+    # a stream joined with itself, no view written: said so, not "a view"
+    with pytest.raises(WaveSQLError) as err:
+        ws.explain("SELECT a.k, a.ts, b.q FROM trades a ASOF JOIN trades b "
+                   "ON a.k = b.k AND a.ts > b.ts", "STREAM")
+    assert err.value.code == "NOT_IMPLEMENTED" and "state store only" in err.value.message
+    assert "of a stream with itself" in err.value.message, err.value
 
 
 def test_a_session_temporary_view_is_a_side(ws, tmp_path):
