@@ -132,9 +132,10 @@ def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
     starts += _view_window_starts(source)
     event_time = ir.carried_event_time(source) or _window_start(starts, source)
     if event_time is None:
-        event_time = _window_instant(
-            [query] + [parse_one(r.view.sql) for r in ir.walk(source)
-                       if isinstance(r, ir.ViewRef)], source)
+        views = [parse_one(r.view.sql) for r in ir.walk(source) if isinstance(r, ir.ViewRef)
+                 and r.view.name.lower() == table.name.lower()]
+        event_time = _window_instant(_own_select(query) if query is not None else
+                                     _own_select(views[0]) if views else None, source)
         if event_time is not None and source.schema.find(TIME) is not None:
             # the windowed query's own instant, which its rewrite keeps as _time beside the
             # user's name for it (t): this window's instant takes the name
@@ -190,19 +191,31 @@ def _window_start(starts: list[str], source: ir.Relation) -> str | None:
     return None
 
 
-def _window_instant(queries: list, source: ir.Relation) -> str | None:
+def _own_select(query: exp.Expression) -> exp.Select | None:
+    """The SELECT whose columns are a relation's: a CTE's own body (:func:`inline_query`
+    gives it as ``WITH ..., m AS (...) SELECT * FROM m``), else the query's own."""
+    from_ = query.args.get("from_")
+    with_ = query.args.get("with_")
+    if with_ is not None and isinstance(query, exp.Select) and query.is_star \
+            and from_ is not None and isinstance(from_.this, exp.Table):
+        name = from_.this.name.lower()
+        query = next((c.this for c in reversed(with_.expressions)
+                      if c.alias_or_name.lower() == name), query)
+    return query if isinstance(query, exp.Select) else None
+
+
+def _window_instant(select: exp.Select | None, source: ir.Relation) -> str | None:
     """The event time of a query over CQL windows of a stream (a windowed aggregate,
     ``SELECT _time AS t, k, avg(v) AS a FROM s [RANGE ...] GROUP BY _time, k``): its column
     that is the window's instant ``_time`` passed through, under any name -- each of its
     rows is at that instant (the continuous stream part takes the same column,
-    streaming/stream_parts.py). ``queries``: the inline query (None for a view) and the
-    texts of the views ``source`` reads, where the names are written. None when it reads
-    no CQL window or keeps no instant."""
-    if not _reads_window(source):
+    streaming/stream_parts.py). ``select``: the relation's own SELECT (:func:`_own_select`
+    of the CTE's or subquery's query, or of the view's), whose columns are its result: an
+    inner SELECT's ``_time AS t`` the relation recomputes is not its instant. None when it
+    reads no CQL window or keeps no instant."""
+    if select is None or not _reads_window(source):
         return None
-    # (a CTE comes as WITH m AS (...) SELECT * FROM m: every SELECT's, as _window_starts)
-    for p in (p for q in queries if q is not None
-              for s in q.find_all(exp.Select) for p in s.selects):
+    for p in select.selects:
         if isinstance(p.unalias(), exp.Column) and p.unalias().name.lower() == TIME \
                 and p.alias_or_name.lower() != TIME:
             field = source.schema.find(p.alias_or_name)
