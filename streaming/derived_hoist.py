@@ -111,9 +111,11 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
     while todo:
         table, where = todo.pop(0)
         name = table.name.lower()
-        if table.args.get("db") or name in views or name in seen:
+        # (a view read first where it is no side, then as a side, is a part: seen per use)
+        side = stream_parts.is_side(table) or stream_parts.is_side(where)
+        if table.args.get("db") or name in views or (name, side) in seen:
             continue
-        seen.add(name)
+        seen.add((name, side))
         view = catalog.get(table.name)
         if not isinstance(view, cat.ViewDef):
             continue
@@ -125,8 +127,7 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
             found = time_columns(body.node, view.name, catalog, where=where)
             if found is not None:
                 views[name] = (view, where, (found[0], {"sync": found[1]}))
-        elif stream_parts.is_stream_query(body.node, set(), catalog) \
-                and (stream_parts.is_side(table) or stream_parts.is_side(where)):
+        elif stream_parts.is_stream_query(body.node, set(), catalog) and side:
             try:  # (the view's query's positions are in its own text: raised at its name)
                 found = _stream_time(body.node, view.name, catalog, body.node,
                                      "the view's query")

@@ -109,10 +109,8 @@ def _parts_over_parts(split: Split, catalog) -> Split:
     ``f``'s rows and is joined: a stream part over ``f``'s stream). The rest is cut as a
     statement in which each part's name is a catalog stream, event time the part's (the
     rest reads it so); each part is planned over the parts before it (derived.py)."""
-    streams = {p.name.lower(): cat.StreamDef(p.name, [(p.time_column, "TIMESTAMP")], "/",
-                                             "parquet", event_time=p.time_column)
-               for p in split.parts}
-    over = derived_chain.Overlay(catalog, streams)
+    over = _overlay(catalog, split.parts)
+    streams = set(over.objects)
     (rest,) = parse_statements(split.outer)
     try:  # (shown in the statement, not in the rest's text)
         more = _cte_split(rest, split.outer, over)
@@ -131,6 +129,14 @@ def _parts_over_parts(split: Split, catalog) -> Split:
     return Split(split.parts + parts, more.outer, split.text, split.views + more.views)
 
 
+def _overlay(catalog, parts) -> derived_chain.Overlay:
+    """``catalog`` with each part's name read as a stream of its rows (event time its
+    time column), as the rest reads it."""
+    return derived_chain.Overlay(catalog, {
+        p.name.lower(): cat.StreamDef(p.name, [(p.time_column, "TIMESTAMP")], "/", "parquet",
+                                      event_time=p.time_column) for p in parts})
+
+
 def _with_stream_parts(split: Split, catalog) -> Split:
     """``split`` (cut at its CTEs) with the subqueries and views of its rest that are
     stream parts (:mod:`.derived_hoist`) cut too: ``WITH m AS (...) SELECT ... FROM mv a
@@ -138,8 +144,11 @@ def _with_stream_parts(split: Split, catalog) -> Split:
     so it is cut as the statement would be; a signal subquery or view there is not a part
     (the rest reading a signal is refused by the CTE cut)."""
     (rest,) = parse_statements(split.outer)
+    # the rest reads each part by its CTE's name: that is the part's stream, not a catalog
+    # view of the same name (which would be hoisted as a second part of that name)
+    over = _overlay(catalog, split.parts)
     try:
-        hoisted = derived_hoist.hoist(rest, split.outer, catalog, Split, Part,
+        hoisted = derived_hoist.hoist(rest, split.outer, over, Split, Part,
                                       lambda *args, **kwargs: None)
     except WaveSQLError as err:  # (shown in the statement, not in the rest's text)
         raise err.with_query(split.text) from None

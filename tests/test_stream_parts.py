@@ -374,6 +374,9 @@ def test_stream_part_refusals(cte, code, words):
     # a view (catalog or temporary: the catalog lays temporary views over its own)
     ("SELECT e.id, m.a FROM ev e ASOF JOIN mv m ON e.k = m.k AND e.ts >= m.t", "mv", None),
     ("SELECT t, k, a FROM RESAMPLE(mv, t, INTERVAL 5 SECONDS PARTITION BY k)", "mv", None),
+    # read first where it is no side, then as one (review finding: was not cut)
+    ("SELECT t, a FROM mv UNION ALL SELECT e.ts AS t, m.a FROM ev e ASOF JOIN mv m "
+     "ON e.k = m.k AND e.ts >= m.t", "mv", None),
 ])
 def test_subqueries_and_views_hoisted_as_stream_parts(text, name, replaced):
     """No Spark: a subquery or a view that would be a stream part as a CTE is one -- the
@@ -388,7 +391,7 @@ def test_subqueries_and_views_hoisted_as_stream_parts(text, name, replaced):
     assert split.parts[0].inner.strip() == WINDOWED
     if replaced is None:  # a view: the statement as written; its errors at its name
         assert split.outer == text and [v.name for v in split.views] == ["mv"]
-        assert split.views[0].where.start == text.index("mv")
+        assert split.views[0].where.start == text.rindex("mv")  # (its use as a side)
         return
     at = text.index(replaced)
     assert split.parts[0].inner.index(WINDOWED) == at + 1
@@ -505,3 +508,16 @@ def test_asof_join_with_an_over_window_average_across_runs(ws, spark, tmp_path):
     assert len(want) > 20
     assert list(got["id"]) == list(want["id"]) and list(got["t"]) == list(want["t"])
     np.testing.assert_allclose(got["a"], want["a"], rtol=1e-12)
+
+
+def test_a_cte_named_like_a_catalog_view_is_one_part():
+    """No Spark: ``WITH m AS (...)`` shadows a catalog view ``m`` (SQL's scoping): the rest
+    reads the CTE's part, and the view is not hoisted as a second part named ``m`` -- two
+    parts would share one folder, and the rest would read the view's rows (review finding).
+    """
+    cte = WINDOWED.replace("avg(v)", "min(v)")
+    text = (f"WITH m AS ({cte}) SELECT _time, max(a) AS mx FROM m "
+            "[RANGE 60 SECONDS SLIDE 60 SECONDS] GROUP BY _time")
+    split = _split(text, {"m": WINDOWED})
+    assert [(p.name, p.stream) for p in split.parts] == [("m", True)]
+    assert split.parts[0].inner.strip() == cte and not split.views
