@@ -104,9 +104,18 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         return None
     alias = table.alias_or_name.lower()
     aliases = {alias} | {j.this.alias_or_name.lower() for j in joins}
-    known = {c.name.lower() for g in ([first] if not sync else signals) for c in g.channels}
+    owned = [c.name.lower() for g in ([first] if not sync else signals) for c in g.channels]
     if sync:
-        known |= {c.name.lower() for c in first.columns}
+        owned += [c.name.lower() for c in first.columns]
+    known = set(owned)
+
+    def key(n) -> str:
+        # one column however it is spelled (`id` in the SELECT, `c.id` in GROUP BY: one
+        # column of the part, else the rest's GROUP BY names another than its SELECT),
+        # when only one input has a column of that name
+        if isinstance(n, exp.Column) and owned.count(n.name.lower()) == 1:
+            return n.name.lower()
+        return n.sql()
 
     def reads_channel(n) -> bool:
         return any(c.name.lower() in known and c.table.lower() in ({""} | aliases)
@@ -114,7 +123,7 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
 
     # (around a GROUP BY expression, an expression is the rest's: `c.id % 2 + 1` over
     # GROUP BY c.id % 2 reads the group's column, not one of its own)
-    grouped = {e.sql() for e in (node.args.get("group") or exp.Group()).expressions}
+    grouped = {key(e) for e in (node.args.get("group") or exp.Group()).expressions}
 
     def per_window(n) -> bool:  # (a function sqlglot leaves Anonymous -- try_avg, every,
         # histogram_numeric -- may be an aggregate or a window's: only signal functions are
@@ -122,7 +131,8 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         return isinstance(n, exp.Expression) and not isinstance(n, _CONTAINERS) \
             and reads_channel(n) and not any(
                 isinstance(d, (exp.AggFunc, exp.Window)) or isinstance(d, exp.Anonymous)
-                and not _signal_function(d) or d is not n and d.sql() in grouped
+                and not _signal_function(d) or d is not n
+                and not isinstance(d, exp.Identifier) and key(d) in grouped
                 for d in n.walk())
 
     found = []  # every maximal per-window expression, in the statement's order
@@ -148,9 +158,9 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     names, columns = {}, []  # expression's SQL -> column name; (text, name) of the part
     for n in found:
         if isinstance(n.parent, exp.Alias) and n.parent.parent is node:
-            names.setdefault(n.sql(), n.parent.alias)
+            names.setdefault(key(n), n.parent.alias)
         elif n.parent is node and isinstance(n, exp.Column):  # (a column keeps its name)
-            names.setdefault(n.sql(), n.name)
+            names.setdefault(key(n), n.name)
         elif n.parent is node:  # named by Spark after its text, which the rest cannot say
             return None
     if len(set(names.values())) < len(names):
@@ -161,19 +171,19 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         return None  # an unnamed column around one: Spark names it after its text, which
         # the rewrite changes (`avg(_w1) OVER ...` for `avg(seg_rms(ch1)) OVER ...`)
     for n, (a, b) in zip(found, extents):
-        key = n.sql()
-        if key not in names:
-            names[key] = _fresh("_w", taken)
-        taken.add(names[key].lower())
-        if all(c[1] != names[key] for c in columns):
-            columns.append((text[a:b], names[key]))
+        k = key(n)
+        if k not in names:
+            names[k] = _fresh("_w", taken)
+        taken.add(names[k].lower())
+        if all(c[1] != names[k] for c in columns):
+            columns.append((text[a:b], names[k]))
     if sync:  # its rows' time: the control's EVENT TIME passed through as it is
-        time_column = next((names[n.sql()] for n in found if isinstance(n, exp.Column)
+        time_column = next((names[key(n)] for n in found if isinstance(n, exp.Column)
                             and n.name.lower() == first.event_time.lower()
                             and n.table.lower() in ("", alias)), None)
         added = f"{table.alias_or_name}.{first.event_time}"
     else:
-        time_column = next((names[n.sql()] for n in found if isinstance(n, exp.Anonymous)
+        time_column = next((names[key(n)] for n in found if isinstance(n, exp.Anonymous)
                             and str(n.this).lower() == "start_time"), None)
         added = f"start_time({first.channels[0].name})"
     if time_column is None:
@@ -201,7 +211,7 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     # the rest: each expression by its column, the FROM item by the part's name (and the
     # control's window after it: at its own offset when the name fits before it)
     outer = text
-    for (a, b), word in zip(extents, (names[n.sql()] for n in found)):
+    for (a, b), word in zip(extents, (names[key(n)] for n in found)):
         outer = put(outer, a, b, word)
         if outer is None:
             return None

@@ -212,3 +212,18 @@ def test_sliding_windows_per_key_with_where_and_having(ws, spark, tmp_path):
     batch = batch[batch["instant"] < 6500].sort_values(["instant", "k"])
     assert list(zip(batch["instant"], batch["k"])) == list(zip(want["instant"], want["k"]))
     np.testing.assert_allclose(batch["top"], want["top"], rtol=1e-6)
+
+
+def test_a_column_spelled_two_ways_is_one_column_of_the_part():
+    """``id`` in the SELECT and ``c.id`` in GROUP BY are one control column: one column of
+    the part, read by both in the rest (review finding: they were two, and the rest's
+    GROUP BY named another column than its SELECT -- a Spark error where batch answers)."""
+    text = ("SELECT id, avg(seg_rms(m.ch1)) AS r FROM ctl c [RANGE 4 SECONDS] "
+            "SYNC JOIN mic m ON RANGE (c.t0, c.t1) GROUP BY c.id")
+    split = _split(text)
+    (part,) = split.parts
+    inner, outer = (" ".join(t.split()) for t in (part.inner, split.outer))
+    assert inner == ("SELECT id AS id, seg_rms(m.ch1) AS _w1, c.t0 AS _wt FROM ctl c "
+                     "SYNC JOIN mic m ON RANGE (c.t0, c.t1)")
+    assert outer == ("SELECT id, avg(_w1 ) AS r FROM c_synced [RANGE 4 SECONDS] "
+                     "GROUP BY id")
