@@ -18,12 +18,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import time
 from collections import Counter
 
 import numpy as np
 import pandas as pd
 import pytest
+
+from tests.test_continuous_joins_views import _write_files
 
 SECOND = 1_000_000
 WATERMARK = 2 * SECOND
@@ -48,17 +49,7 @@ def _input(seed: int, n: int) -> pd.DataFrame:
 def _stage(ws, tmp_path, seed: int, n_files: int) -> tuple:
     """The stream ``s`` (its folder empty) and its files staged; (all rows, per-file rows)."""
     frame = _input(seed, 160)
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    edges = np.linspace(0, len(frame), n_files + 1).astype(int)
-    parts = []
-    for i, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
-        part = frame.iloc[a:b]
-        part.assign(ts=pd.to_datetime(part.ts, unit="us").astype("datetime64[us]")).to_parquet(
-            staging / f"part-{i:03d}.parquet")
-        stamp = time.time() - 3600 + i
-        os.utime(staging / f"part-{i:03d}.parquet", (stamp, stamp))
-        parts.append(part)
+    parts = _write_files(tmp_path / "staging", frame, n_files)
     (tmp_path / "s").mkdir()
     ws.sql(STREAM.format(tmp_path / "s"))
     return frame, parts

@@ -21,7 +21,8 @@ import pandas as pd
 import pytest
 
 from tests.test_stream_parts import (SECOND, _Catalog, _asof, _define, _ms, _read, _run,
-                                     _samples, _two_runs, _windows, _write)
+                                     _samples, _two_runs, _windows, _write, check_resampled,
+                                     first_inputs)
 from wavesql.errors import WaveSQLError
 
 FILTER = "SELECT ts, k, v FROM s WHERE v > 0"
@@ -151,12 +152,7 @@ def test_asof_join_of_a_windowed_cte_over_a_filter_cte_across_runs(ws, spark, tm
     <checkpoint>/derived/m, the ASOF JOIN over its rows; over two runs each event once with
     the latest final 10-second average of its key's positive readings, vs pandas."""
     rng = np.random.default_rng(3)
-    _define(ws, tmp_path)
-    first = _samples(rng, 0, 24_001) + [{"ts": 24_000, "k": "x", "v": 1.5}]
-    events = [{"ts": t, "k": "xy"[i % 2], "id": i} for i, t in
-              enumerate(list(range(350, 24_000, 1_300)) + [24_050])]
-    _write(tmp_path / "s", "s1", first)
-    _write(tmp_path / "ev", "e1", events)
+    first, events = first_inputs(ws, tmp_path, rng)
     _run(ws, CHAIN, tmp_path)
     assert (tmp_path / "ckpt" / "derived" / "m" / "rows").is_dir()
     got = _read(spark, tmp_path / "out")
@@ -278,16 +274,7 @@ def test_resample_of_windows_over_a_filter_cte_across_a_restart(ws, spark, tmp_p
               "INTERVAL 5 SECONDS, 'linear' PARTITION BY k)")
     readings, _, before, after, progress = _two_runs(ws, spark, tmp_path, query)
     assert (tmp_path / "ckpt" / "derived" / part / "rows").is_dir()
-    windows = _windows(_filtered(readings), progress)
-    want = []
-    for k, w in windows.groupby("k"):
-        grid = np.arange(w["t"].min(), w["t"].max() + 1, 5 * SECOND)
-        want += [(k, int(g), a) for g, a in zip(grid, np.interp(grid, w["t"], w["a"]))]
-    after["t"] = [_ms(v) for v in after["t"]]
-    got = sorted(zip(after["k"], after["t"], after["a"]))
-    assert len(before) < len(got)
-    assert [g[:2] for g in got] == [w[:2] for w in sorted(want)]
-    np.testing.assert_allclose([g[2] for g in got], [w[2] for w in sorted(want)], rtol=1e-12)
+    check_resampled(_windows(_filtered(readings), progress), before, after)
 
 
 @pytest.mark.spark

@@ -123,19 +123,40 @@ def test_asof_join_with_a_windowed_subquery_or_temporary_view(ws, spark, tmp_pat
                    views=[view] if view else [])
 
 
-def _asof_two_runs(ws, spark, tmp_path, query: str, part: str, views=()) -> None:
-    """``query`` (an ASOF JOIN of ev with the 10-second averages, a stream part named
-    ``part``) over two runs, each result vs pandas; ``views``: statements defining them."""
-    rng = np.random.default_rng(7)
+def first_inputs(ws, tmp_path, rng, views=()) -> tuple[list, list]:
+    """The streams (and ``views``) defined, and the first run's readings -- progress
+    24 000 ms (y's 23 100 ms, x's 23 800 ms) -- and events written; returns both."""
     _define(ws, tmp_path)
     for view in views:
         ws.sql(view)
-    first = _samples(rng, 0, 24_001)  # progress 24 000 ms (y's 23 100 ms, x's 23 800 ms)
-    first.append({"ts": 24_000, "k": "x", "v": 1.5})
+    first = _samples(rng, 0, 24_001) + [{"ts": 24_000, "k": "x", "v": 1.5}]
     events = [{"ts": t, "k": "xy"[i % 2], "id": i} for i, t in
               enumerate(list(range(350, 24_000, 1_300)) + [24_050])]
     _write(tmp_path / "s", "s1", first)
     _write(tmp_path / "ev", "e1", events)
+    return first, events
+
+
+def check_resampled(windows: pd.DataFrame, before: pd.DataFrame, after: pd.DataFrame) -> None:
+    """``after`` (the second run's result; ``before`` the first's) is numpy's linear
+    interpolation of each key's final windows on the 5-second grid, more rows than
+    before."""
+    want = []
+    for k, w in windows.groupby("k"):
+        grid = np.arange(w["t"].min(), w["t"].max() + 1, 5 * SECOND)
+        want += [(k, int(g), a) for g, a in zip(grid, np.interp(grid, w["t"], w["a"]))]
+    after["t"] = [_ms(v) for v in after["t"]]
+    got = sorted(zip(after["k"], after["t"], after["a"]))
+    assert len(before) < len(got)
+    assert [g[:2] for g in got] == [w[:2] for w in sorted(want)]
+    np.testing.assert_allclose([g[2] for g in got], [w[2] for w in sorted(want)], rtol=1e-12)
+
+
+def _asof_two_runs(ws, spark, tmp_path, query: str, part: str, views=()) -> None:
+    """``query`` (an ASOF JOIN of ev with the 10-second averages, a stream part named
+    ``part``) over two runs, each result vs pandas; ``views``: statements defining them."""
+    rng = np.random.default_rng(7)
+    first, events = first_inputs(ws, tmp_path, rng, views)
 
     def run():
         return _run(ws, query, tmp_path)
@@ -237,16 +258,7 @@ def test_resample_of_a_windowed_average_across_a_restart(ws, spark, tmp_path, so
         f"RESAMPLE({source}, t, INTERVAL 5 SECONDS, 'linear' PARTITION BY k)",
         views=[f"CREATE VIEW mv AS {WINDOWED}"])
     assert (tmp_path / "ckpt" / "derived" / source / "rows").is_dir()
-    windows = _windows(readings, progress)
-    want = []
-    for k, w in windows.groupby("k"):
-        grid = np.arange(w["t"].min(), w["t"].max() + 1, 5 * SECOND)
-        want += [(k, int(g), a) for g, a in zip(grid, np.interp(grid, w["t"], w["a"]))]
-    after["t"] = [_ms(v) for v in after["t"]]
-    got = sorted(zip(after["k"], after["t"], after["a"]))
-    assert len(before) < len(got)
-    assert [g[:2] for g in got] == [w[:2] for w in sorted(want)]
-    np.testing.assert_allclose([g[2] for g in got], [w[2] for w in sorted(want)], rtol=1e-12)
+    check_resampled(_windows(readings, progress), before, after)
 
 
 @pytest.mark.spark

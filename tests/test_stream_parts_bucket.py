@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_stream_parts import ASOF, _asof, _define, _ms, _samples, _windows, _write
+from tests.test_stream_parts import ASOF, _asof, _ms, _samples, _windows, _write, first_inputs
 
 
 @pytest.mark.spark
@@ -27,12 +27,7 @@ def test_asof_join_over_a_stream_part_with_checkpoint_and_output_in_a_bucket(s3,
     p = unique_prefix(tmp_path)
     out, ckpt = s3.uri(f"{p}/out"), s3.uri(f"{p}/ckpt")
     rng = np.random.default_rng(17)
-    _define(ws, tmp_path)
-    first = _samples(rng, 0, 24_001) + [{"ts": 24_000, "k": "x", "v": 1.5}]
-    events = [{"ts": t, "k": "xy"[i % 2], "id": i} for i, t in
-              enumerate(list(range(350, 24_000, 1_300)) + [24_050])]
-    _write(tmp_path / "s", "s1", first)
-    _write(tmp_path / "ev", "e1", events)
+    first, events = first_inputs(ws, tmp_path, rng)
 
     def run():
         q = ws.stream(ASOF, out, ckpt)
