@@ -86,12 +86,14 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
     bodies = derived_chain.ctes_of(node)  # (a stream subquery may read through them)
     subqueries, views = [], {}
     for sq in node.find_all(exp.Subquery):
-        if isinstance(sq.parent, (exp.From, exp.Join)) and isinstance(sq.this, exp.Select) \
-                and _reads_signal(sq.this, catalog, ctes) \
+        reads = _reads_signal(sq.this, catalog, ctes) \
+            if isinstance(sq.this, exp.Select) else None
+        if isinstance(sq.parent, (exp.From, exp.Join)) and reads \
                 and not _reads_ctes(sq.this, ctes):
-            found = time_columns(sq.this, sq.alias_or_name or "subquery", catalog)
+            found = _part_kind(sq.this, sq.alias_or_name or "subquery", catalog,
+                               time_columns, reads)
             if found is not None:
-                subqueries.append((sq, (found[0], {"sync": found[1]})))
+                subqueries.append((sq, found))
         elif isinstance(sq.parent, (exp.From, exp.Join, wn.Resample)) \
                 and stream_parts.is_stream_query(sq.this, ctes, catalog, bodies) \
                 and stream_parts.is_side(sq):
@@ -123,10 +125,13 @@ def hoist(stmt, text: str, catalog, split_cls, part_cls, time_columns) -> tuple 
             (body,) = parse_statements(view.sql)
         except WaveSQLError:
             continue
-        if isinstance(body.node, exp.Select) and _reads_signal(body.node, catalog, set()):
-            found = time_columns(body.node, view.name, catalog, where=where)
+        reads = _reads_signal(body.node, catalog, set()) \
+            if isinstance(body.node, exp.Select) else None
+        if reads:
+            found = _part_kind(body.node, view.name, catalog, time_columns, reads,
+                               where=where)
             if found is not None:
-                views[name] = (view, where, (found[0], {"sync": found[1]}))
+                views[name] = (view, where, found)
         elif stream_parts.is_stream_query(body.node, set(), catalog) and side:
             try:  # (the view's query's positions are in its own text: raised at its name)
                 found = _stream_time(body.node, view.name, catalog, body.node,
@@ -201,26 +206,45 @@ def _stream_time(body, name: str, catalog, where, what: str, ctes=None) -> str:
     return stream_parts.query_time_column(body, name, catalog, where, what, ctes)
 
 
-def _reads_signal(select: exp.Select, catalog, ctes: set) -> bool:
-    """Whether ``select`` itself (not a subquery of it) reads a catalog signal in its FROM
-    or its JOINs, naming its columns (a ``*`` or a channel of a signal's windows is its
-    segments, which signal functions outside it read: not a part)."""
+def _reads_signal(select: exp.Select, catalog, ctes: set) -> str | None:
+    """How ``select`` itself (not a subquery of it) reads a catalog signal in its FROM or
+    its JOINs: ``"rows"`` naming its columns; ``"segments"`` passing a channel's segments
+    on (``SELECT start_time(ch1) AS t, ch1 AS seg FROM mic [SAMPLES 500]``), which signal
+    functions outside it read -- a part only where the query does not run whole
+    (:attr:`~.derived_split.Part.segments`: a pass-through subquery merges into the
+    SELECT around it, planner/passthrough.py); None: it reads none, or ``*``."""
     if any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
            for e in select.expressions):
-        return False
+        return None
     sources = [select.args["from_"].this] if select.args.get("from_") else []
     sources += [j.this for j in select.args.get("joins") or []]
     signals = [catalog.get(t.name) for t in sources if isinstance(t, exp.Table)
                and not t.args.get("db") and t.name.lower() not in ctes]
+    if not any(isinstance(g, cat.SignalDef) for g in signals):
+        return None
     channels = {c.name.lower() for g in signals if isinstance(g, cat.SignalDef)
                 for c in g.channels}
     if not any(j.args.get("sync") for j in select.args.get("joins") or []) and any(
             isinstance(e.unalias(), exp.Column) and e.unalias().name.lower() in channels
             for e in select.expressions):
-        return False  # its segments, which the query around reads (planner/passthrough.py)
-    return any(isinstance(t, exp.Table) and not t.args.get("db")
-               and t.name.lower() not in ctes
-               and isinstance(catalog.get(t.name), cat.SignalDef) for t in sources)
+        return "segments"
+    return "rows"
+
+
+def _part_kind(select: exp.Select, name: str, catalog, time_columns, reads: str,
+               **where) -> tuple | None:
+    """``(time column, Part keywords)`` of a signal subquery's or view's query (``reads``:
+    :func:`_reads_signal`'s answer), None when it is no part: one passing segments on
+    without a ``start_time(...)`` column stays in the query planned whole, as before."""
+    try:
+        found = time_columns(select, name, catalog, **where)
+    except WaveSQLError:
+        if reads == "segments":
+            return None
+        raise
+    if found is None:
+        return None
+    return found[0], {"sync": found[1], "segments": reads == "segments"}
 
 
 def _without_ctes(outer: str, chained: set) -> str:

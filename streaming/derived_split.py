@@ -46,6 +46,9 @@ class Part:
     #: the lower-case names of the parts before it whose rows it reads (a chain: planned
     #: and started over them, derived.py)
     reads: tuple = ()
+    #: a view or subquery passing a signal's segments on, which signal functions outside
+    #: it read: a part only when the query does not run whole (planning.runs_whole)
+    segments: bool = False
 
 
 #: each :attr:`Part.origin`'s words around the names, one part and several

@@ -75,7 +75,7 @@ def start(session, text: str, output, checkpoint: str | os.PathLike, *,
                                hint="ZIP the output of a query over a recorded stretch (a "
                                     "batch query), or join on a key instead")
     split = derived.find_split(stmt, text, session.catalog)
-    if split is not None and all(p.sync or p.stream for p in split.parts) and \
+    if split is not None and all(p.sync or p.stream or p.segments for p in split.parts) and \
             runs_whole(split, stmt, _bound_whole(session, stmt, text)):
         split = None  # SYNC CTEs under a rest row by row (...): one continuous query
     if split is not None and split.views:  # (a view's query: its errors at the view's name)

@@ -22,6 +22,7 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.planner import ir
 from wavesql.planner.windows import TIME
 from wavesql.sqltext import quote
+from wavesql.udfs import registry
 
 from . import realtime
 from .joins import plan_asof, plan_band
@@ -48,8 +49,17 @@ def plan_continuous(root: ir.Relation, stmt) -> Plan:
             windows.setdefault(source.key, []).append(rel.window)
         elif isinstance(rel, ir.StreamScan):
             scans[rel.stream.key] = rel.stream
-        elif isinstance(rel, (ir.SignalScan, ir.SignalStage)):
+        elif isinstance(rel, ir.SignalScan) or isinstance(rel, ir.SignalStage) \
+                and _over_a_signal(rel):
             return Plan((), "signal", TIME, plan_signal(root, stmt))
+        elif isinstance(rel, ir.SignalStage):
+            _check_row_by_row_stage(rel, stmt)  # over a stream's segment column
+        elif isinstance(rel, ir.Rewindow):
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED", "re-cutting a stream's segment column into [SAMPLES n] "
+                "windows continuously", Span.of(stmt.node),
+                hint="window the signal itself (FROM mic [SAMPLES n]) in the query's part "
+                     "that reads it")
         elif isinstance(rel, ir.SqlQuery):
             queries.append(rel)
     if not scans:
@@ -115,6 +125,28 @@ def plan_continuous(root: ir.Relation, stmt) -> Plan:
     rules = tuple(dict.fromkeys(r for t in trees if t is not None
                                 for r in nested_lookback(t, stream, stmt)))
     return Plan((Input(0, stream, rules),), "over", stream.event_time)
+
+
+def _over_a_signal(stage: ir.SignalStage) -> bool:
+    """Whether ``stage`` reads a signal's windows (else a stream's rows with segment
+    columns: the rows of a continuous query's part, streaming/derived.py)."""
+    return any(isinstance(r, ir.SignalScan) for r in ir.walk(stage.input))
+
+
+def _check_row_by_row_stage(stage: ir.SignalStage, stmt) -> None:
+    """Signal functions over a stream's segment column (``SELECT t, seg_rms(seg) FROM q``,
+    ``q`` a SYNC CTE's rows) run row by row, each micro-batch's rows on their own: a
+    stateless program only -- a stateful one would carry state from segment to segment
+    across batches, which this runner does not keep."""
+    if stage.program.stateful:
+        call = next((c for c in stmt.node.find_all(exp.Anonymous)
+                     if getattr(registry.lookup(c.name), "stateful", False)), stmt.node)
+        raise WaveSQLError(
+            "NOT_IMPLEMENTED", "a stateful signal function over a CTE's, subquery's or "
+            "view's segment column in a continuous query", Span.of(call),
+            hint="call it in the SELECT that reads the signal or syncs it (per key: "
+                 "f(...) OVER (PARTITION BY k) in the SYNC's own SELECT); the stateless "
+                 "ones (seg_rms, fft, ...) run over the column")
 
 
 def _filtered_stream(window: ir.WindowScan, stmt) -> cat.StreamDef:
@@ -211,6 +243,9 @@ def _stateful_plan(spark, stmt, relation: ir.Relation, checkpoint: str | None = 
     if os.environ.get("WAVESQL_STATEFUL", "1") == "0":
         return None, "WAVESQL_STATEFUL=0"
     plan = plan if plan is not None else plan_continuous(relation, stmt)
+    if any(isinstance(r, ir.SignalStage) for r in ir.walk(relation)):
+        # (the state store's processors evaluate Spark expressions, not signal programs)
+        return None, "signal functions over a segment column"
     emit = next(iter(stmt.node.find_all(wn.Emit)), None)
     changes = emit is not None and emit.kind == "CHANGES"
     buckets = stateful.buckets_for(spark, checkpoint)
@@ -287,9 +322,10 @@ def runs_whole(split, stmt, target: ir.QueryStatement | None) -> bool:
     -- windows, aggregates, OVER windows or joins over a SYNC CTE's rows, which the SYNC
     runner refuses around it (streaming/sync.py) --: whole it is one query, cheaper, its
     checkpoint laid out as before SYNC CTEs could be parts. Stream parts
-    (streaming/stream_parts.py) likewise: cut only when the whole is refused. ``target``:
+    (streaming/stream_parts.py), and views or subqueries passing a signal's segments on
+    (``Part.segments``), likewise: cut only when the whole is refused. ``target``:
     the statement bound whole (None: it does not bind whole, so it is cut)."""
-    if target is None or not all(p.sync or p.stream for p in split.parts):
+    if target is None or not all(p.sync or p.stream or p.segments for p in split.parts):
         return False
     try:
         plan_continuous(target.relation, stmt)

@@ -25,6 +25,7 @@ from wavesql.errors import Span, WaveSQLError
 from wavesql.udfs import registry
 from wavesql.udfs.program import SPARK_TYPES
 
+from .. import ir
 from ..ctes import cte_names, inline_query
 from ..signals import bind_segment_select, bind_signal_select
 from .context import BindContext, Found
@@ -97,13 +98,9 @@ def _segments_of_inline_relations(node: exp.Expression, ctx: BindContext, found:
             continue
         if isinstance(source, exp.Table) and not isinstance(source.this, exp.Identifier):
             continue
-        inline = inline_query(source, select)
-        if inline is None:
-            continue
-        # (its text as earlier rules left it may read an input they made: a SYNC CTE
-        # reads __wavesql_sync_0, so those names are readable while it binds)
-        relation = ctx.reading(dict(found.made)).bind_query(inline)
-        if not any(f.type.lower().replace(" ", "") == _SIGSEG for f in relation.schema.fields):
+        relation = _segment_source(source, select, ctx, found)
+        if relation is None or not any(f.type.lower().replace(" ", "") == _SIGSEG
+                                       for f in relation.schema.fields):
             continue
         if not copied:  # rewrite a copy, found again by position
             path = path_to(select, node)
@@ -118,10 +115,50 @@ def _segments_of_inline_relations(node: exp.Expression, ctx: BindContext, found:
         source.replace(table)
         if cte_name is not None:
             _drop_unused_cte(node, cte_name)
+        if isinstance(relation, ir.WindowScan):
+            _refuse_state_over_windows(select)
         view = f"{name}_stage"
         stages.append((view, bind_segment_select(select, table, relation, alias, view,
                                                  fold=ctx.env.constant)))
     return node, stages
+
+
+def _refuse_state_over_windows(select: exp.Select) -> None:
+    """A stateful signal function over a CQL window's rows has no order to carry its
+    state along: a sliding window holds a row at several instants."""
+    for call in select.find_all(exp.Anonymous):
+        fn = registry.lookup(call.name)
+        if fn is not None and fn.stateful:
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED", f"stateful signal function `{fn.name}` over a window's "
+                "rows: a window holds a row at each of its instants, so the segments have no "
+                "one order to carry state along", Span.of(call),
+                hint="apply it before the window, in the CTE, subquery or view the window "
+                     "reads")
+
+
+def _segment_source(source: exp.Expression, select: exp.Select, ctx: BindContext,
+                    found: Found) -> ir.Relation | None:
+    """The relation whose segment columns ``select``'s signal functions read, when it is
+    not a catalog signal or view: a CTE or subquery bound on its own; a window an earlier
+    rule made of one, or of a stream (``FROM q [RANGE 2 SECONDS]``, now
+    ``__wavesql_window_0``); or a catalog stream whose rows carry segments (the stream of
+    a continuous query's part, streaming/derived.py). None for anything else."""
+    inline = inline_query(source, select)
+    if inline is not None:
+        # (its text as earlier rules left it may read an input they made: a SYNC CTE
+        # reads __wavesql_sync_0, so those names are readable while it binds)
+        return ctx.reading(dict(found.made)).bind_query(inline)
+    if not isinstance(source, exp.Table) or source.args.get("db"):
+        return None
+    made = {n.lower(): r for n, r in found.made}.get(source.name.lower())
+    if made is not None:
+        return made if isinstance(made, ir.WindowScan) else None
+    defn = ctx.catalog.get(source.name)
+    if isinstance(defn, cat.StreamDef) and source.args.get("window") is None \
+            and _has_segments(defn):
+        return resolve_relation(defn.name, source.this, ctx)
+    return None
 
 
 def _drop_unused_cte(node: exp.Expression, name: str) -> None:
