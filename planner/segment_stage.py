@@ -184,7 +184,11 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
     per_row = rel.state == "per_row"
     per_key = rel.state == "per_key"
     keys = tuple(rel.keys) if rel.program.stateful else ()
-    holder = (rt.streams or {}).get(KEYED_STATE) if per_key and rt is not None else None
+    # continuously (the rows runner over a part's rows, streaming/runner.py) the one
+    # ordered pass of a relation's segments goes on from the last micro-batch's state too
+    carried = rel.state == "carried" and rel.program.stateful
+    holder = (rt.streams or {}).get(KEYED_STATE) if (per_key or carried) and rt is not None \
+        else None
     saved = dict(holder["in"]) if holder is not None else None  # key text -> state text
     if saved is not None:
         refuse_pending_continuously(rel.program)
@@ -200,6 +204,9 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
         program = Program.from_json(program_json)
         evaluator = Evaluator(program, per_row=per_row)
         current, ends, schema, last = None, {}, None, None
+        if saved is not None and not keys:  # one signal, from the last batch's state
+            current = ()
+            evaluator, ends = _start(program, False, saved, current)
         for batch in batches:
             # per key: the rows come sorted by key, then start; a new key, a new signal
             for key, piece in _key_runs(batch, keys):
@@ -211,10 +218,11 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
                     evaluator, ends = _start(program, per_key or bool(keys), saved, key)
                     current = key
                 last = piece
-                if per_key and saved is not None:
+                if saved is not None:
                     # continuously a key's row whose range its state went past is a late
                     # row (with its reason), never the query's end (_split_late says why)
-                    piece, late = _split_late(piece, program.channels, ends, key, keys)
+                    piece, late = _split_late(piece, program.channels, ends, key or (), keys,
+                                              synced=per_key)
                     if late is not None:
                         yield _late_batch(program, late, passthrough)
                     if not piece.num_rows:
@@ -473,7 +481,7 @@ def _check_disjoint(piece, channels, ends: dict, key, names) -> None:
         ends[name] = (int(starts[-1]), int(stops[-1]))
 
 
-def _split_late(piece, channels, ends: dict, key, names):
+def _split_late(piece, channels, ends: dict, key, names, synced: bool = True):
     """``(kept, late)``: a continuous SYNC's rows of one key in ``piece`` (in start order)
     split into those its state can run through and those it cannot (None: none), each
     late row with its reason; ``ends`` (channel -> (start, end) of the key's last range,
@@ -490,7 +498,12 @@ def _split_late(piece, channels, ends: dict, key, names):
     restart (the batch is re-run as it was) and the query could never go on -- so the row
     is the query's late row instead, its reason naming the key and both ranges, and the
     key's state goes on as if it had not come. A NULL or empty range holds no sample: it
-    is never late."""
+    is never late.
+
+    Not ``synced``: the rows of a continuous query's part (a signal CTE's windows, a
+    SYNC CTE's ranges) under a stateful function carried along them, per key or as one
+    signal -- likewise late when behind the state (the part delivers them in order, so
+    only an overlap or a range out of order is)."""
     import numpy as np
     import pyarrow as pa
 
@@ -509,6 +522,13 @@ def _split_late(piece, channels, ends: dict, key, names):
             if valid[i] and stops[i] > starts[i] and last and starts[i] < last[1]:
                 shown = ", ".join(f"{k} = {v!r}" for k, v in zip(names, key))
                 how = ("comes before" if starts[i] < last[0] else "overlaps")
+                if not synced:
+                    whose = f" for key ({shown})" if names else ""
+                    why = (f"too late for the state: segment [{starts[i]}, {stops[i]}) of "
+                           f"`{name}` (samples){whose} {how} [{last[0]}, {last[1]}), one "
+                           "the state already ran through (a stateful signal function "
+                           "runs along the segments in start order, each sample once)")
+                    break
                 why = (f"too late for its key's state: SYNC range [{starts[i]}, {stops[i]}) "
                        f"of `{name}` (samples) for key ({shown}) {how} [{last[0]}, "
                        f"{last[1]}), a range of the key its state already ran through "

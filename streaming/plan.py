@@ -184,6 +184,33 @@ def require_time_carried(view: ir.Relation, stream: cat.StreamDef, time_col: str
                      "shift or round times in a query over the result")
 
 
+def stream_stages(statement) -> list[ir.SignalStage]:
+    """The signal stages of a continuous query (its bound ``statement``, or a relation)
+    over a stream's segment column -- the rows of a part (a signal or SYNC CTE's rows,
+    streaming/derived.py) --, not over a signal's windows nor a SYNC's own rows."""
+    roots = (statement.relations() if isinstance(statement, ir.Statement)
+             else (statement,))
+    return [r for rel in roots for r in ir.walk(rel) if isinstance(r, ir.SignalStage)
+            and not any(isinstance(x, (ir.SignalScan, ir.SyncJoin)) for x in ir.walk(r.input))]
+
+
+def carries_state(statement) -> bool:
+    """Whether a continuous query runs a stateful signal function along a stream's
+    segment column (:func:`stream_stages`): the rows runner then carries its state --
+    per key, or the one ordered pass's -- from micro-batch to micro-batch
+    (planner/segment_stage.py ``KEYED_STATE``)."""
+    return any(s.program.stateful for s in stream_stages(statement))
+
+
+def carried_states(state: dict) -> tuple[dict, dict]:
+    """``(holder, saved)`` for a rows query that :func:`carries_state`: the holder of the
+    stage's states (planner/segment_stage.py ``KEYED_STATE``: those the last committed
+    batch ``state`` kept in, this batch's into ``saved``, committed with it)."""
+    saved: dict = {}
+    kept = state.get("signal") if isinstance(state.get("signal"), dict) else {}
+    return {"in": dict(kept.get("keyed") or {}), "state": saved}, saved
+
+
 def row_by_row_stream(rel: ir.Relation, stmt, what: str, hint: str) -> cat.StreamDef:
     """The one catalog stream ``rel`` reads: the stream itself, or one stream under a view,
     CTE or subquery that is row by row over it -- filters, projections, computed columns,

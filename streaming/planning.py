@@ -27,7 +27,8 @@ from wavesql.udfs import registry
 from . import realtime
 from .joins import plan_asof, plan_band
 from .lookback import nested_lookback, window_lookback
-from .plan import Input, KeepTime, Plan, check_row_by_row, parsed, passes_through
+from .plan import (Input, KeepTime, Plan, carries_state, check_row_by_row, parsed,
+                   passes_through, stream_stages)
 from .resample import plan_resample, resample_lookback
 from .signals import plan_signal
 from .sync import plan_sync
@@ -36,6 +37,19 @@ from .sync import plan_sync
 def plan_continuous(root: ir.Relation, stmt) -> Plan:
     """The streams a continuous query reads, each with the look-back its windows need;
     enforce the streaming rules (README: Time: windows, ...) with errors before anything runs."""
+    plan = _plan_continuous(root, stmt)
+    if plan.mode != "rows" and carries_state(root):
+        # (the other runners re-evaluate kept rows, or keep a SYNC's own per-key state)
+        raise WaveSQLError(
+            "NOT_IMPLEMENTED", "a stateful signal function over a CTE's, subquery's or "
+            f"view's segment column in a continuous {plan.mode} query", _stateful_call(stmt),
+            hint="apply it in a query that reads the column row by row (a CTE), and window "
+                 "or join that query's rows; or call it in the SELECT that reads the signal "
+                 "or syncs it")
+    return plan
+
+
+def _plan_continuous(root: ir.Relation, stmt) -> Plan:
     syncs = [rel for rel in ir.walk(root) if isinstance(rel, ir.SyncJoin)]
     if syncs:
         return plan_sync(root, syncs, stmt)
@@ -135,18 +149,26 @@ def _over_a_signal(stage: ir.SignalStage) -> bool:
 
 def _check_row_by_row_stage(stage: ir.SignalStage, stmt) -> None:
     """Signal functions over a stream's segment column (``SELECT t, seg_rms(seg) FROM q``,
-    ``q`` a SYNC CTE's rows) run row by row, each micro-batch's rows on their own: a
-    stateless program only -- a stateful one would carry state from segment to segment
-    across batches, which this runner does not keep."""
-    if stage.program.stateful:
-        call = next((c for c in stmt.node.find_all(exp.Anonymous)
-                     if getattr(registry.lookup(c.name), "stateful", False)), stmt.node)
-        raise WaveSQLError(
-            "NOT_IMPLEMENTED", "a stateful signal function over a CTE's, subquery's or "
-            "view's segment column in a continuous query", Span.of(call),
-            hint="call it in the SELECT that reads the signal or syncs it (per key: "
-                 "f(...) OVER (PARTITION BY k) in the SYNC's own SELECT); the stateless "
-                 "ones (seg_rms, fft, ...) run over the column")
+    ``q`` a SYNC CTE's rows) run row by row, each micro-batch's rows on their own; a
+    stateful one along them as in batch (per key, or one ordered pass: start order), its
+    state carried from micro-batch to micro-batch (:func:`.plan.carries_state`) -- but not
+    a detector whose range may stay open at the last segment: the next one may never
+    come, and no row would close it."""
+    for call in stage.program.calls():
+        fn = registry.lookup(call["call"])
+        if fn is not None and fn.stateful and fn.flush is not None:
+            raise WaveSQLError(
+                "NOT_IMPLEMENTED", f"`{fn.name}` over a CTE's, subquery's or view's segment "
+                "column in a continuous query: a range still open at the last segment "
+                "would wait for the next one, which may never come", _stateful_call(stmt),
+                hint=f"call {fn.name} in the SELECT that reads the signal, or run the query "
+                     "in batch")
+
+
+def _stateful_call(stmt) -> Span:
+    """Where the statement calls its first stateful signal function (else the statement)."""
+    return Span.of(next((c for c in stmt.node.find_all(exp.Anonymous)
+                         if getattr(registry.lookup(c.name), "stateful", False)), stmt.node))
 
 
 def _filtered_stream(window: ir.WindowScan, stmt) -> cat.StreamDef:
@@ -350,6 +372,11 @@ def explain_plan(spark, stmt, target: ir.QueryStatement) -> str:
     for inp in plan.inputs:
         rules = "; ".join(str(r) for r in inp.lookback) or "nothing between batches"
         lines.append(f"input {inp.stream.name}: keeps {rules}")
+    for stage in stream_stages(target.relation):
+        if stage.program.stateful:  # (runner.py: carried_states)
+            along = f"per key ({', '.join(stage.keys)})" if stage.keys else "one ordered pass"
+            lines.append(f"signal functions along a segment column: state {along}, kept "
+                         "between batches")
     return "\n".join(lines)
 
 

@@ -45,8 +45,7 @@ state a batch starts from is the committed state of the batch before it (``state
 written last, atomically).
 
 Files still being written when Spark lists them (copied into place rather than renamed) are
-waited for and then read whole, by the runner itself from the batch's file list in Spark's
-log: see :mod:`.files`.
+waited for, then read whole from the batch's file list in Spark's log: see :mod:`.files`.
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ from wavesql.sqltext import JSON_OPTIONS, quote
 
 from . import checkpoint_plan, kafka_sync, query_sync, sinks
 from .joins import asof_split
-from .plan import Input, KeepTime, Plan
+from .plan import Input, KeepTime, Plan, carries_state, carried_states
 from .query import ContinuousQuery
 from .report import FINAL, PROGRESS, REASON, BatchReport, format_us, timestamp_lit
 from .resample import ResampleProgress
@@ -274,7 +273,6 @@ class ReEvaluatingQuery(ContinuousQuery):
         shown = self._resample.shown(buffers, overall)
         report.progress_us = shown
         report.inputs = {k: v["progress"] for k, v in progress.items()}
-
         sync_state = None
         if self.plan.mode == "sync":  # synced: the rows every signal now covers
             key = self.inputs[0].stream.key
@@ -310,6 +308,8 @@ class ReEvaluatingQuery(ContinuousQuery):
             report.on_time += got.rows - got.late
             report.late += got.late
             late_parts += got.late_records
+        if self.plan.mode == "rows" and carries_state(self.bound):  # along a part's segments
+            fresh[KEYED_STATE], sync_state = carried_states(state)
         stateful = self.plan.mode not in ("rows", "sync", "band", "asof")
         if self.plan.mode == "asof":
             fresh = asof_split(self.plan, buffers, progress)
@@ -321,7 +321,7 @@ class ReEvaluatingQuery(ContinuousQuery):
         else:
             out = self._results(spark, buffers if stateful else fresh, previous, overall, olds,
                                 shown)
-        keyed = fresh.get(KEYED_STATE) if self.plan.mode == "sync" else None
+        keyed = fresh.get(KEYED_STATE) if self.plan.mode in ("sync", "rows") else None
         if keyed and keyed.get("late") is not None:  # too late for its key's state
             late_parts.append(keyed["late"].select(
                 F.lit(self.inputs[0].stream.name).alias("_stream"),

@@ -10,6 +10,8 @@ hand -- nothing from WaveSQL."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -125,19 +127,47 @@ def test_a_signal_querys_segment_column_row_by_row_and_windowed(ws, spark, tmp_p
 
 
 @pytest.mark.spark
-def test_state_over_a_segment_column_is_refused_where_no_order_holds(ws, spark, tmp_path):
-    """A stateful function over a CTE's segment column: batch carries its state along the
-    windows in start order (as over a view of segments); continuously the rest runs each
-    micro-batch's rows on their own, so it is refused at the call, naming where it runs.
-    Over a window's rows it has no order in either mode (a sliding window repeats rows)."""
-    _sync_setup(ws, tmp_path)
+def test_state_along_a_ctes_segment_column_goes_on_across_runs(ws, spark, tmp_path):
+    """``lowpass(seg, 100.0)`` over a signal CTE's windows: in batch one ordered pass in
+    start order; continuously the same, its state carried from micro-batch to micro-batch
+    -- a first run over two files, a second over the third: the windows of both runs put
+    end to end equal scipy's ``sosfilt`` over the whole recording (from rest, the second
+    run's first window would not). Before: NOT_IMPLEMENTED."""
+    from scipy import signal as sps
+    from scipy.io import wavfile
+
+    x = _samples()
+    (tmp_path / "sig").mkdir()
+    for i in range(2):
+        wavfile.write(tmp_path / "sig" / f"mic_{i:03d}.wav", SYNC_RATE,
+                      x[i * 2000:(i + 1) * 2000])
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {SYNC_RATE} HZ FROM '{tmp_path / 'sig'}' "
+           "FORMAT wav SEGMENT 256")
     sql = WINDOWS + "SELECT t, lowpass(seg, 100.0) AS f FROM w"
-    with pytest.raises(WaveSQLError) as err:
-        _run(ws, spark, tmp_path, sql)
-    assert err.value.code == "NOT_IMPLEMENTED" and "stateful" in err.value.message
-    assert err.value.span.start == sql.index("lowpass")
-    assert "SYNC's own SELECT" in err.value.hint
-    assert not (tmp_path / "out").exists()
+    assert "state one ordered pass, kept between batches" in ws.explain(sql, "STREAM")
+    first = _run(ws, spark, tmp_path, sql)
+    wavfile.write(tmp_path / "sig" / "mic_002.wav", SYNC_RATE, x[4000:])
+    got = _run(ws, spark, tmp_path, sql)
+    assert set(first["batch"]) < set(got["batch"])  # (two runs: later batches added rows)
+    got = got.assign(ms=_ms(got["t"])).sort_values("ms")
+    assert got["ms"].tolist() == list(range(0, 6000, 500))
+    assert [r["start"] for r in got["f"]] == list(range(0, 6000, 500))
+    sos = sps.butter(4, 100.0, btype="low", fs=SYNC_RATE, output="sos")
+    want = sps.sosfilt(sos, x.astype(np.float64))
+    np.testing.assert_allclose(np.concatenate([r["samples"] for r in got["f"]]), want,
+                               atol=2e-6)
+    batch = ws.sql(sql).toPandas().assign(ms=lambda d: _ms(d["t"])).sort_values("ms")
+    np.testing.assert_allclose(np.concatenate([r["samples"] for r in batch["f"]]), want,
+                               atol=2e-6)
+
+
+@pytest.mark.spark
+def test_state_over_a_segment_column_is_refused_where_no_order_holds(ws, spark, tmp_path):
+    """Over a window's rows a stateful function has no order in either mode (a sliding
+    window repeats rows): refused at the call. Continuously, a detector whose range may
+    stay open at the last segment is refused (no row would close it), and a stateful
+    function under the rest's windows (whose runner re-evaluates kept rows)."""
+    _sync_setup(ws, tmp_path)
     windowed = WINDOWS + ("SELECT max(seg_rms(lowpass(seg, 100.0))) AS p FROM w "
                           "[RANGE 2 SECONDS SLIDE 1 SECOND]")
     with pytest.raises(WaveSQLError) as err:
@@ -145,3 +175,45 @@ def test_state_over_a_segment_column_is_refused_where_no_order_holds(ws, spark, 
     assert err.value.code == "NOT_IMPLEMENTED"
     assert err.value.span.start == windowed.index("lowpass")
     assert "before the window" in err.value.hint
+    detector = WINDOWS + "SELECT t, threshold_ranges(seg, 0.5) AS r FROM w"
+    with pytest.raises(WaveSQLError) as err:
+        _run(ws, spark, tmp_path, detector)
+    assert err.value.code == "NOT_IMPLEMENTED" and "never come" in err.value.message
+    assert err.value.span.start == detector.index("threshold_ranges")
+    over = WINDOWS + ("SELECT t, seg_rms(lowpass(seg, 100.0)) AS r, count(*) OVER (ORDER BY "
+                      "t ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS n FROM w")
+    with pytest.raises(WaveSQLError) as err:
+        _run(ws, spark, tmp_path, over)
+    assert err.value.code == "NOT_IMPLEMENTED" and "over query" in err.value.message
+    assert err.value.span.start == over.index("lowpass")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.spark
+def test_state_per_key_along_a_sync_ctes_segment_column(ws, spark, tmp_path):
+    """``lowpass(seg, 100.0) OVER (PARTITION BY sensor)`` over a SYNC CTE's segments,
+    continuously: each sensor's ranges one signal in start order (x's three meet, y's
+    third after a gap, NULL one key), as scipy's ``sosfilt`` with the delay line carried
+    along each key's ranges (tests/test_sync_keyed_state.py's oracle). The range beyond
+    the recording waits for it (no row yet)."""
+    from tests.test_sync_keyed_state import RANGES, RATE, _oracle, _recording
+
+    folder, x = _recording(tmp_path)
+    ws.sql(f"CREATE SIGNAL mic (ch1 FLOAT) RATE {RATE} HZ FROM '{folder}' FORMAT wav "
+           "SEGMENT 512")
+    (tmp_path / "ctl").mkdir()
+    (tmp_path / "ctl" / "c.json").write_text("".join(json.dumps(
+        {"id": i, "sensor": r[0], "a": r[1], "b": r[2], "ts": f"1970-01-01T00:00:{i:02d}Z"})
+        + "\n" for i, r in enumerate(RANGES)))
+    ws.sql(f"CREATE STREAM ctl (id BIGINT, sensor STRING, a BIGINT, b BIGINT, ts TIMESTAMP) "
+           f"FROM '{tmp_path / 'ctl'}' FORMAT json EVENT TIME ts WATERMARK 1 SECOND")
+    sql = ("WITH q AS (SELECT c.id, c.sensor, c.ts, s.ch1 AS seg FROM ctl c SYNC JOIN mic s "
+           "ON RANGE (c.a, c.b)) SELECT id, sensor, lowpass(seg, 100.0) OVER (PARTITION BY "
+           "sensor) AS f FROM q")
+    assert "state per key (sensor), kept between batches" in ws.explain(sql, "STREAM")
+    got = {r.id: r for r in _run(ws, spark, tmp_path, sql).itertuples()}
+    want = _oracle(x, RANGES)
+    assert sorted(got) == [i for i in range(len(RANGES)) if want[i] is not None]
+    for i, row in got.items():
+        assert row.f["start"] == RANGES[i][1]
+        np.testing.assert_allclose(row.f["samples"], want[i][0], atol=2e-6, err_msg=str(i))
