@@ -191,9 +191,10 @@ def _cte_split(stmt: Statement, text: str, catalog) -> Split | None:
     def is_part(cte) -> bool:
         if not signals_in(cte.this):  # a stream part, or none (streaming/stream_parts.py)
             # (used where the rest or another CTE joins or windows it: a CTE windowing a
-            # windowed CTE is then a stream part over its rows, _parts_over_parts)
+            # windowed CTE is then a stream part over its rows, _parts_over_parts; the
+            # CTEs whole, named: one filtering it may be what the rest windows)
             uses = exp.Tuple(expressions=[rest.copy()] + [
-                c.this.copy() for c in with_.expressions if c is not cte])
+                c.copy() for c in with_.expressions if c is not cte])
             return not signals_in(rest) and stream_parts.is_stream_part(
                 cte, names, uses, catalog, _others(bodies, cte))
         # a SYNC CTE is a part when it passes its control's event time through and the

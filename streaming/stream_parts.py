@@ -94,13 +94,39 @@ def is_side(node: exp.Expression) -> bool:
     if any(j.args.get("sync") for j in joins):
         return False
     over = any(w.find_ancestor(exp.Select) is select for w in select.find_all(exp.Window))
-    return bool(joins) or node.args.get("window") is not None or over
+    if joins or node.args.get("window") is not None or over:
+        return True
+    # through a filter: ``FROM (SELECT t, k, a FROM m WHERE a > 0.3) x [RANGE ...]`` --
+    # a row-by-row subquery over it that is a side itself (windows over a filter of it)
+    outer = select.parent
+    return (isinstance(outer, exp.Subquery) and isinstance(outer.parent, (exp.From, exp.Join))
+            and _filters(select, node) and is_side(outer))
 
 
-def _joined_or_resampled(rest: exp.Expression, name: str) -> bool:
-    """Whether the rest reads CTE ``name`` as a join's side or a RESAMPLE's input."""
-    return any(is_side(t) for t in rest.find_all(exp.Table)
-               if not t.args.get("db") and t.name.lower() == name)
+def _filters(select: exp.Select, node: exp.Expression) -> bool:
+    """Whether ``select`` reads ``node`` (its FROM) row by row: filters and projections."""
+    source = select.args.get("from_")
+    return source is not None and source.this is node and not _across_rows(select)
+
+
+def _joined_or_resampled(rest: exp.Expression, name: str, seen: frozenset = frozenset()
+                         ) -> bool:
+    """Whether the rest reads CTE ``name`` as a join's side or a RESAMPLE's input (or
+    computed across again: :func:`is_side`) -- directly, or through CTEs that filter it
+    (``f AS (SELECT ... FROM m WHERE ...)``, ``f`` windowed: ``rest`` then holds the
+    statement's other CTEs, as :class:`exp.CTE` nodes)."""
+    for t in rest.find_all(exp.Table):
+        if t.args.get("db") or t.name.lower() != name:
+            continue
+        if is_side(t):
+            return True
+        select = t.find_ancestor(exp.Select)
+        cte = select.parent if select is not None else None
+        if isinstance(cte, exp.CTE) and _filters(select, t) and \
+                cte.alias_or_name.lower() not in seen | {name}:
+            if _joined_or_resampled(rest, cte.alias_or_name.lower(), seen | {name}):
+                return True
+    return False
 
 
 def is_stream_query(body: exp.Expression, names: set[str], catalog,

@@ -135,7 +135,8 @@ def _bind_window_over_relation(table: exp.Table, window, select: exp.Select,
         views = [parse_one(r.view.sql) for r in ir.walk(source) if isinstance(r, ir.ViewRef)
                  and r.view.name.lower() == table.name.lower()]
         event_time = _window_instant(_own_select(query) if query is not None else
-                                     _own_select(views[0]) if views else None, source)
+                                     _own_select(views[0]) if views else None, source,
+                                     query)
         if event_time is not None and source.schema.find(TIME) is not None:
             # the windowed query's own instant, which its rewrite keeps as _time beside the
             # user's name for it (t): this window's instant takes the name
@@ -204,24 +205,48 @@ def _own_select(query: exp.Expression) -> exp.Select | None:
     return query if isinstance(query, exp.Select) else None
 
 
-def _window_instant(select: exp.Select | None, source: ir.Relation) -> str | None:
+def _window_instant(select: exp.Select | None, source: ir.Relation,
+                    query: exp.Expression | None = None) -> str | None:
     """The event time of a query over CQL windows of a stream (a windowed aggregate,
     ``SELECT _time AS t, k, avg(v) AS a FROM s [RANGE ...] GROUP BY _time, k``): its column
     that is the window's instant ``_time`` passed through, under any name -- each of its
     rows is at that instant (the continuous stream part takes the same column,
     streaming/stream_parts.py). ``select``: the relation's own SELECT (:func:`_own_select`
     of the CTE's or subquery's query, or of the view's), whose columns are its result: an
-    inner SELECT's ``_time AS t`` the relation recomputes is not its instant. None when it
-    reads no CQL window or keeps no instant."""
+    inner SELECT's ``_time AS t`` the relation recomputes is not its instant -- but one a
+    filter passes through is (``SELECT t, k, a FROM m WHERE a > 0.5``, ``m`` a CTE or a
+    subquery of ``query`` naming ``_time AS t``). None when it reads no CQL window or keeps
+    no instant."""
     if select is None or not _reads_window(source):
         return None
+    ctes = {c.alias_or_name.lower(): c.this for c in query.find_all(exp.CTE)} \
+        if query is not None else {}
     for p in select.selects:
-        if isinstance(p.unalias(), exp.Column) and p.unalias().name.lower() == TIME \
-                and p.alias_or_name.lower() != TIME:
+        if p.alias_or_name.lower() != TIME and _is_instant(select, p.alias_or_name, ctes):
             field = source.schema.find(p.alias_or_name)
             if field is not None and field.type.startswith("timestamp"):
                 return field.name
     return None
+
+
+def _is_instant(select: exp.Select, name: str, ctes: dict, depth: int = 0) -> bool:
+    """Whether column ``name`` of ``select``'s result is a window's instant: ``_time``
+    under that name, or such a column of its one FROM relation (a CTE of ``ctes``, a
+    subquery) passed through unchanged."""
+    value = next((p.unalias() for p in select.selects
+                  if p.alias_or_name.lower() == name.lower()), None)
+    if not isinstance(value, exp.Column) or depth > len(ctes) + 8:
+        return False
+    if value.name.lower() == TIME:
+        return True
+    source = select.args.get("from_")
+    if source is None or select.args.get("joins") or any(
+            isinstance(n, (exp.AggFunc, exp.Window, exp.Group)) for n in select.walk()
+            if n.find_ancestor(exp.Select) is select):
+        return False  # (computed across rows: not each row's instant)
+    inner = source.this.this if isinstance(source.this, exp.Subquery) else \
+        ctes.get(source.this.name.lower()) if isinstance(source.this, exp.Table) else None
+    return isinstance(inner, exp.Select) and _is_instant(inner, value.name, ctes, depth + 1)
 
 
 def _without_instant(source: ir.Relation) -> ir.SqlQuery:
