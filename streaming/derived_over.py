@@ -36,10 +36,13 @@ part (an expression around it stays in the rest, as Spark's grouping needs); the
 follows the part's name in the rest, at its own offset when the name fits before it.
 
 Only the shapes the batch planner runs the same way are cut: one SELECT reading one
-catalog signal in its FROM, or a catalog stream with an EVENT TIME SYNC JOINed to catalog
-signals (no other join, subquery, CTE or set operation), with OVER windows of aggregate or
-window functions and no aggregate outside them, no GROUP BY or HAVING -- or, over a SYNC,
-a CQL window on the control with any of them. Any other shape --
+catalog signal in its FROM, or a catalog stream with an EVENT TIME -- or a catalog view or
+subquery row by row over one, passing it through (``FROM (SELECT t0, t1, id FROM ctl
+WHERE id <> 3) c [RANGE ...]``: the part's FROM item, read as a continuous SYNC reads
+such a control) -- SYNC JOINed to catalog signals (no other join, subquery, CTE or set
+operation), with OVER windows of aggregate or window functions and no aggregate outside
+them, no GROUP BY or HAVING -- or, over a SYNC, a CQL window on the control with any of
+them. Any other shape --
 a signal function's OVER (PARTITION BY k), which is its own per-key state; a computed
 column without a name (Spark names it after its text, which the rest cannot say); an
 expression whose text cannot be replaced safely (checked: it parses back to itself) -- is
@@ -52,7 +55,9 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from wavesql.catalog import objects as cat
-from wavesql.errors import Span
+from wavesql.dialect import nodes as wn
+from wavesql.dialect import parse_statements
+from wavesql.errors import Span, WaveSQLError
 
 from .derived_hoist import put, read_names
 
@@ -74,7 +79,8 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     joins = node.args.get("joins") or []
     # a CQL window on a SYNC's control ([RANGE ...] after `ctl c`): the rest's, with the
     # aggregates and GROUP BY over it (a signal's [SAMPLES n] stays with the signal)
-    window = table.args.get("window") if joins and isinstance(table, exp.Table) else None
+    window = table.args.get("window") if joins and isinstance(table, (exp.Table, exp.Subquery)) \
+        else None
     if window is not None and window.args.get("kind") != "RANGE":
         return None  # (a time window only: rows in the control's order -- ROWS, PARTITION
         # BY ... ROWS, NOW -- are not the part's arrival order)
@@ -86,7 +92,8 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         return None  # (a signal's * is its segments, a SYNC's its inputs' columns)
     if any(_signal_function(w.this) for w in node.find_all(exp.Window)):
         return None  # a signal function per key (OVER (PARTITION BY k)): its own state
-    if any(isinstance(n, (exp.Subquery, exp.Union)) for n in node.walk()) \
+    if any(isinstance(n, (exp.Subquery, exp.Union)) and not (joins and n is table)
+           and n.find_ancestor(exp.Subquery) is not table for n in node.walk()) \
             or window is None and any(isinstance(a, exp.AggFunc) and not isinstance(
                 a.parent, exp.Window) for a in node.find_all(exp.AggFunc)):
         return None
@@ -95,10 +102,10 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     signals = [catalog.get(j.this.name) for j in joins if isinstance(j.this, exp.Table)
                and not j.this.args.get("db") and j.args.get("sync")]
     sync = bool(joins)
-    if sync:  # FROM a catalog stream with an EVENT TIME, SYNC JOINs of catalog signals
-        if not (isinstance(first, cat.StreamDef) and first.event_time is not None
-                and len(signals) == len(joins)
-                and all(isinstance(g, cat.SignalDef) for g in signals)):
+    if sync:  # FROM a control stream with an EVENT TIME, SYNC JOINs of catalog signals
+        first = _control(table, first, catalog)
+        if first is None or not (len(signals) == len(joins)
+                                 and all(isinstance(g, cat.SignalDef) for g in signals)):
             return None
     elif not isinstance(first, cat.SignalDef):
         return None
@@ -106,7 +113,7 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     aliases = {alias} | {j.this.alias_or_name.lower() for j in joins}
     owned = [c.name.lower() for g in ([first] if not sync else signals) for c in g.channels]
     if sync:
-        owned += [c.name.lower() for c in first.columns]
+        owned += [c.lower() for c in first.columns]
     known = set(owned)
 
     def key(n) -> str:
@@ -194,6 +201,9 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     if any(t is None for t in tokens_item):
         return None
     item_a = tokens_item[0][0]
+    if isinstance(table, exp.Subquery):  # (its first positioned token is inside the "(")
+        item_a = max((t.start for t in tokens if t.start < item_a
+                      and t.token_type == TokenType.L_PAREN), default=item_a)
     item_b = _through(tokens, item_a, max(t[1] for t in tokens_item))
     if item_b is None:
         return None
@@ -243,6 +253,49 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         inner = listed + " " + body
     return split_cls((part_cls(name, inner, time_column, sync=sync, origin="SELECT"),), outer,
                      text)
+
+
+class _Control:
+    """A SYNC's control as the cut needs it: its columns' names and its EVENT TIME's."""
+
+    def __init__(self, columns, event_time: str):
+        self.columns, self.event_time = list(columns), event_time
+
+
+def _control(table, defn, catalog) -> _Control | None:
+    """The control of a SYNC in its own SELECT: a catalog stream with an EVENT TIME, or a
+    catalog view or subquery row by row over one that passes its EVENT TIME through
+    unchanged (its rows are the stream's, filtered and projected: the SYNC part reads it
+    as a continuous SYNC reads such a control, streaming/sync.py); else None."""
+    if isinstance(defn, cat.StreamDef):
+        return _Control([c.name for c in defn.columns], defn.event_time) \
+            if defn.event_time is not None else None
+    if isinstance(defn, cat.ViewDef):
+        try:
+            (body,) = parse_statements(defn.sql)
+        except WaveSQLError:
+            return None
+        query = body.node
+    elif isinstance(table, exp.Subquery):
+        query = table.this
+    else:
+        return None
+    if not isinstance(query, exp.Select) or query.args.get("with_") or any(
+            isinstance(n, (exp.Subquery, exp.Join, exp.AggFunc, exp.Window, exp.Group,
+                           exp.Distinct, exp.Limit, wn.StreamWindow)) for n in query.walk()):
+        return None
+    source = query.args.get("from_")
+    inner = source.this if source is not None else None
+    stream = catalog.get(inner.name) if isinstance(inner, exp.Table) \
+        and not inner.args.get("db") else None
+    if not isinstance(stream, cat.StreamDef) or stream.event_time is None:
+        return None
+    if query.is_star:
+        return _Control([c.name for c in stream.columns], stream.event_time)
+    named = [p.alias_or_name for p in query.selects]
+    passed = next((p.alias_or_name for p in query.selects if isinstance(p, exp.Column)
+                   and p.name.lower() == stream.event_time.lower()), None)
+    return _Control(named, passed) if passed is not None else None
 
 
 def _signal_function(call) -> bool:
