@@ -36,11 +36,11 @@ part (an expression around it stays in the rest, as Spark's grouping needs); the
 follows the part's name in the rest, at its own offset when the name fits before it.
 
 Only the shapes the batch planner runs the same way are cut: one SELECT reading one
-catalog signal in its FROM, or a catalog stream with an EVENT TIME -- or a catalog view or
-subquery row by row over one, passing it through (``FROM (SELECT t0, t1, id FROM ctl
-WHERE id <> 3) c [RANGE ...]``: the part's FROM item, read as a continuous SYNC reads
-such a control) -- SYNC JOINed to catalog signals (no other join, subquery, CTE or set
-operation), with OVER windows of aggregate or window functions and no aggregate outside
+catalog signal in its FROM, or a catalog stream with an EVENT TIME -- or a catalog view,
+subquery or the statement's one CTE row by row over one, passing it through (``FROM
+(SELECT t0, t1, id FROM ctl WHERE id <> 3) c [RANGE ...]``: the part's FROM item, read as
+a continuous SYNC reads such a control; the CTE kept in the part's text) -- SYNC JOINed to
+catalog signals (no other join, subquery, CTE or set operation), with OVER windows of aggregate or window functions and no aggregate outside
 them, no GROUP BY or HAVING -- or, over a SYNC, a CQL window on the control with any of
 them. Any other shape --
 a signal function's OVER (PARTITION BY k), which is its own per-key state; a computed
@@ -72,11 +72,16 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     SELECT over a signal's windows -- or over a SYNC of a catalog stream -- with OVER
     windows, or a SYNC with a CQL window on its control (module docstring), else None."""
     node = stmt.node
-    if not isinstance(node, exp.Select) or node.args.get("with_"):
+    if not isinstance(node, exp.Select):
         return None
     source = node.args.get("from_")
     table = source.this if source is not None else None
     joins = node.args.get("joins") or []
+    with_ = node.args.get("with_")
+    ctes = {c.alias_or_name.lower(): c.this for c in with_.expressions} if with_ else {}
+    if with_ is not None and not (joins and isinstance(table, exp.Table)
+                                  and table.name.lower() in ctes and len(ctes) == 1):
+        return None  # (a WITH: only the SYNC's control, kept in the part's text)
     # a CQL window on a SYNC's control ([RANGE ...] after `ctl c`): the rest's, with the
     # aggregates and GROUP BY over it (a signal's [SAMPLES n] stays with the signal)
     window = table.args.get("window") if joins and isinstance(table, (exp.Table, exp.Subquery)) \
@@ -103,7 +108,7 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
                and not j.this.args.get("db") and j.args.get("sync")]
     sync = bool(joins)
     if sync:  # FROM a control stream with an EVENT TIME, SYNC JOINs of catalog signals
-        first = _control(table, first, catalog)
+        first = _control(table, first, catalog, ctes)
         if first is None or not (len(signals) == len(joins)
                                  and all(isinstance(g, cat.SignalDef) for g in signals)):
             return None
@@ -149,7 +154,7 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
             found.append(n)
             return
         for child in n.iter_expressions():
-            if not isinstance(child, (exp.From, exp.Join)):  # (the FROM item: the part's)
+            if not isinstance(child, (exp.From, exp.Join, exp.With)):  # (the part's)
                 collect(child)
 
     collect(node)
@@ -214,7 +219,8 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
     named = {e.alias.lower() for e in node.expressions if isinstance(e, exp.Alias)}
     if any(c.table.lower() in aliases or not c.table and c.name.lower() not in named
            and not c.name.startswith("_") for c in node.find_all(exp.Column)
-           if not any(_inside(_span(c), e) for e in extents + [(item_a, item_b)])):
+           if not any(_inside(_span(c), e) for e in extents + [(item_a, item_b)])
+           and c.find_ancestor(exp.With) is None):
         return None  # an input's alias read outside the per-window expressions, or a
         # column no input has (planned whole: its error names the inputs' columns, not the
         # part's _w1, ...); the rest reads the SELECT's names, _time, and the part's
@@ -240,17 +246,25 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
         return None
     if span is not None:
         body = put(text, *span, "")[_from_at(tokens, item_a):item_b]
-    # the part: its list where the user's was when it fits, the FROM item at its place
-    select_at = next(t.start for t in tokens if t.token_type == TokenType.SELECT)
+    # the part: its list where the user's was when it fits, the FROM item at its place;
+    # a WITH of the control kept before it (in the rest, blanked: the rest reads the part)
+    with_end = _through(tokens, *_span(with_)) if with_ is not None else 0
+    if with_end is None:
+        return None
+    select_at = next(t.start for t in tokens if t.token_type == TokenType.SELECT
+                     and t.start >= with_end)
+    head = text[:select_at] if with_ is not None else ""
+    if with_ is not None:
+        outer = _keep_lines(text, " " * with_end) + outer[with_end:]
     at = _from_at(tokens, item_a)
     listed = "SELECT " + ", ".join(f"{e} AS {c}" for e, c in columns)
     if select_at + len(listed) < at:
         inner = _keep_lines(text, " " * select_at + listed + " " * (at - select_at
                                                                     - len(listed)))
-        inner += body
+        inner = head + inner[len(head):] + body
         inner = inner + _keep_lines(text[item_b:], " " * (len(text) - item_b))
     else:  # (a longer list: the FROM clause moves, only in the part)
-        inner = listed + " " + body
+        inner = head + listed + " " + body
     return split_cls((part_cls(name, inner, time_column, sync=sync, origin="SELECT"),), outer,
                      text)
 
@@ -262,15 +276,18 @@ class _Control:
         self.columns, self.event_time = list(columns), event_time
 
 
-def _control(table, defn, catalog) -> _Control | None:
+def _control(table, defn, catalog, ctes: dict) -> _Control | None:
     """The control of a SYNC in its own SELECT: a catalog stream with an EVENT TIME, or a
-    catalog view or subquery row by row over one that passes its EVENT TIME through
-    unchanged (its rows are the stream's, filtered and projected: the SYNC part reads it
-    as a continuous SYNC reads such a control, streaming/sync.py); else None."""
-    if isinstance(defn, cat.StreamDef):
+    catalog view, CTE (of ``ctes``) or subquery row by row over one that passes its EVENT
+    TIME through unchanged (its rows are the stream's, filtered and projected: the SYNC
+    part reads it as a continuous SYNC reads such a control, streaming/sync.py); else
+    None."""
+    if isinstance(table, exp.Table) and table.name.lower() in ctes:
+        query = ctes[table.name.lower()]
+    elif isinstance(defn, cat.StreamDef):
         return _Control([c.name for c in defn.columns], defn.event_time) \
             if defn.event_time is not None else None
-    if isinstance(defn, cat.ViewDef):
+    elif isinstance(defn, cat.ViewDef):
         try:
             (body,) = parse_statements(defn.sql)
         except WaveSQLError:

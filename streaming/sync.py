@@ -125,7 +125,7 @@ def _windows_around(stmt, syncs=()) -> WaveSQLError:
                         "SYNC CTE, subquery or view that passes its control stream's EVENT "
                         "TIME through, and in the SYNC's own SELECT when every column "
                         "computed from the synced rows is named and the control is a "
-                        "catalog stream, or a view or subquery filtering one (a synced row "
+                        "catalog stream, or a view, CTE or subquery filtering one (a synced row "
                         "waits for the recording, so it can "
                         "come after the control's progress)",
                         Span.of(stmt.node), hint=f"name each such column (avg(seg_rms(m.ch1)) "

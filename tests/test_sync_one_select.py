@@ -104,21 +104,26 @@ def test_a_name_that_does_not_fit_before_the_window_moves_it():
 
 
 @pytest.mark.parametrize("control", ["(SELECT t0, t1, id FROM ctl WHERE id <> 3) c",
-                                     "(SELECT * FROM ctl) c", "cv c"])
-def test_a_view_or_subquery_control_row_by_row_over_a_stream_is_cut(control):
+                                     "(SELECT * FROM ctl) c", "cv c", "cte c"])
+def test_a_view_cte_or_subquery_control_row_by_row_over_a_stream_is_cut(control):
     """A control that filters or projects a catalog stream, passing its EVENT TIME through
-    (a subquery, a catalog view): the SYNC part reads it as a continuous SYNC reads such a
-    control, whole, the rest as over a catalog stream. Before: not cut (NOT_IMPLEMENTED)."""
-    text = ONE_SELECT.replace("ctl c", control)
+    (a subquery, a catalog view, a CTE -- kept in the part's text, blanked in the rest's):
+    the SYNC part reads it as a continuous SYNC reads such a control, whole, the rest as
+    over a catalog stream. Before: not cut (NOT_IMPLEMENTED)."""
+    head = "WITH cte AS (SELECT t0, t1, id FROM ctl WHERE id <> 3)\n" \
+        if control.startswith("cte") else ""
+    text = head + ONE_SELECT.replace("ctl c", control)
     split = _split(text, cv="SELECT t0, t1, id FROM ctl WHERE id <> 3")
     (part,) = split.parts
     assert (part.name, part.time_column, part.sync) == ("c_synced", "_wt", True)
-    assert " ".join(part.inner.split()) == (
+    assert " ".join(part.inner.split()) == head.strip() * bool(head) + " " * bool(head) + (
         f"SELECT seg_rms(m.ch1) AS _w1, c.t0 AS _wt FROM {control} SYNC JOIN mic m ON RANGE "
         "(c.t0, c.t1)")
     assert " ".join(split.outer.split()) == (
         "SELECT count(*) AS n, avg(_w1 ) AS r FROM c_synced [RANGE 2 SECONDS SLIDE 2 SECONDS]")
+    assert len(split.outer) == len(text) and split.outer.count("\n") == text.count("\n")
     assert split.outer.index(") AS r") == text.index(") AS r")
+    assert part.inner.index("FROM " + control) == text.index("FROM " + control)
 
 
 @pytest.mark.parametrize("text", [
@@ -256,13 +261,15 @@ def test_a_column_spelled_two_ways_is_one_column_of_the_part():
 
 @pytest.mark.spark
 @pytest.mark.parametrize("control", ["(SELECT t0, t1, id FROM ctl WHERE id <> 3) c",
-                                     pytest.param("cv c", marks=pytest.mark.slow)])
+                                     pytest.param("cv c", marks=pytest.mark.slow),
+                                     pytest.param("cte c", marks=pytest.mark.slow)])
 def test_windows_around_a_sync_of_a_filtered_control(ws, spark, tmp_path, control):
-    """The control a subquery (or a catalog view) filtering the control stream: the same
+    """The control a subquery (or a catalog view, a CTE) filtering the control stream: the same
     two runs as over the stream, each 2-second window once, equal to pandas over numpy's
     RMS per range of the rows the filter keeps -- and to the batch query. Before:
     NOT_IMPLEMENTED ("the control is a catalog stream")."""
-    sql = ONE_SELECT.replace("ctl c", control)
+    sql = ("WITH cte AS (SELECT t0, t1, id FROM ctl WHERE id <> 3) " if control == "cte c"
+           else "") + ONE_SELECT.replace("ctl c", control)
     data, first, got, _ = _two_runs(ws, spark, tmp_path, sql,
                                     view="CREATE VIEW cv AS SELECT t0, t1, id FROM ctl "
                                          "WHERE id <> 3")
