@@ -18,10 +18,14 @@ demo: $(VENV)/.installed
 
 # The fast tier first (no JVM: parsing, planning against a dict environment, kernels,
 # layout rules; under a minute), then every test that starts Spark (its 30 slowest tests
-# listed at the end: where the suite's time goes, from every run).
+# listed at the end: where the suite's time goes, from every run). The Spark tier runs in
+# two pytest-xdist workers, each with its own local[2] session, S3 server and Kafka
+# broker, a test file whole on one worker (its module fixtures once): much of a Spark
+# test's time is latency -- micro-batches, Py4J, process starts -- that a second worker
+# fills.
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m "not spark and not slow"
-	$(BIN)/python -m pytest -q -m "spark and not slow" --durations=30
+	$(BIN)/python -m pytest -q -m "spark and not slow" -n 2 --dist loadfile --durations=30
 
 test-fast: $(VENV)/.installed-python-test
 	$(BIN)/python -m pytest -q -m "not spark and not slow"

@@ -144,6 +144,9 @@ def pytest_sessionstart(session):
 
     if "SPARK_SUBMIT_OPTS" in os.environ:  # the user's own options win
         return
+    if getattr(session.config.option, "numprocesses", None) and \
+            "PYTEST_XDIST_WORKER" not in os.environ:
+        return  # pytest-xdist's controller runs no test: each worker makes its own
     marks = session.config.getoption("markexpr") or ""
     if "not spark" not in marks.replace("(", " "):
         _archiving["proc"] = jvm_archive.start_archiving()

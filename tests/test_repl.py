@@ -256,6 +256,10 @@ def test_repl_in_a_terminal(tmp_path):
                TERM="xterm-256color",
                # No terminal answers prompt_toolkit's cursor-position requests here.
                PROMPT_TOOLKIT_NO_CPR="1")
+    # the terminal's own size (200 wide), not one inherited (pytest-xdist's workers set
+    # COLUMNS=80, which rich would take over the terminal's)
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
     child = pexpect.spawn(sys.executable, ["-m", "wavesql", "--master", "local[2]",
                                            "--catalog", str(tmp_path / "c.db")],
                           cwd=str(tmp_path), env=env, encoding="utf-8",
