@@ -172,8 +172,10 @@ def stage_frame(rel: ir.SignalStage, df, rt=None):
     the threshold up to the last sample) comes in one more row, as at a WAV signal's end
     (:func:`_tail`), never dropped.
 
-    Continuously (``rt.streams[KEYED_STATE]``, put there by the continuous SYNC:
-    streaming/sync.py), each key starts from the state its last micro-batch ended with
+    Continuously (``rt.streams[KEYED_STATE]``, put there by the continuous SYNC --
+    streaming/sync.py -- or, for the one ordered pass or the keys along a part's segment
+    column, by the rows runner: streaming/plan.py ``carried_states``), each key starts
+    from the state its last micro-batch ended with
     and the states it ends with go back into the SYNC's state (:func:`_carry_keys`). The
     continuous SYNC hands a key's rows over only once the control's progress passed them
     (streaming/sync.py ``hold_for_keys``), so they come in range order; one still behind
@@ -300,7 +302,8 @@ def _tie_breaks(rel: ir.SignalStage, df) -> list:
     return ties + [F.to_json(F.col(quote(control.name)), JSON_OPTIONS)]
 
 
-#: ``rt.streams`` entry of a continuous SYNC's per-key states (streaming/sync.py): a dict
+#: ``rt.streams`` entry of a continuous SYNC's per-key states (streaming/sync.py; or the
+#: rows runner's, over a part's segment column: streaming/plan.py ``carried_states``): a dict
 #: with ``"in"`` (key text -> state text, from the last micro-batch) and ``"state"`` (the
 #: SYNC's state dict for this batch, which gains ``"keyed"``: the states after it); the
 #: stage adds ``"late"``: the rows too late for their key's state, a DataFrame of
@@ -502,8 +505,10 @@ def _split_late(piece, channels, ends: dict, key, names, synced: bool = True):
 
     Not ``synced``: the rows of a continuous query's part (a signal CTE's windows, a
     SYNC CTE's ranges) under a stateful function carried along them, per key or as one
-    signal -- likewise late when behind the state (the part delivers them in order, so
-    only an overlap or a range out of order is)."""
+    signal -- likewise late when behind the state. A signal part delivers its windows in
+    order; a SYNC part then syncs each control row only once the control's progress
+    passed it (streaming/derived.py ``in_order``), so, as in the SYNC's own SELECT, only
+    a range starting before one its key already ran through is late."""
     import numpy as np
     import pyarrow as pa
 

@@ -75,7 +75,7 @@ from wavesql.planner import ir
 from . import derived_chain, stream_parts
 from .derived_chain import home_name  # noqa: F401 (API)
 from .derived_split import Part, Split, described, expand_stars, find_split  # noqa: F401 (API)
-from .plan import _volatile
+from .plan import _volatile, carries_state
 from .report import FINAL, PROGRESS, timestamp_lit
 from .runner import ReEvaluatingQuery
 from .signals import SignalContinuousQuery
@@ -166,9 +166,14 @@ class DerivedSyncQuery(ReEvaluatingQuery):
     control rows still waiting (runner.py ``_sync_progress``), so no later row is below
     it -- to the internal sink the rest of the query reads (module docstring)."""
 
-    def __init__(self, *args, columns: tuple[ir.Field, ...], name: str, **kwargs):
+    def __init__(self, *args, columns: tuple[ir.Field, ...], name: str,
+                 in_order: bool = False, **kwargs):
         self.columns = columns
         self.derived_name = name
+        # the rest carries a signal function's state along its segments: each control row
+        # is synced only once the control's progress passed it, so the rows come in range
+        # order as in batch (runner.py, sync.hold_for_keys), not as the recording covers them
+        self.in_order = in_order
         super().__init__(*args, **kwargs)
 
     def _deliver_counted(self, out, batch_id: int, report, by_final: bool) -> None:
@@ -466,6 +471,7 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
             plan_continuous(rest.relation, stmt)
     except WaveSQLError as err:
         raise err.with_query(split.text) from None
+    in_order = carries_state(rest)
 
     def start_part(p, home, folder):
         if p.part.stream:  # on its own runner, over the rows of the parts it reads
@@ -474,10 +480,11 @@ def start_pipeline(session, split: Split, start_outer, *, checkpoint: str, trigg
                                            max_files=max_files, clock=clock)
         cls, bound = (DerivedSyncQuery, p.bound) if p.part.sync \
             else (DerivedSignalQuery, p.plan.signal.bound)
+        more = {"in_order": in_order} if p.part.sync else {}
         return cls(session, p.part.inner, bound, p.plan, columns=p.kept, name=p.part.name,
                    emit_changes=False, output=folder, checkpoint=home,
                    late=storage.join(home, "late"), trigger=trigger, max_files=max_files,
-                   clock=clock)
+                   clock=clock, **more)
 
     for folder in rows:
         _make_folder(folder)  # Spark's file source needs the folder at start

@@ -108,6 +108,8 @@ def over_split(stmt, text: str, catalog, split_cls, part_cls):
                and not j.this.args.get("db") and j.args.get("sync")]
     sync = bool(joins)
     if sync:  # FROM a control stream with an EVENT TIME, SYNC JOINs of catalog signals
+        if not table.alias_or_name:
+            return None  # (a subquery without an alias: its error comes from the binder)
         first = _control(table, first, catalog, ctes)
         if first is None or not (len(signals) == len(joins)
                                  and all(isinstance(g, cat.SignalDef) for g in signals)):

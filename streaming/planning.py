@@ -38,14 +38,20 @@ def plan_continuous(root: ir.Relation, stmt) -> Plan:
     """The streams a continuous query reads, each with the look-back its windows need;
     enforce the streaming rules (README: Time: windows, ...) with errors before anything runs."""
     plan = _plan_continuous(root, stmt)
+    if sum(s.program.stateful for s in stream_stages(root)) > 1:
+        # (the rows runner keeps one stage's states: segment_stage.py KEYED_STATE)
+        raise WaveSQLError(
+            "NOT_IMPLEMENTED", "stateful signal functions over segment columns in two "
+            "SELECTs of one continuous query", _stateful_call(stmt),
+            hint="nest them in one SELECT, e.g. highpass(lowpass(seg, 100.0), 10.0)")
     if plan.mode != "rows" and carries_state(root):
         # (the other runners re-evaluate kept rows, or keep a SYNC's own per-key state)
         raise WaveSQLError(
             "NOT_IMPLEMENTED", "a stateful signal function over a CTE's, subquery's or "
             f"view's segment column in a continuous {plan.mode} query", _stateful_call(stmt),
-            hint="apply it in a query that reads the column row by row (a CTE), and window "
-                 "or join that query's rows; or call it in the SELECT that reads the signal "
-                 "or syncs it")
+            hint="call it in the SELECT that reads the signal (WITH w AS (SELECT "
+                 "start_time(ch1) AS t, lowpass(ch1, 100.0) AS seg FROM mic [SAMPLES n]) "
+                 "... FROM w [RANGE ...]), or per key in the SYNC's own SELECT")
     return plan
 
 

@@ -280,8 +280,8 @@ class ReEvaluatingQuery(ContinuousQuery):
                       for k, tag in self._kafka_tags().items()}
             # per key, a row reaches its key's state only once the control's progress
             # passed it, so the key's rows come in range order (sync.hold_for_keys)
-            hold = ((self.inputs[0].stream.event_time, progress[key]["progress"])
-                    if keeps_key_state(self.bound) else None)
+            held = keeps_key_state(self.bound) or getattr(self, "in_order", False)
+            hold = (self.inputs[0].stream.event_time, progress[key]["progress"]) if held else None
             got = split_signals(spark, self.plan, buffers[key], state, self.clock(), blocks,
                                 catalog=self.session.catalog, batch_id=batch_id,
                                 max_files=getattr(self, "_max_files", None), hold=hold,

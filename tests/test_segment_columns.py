@@ -180,6 +180,12 @@ def test_state_over_a_segment_column_is_refused_where_no_order_holds(ws, spark, 
         _run(ws, spark, tmp_path, detector)
     assert err.value.code == "NOT_IMPLEMENTED" and "never come" in err.value.message
     assert err.value.span.start == detector.index("threshold_ranges")
+    two = WINDOWS + ("SELECT t, highpass(g, 10.0) AS h FROM (SELECT t, lowpass(seg, 100.0) "
+                     "AS g FROM w) f")  # (one stage's states are kept: nest them)
+    with pytest.raises(WaveSQLError) as err:
+        _run(ws, spark, tmp_path, two)
+    assert err.value.code == "NOT_IMPLEMENTED" and "two" in err.value.message
+    assert "highpass(lowpass(" in err.value.hint
     over = WINDOWS + ("SELECT t, seg_rms(lowpass(seg, 100.0)) AS r, count(*) OVER (ORDER BY "
                       "t ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS n FROM w")
     with pytest.raises(WaveSQLError) as err:
@@ -195,7 +201,9 @@ def test_state_per_key_along_a_sync_ctes_segment_column(ws, spark, tmp_path):
     continuously: each sensor's ranges one signal in start order (x's three meet, y's
     third after a gap, NULL one key), as scipy's ``sosfilt`` with the delay line carried
     along each key's ranges (tests/test_sync_keyed_state.py's oracle). The range beyond
-    the recording waits for it (no row yet)."""
+    the recording waits for it (no row yet), and the last control row (10 s) for the
+    control's progress (9 s: the SYNC part syncs each row once the progress passed it, so
+    a key's ranges reach its state in start order)."""
     from tests.test_sync_keyed_state import RANGES, RATE, _oracle, _recording
 
     folder, x = _recording(tmp_path)
@@ -213,7 +221,36 @@ def test_state_per_key_along_a_sync_ctes_segment_column(ws, spark, tmp_path):
     assert "state per key (sensor), kept between batches" in ws.explain(sql, "STREAM")
     got = {r.id: r for r in _run(ws, spark, tmp_path, sql).itertuples()}
     want = _oracle(x, RANGES)
-    assert sorted(got) == [i for i in range(len(RANGES)) if want[i] is not None]
+    assert sorted(got) == [i for i in range(len(RANGES)) if want[i] is not None and i < 9]
     for i, row in got.items():
         assert row.f["start"] == RANGES[i][1]
         np.testing.assert_allclose(row.f["samples"], want[i][0], atol=2e-6, err_msg=str(i))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("form", ["cte", "subquery"])
+def test_windows_over_a_relation_applying_signal_functions(ws, tmp_path, form):
+    """Batch: ``f`` filters the windows' segments (a stateful ``lowpass``, carried along
+    them in start order) and the query windows ``f``'s rows, applying ``seg_rms`` to its
+    column: max per 2 seconds equal to numpy's RMS of scipy's ``sosfilt`` over the whole
+    recording, cut into the 500-sample windows. Before: refused at the ``lowpass`` inside
+    ``f`` ("over a window's rows"), the CTE read by the window left behind."""
+    from scipy import signal as sps
+
+    _sync_setup(ws, tmp_path)
+    x = _samples()
+    inner = "SELECT t, lowpass(seg, 100.0) AS g FROM w"
+    sql = (WINDOWS.rstrip() + f", f AS ({inner}) SELECT max(seg_rms(g)) AS p FROM f "
+           "[RANGE 2 SECONDS SLIDE 2 SECONDS]" if form == "cte" else
+           WINDOWS + f"SELECT max(seg_rms(g)) AS p FROM ({inner}) f "
+           "[RANGE 2 SECONDS SLIDE 2 SECONDS]")
+    sos = sps.butter(4, 100.0, btype="low", fs=SYNC_RATE, output="sos")
+    y = sps.sosfilt(sos, x.astype(np.float64))
+    starts = np.arange(0, len(y), 500)
+    each = pd.DataFrame({"t": starts, "r": [_rms(y[s:s + 500]) for s in starts]})
+    want = each.assign(instant=_instants(each["t"], 2000)).groupby("instant").agg(
+        p=("r", "max")).reset_index()
+    got = ws.sql(sql).toPandas()
+    got = got.assign(instant=_ms(got["_time"])).sort_values("instant")
+    assert got["instant"].tolist() == want["instant"].tolist()
+    np.testing.assert_allclose(got["p"], want["p"], rtol=1e-5)

@@ -145,6 +145,8 @@ def test_a_view_cte_or_subquery_control_row_by_row_over_a_stream_is_cut(control)
     ONE_SELECT.replace("FROM ctl c", "FROM (SELECT id, t0 AS a, t1 FROM ctl) c"),
     ONE_SELECT.replace("FROM ctl c", "FROM (SELECT * FROM ctl c JOIN annotations a "
                                      "ON c.id = a.id) c"),
+    # a control subquery without an alias (the binder says it needs one)
+    ONE_SELECT.replace("FROM ctl c", "FROM (SELECT t0, t1, id FROM ctl)").replace("c.", ""),
     # the window on a signal query's own windows: not a SYNC
     "SELECT max(seg_rms(ch1)) AS m FROM mic [SAMPLES 4096]",
 ])

@@ -112,11 +112,12 @@ def _segments_of_inline_relations(node: exp.Expression, ctx: BindContext, found:
         table = exp.Table(this=exp.to_identifier(name),
                           alias=exp.TableAlias(this=exp.to_identifier(alias)))
         cte_name = source.name.lower() if isinstance(source, exp.Table) else None
+        if isinstance(relation, ir.WindowScan):  # (the CTE it windows: bound in it)
+            cte_name = relation.stream.lower()
+            _refuse_state_over_windows(select)
         source.replace(table)
         if cte_name is not None:
             _drop_unused_cte(node, cte_name)
-        if isinstance(relation, ir.WindowScan):
-            _refuse_state_over_windows(select)
         view = f"{name}_stage"
         stages.append((view, bind_segment_select(select, table, relation, alias, view,
                                                  fold=ctx.env.constant)))
@@ -128,7 +129,8 @@ def _refuse_state_over_windows(select: exp.Select) -> None:
     state along: a sliding window holds a row at several instants."""
     for call in select.find_all(exp.Anonymous):
         fn = registry.lookup(call.name)
-        if fn is not None and fn.stateful:
+        if fn is not None and fn.stateful and call.find_ancestor(exp.Select) is select \
+                and call.find_ancestor(exp.With) is None:  # (its own calls)
             raise WaveSQLError(
                 "NOT_IMPLEMENTED", f"stateful signal function `{fn.name}` over a window's "
                 "rows: a window holds a row at each of its instants, so the segments have no "
