@@ -100,6 +100,13 @@ def test_a_window_over_a_windowed_cte_without_its_instant_named_says_what_to_sel
     with pytest.raises(WaveSQLError) as err:
         ws.sql(other)
     assert err.value.code == "STREAMING_RULE" and "_time AS t" in err.value.hint, err.value
+    # a filter renaming the instant (t AS u): not followed -- continuously the part's rows
+    # carry it by name, as a stream's EVENT TIME through a view (review finding)
+    renamed = (f"WITH m AS ({INNER}) SELECT _time, count(*) AS n FROM (SELECT t AS u, k, a "
+               "FROM m WHERE a > 0.5) x [RANGE 30 SECONDS] GROUP BY _time")
+    with pytest.raises(WaveSQLError) as err:
+        ws.sql(renamed)
+    assert err.value.code == "STREAMING_RULE" and "`x`" in err.value.message, err.value
 
 
 def _micros(value) -> int:

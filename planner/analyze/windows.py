@@ -232,13 +232,16 @@ def _window_instant(select: exp.Select | None, source: ir.Relation,
 def _is_instant(select: exp.Select, name: str, ctes: dict, depth: int = 0) -> bool:
     """Whether column ``name`` of ``select``'s result is a window's instant: ``_time``
     under that name, or such a column of its one FROM relation (a CTE of ``ctes``, a
-    subquery) passed through unchanged."""
+    subquery) passed through unchanged, under its name (as continuously, where the part's
+    rows carry it by name)."""
     value = next((p.unalias() for p in select.selects
                   if p.alias_or_name.lower() == name.lower()), None)
     if not isinstance(value, exp.Column) or depth > len(ctes) + 8:
         return False
     if value.name.lower() == TIME:
         return True
+    if value.name.lower() != name.lower():
+        return False  # (renamed on the way: as a stream's EVENT TIME, kept by name)
     source = select.args.get("from_")
     if source is None or select.args.get("joins") or any(
             isinstance(n, (exp.AggFunc, exp.Window, exp.Group)) for n in select.walk()
