@@ -191,7 +191,14 @@ def stream_stages(statement) -> list[ir.SignalStage]:
     roots = (statement.relations() if isinstance(statement, ir.Statement)
              else (statement,))
     return [r for rel in roots for r in ir.walk(rel) if isinstance(r, ir.SignalStage)
-            and not any(isinstance(x, (ir.SignalScan, ir.SyncJoin)) for x in ir.walk(r.input))]
+            and over_stream_rows(r)]
+
+
+def over_stream_rows(stage: ir.SignalStage) -> bool:
+    """Whether ``stage`` reads a stream's rows with segment columns (the rows of a
+    continuous query's part, streaming/derived.py), not a signal's windows nor a SYNC's
+    own rows."""
+    return not any(isinstance(x, (ir.SignalScan, ir.SyncJoin)) for x in ir.walk(stage.input))
 
 
 def carries_state(statement) -> bool:

@@ -28,7 +28,7 @@ from . import realtime
 from .joins import plan_asof, plan_band
 from .lookback import nested_lookback, window_lookback
 from .plan import (Input, KeepTime, Plan, carries_state, check_row_by_row, parsed,
-                   passes_through, stream_stages)
+                   over_stream_rows, passes_through, stream_stages)
 from .resample import plan_resample, resample_lookback
 from .signals import plan_signal
 from .sync import plan_sync
@@ -70,7 +70,7 @@ def _plan_continuous(root: ir.Relation, stmt) -> Plan:
         elif isinstance(rel, ir.StreamScan):
             scans[rel.stream.key] = rel.stream
         elif isinstance(rel, ir.SignalScan) or isinstance(rel, ir.SignalStage) \
-                and _over_a_signal(rel):
+                and not over_stream_rows(rel):
             return Plan((), "signal", TIME, plan_signal(root, stmt))
         elif isinstance(rel, ir.SignalStage):
             _check_row_by_row_stage(rel, stmt)  # over a stream's segment column
@@ -145,12 +145,6 @@ def _plan_continuous(root: ir.Relation, stmt) -> Plan:
     rules = tuple(dict.fromkeys(r for t in trees if t is not None
                                 for r in nested_lookback(t, stream, stmt)))
     return Plan((Input(0, stream, rules),), "over", stream.event_time)
-
-
-def _over_a_signal(stage: ir.SignalStage) -> bool:
-    """Whether ``stage`` reads a signal's windows (else a stream's rows with segment
-    columns: the rows of a continuous query's part, streaming/derived.py)."""
-    return any(isinstance(r, ir.SignalScan) for r in ir.walk(stage.input))
 
 
 def _check_row_by_row_stage(stage: ir.SignalStage, stmt) -> None:

@@ -113,6 +113,18 @@ def _micros(value) -> int:
     return int(pd.Timestamp(value).value // 1000)
 
 
+def _stream_once(ws, spark, tmp_path, sql) -> tuple[Counter, int]:
+    """Run ``sql`` continuously to completion: the (instant, k, mx, n) rows delivered so
+    far in its output, and the last instant delivered."""
+    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
+    q.await_termination()
+    assert q.error is None, q.error
+    got = spark.read.parquet(str(tmp_path / "out")).toPandas().dropna(subset=["k"])
+    delivered = Counter((_micros(t), k, round(mx, 9), n)
+                        for t, k, mx, n in zip(got["_time"], got["k"], got["mx"], got["n"]))
+    return delivered, max(t for t, *_ in delivered)
+
+
 def test_continuous_windows_over_a_windowed_cte_across_runs(ws, spark, tmp_path):
     """Continuously, the windowed CTE runs as a stream part (its final rows and a
     punctuation row per batch under <checkpoint>/derived/m/rows) and the outer windows over
@@ -132,13 +144,7 @@ def test_continuous_windows_over_a_windowed_cte_across_runs(ws, spark, tmp_path)
         frame = pd.DataFrame([r for r in rows if lo * SECOND <= r["ts"] < hi * SECOND])
         frame["ts"] = pd.to_datetime(frame["ts"], unit="us").astype("datetime64[us]")
         frame.to_parquet(folder / f"p{part}.parquet")
-        q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
-        q.await_termination()
-        assert q.error is None, q.error
-        got = spark.read.parquet(str(tmp_path / "out")).toPandas().dropna(subset=["k"])
-        delivered = Counter((_micros(t), k, round(mx, 9), n)
-                            for t, k, mx, n in zip(got["_time"], got["k"], got["mx"], got["n"]))
-        frontier = max(t for t, *_ in delivered)
+        delivered, frontier = _stream_once(ws, spark, tmp_path, sql)
         assert delivered == Counter({r: c for r, c in want.items() if r[0] <= frontier})
         frontiers.append(frontier)
     assert frontiers[0] >= 60 * SECOND and frontiers[1] >= 150 * SECOND > frontiers[0]
@@ -207,13 +213,7 @@ def test_windows_over_a_filter_of_a_windowed_cte(ws, spark, tmp_path, form):
                                      if form == "cte" else "")
     sql = f"{head} " + OUTER.format(m=source)
     assert _got(ws, sql) == want  # batch
-    q = ws.stream(sql, tmp_path / "out", tmp_path / "ckpt")
-    q.await_termination()
-    assert q.error is None, q.error
-    got = spark.read.parquet(str(tmp_path / "out")).toPandas().dropna(subset=["k"])
-    delivered = Counter((_micros(t), k, round(mx, 9), n)
-                        for t, k, mx, n in zip(got["_time"], got["k"], got["mx"], got["n"]))
-    frontier = max(t for t, *_ in delivered)
+    delivered, frontier = _stream_once(ws, spark, tmp_path, sql)
     assert frontier >= 120 * SECOND
     assert delivered == Counter({r: c for r, c in want.items() if r[0] <= frontier})
     assert (tmp_path / "ckpt" / "derived" / "m").is_dir()
